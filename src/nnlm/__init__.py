@@ -1,0 +1,27 @@
+"""nnlm: neural probabilistic language models (Bengio et al. 2003) and their count-based
+baselines, behind one small interface.
+
+    >>> from nnlm import Vocabulary, Stream, AddK, evaluate
+    >>> vocab = Vocabulary.from_counts({"a": 2, "b": 1})
+    >>> train = Stream.from_lines([["a", "b"], ["a"]], vocab)
+    >>> model = AddK(vocab, order=2).fit(train)
+    >>> round(evaluate(model, train).perplexity, 3)
+    2.59
+
+Importing nnlm never imports torch; the neural models load it when first used.
+"""
+
+from .corpus import count_words, read_stream
+from .errors import NnlmError
+from .lm import Evaluation, LanguageModel, evaluate
+from .models import load_model, save_model
+from .ngram import AddK
+from .stream import Stream
+from .vocab import Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AddK", "Evaluation", "LanguageModel", "NnlmError", "Stream", "Vocabulary",
+    "count_words", "evaluate", "load_model", "read_stream", "save_model",
+]

@@ -1,0 +1,224 @@
+"""Corpora: plain-text files, the Brown corpus (protocol v1), and their splits.
+
+Plain text is UTF-8, one sentence or paragraph a line, tokens separated by whitespace
+(``str.split()``); blank lines are skipped. Files are streamed in blocks: a large file
+becomes int32 ids and line offsets (:class:`~nnlm.stream.Stream`), never a Python list
+of strings.
+
+Brown, protocol v1 (Bengio et al. 2003's split, on NLTK's copy of the corpus): one
+paragraph a line in NLTK's order, sentences joined, tokens joined by single spaces;
+lines go to train until it holds 800,000 tokens, then to valid until 1,000,000 tokens
+in all, the rest to test; every token seen 3 times or fewer in train becomes ``<unk>``
+in all three files. On NLTK's Brown this gives train 9,748 lines / 800,173 tokens,
+valid 3,024 / 199,854, test 2,895 / 161,165, and 14,116 word types including ``<unk>``.
+The paper itself counted rare words over the whole corpus (``paper_cut=True``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import NnlmError, where
+from .fileio import atomic_write_text, iter_line_blocks
+from .stream import Stream
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK, Vocabulary
+
+SPLIT_NAMES = ("train", "valid", "test")
+
+
+# -- plain text ------------------------------------------------------------------------
+def count_words(path: str | os.PathLike) -> Counter:
+    """Token counts of a text file, streamed block by block."""
+    counts: Counter = Counter()
+    lines = 0
+    for first, block in iter_line_blocks(path):
+        lines += len(block)
+        counts.update("\n".join(block).split())
+    if not counts:
+        raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
+    for special in (BOS, EOS):
+        if special in counts:
+            _raise_special(path, special)
+    return counts
+
+
+def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
+    """Encode a text file with ``vocab``: unknown words become ``<unk>``.
+
+    Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
+    """
+    id_blocks: list[np.ndarray] = []
+    length_blocks: list[np.ndarray] = []
+    get, unk = vocab.index.get, vocab.id(UNK)
+    lines = 0
+    for first, block in iter_line_blocks(path):
+        lines += len(block)
+        tokenized = [line.split() for line in block]
+        lengths = np.array([len(t) for t in tokenized], dtype=np.int64)
+        ids = np.array([get(w, unk) for t in tokenized for w in t], dtype=np.int32)
+        if np.any((ids == BOS_ID) | (ids == EOS_ID)):
+            bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
+            special = BOS if BOS in tokenized[bad] else EOS
+            raise NnlmError(f"{where(path, first + bad)}: {special} may not occur in a text; "
+                            "nnlm adds sentence boundaries itself")
+        id_blocks.append(ids)
+        length_blocks.append(lengths[lengths > 0])
+    word_ids = np.concatenate(id_blocks)
+    if len(word_ids) == 0:
+        raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
+    return Stream.from_ids(word_ids, np.concatenate(length_blocks))
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Non-blank lines of a small text file, normalized to tokens joined by one space."""
+    out = []
+    for _, block in iter_line_blocks(path):
+        out.extend(" ".join(t) for t in (line.split() for line in block) if t)
+    if not out:
+        raise NnlmError(f"{path}: no tokens: every line is blank")
+    return out
+
+
+def _raise_special(path, special: str):
+    for first, block in iter_line_blocks(path):
+        for i, line in enumerate(block):
+            if special in line.split():
+                raise NnlmError(f"{where(path, first + i)}: {special} may not occur in a text; "
+                                "nnlm adds sentence boundaries itself")
+    raise AssertionError("unreachable")
+
+
+# -- splits ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SplitStats:
+    lines: int
+    tokens: int
+    types: int
+
+
+def split_by_tokens(
+    lines: Sequence[str], train_tokens: int, valid_tokens: int
+) -> tuple[list[str], list[str], list[str]]:
+    """Lines go to train until it holds ``train_tokens`` tokens, then to valid until
+    ``train_tokens + valid_tokens`` in all, the rest to test (the line that crosses a
+    threshold stays on the earlier side)."""
+    sizes = np.array([len(line.split()) for line in lines], dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # tokens before each line
+    train_end = int(np.searchsorted(before, train_tokens, side="left"))
+    valid_end = int(np.searchsorted(before, train_tokens + valid_tokens, side="left"))
+    return list(lines[:train_end]), list(lines[train_end:valid_end]), list(lines[valid_end:])
+
+
+def replace_rare(lines: Sequence[str], counts: Counter, max_rare_count: int) -> list[str]:
+    """Replace every token seen ``max_rare_count`` times or fewer in ``counts`` by ``<unk>``
+    (words absent from ``counts`` count 0)."""
+    if max_rare_count <= 0:
+        return list(lines)
+    keep = {w for w, c in counts.items() if c > max_rare_count}
+    return [" ".join(w if w in keep else UNK for w in line.split()) for line in lines]
+
+
+def write_splits(outdir: str | os.PathLike, parts: Sequence[Sequence[str]]) -> dict[str, SplitStats]:
+    """Write ``train.txt``, ``valid.txt``, ``test.txt`` (``\\n`` line ends), atomically."""
+    outdir = Path(outdir)
+    stats = {}
+    for name, lines in zip(SPLIT_NAMES, parts):
+        atomic_write_text(outdir / f"{name}.txt", "".join(line + "\n" for line in lines))
+        tokens = [w for line in lines for w in line.split()]
+        stats[name] = SplitStats(len(lines), len(tokens), len(set(tokens)))
+    return stats
+
+
+def split_text(
+    lines: Sequence[str],
+    train_tokens: int,
+    valid_tokens: int,
+    max_rare_count: int,
+    rare_counted_on: str = "train",
+) -> tuple[list[str], list[str], list[str]]:
+    """Split by token thresholds, then replace rare words (counted on train or on all)."""
+    train, valid, test = split_by_tokens(lines, train_tokens, valid_tokens)
+    basis = train if rare_counted_on == "train" else lines
+    counts = Counter(w for line in basis for w in line.split())
+    return tuple(replace_rare(part, counts, max_rare_count) for part in (train, valid, test))
+
+
+# -- Brown -----------------------------------------------------------------------------
+BROWN_TRAIN_TOKENS = 800_000
+BROWN_VALID_TOKENS = 200_000
+BROWN_MAX_RARE_COUNT = 3
+BROWN_EXPECTED = {  # protocol v1 on NLTK's Brown: (lines, tokens); 14,116 types with <unk>
+    "train": (9_748, 800_173), "valid": (3_024, 199_854), "test": (2_895, 161_165),
+}
+
+BROWN_MISSING = (
+    "the Brown corpus is not installed and could not be downloaded (offline?). "
+    "On a machine with internet run `python -m nltk.downloader brown`, or point NLTK_DATA "
+    "at a folder holding corpora/brown or corpora/brown.zip"
+)
+
+
+def brown_available() -> bool:
+    """Whether NLTK finds Brown, unzipped or as ``corpora/brown.zip`` (as its reader does)."""
+    import nltk
+
+    for resource in ("corpora/brown", "corpora/brown.zip/brown/"):
+        try:
+            nltk.data.find(resource)
+            return True
+        except LookupError:
+            pass
+    return False
+
+
+def ensure_brown(download: bool = True) -> None:
+    """Make sure NLTK can read Brown, downloading it through NLTK if allowed.
+
+    ``NNLM_NO_DOWNLOAD=1`` in the environment forbids the download too (CI sets it).
+    """
+    if brown_available():
+        return
+    if download and os.environ.get("NNLM_NO_DOWNLOAD") != "1":
+        import nltk
+
+        try:
+            nltk.download("brown", quiet=True, raise_on_error=False)
+        except Exception:  # noqa: BLE001 - any failure of the downloader means "not available"
+            pass
+        if brown_available():
+            return
+    raise NnlmError(BROWN_MISSING)
+
+
+def brown_paragraphs(download: bool = True) -> list[str]:
+    """Brown's paragraphs in NLTK's order, each one line: sentences joined, tokens joined
+    by single spaces, case kept."""
+    ensure_brown(download)
+    from nltk.corpus import brown
+    from tqdm import tqdm
+
+    paras = tqdm(brown.paras(), desc="reading Brown", unit=" paragraphs", total=15_667,
+                 leave=False, disable=None)
+    return [" ".join(w for sent in para for w in sent) for para in paras]
+
+
+def prepare_brown(paper_cut: bool = False, download: bool = True) -> tuple[list[str], ...]:
+    """Protocol v1 splits of Brown; ``paper_cut`` counts rare words over the whole corpus."""
+    return split_text(
+        brown_paragraphs(download),
+        BROWN_TRAIN_TOKENS,
+        BROWN_VALID_TOKENS,
+        BROWN_MAX_RARE_COUNT,
+        rare_counted_on="all" if paper_cut else "train",
+    )
+
+
+def iter_tokens(lines: Sequence[str]) -> Iterator[str]:
+    for line in lines:
+        yield from line.split()

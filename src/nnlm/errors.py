@@ -1,0 +1,16 @@
+"""The one exception type users see.
+
+Anything that is the user's fault (a missing file, a bad byte, a checkpoint from another
+vocabulary) raises :class:`NnlmError` with a one-line message that names the file and,
+where there is one, the line. The CLI prints it as ``nnlm: error: ...`` and exits 2;
+anything else is a bug and keeps its traceback.
+"""
+
+
+class NnlmError(Exception):
+    """A user-facing error: the message is one line and says what to do."""
+
+
+def where(path, line: int | None = None) -> str:
+    """``path`` or ``path:line``, the prefix every file error starts with."""
+    return f"{path}:{line}" if line is not None else str(path)

@@ -1,0 +1,131 @@
+"""The LanguageModel interface every nnlm model speaks, and evaluation on top of it.
+
+Conventions (the ones KenLM uses; every number nnlm prints follows them):
+
+* Natural logarithms everywhere in the API; the CLI's ``score`` prints log10 as KenLM's
+  ``query`` does and says so in its column names.
+* Each line is a sentence. ``<s>`` is context only: it pads the start of each line and
+  is never predicted (every model gives it probability 0). ``</s>`` is predicted at
+  the end of each line and counts as a token.
+* Words outside the vocabulary map to ``<unk>``, whose probability is the model's
+  estimate for the class of rare words; they are predicted and counted, never dropped.
+  :class:`Evaluation` reports how many there were and the perplexity without them.
+* Perplexity = exp(total NLL / predicted tokens), weighted by tokens, never a mean of
+  per-batch perplexities.
+
+A model implements :meth:`LanguageModel.next_logprobs` (the full next-word distribution
+for a batch of contexts). The per-token :meth:`~LanguageModel.target_logprobs` has a
+default built on it; count-based models override it with a direct lookup.
+
+Good: ``model.logprobs(stream)`` -> one float64 per ``stream.ids`` slot.
+Bad: averaging ``exp(-mean)`` over sentences: short sentences would weigh as much as long ones.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .stream import Stream
+from .vocab import BOS_ID, UNK_ID, Vocabulary
+
+LOG10_E = math.log10(math.e)
+
+
+class LanguageModel(ABC):
+    """p(w_t | w_{t-n+1}, ..., w_{t-1}) over a fixed vocabulary.
+
+    Attributes:
+        vocab: the model's vocabulary; ids in every array refer to it.
+        order: n, the number of words in an n-gram: the model conditions on n-1 words.
+    """
+
+    vocab: Vocabulary
+    order: int
+
+    @abstractmethod
+    def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        """Log-distributions over the next word.
+
+        Args:
+            contexts: int array (B, order-1) of word ids, oldest first, ``<s>``-padded.
+        Returns:
+            float64 (B, |V|): natural-log probabilities; each row sums to 1 in
+            probability, with ``-inf`` for ``<s>``.
+        """
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """float64 (B,): log p(targets[i] | contexts[i]). Override for speed."""
+        out = np.empty(len(targets), dtype=np.float64)
+        step = max(1, (1 << 22) // max(1, len(self.vocab)))  # ~32 MB of float64 at a time
+        for lo in range(0, len(targets), step):
+            dist = self.next_logprobs(contexts[lo : lo + step])
+            out[lo : lo + step] = dist[np.arange(len(dist)), targets[lo : lo + step]]
+        return out
+
+    def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
+        """float64, one natural-log probability per predicted token of ``stream``."""
+        out = np.empty(len(stream), dtype=np.float64)
+        lo = 0
+        for contexts, targets in stream.batches(self.order, batch_size):
+            out[lo : lo + len(targets)] = self.target_logprobs(contexts, targets)
+            lo += len(targets)
+        return out
+
+    def sentence_logprob(self, sentence: str | Sequence[str]) -> float:
+        """Natural-log probability of one sentence, ``</s>`` included, ``<s>`` as context.
+
+        Good: ``model.sentence_logprob("the cat sat")`` (words split on whitespace).
+        Bad: ``model.sentence_logprob("<s> the cat sat </s>")``: boundaries are added here.
+        """
+        words = sentence.split() if isinstance(sentence, str) else list(sentence)
+        return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum()) if words else \
+            float(self.target_logprobs(np.full((1, self.order - 1), BOS_ID, np.int32),
+                                       np.array([2], np.int32))[0])
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What ``nnlm eval`` reports: totals in nats, counts, and perplexities."""
+
+    tokens: int  # predicted tokens: words + one </s> per line
+    sentences: int
+    unk: int  # predicted tokens that were <unk> (out-of-vocabulary or literal <unk>)
+    nll: float  # total negative log-likelihood, natural log
+    perplexity: float
+    perplexity_without_unk: float  # the same, with <unk> tokens left out (SRILM's convention)
+
+    @property
+    def log10_prob(self) -> float:
+        return -self.nll * LOG10_E
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "log10_prob": self.log10_prob}
+
+
+def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray) -> Evaluation:
+    """Totals from per-token log-probabilities (float64), as :func:`evaluate` reports them."""
+    if len(logprobs) != len(stream):
+        raise ValueError("one log-probability per predicted token expected")
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    known = stream.ids != UNK_ID
+    nll = float(-logprobs.sum())
+    n_known = int(known.sum())
+    nll_known = float(-logprobs[known].sum())
+    return Evaluation(
+        tokens=len(stream),
+        sentences=stream.num_lines,
+        unk=len(stream) - n_known,
+        nll=nll,
+        perplexity=math.exp(nll / len(stream)) if len(stream) else float("nan"),
+        perplexity_without_unk=math.exp(nll_known / n_known) if n_known else float("nan"),
+    )
+
+
+def evaluate(model: LanguageModel, stream: Stream) -> Evaluation:
+    """Perplexity and totals of ``model`` on ``stream`` (see the module's conventions)."""
+    return evaluation_from_logprobs(stream, model.logprobs(stream))

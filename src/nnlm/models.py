@@ -1,0 +1,114 @@
+"""Saving and loading any nnlm model: one directory, one format, one registry.
+
+A saved model is a directory::
+
+    MODEL/
+      config.json     {"nnlm_model": "addk", "format_version": 1, "vocab_size": ...,
+                       "vocab_fingerprint": ..., "config": {...}}
+      vocab.txt       the vocabulary (see nnlm.vocab)
+      arrays.npz      the model's numpy arrays (loaded with allow_pickle=False)
+
+Loading checks that ``vocab.txt`` is the vocabulary the model was trained with, so a
+model never silently scores with another vocabulary's ids. Model kinds are registered
+below by import path, so loading an n-gram model never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import NnlmError
+from .fileio import atomic_path
+from .lm import LanguageModel
+from .vocab import Vocabulary
+
+FORMAT_VERSION = 1
+
+# kind -> "module:Class"; each class has kind, config(), arrays(), from_saved(vocab, config, arrays)
+MODEL_KINDS = {
+    "addk": "nnlm.ngram.addk:AddK",
+}
+
+
+def _model_class(kind: str):
+    if kind not in MODEL_KINDS:
+        raise NnlmError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))}")
+    module, name = MODEL_KINDS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
+    """Write ``model`` to the directory ``path`` atomically (replacing what was there)."""
+    path = Path(path)
+    header = {
+        "nnlm_model": model.kind,
+        "format_version": FORMAT_VERSION,
+        "vocab_size": len(model.vocab),
+        "vocab_fingerprint": model.vocab.fingerprint,
+        "config": model.config(),
+    }
+    with atomic_path(path) as tmp:
+        tmp.mkdir()
+        (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
+        model.vocab.save(tmp / "vocab.txt")
+        np.savez(tmp / "arrays.npz", **model.arrays())
+    return path
+
+
+def read_header(path: str | os.PathLike) -> dict:
+    """The parsed ``config.json`` of a saved model, with clear errors."""
+    path = Path(path)
+    if not path.exists():
+        raise NnlmError(f"{path}: no such model directory")
+    if not path.is_dir():
+        raise NnlmError(f"{path}: not a model directory (expected config.json, vocab.txt, ...)")
+    config_path = path / "config.json"
+    if not config_path.exists():
+        raise NnlmError(f"{config_path}: missing; is {path} an nnlm model directory?")
+    try:
+        header = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise NnlmError(f"{config_path}: not valid JSON ({e}); the file may be truncated") from None
+    if not isinstance(header, dict) or "nnlm_model" not in header:
+        raise NnlmError(f"{config_path}: not an nnlm model config (no 'nnlm_model' key)")
+    if header.get("format_version", 0) > FORMAT_VERSION:
+        raise NnlmError(f"{config_path}: format version {header['format_version']} is newer "
+                        f"than this nnlm understands ({FORMAT_VERSION}); upgrade nnlm")
+    return header
+
+
+def load_vocab_for(path: Path, header: dict) -> Vocabulary:
+    """The model's vocabulary, checked against the size and fingerprint it was saved with."""
+    vocab = Vocabulary.load(path / "vocab.txt")
+    if len(vocab) != header["vocab_size"] or vocab.fingerprint != header["vocab_fingerprint"]:
+        raise NnlmError(
+            f"{path / 'vocab.txt'}: does not match the model ({len(vocab)} words, fingerprint "
+            f"{vocab.fingerprint}; the model was trained with {header['vocab_size']} words, "
+            f"fingerprint {header['vocab_fingerprint']})"
+        )
+    return vocab
+
+
+def load_model(path: str | os.PathLike) -> LanguageModel:
+    """Load any saved nnlm model directory."""
+    path = Path(path)
+    header = read_header(path)
+    cls = _model_class(header["nnlm_model"])
+    vocab = load_vocab_for(path, header)
+    if hasattr(cls, "load_dir"):  # kinds with their own files (neural checkpoints, mixtures)
+        return cls.load_dir(path, header, vocab)
+    arrays_path = path / "arrays.npz"
+    if not arrays_path.exists():
+        raise NnlmError(f"{arrays_path}: missing; the model directory is incomplete")
+    try:
+        with np.load(arrays_path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise NnlmError(f"{arrays_path}: unreadable ({e}); the file may be truncated") from None
+    return cls.from_saved(vocab, header["config"], arrays)
