@@ -37,7 +37,7 @@ def count_words(path: str | os.PathLike) -> Counter:
     """Token counts of a text file, streamed block by block."""
     counts: Counter = Counter()
     lines = 0
-    for first, block in iter_line_blocks(path):
+    for _, block in iter_line_blocks(path):
         lines += len(block)
         counts.update("\n".join(block).split())
     if not counts:
@@ -124,7 +124,9 @@ def replace_rare(lines: Sequence[str], counts: Counter, max_rare_count: int) -> 
     return [" ".join(w if w in keep else UNK for w in line.split()) for line in lines]
 
 
-def write_splits(outdir: str | os.PathLike, parts: Sequence[Sequence[str]]) -> dict[str, SplitStats]:
+def write_splits(
+    outdir: str | os.PathLike, parts: Sequence[Sequence[str]]
+) -> dict[str, SplitStats]:
     """Write ``train.txt``, ``valid.txt``, ``test.txt`` (``\\n`` line ends), atomically."""
     outdir = Path(outdir)
     stats = {}

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .stream import Stream
-from .vocab import BOS_ID, UNK_ID, Vocabulary
+from .vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
 LOG10_E = math.log10(math.e)
 
@@ -83,9 +83,10 @@ class LanguageModel(ABC):
         Bad: ``model.sentence_logprob("<s> the cat sat </s>")``: boundaries are added here.
         """
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
-        return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum()) if words else \
-            float(self.target_logprobs(np.full((1, self.order - 1), BOS_ID, np.int32),
-                                       np.array([2], np.int32))[0])
+        if not words:  # the empty sentence: just </s> after <s>
+            contexts = np.full((1, self.order - 1), BOS_ID, dtype=np.int32)
+            return float(self.target_logprobs(contexts, np.array([EOS_ID], np.int32))[0])
+        return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum())
 
 
 @dataclass(frozen=True)

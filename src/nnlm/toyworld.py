@@ -28,7 +28,8 @@ SUBJECTS = ANIMALS + PEOPLE
 HELD_OUT_PAIRS = frozenset(
     (subject, ACTIVITIES[(i + 1) % len(ACTIVITIES)]) for i, subject in enumerate(SUBJECTS)
 )
-assert all([(s, a) in HELD_OUT_PAIRS for s, a in [("dog", "running"), ("cat", "sleeping"), ("mouse", "playing"), ("boy", "playing")]])
+assert {("dog", "running"), ("cat", "sleeping"), ("mouse", "playing"), ("boy", "playing")} \
+    <= HELD_OUT_PAIRS
 assert ("cat", "walking") not in HELD_OUT_PAIRS
 
 # sentences whose (subject, activity) pair train never shows; they open the test split

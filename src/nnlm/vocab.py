@@ -141,7 +141,9 @@ class Vocabulary:
                 try:
                     counts.append(int(parts[2]))
                 except ValueError:
-                    raise NnlmError(f"{where(path, n)}: count {parts[2]!r} is not an integer") from None
+                    raise NnlmError(
+                        f"{where(path, n)}: count {parts[2]!r} is not an integer"
+                    ) from None
                 words.append(parts[1])
         try:
             return cls(words, counts)

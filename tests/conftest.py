@@ -1,0 +1,25 @@
+"""Shared fixtures. Tests never touch the network: NLTK's downloader is switched off."""
+
+import os
+
+import pytest
+
+os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
+
+
+def write(path, text: str | bytes):
+    """Write a test file (bytes as given, text as UTF-8) and return its path."""
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def brown_dir(tmp_path_factory):
+    """Brown prepared with protocol v1 (once per session); skips when Brown is absent."""
+    from nnlm.corpus import brown_available, prepare_brown, write_splits
+
+    if not brown_available():
+        pytest.skip("Brown corpus not found: set NLTK_DATA to a folder holding corpora/brown.zip")
+    out = tmp_path_factory.mktemp("brown")
+    write_splits(out, prepare_brown(download=False))
+    return out

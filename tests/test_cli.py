@@ -1,0 +1,88 @@
+"""The command line: each command end to end, and one clear line with exit 2 on user errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write
+from nnlm import evaluate, load_model, read_stream
+from nnlm.cli import main
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_teaches(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    for word in ("prepare", "ngram", "eval", "demo", "examples:", "</s> is predicted"):
+        assert word in out
+
+
+def test_prepare_train_eval_round_trip(tmp_path, capsys):
+    code, out, _ = run(["prepare", "toy", tmp_path / "toy"], capsys)
+    assert code == 0 and "train.txt: 4,000 lines" in out
+    code, out, _ = run(["ngram", "train", tmp_path / "toy/train.txt", "--order", "2",
+                        "-o", tmp_path / "m"], capsys)
+    assert code == 0
+    code, out, _ = run(["eval", tmp_path / "m", tmp_path / "toy/test.txt", "--json"], capsys)
+    assert code == 0
+    got = json.loads(out)
+    model = load_model(tmp_path / "m")
+    want = evaluate(model, read_stream(tmp_path / "toy/test.txt", model.vocab))
+    assert got["perplexity"] == pytest.approx(want.perplexity)
+    assert got["tokens"] == 3314 and got["unk"] == 0
+
+
+def test_prepare_text_splits_by_tokens_and_replaces_rare_words(tmp_path, capsys):
+    lines = [f"w{i % 7} common w{i}" for i in range(100)]  # 300 tokens
+    write(tmp_path / "in.txt", "\n".join(lines) + "\n")
+    code, out, _ = run(["prepare", "text", tmp_path / "in.txt", tmp_path / "out",
+                        "--unk-max-count", "1"], capsys)
+    assert code == 0
+    train = (tmp_path / "out/train.txt").read_text().splitlines()
+    assert len(train) == 80 and train[10] == "w3 common <unk>"  # w10 is seen once in train
+
+
+@pytest.mark.parametrize("argv_tail,message", [
+    (["eval", "{m}", "{tmp}/missing.txt"], "missing.txt: no such file"),
+    (["eval", "{m}", "{tmp}/empty.txt"], "empty.txt: file is empty"),
+    (["eval", "{m}", "{tmp}/bad.txt"], "bad.txt:2: not valid UTF-8"),
+    (["eval", "{tmp}/nomodel", "{tmp}/empty.txt"], "nomodel: no such model directory"),
+    (["ngram", "train", "{tmp}/blank.txt", "-o", "{tmp}/x"], "blank.txt: no tokens"),
+    (["prepare", "text", "{tmp}/bad.txt", "{tmp}/o", "--valid-fraction", "2"], "--valid-fraction"),
+])
+def test_user_errors_are_one_line_with_exit_2(tmp_path, capsys, argv_tail, message):
+    write(tmp_path / "empty.txt", "")
+    write(tmp_path / "blank.txt", "\n\n")
+    write(tmp_path / "bad.txt", b"ok\nnot \xff ok\n")
+    write(tmp_path / "t.txt", "a b\n")
+    assert main(["ngram", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    argv = [a.format(tmp=tmp_path, m=tmp_path / "m") for a in argv_tail]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert err.startswith("nnlm: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_demo_runs_and_reports(tmp_path, capsys):
+    code, out, _ = run(["demo", "--workdir", tmp_path / "demo"], capsys)
+    assert code == 0
+    assert "a dog was running in a room" in out and "test perplexity" in out
+    assert (tmp_path / "demo/addk-bigram/config.json").exists()
+
+
+def test_module_entry_point_and_no_torch_on_the_count_path():
+    out = subprocess.run([sys.executable, "-m", "nnlm", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("nnlm ")
+    code = ("import sys, nnlm, nnlm.cli, nnlm.ngram, nnlm.models; "
+            "assert 'torch' not in sys.modules, 'importing nnlm pulled in torch'")
+    subprocess.run([sys.executable, "-c", code], check=True)
