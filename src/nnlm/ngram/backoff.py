@@ -1,0 +1,144 @@
+"""Back-off n-gram models: the form ARPA files store, and how nnlm scores KN models.
+
+    p(w | h) = P(h w)                    if the n-gram (h w) is stored
+             = bow(h) * p(w | h')        otherwise (h' drops the oldest word of h;
+                                         bow(h) = 1 when h is not stored)
+
+Interpolated Kneser-Ney is exactly such a model once P(h w) holds the interpolated
+probability and bow(h) the interpolation weight gamma(h), which is why one scorer
+serves models estimated here and models read from ARPA files.
+
+Storage, per order k >= 2, sorted by the suffix key of :mod:`nnlm.ngram.counts`
+(``key = id(g2..gk) * |V| + g1``, where unigram ids are word ids): ``logp`` and
+``log_bow`` (natural logs), ``prefix`` (the id of the context g1..g_{k-1}) and ``last``
+(the predicted word gk). Unigrams are dense arrays over the vocabulary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..lm import LanguageModel
+from ..vocab import Vocabulary
+from .counts import lookup
+
+
+class NgramLevel:
+    """The stored n-grams of one order k >= 2."""
+
+    def __init__(self, keys, logp, log_bow, prefix, last, n_prefixes: int):
+        self.keys = np.asarray(keys, np.int64)
+        self.logp = np.asarray(logp, np.float64)
+        self.log_bow = np.asarray(log_bow, np.float64)
+        self.prefix = np.asarray(prefix, np.int64)
+        self.last = np.asarray(last, np.int64)
+        # entries grouped by context (CSR), for full next-word distributions
+        self.by_prefix = np.argsort(self.prefix, kind="stable")
+        self.prefix_offsets = np.searchsorted(
+            self.prefix[self.by_prefix], np.arange(n_prefixes + 1)
+        ).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class BackoffNgram(LanguageModel):
+    """A back-off n-gram model over ``vocab`` (see the module docstring)."""
+
+    kind = "backoff"
+
+    def __init__(self, vocab: Vocabulary, unigram_logp, unigram_log_bow, levels: list[NgramLevel]):
+        self.vocab = vocab
+        self.order = 1 + len(levels)
+        self.unigram_logp = np.asarray(unigram_logp, np.float64)
+        self.unigram_log_bow = np.asarray(unigram_log_bow, np.float64)
+        self.levels = levels
+
+    def _log_bow(self, k: int, ids: np.ndarray) -> np.ndarray:
+        """log bow of order-k entries ``ids`` (0 where id is -1: not stored)."""
+        table = self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow
+        return np.where(ids >= 0, table[np.maximum(ids, 0)], 0.0)
+
+    def _context_ids(self, contexts: np.ndarray) -> list[np.ndarray]:
+        """ids[j] = id at order j+1 of the context (c_{j+1} .. c1), -1 where not stored."""
+        V = len(self.vocab)
+        contexts = np.asarray(contexts, np.int64)
+        out = []
+        if self.order < 2:
+            return out
+        ids = contexts[:, -1].copy()
+        out.append(ids)
+        for j in range(2, self.order):
+            c = contexts[:, -j]
+            ids = np.where(ids >= 0, lookup(self.levels[j - 2].keys, ids * V + c), -1)
+            out.append(ids)
+        return out
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        V = len(self.vocab)
+        contexts = np.asarray(contexts, np.int64)
+        targets = np.asarray(targets, np.int64)
+        logp = self.unigram_logp[targets].copy()
+        if self.order == 1:
+            return logp
+        ctx_ids = self._context_ids(contexts)
+        ngram = targets
+        acc_bow = np.zeros(len(targets))
+        for k in range(2, self.order + 1):
+            level = self.levels[k - 2]
+            c = contexts[:, -(k - 1)]
+            ngram = np.where(ngram >= 0, lookup(level.keys, ngram * V + c), -1)
+            found = ngram >= 0
+            logp = np.where(found, level.logp[np.maximum(ngram, 0)], logp)
+            acc_bow = np.where(found, 0.0, acc_bow + self._log_bow(k - 1, ctx_ids[k - 2]))
+        return logp + acc_bow
+
+    def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        contexts = np.asarray(contexts, np.int64)
+        B = len(contexts)
+        probs = np.tile(np.exp(self.unigram_logp), (B, 1))
+        for k, ctx in enumerate(self._context_ids(contexts), start=2):
+            level = self.levels[k - 2]
+            rows = np.flatnonzero(ctx >= 0)
+            ctx = ctx[rows]
+            probs[rows] *= np.exp(self._log_bow(k - 1, ctx))[:, None]
+            lo, hi = level.prefix_offsets[ctx], level.prefix_offsets[ctx + 1]
+            sizes = hi - lo
+            r = np.repeat(rows, sizes)
+            e = level.by_prefix[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
+                                + np.arange(sizes.sum())]
+            probs[r, level.last[e]] = np.exp(level.logp[e])
+        with np.errstate(divide="ignore"):
+            return np.log(probs)
+
+    # -- persistence (see nnlm.models) ------------------------------------------------
+    def config(self) -> dict:
+        return {"order": self.order}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"unigram_logp": self.unigram_logp, "unigram_log_bow": self.unigram_log_bow}
+        for k, level in enumerate(self.levels, start=2):
+            for name in ("keys", "logp", "log_bow", "prefix", "last"):
+                out[f"{name}_{k}"] = getattr(level, name)
+        return out
+
+    @classmethod
+    def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict):
+        levels = []
+        sizes = [len(vocab)]
+        for k in range(2, config["order"] + 1):
+            level = NgramLevel(*(arrays[f"{n}_{k}"] for n in
+                                 ("keys", "logp", "log_bow", "prefix", "last")), sizes[-1])
+            levels.append(level)
+            sizes.append(len(level))
+        model = cls.__new__(cls)
+        BackoffNgram.__init__(model, vocab, arrays["unigram_logp"], arrays["unigram_log_bow"],
+                              levels)
+        model._restore_config(config)
+        return model
+
+    def _restore_config(self, config: dict) -> None:
+        """Subclasses restore their own settings here."""
+
+    def num_ngrams(self) -> list[int]:
+        return [len(self.vocab)] + [len(level) for level in self.levels]
