@@ -1,0 +1,231 @@
+"""ARPA files: export any back-off model, import one as a :class:`BackoffNgram`.
+
+ARPA stores log10 probabilities and back-off weights::
+
+    \\data\\
+    ngram 1=3
+    ngram 2=2
+
+    \\1-grams:
+    -99       <s>     -0.30103
+    -0.30103  a       -0.1
+    -0.30103  </s>
+    ...
+    \\end\\
+
+``<s>`` gets -99 (it is only ever context), as KenLM writes it. Files written here load
+in KenLM (``kenlm.Model``) and give the same per-token log10 probabilities as nnlm.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NnlmError, where
+from ..fileio import atomic_path, iter_line_blocks
+from ..vocab import BOS, BOS_ID, EOS, SPECIALS, Vocabulary
+from .backoff import BackoffNgram, NgramLevel
+from .counts import lookup
+
+LOG10_E = math.log10(math.e)
+ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
+
+
+def ngram_words(model: BackoffNgram) -> list[np.ndarray]:
+    """For each order k >= 2, an int64 (M_k, k) array of each stored n-gram's word ids."""
+    V = len(model.vocab)
+    out = []
+    lower = None
+    for k, level in enumerate(model.levels, start=2):
+        first = level.keys % V
+        suffix = level.keys // V
+        rest = suffix[:, None] if k == 2 else lower[suffix]
+        words = np.column_stack([first, rest])
+        out.append(words)
+        lower = words
+    return out
+
+
+def _fmt(values: np.ndarray) -> list[str]:
+    log10 = np.where(np.isneginf(values), ARPA_ZERO, values * LOG10_E)
+    return [f"{x:.7g}" for x in log10.tolist()]
+
+
+def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> Path:
+    """Write ``model`` as an ARPA file (atomically). ``progress(k)`` is called per order."""
+    path = Path(path)
+    words = model.vocab.words
+    all_words = ngram_words(model)
+    word_array = np.array(words, dtype=object)
+    counts = [len(words)] + [len(w) for w in all_words]
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\\data\\\n")
+        for k, n in enumerate(counts, start=1):
+            f.write(f"ngram {k}={n}\n")
+        f.write("\n\\1-grams:\n")
+        probs = _fmt(model.unigram_logp)
+        bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
+        for i, w in enumerate(words):
+            f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
+        for k, (level, ids) in enumerate(zip(model.levels, all_words), start=2):
+            if progress:
+                progress(k)
+            f.write(f"\n\\{k}-grams:\n")
+            probs = _fmt(level.logp)
+            texts = word_array[ids[:, 0]]
+            for j in range(1, k):
+                texts = texts + " " + word_array[ids[:, j]]
+            if k < model.order:
+                bows = _fmt(level.log_bow)
+                f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+            else:
+                f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+        f.write("\n\\end\\\n")
+    return path
+
+
+_NGRAM_LINE = re.compile(r"^ngram (\d+)=(\d+)$")
+_SECTION = re.compile(r"^\\(\d+)-grams:$")
+
+
+def _parse(path: Path):
+    """The declared counts and, per order, the section's lines and first line number."""
+    declared: dict[int, int] = {}
+    sections: dict[int, tuple[int, list[str]]] = {}
+    state = "start"
+    current: list[str] | None = None
+    for first, block in iter_line_blocks(path):
+        for i, line in enumerate(block):
+            if state == "grams" and line and line[0] != "\\":
+                current.append(line)
+                continue
+            n = first + i
+            line = line.strip()
+            if not line:
+                continue
+            if state == "start":
+                state = "data" if line == "\\data\\" else "start"
+                continue
+            if state == "data":
+                m = _NGRAM_LINE.match(line)
+                if m:
+                    declared[int(m.group(1))] = int(m.group(2))
+                    continue
+            if line == "\\end\\":
+                state = "end"
+                break
+            m = _SECTION.match(line)
+            if not m:
+                raise NnlmError(f"{where(path, n)}: expected a \\N-grams: section, got {line[:40]!r}")
+            k = int(m.group(1))
+            if k not in declared:
+                raise NnlmError(f"{where(path, n)}: section {k}-grams not declared in \\data\\")
+            current = []
+            sections[k] = (n + 1, current)
+            state = "grams"
+        if state == "end":
+            break
+    if state == "start":
+        raise NnlmError(f"{path}: not an ARPA file (no \\data\\ line)")
+    if state != "end":
+        raise NnlmError(f"{path}: no \\end\\ line; the file may be truncated")
+    return declared, sections
+
+
+def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
+    """(log10 p, words (M, k) as strings, log10 bow) of one section, parsed in bulk."""
+    lines = [line for line in lines if line.strip()]
+    tokens = " ".join(lines).split()
+    M = len(lines)
+    for fields in (k + 2, k + 1):
+        if M and len(tokens) == M * fields:
+            table = np.array(tokens, dtype=object).reshape(M, fields)
+            try:
+                if all(len(line.split()) == fields for line in lines[:: max(1, M // 1000)]):
+                    logp = table[:, 0].astype(np.float64)
+                    bow = table[:, -1].astype(np.float64) if fields == k + 2 else np.zeros(M)
+                    return logp, table[:, 1 : k + 1], bow
+            except ValueError:
+                break
+    # slow path: find the first bad line and say which
+    out_p, out_w, out_b = [], [], []
+    for i, line in enumerate(lines):
+        parts = line.split()
+        try:
+            if len(parts) not in (k + 1, k + 2):
+                raise ValueError
+            out_p.append(float(parts[0]))
+            out_w.append(parts[1 : k + 1])
+            out_b.append(float(parts[k + 1]) if len(parts) == k + 2 else 0.0)
+        except ValueError:
+            raise NnlmError(f"{where(path, first_line + i)}: expected "
+                            f"'log10p w1 ... w{k} [log10bow]'") from None
+    return (np.array(out_p), np.array(out_w, dtype=object).reshape(len(out_w), k),
+            np.array(out_b))
+
+
+def read_arpa(path: str | os.PathLike) -> BackoffNgram:
+    """Read an ARPA file as a back-off model; its vocabulary is its unigrams."""
+    path = Path(path)
+    declared, sections = _parse(path)
+    parsed = {k: _parse_section(path, k, *sections[k]) for k in sorted(sections)}
+    for k, count in declared.items():
+        got = len(parsed[k][0]) if k in parsed else 0
+        if got != count:
+            raise NnlmError(f"{path}: \\data\\ declares {count:,} {k}-grams, the file has {got:,}")
+    order = max(declared) if declared else 0
+    if order < 1:
+        raise NnlmError(f"{path}: no unigrams")
+    uni_p, uni_words, uni_b = parsed[1]
+    file_words = uni_words[:, 0].tolist()
+    for special in (BOS, EOS):
+        if special not in file_words:
+            raise NnlmError(f"{path}: no {special} unigram; not a sentence-level ARPA model")
+    vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
+    V = len(vocab)
+    ln10 = math.log(10)
+    uni_logp = np.full(V, ARPA_ZERO * ln10)  # an <unk> the file lacks gets -99
+    uni_bow = np.zeros(V)
+    idx = np.array([vocab.index[w] for w in file_words])
+    uni_logp[idx] = uni_p * ln10
+    uni_bow[idx] = uni_b * ln10
+    uni_logp[BOS_ID] = -np.inf
+    model = BackoffNgram(vocab, uni_logp, uni_bow, [])
+    get = vocab.index.get
+    prev_size = V
+    for k in range(2, order + 1):
+        logp, words, bow = parsed[k]
+        ids = np.array([get(w, -1) for w in words.ravel().tolist()], np.int64).reshape(-1, k)
+        first_line = sections[k][0]
+        if np.any(ids < 0):
+            bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
+            raise NnlmError(f"{where(path, first_line + bad)}: word not among the unigrams")
+        suffix = _chain_ids(model, ids[:, 1:])
+        prefix = _chain_ids(model, ids[:, :-1])
+        missing = (suffix < 0) | (prefix < 0)
+        if np.any(missing):
+            bad = int(np.flatnonzero(missing)[0])
+            raise NnlmError(f"{where(path, first_line + bad)}: n-gram '{' '.join(words[bad])}' "
+                            "lacks its context or suffix among the lower-order n-grams")
+        keys = suffix * V + ids[:, 0]
+        sort = np.argsort(keys, kind="stable")
+        model.levels.append(NgramLevel(keys[sort], logp[sort] * ln10, bow[sort] * ln10,
+                                       prefix[sort], ids[sort, -1], prev_size))
+        model.order = k
+        prev_size = len(keys)
+    return model
+
+
+def _chain_ids(model: BackoffNgram, words: np.ndarray) -> np.ndarray:
+    """Ids of the n-grams ``words`` (M, j) in ``model``'s stored orders; -1 where absent."""
+    V = len(model.vocab)
+    ids = words[:, -1].copy()
+    for j in range(2, words.shape[1] + 1):
+        c = words[:, -j]
+        ids = np.where(ids >= 0, lookup(model.levels[j - 2].keys, ids * V + c), -1)
+    return ids
