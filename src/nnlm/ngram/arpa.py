@@ -121,7 +121,8 @@ def _parse(path: Path):
                 break
             m = _SECTION.match(line)
             if not m:
-                raise NnlmError(f"{where(path, n)}: expected a \\N-grams: section, got {line[:40]!r}")
+                got = line[:40]
+                raise NnlmError(f"{where(path, n)}: expected a \\N-grams: section, got {got!r}")
             k = int(m.group(1))
             if k not in declared:
                 raise NnlmError(f"{where(path, n)}: section {k}-grams not declared in \\data\\")
