@@ -30,7 +30,7 @@ def test_prepare_train_eval_round_trip(tmp_path, capsys):
     code, out, _ = run(["prepare", "toy", tmp_path / "toy"], capsys)
     assert code == 0 and "train.txt: 4,000 lines" in out
     code, out, _ = run(["ngram", "train", tmp_path / "toy/train.txt", "--order", "2",
-                        "-o", tmp_path / "m"], capsys)
+                        "--discount-fallback", "-o", tmp_path / "m"], capsys)
     assert code == 0
     code, out, _ = run(["eval", tmp_path / "m", tmp_path / "toy/test.txt", "--json"], capsys)
     assert code == 0
@@ -64,7 +64,8 @@ def test_user_errors_are_one_line_with_exit_2(tmp_path, capsys, argv_tail, messa
     write(tmp_path / "blank.txt", "\n\n")
     write(tmp_path / "bad.txt", b"ok\nnot \xff ok\n")
     write(tmp_path / "t.txt", "a b\n")
-    assert main(["ngram", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m")]) == 0
+    assert main(["ngram", "train", str(tmp_path / "t.txt"), "--method", "addk", "--order", "2",
+                 "-o", str(tmp_path / "m")]) == 0
     capsys.readouterr()
     argv = [a.format(tmp=tmp_path, m=tmp_path / "m") for a in argv_tail]
     code, _, err = run(argv, capsys)
@@ -86,3 +87,56 @@ def test_module_entry_point_and_no_torch_on_the_count_path():
     code = ("import sys, nnlm, nnlm.cli, nnlm.ngram, nnlm.models; "
             "assert 'torch' not in sys.modules, 'importing nnlm pulled in torch'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ngram_commands_end_to_end(tmp_path, capsys):
+    assert main(["prepare", "toy", str(tmp_path / "toy")]) == 0
+    train, valid = tmp_path / "toy/train.txt", tmp_path / "toy/valid.txt"
+    for argv in (["--method", "kn", "--order", "3", "--arpa", str(tmp_path / "kn3.arpa"),
+                  "--discount-fallback"],
+                 ["--method", "interpolated", "--valid", str(valid)],
+                 ["--method", "class", "--classes", "6", "--order", "3"]):
+        name = argv[1]
+        assert main(["ngram", "train", str(train), "-o", str(tmp_path / name), *argv]) == 0
+    assert (tmp_path / "class/classes.tsv").exists()
+    capsys.readouterr()
+    write(tmp_path / "s.txt", "a dog was running in a room\n\nthe zebra is walking\n")
+    code, out, err = run(["score", tmp_path / "kn", tmp_path / "s.txt"], capsys)
+    rows = out.splitlines()
+    assert code == 0 and rows[0].startswith("log10_prob\ttokens\toov")
+    assert [r.split("\t")[1] for r in rows[1:]] == ["8", "1", "5"]  # words + </s>
+    assert rows[3].split("\t")[2] == "1" and "3 sentences, 14 tokens" in err
+    model = load_model(tmp_path / "kn")
+    assert float(rows[1].split("\t")[0]) == pytest.approx(
+        model.sentence_logprob("a dog was running in a room") / 2.302585092994046, abs=1e-5)
+    code, out, _ = run(["score", tmp_path / "kn3.arpa", tmp_path / "s.txt", "--per-token"],
+                       capsys)
+    assert code == 0 and out.splitlines()[0].startswith("a\t-") and "Total:" in out
+    # the clustering of one model is reusable by another
+    code, _, _ = run(["ngram", "train", train, "--method", "class", "--order", "2",
+                      "--clustering", tmp_path / "class/classes.tsv", "-o", tmp_path / "c2"],
+                     capsys)
+    assert code == 0
+    code, _, _ = run(["ngram", "cluster", train, "--classes", "5", "-o", tmp_path / "c.tsv"],
+                     capsys)
+    assert code == 0 and len((tmp_path / "c.tsv").read_text().splitlines()) == len(model.vocab)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["ngram", "export-arpa", "{tmp}/class", "{tmp}/x.arpa"], "has no back-off form"),
+    (["ngram", "train", "{train}", "-o", "{tmp}/x", "--method", "class", "--arpa", "{tmp}/y"],
+     "--arpa needs --method kn"),
+    (["ngram", "train", "{train}", "-o", "{tmp}/x", "--method", "interpolated"], "--valid"),
+    (["ngram", "train", "{tmp}/tiny.txt", "-o", "{tmp}/x", "--order", "2"],
+     "--discount-fallback"),
+    (["score", "{tmp}/x.arpa"], "no such model directory"),
+])
+def test_ngram_user_errors(tmp_path, capsys, argv, message):
+    main(["prepare", "toy", str(tmp_path / "toy")])
+    train = tmp_path / "toy/train.txt"
+    write(tmp_path / "tiny.txt", "a b\n")
+    main(["ngram", "train", str(train), "-o", str(tmp_path / "class"), "--method", "class",
+          "--classes", "4"])
+    capsys.readouterr()
+    code, _, err = run([a.format(tmp=tmp_path, train=train) for a in argv], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err

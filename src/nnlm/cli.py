@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 from .errors import NnlmError
+from .ngram.train import METHODS
 
 EPILOG = """\
 examples:
   nnlm demo                                   # toy world, end to end, about a minute
   nnlm prepare brown data/brown               # Brown, protocol v1: train/valid/test.txt
-  nnlm ngram train data/brown/train.txt --method addk --order 2 -o runs/addk
-  nnlm eval runs/addk data/brown/test.txt     # perplexity, NLL, tokens, <unk> count
+  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5
+  nnlm eval runs/kn5 data/brown/test.txt      # perplexity, NLL, tokens, <unk> count
+  echo "the jury said" | nnlm score runs/kn5  # per-sentence log10 probability
 
 conventions: natural logs inside; <s> is context only; </s> is predicted and counted;
 unknown words map to <unk> and are counted (as KenLM does).
@@ -73,23 +75,72 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default: 0, none; Brown uses 3)")
 
     # ngram ---------------------------------------------------------------------------
-    ngram = sub.add_parser("ngram", help="train count-based models")
+    ngram = sub.add_parser("ngram", help="train count-based models, cluster words, export ARPA",
+                           description="Count-based language models: the baselines of "
+                           "Bengio et al. 2003.")
     ngram_sub = ngram.add_subparsers(dest="ngram_command", metavar="ACTION", required=True)
-    train = ngram_sub.add_parser("train", help="fit an n-gram model on a text file",
-                                 description="Fit a count-based model on TRAIN and save it "
-                                 "as a model directory.")
+    train = ngram_sub.add_parser(
+        "train", help="fit an n-gram model on a text file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fit a count-based model on TRAIN and save it as a model directory.\n\n"
+        "methods:\n" + "\n".join(f"  {name:<13} {text}" for name, text in METHODS.items()),
+        epilog="examples:\n"
+        "  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5 --arpa runs/kn5.arpa\n"
+        "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
+        "      --valid data/brown/valid.txt -o runs/delint3\n"
+        "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500")
     train.add_argument("train", type=Path, metavar="TRAIN")
     train.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL",
                        help="model directory to write")
-    train.add_argument("--method", choices=["addk"], default="addk",
-                       help="smoothing method (default: addk)")
-    train.add_argument("--order", type=int, default=2, help="n (default: 2)")
-    train.add_argument("--k", type=float, default=1.0, help="add-k constant (default: 1)")
+    train.add_argument("--method", choices=list(METHODS), default="kn",
+                       help="smoothing method (default: kn)")
+    train.add_argument("--order", type=int, default=3, metavar="N", help="n (default: 3)")
+    train.add_argument("--valid", type=Path, metavar="VALID",
+                       help="held-out text (required by --method interpolated)")
+    train.add_argument("--arpa", type=Path, metavar="FILE",
+                       help="also write an ARPA file (kn only)")
+    kn = train.add_argument_group("kneser-ney")
+    kn.add_argument("--discount-fallback", nargs="*", type=float, metavar="D",
+                    help="when counts-of-counts leave discounts undefined (tiny data), use "
+                    "D1 D2 D3+ (default 0.5 1 1.5) instead of stopping")
+    cls = train.add_argument_group("class-based")
+    cls.add_argument("--classes", type=int, default=500, metavar="C",
+                     help="number of word classes (default: 500)")
+    cls.add_argument("--clustering", type=Path, metavar="TSV",
+                     help="reuse a clustering (classes.tsv of an earlier class model, or the "
+                     "output of `nnlm ngram cluster`) instead of clustering again")
+    addk = train.add_argument_group("add-k")
+    addk.add_argument("--k", type=float, default=1.0, help="add-k constant (default: 1)")
     vocab_group = train.add_argument_group("vocabulary")
     vocab_group.add_argument("--min-count", type=int, default=1, metavar="N",
                              help="keep words seen at least N times (default: 1)")
     vocab_group.add_argument("--max-size", type=int, default=None, metavar="N",
                              help="short-list: keep the N-3 most frequent words")
+
+    cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
+                                   description="Cluster TRAIN's words into C classes "
+                                   "(Kneser & Ney 1993) and write word<TAB>class lines.")
+    cluster.add_argument("train", type=Path, metavar="TRAIN")
+    cluster.add_argument("--classes", type=int, default=500, metavar="C")
+    cluster.add_argument("--iterations", type=int, default=15, metavar="N",
+                         help="at most N passes over the vocabulary (default: 15)")
+    cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
+
+    export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
+                                  description="Write MODEL (kn or backoff) as ARPA: log10 "
+                                  "probabilities and back-off weights, readable by KenLM.")
+    export.add_argument("model", type=Path, metavar="MODEL")
+    export.add_argument("output", type=Path, metavar="OUT.arpa")
+
+    # score ---------------------------------------------------------------------------
+    score = sub.add_parser("score", help="per-sentence log10 probability and perplexity",
+                           description="Score each line of FILE (default: stdin) as one "
+                           "sentence, like KenLM's query: log10 probability with </s> included, "
+                           "token count, OOVs, perplexity. A summary goes to stderr.")
+    score.add_argument("model", type=Path, metavar="MODEL", help="model directory or ARPA file")
+    score.add_argument("file", type=Path, nargs="?", metavar="FILE")
+    score.add_argument("--per-token", action="store_true",
+                       help="also print word, log10 p, n-gram length used and OOV per token")
 
     # eval ----------------------------------------------------------------------------
     ev = sub.add_parser("eval", help="perplexity of a model on a text file",
@@ -139,20 +190,92 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_ngram(args) -> None:
-    from .corpus import count_words, read_stream
-    from .models import save_model
-    from .ngram import AddK
-    from .vocab import Vocabulary
+    from .models import load_model, save_model
+    from .ngram import train as ngram_train
 
-    vocab = Vocabulary.from_counts(count_words(args.train), args.min_count, args.max_size)
-    stream = read_stream(args.train, vocab)
-    try:
-        model = AddK(vocab, order=args.order, k=args.k).fit(stream)
-    except ValueError as e:
-        raise NnlmError(str(e)) from None
+    if args.ngram_command == "cluster":
+        from .ngram.classes import save_classes
+
+        vocab, word_class = ngram_train.cluster_words(args.train, args.classes,
+                                                      max_iterations=args.iterations)
+        save_classes(word_class, vocab, args.output)
+        print(f"{args.output}: {len(vocab):,} words in {args.classes} classes "
+              "(+ one each for <unk>, <s>, </s>)")
+        return
+    if args.ngram_command == "export-arpa":
+        from .ngram.arpa import write_arpa
+        from .ngram.backoff import BackoffNgram
+
+        model = load_model(args.model)
+        if not isinstance(model, BackoffNgram):
+            raise NnlmError(f"{args.model}: a {model.kind} model has no back-off form; "
+                            "ARPA export needs a kn or backoff model")
+        write_arpa(model, args.output)
+        print(f"{args.output}: ARPA, orders 1-{model.order}")
+        return
+    fallback = args.discount_fallback
+    if fallback is not None:
+        if len(fallback) == 0:
+            fallback = True
+        elif len(fallback) != 3:
+            raise NnlmError("--discount-fallback takes three discounts, D1 D2 D3+, or none")
+    if args.arpa and args.method != "kn":
+        raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
+    model = ngram_train.train_ngram(
+        args.train, args.method, args.order, valid_path=args.valid, min_count=args.min_count,
+        max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
+        discount_fallback=fallback, k=args.k)
     save_model(model, args.output)
-    print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(vocab):,}, "
-          f"trained on {len(stream):,} tokens")
+    print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
+    if args.arpa:
+        from .ngram.arpa import write_arpa
+
+        write_arpa(model, args.arpa)
+        print(f"{args.arpa}: ARPA")
+
+
+def cmd_score(args) -> None:
+    from .fileio import iter_line_blocks
+    from .models import load_model
+    from .scoring import score_sentences
+
+    model = load_model(args.model)
+    if args.file is not None:
+        lines = (line for _, block in iter_line_blocks(args.file) for line in block)
+        source = str(args.file)
+    else:
+        lines = _stdin_lines()
+        source = "<stdin>"
+    total, tokens, oov, sentences = 0.0, 0, 0, 0
+    out = sys.stdout
+    if not args.per_token:
+        out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
+    for s in score_sentences(model, lines, source):
+        total += s.log10_prob
+        tokens += len(s.log10_probs)
+        oov += int(s.oov.sum())
+        sentences += 1
+        if args.per_token:
+            for i, (w, p, o) in enumerate(zip(s.words, s.log10_probs, s.oov)):
+                order = "" if s.orders is None else f"\t{s.orders[i]}"
+                out.write(f"{w}\t{p:.6f}{order}\t{'OOV' if o else ''}\n".replace("\t\n", "\n"))
+            out.write(f"Total: {s.log10_prob:.6f}\n\n")
+        else:
+            out.write(f"{s.log10_prob:.6f}\t{len(s.log10_probs)}\t{int(s.oov.sum())}\t"
+                      f"{s.perplexity:.4f}\t{' '.join(s.words[:-1])}\n")
+    if sentences:
+        print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
+              f"log10 prob {total:.4f}, perplexity {10 ** (-total / tokens):.4f}",
+              file=sys.stderr)
+
+
+def _stdin_lines():
+    for n, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise NnlmError(f"<stdin>:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                            f"column {e.start + 1})") from None
 
 
 def cmd_eval(args) -> None:
@@ -180,7 +303,10 @@ def cmd_demo(args) -> None:
     run_demo(args.workdir)
 
 
-HANDLERS = {"prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "demo": cmd_demo}
+HANDLERS = {
+    "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
+    "demo": cmd_demo,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

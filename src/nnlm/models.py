@@ -33,6 +33,10 @@ FORMAT_VERSION = 1
 # kind -> "module:Class"; each class has kind, config(), arrays(), from_saved(vocab, config, arrays)
 MODEL_KINDS = {
     "addk": "nnlm.ngram.addk:AddK",
+    "backoff": "nnlm.ngram.backoff:BackoffNgram",
+    "kn": "nnlm.ngram.kneser_ney:KneserNey",
+    "interpolated": "nnlm.ngram.interpolated:DeletedInterpolation",
+    "class": "nnlm.ngram.classes:ClassNgram",
 }
 
 
@@ -58,6 +62,8 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
         (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
         model.vocab.save(tmp / "vocab.txt")
         np.savez(tmp / "arrays.npz", **model.arrays())
+        if hasattr(model, "write_extra_files"):  # human-readable extras (e.g. classes.tsv)
+            model.write_extra_files(tmp)
     return path
 
 
@@ -95,9 +101,21 @@ def load_vocab_for(path: Path, header: dict) -> Vocabulary:
     return vocab
 
 
+def is_arpa(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip()
+    return head.startswith(b"\\data\\")
+
+
 def load_model(path: str | os.PathLike) -> LanguageModel:
-    """Load any saved nnlm model directory."""
+    """Load any saved nnlm model directory, or an ARPA file."""
     path = Path(path)
+    if is_arpa(path):
+        from .ngram.arpa import read_arpa
+
+        return read_arpa(path)
     header = read_header(path)
     cls = _model_class(header["nnlm_model"])
     vocab = load_vocab_for(path, header)

@@ -101,8 +101,8 @@ def _parse(path: Path):
     current: list[str] | None = None
     for first, block in iter_line_blocks(path):
         for i, line in enumerate(block):
-            if state == "grams" and line and line[0] != "\\":
-                current.append(line)
+            if state == "grams" and not line.startswith("\\"):
+                current.append(line)  # blank lines too, so line numbers stay exact
                 continue
             n = first + i
             line = line.strip()
@@ -140,6 +140,7 @@ def _parse(path: Path):
 
 def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
     """(log10 p, words (M, k) as strings, log10 bow) of one section, parsed in bulk."""
+    raw = lines
     lines = [line for line in lines if line.strip()]
     tokens = " ".join(lines).split()
     M = len(lines)
@@ -155,8 +156,10 @@ def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
                 break
     # slow path: find the first bad line and say which
     out_p, out_w, out_b = [], [], []
-    for i, line in enumerate(lines):
+    for i, line in enumerate(raw):
         parts = line.split()
+        if not parts:
+            continue
         try:
             if len(parts) not in (k + 1, k + 2):
                 raise ValueError
@@ -202,16 +205,17 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     for k in range(2, order + 1):
         logp, words, bow = parsed[k]
         ids = np.array([get(w, -1) for w in words.ravel().tolist()], np.int64).reshape(-1, k)
-        first_line = sections[k][0]
         if np.any(ids < 0):
             bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
-            raise NnlmError(f"{where(path, first_line + bad)}: word not among the unigrams")
+            line = _line_of_entry(*sections[k], bad)
+            raise NnlmError(f"{where(path, line)}: word not among the unigrams")
         suffix = _chain_ids(model, ids[:, 1:])
         prefix = _chain_ids(model, ids[:, :-1])
         missing = (suffix < 0) | (prefix < 0)
         if np.any(missing):
             bad = int(np.flatnonzero(missing)[0])
-            raise NnlmError(f"{where(path, first_line + bad)}: n-gram '{' '.join(words[bad])}' "
+            line = _line_of_entry(*sections[k], bad)
+            raise NnlmError(f"{where(path, line)}: n-gram '{' '.join(words[bad])}' "
                             "lacks its context or suffix among the lower-order n-grams")
         keys = suffix * V + ids[:, 0]
         sort = np.argsort(keys, kind="stable")
@@ -220,6 +224,16 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
         model.order = k
         prev_size = len(keys)
     return model
+
+
+def _line_of_entry(first_line: int, raw_lines: list[str], index: int) -> int:
+    """File line of the index-th non-blank line of a section."""
+    seen = -1
+    for i, line in enumerate(raw_lines):
+        seen += bool(line.strip())
+        if seen == index:
+            return first_line + i
+    return first_line
 
 
 def _chain_ids(model: BackoffNgram, words: np.ndarray) -> np.ndarray:

@@ -93,6 +93,18 @@ class BackoffNgram(LanguageModel):
             acc_bow = np.where(found, 0.0, acc_bow + self._log_bow(k - 1, ctx_ids[k - 2]))
         return logp + acc_bow
 
+    def matched_orders(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Length of the longest stored n-gram ending in each target (KenLM's ngram_length)."""
+        V = len(self.vocab)
+        contexts = np.asarray(contexts, np.int64)
+        ngram = np.asarray(targets, np.int64)
+        length = np.ones(len(ngram), np.int64)
+        for k in range(2, self.order + 1):
+            c = contexts[:, -(k - 1)]
+            ngram = np.where(ngram >= 0, lookup(self.levels[k - 2].keys, ngram * V + c), -1)
+            length[ngram >= 0] = k
+        return length
+
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts, np.int64)
         B = len(contexts)

@@ -1,0 +1,90 @@
+"""Train any count-based model from text files in one call (what the CLI uses).
+
+    from nnlm.ngram import train_ngram
+    model = train_ngram("data/brown/train.txt", method="kn", order=5)
+    model.sentence_logprob("the jury said")      # natural log, </s> included
+
+Methods: ``kn`` (interpolated modified Kneser-Ney), ``interpolated`` (deleted
+interpolation, needs ``valid``), ``class`` (exchange clustering + class KN), ``addk``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..corpus import count_words, read_stream
+from ..errors import NnlmError
+from ..lm import LanguageModel
+from ..progress import progress_bar
+from ..vocab import Vocabulary
+from .addk import AddK
+from .classes import ClassNgram, exchange_clustering, load_classes
+from .interpolated import DeletedInterpolation
+from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey
+
+METHODS = {
+    "kn": "interpolated modified Kneser-Ney (Chen & Goodman; as KenLM's lmplz)",
+    "interpolated": "deleted interpolation (Jelinek-Mercer), weights by EM on --valid",
+    "class": "class-based: exchange clustering, then Kneser-Ney over class n-grams",
+    "addk": "add-k (Lidstone) unigram or bigram; a baseline",
+}
+
+
+def cluster_words(train_path, n_classes: int, vocab: Vocabulary | None = None,
+                  max_iterations: int = 15):
+    """Exchange clustering of a text file's words; returns (vocab, word_class)."""
+    vocab = vocab or Vocabulary.from_counts(count_words(train_path))
+    stream = read_stream(train_path, vocab)
+    with progress_bar(max_iterations, f"clustering into {n_classes} classes", "pass") as bar:
+        def report(it, moved, objective):
+            bar.update(1)
+            bar.set_postfix(moved=moved)
+
+        word_class = exchange_clustering(stream, vocab, n_classes, max_iterations,
+                                         progress=report)
+    return vocab, word_class
+
+
+def train_ngram(
+    train_path: str | os.PathLike,
+    method: str = "kn",
+    order: int = 3,
+    valid_path: str | os.PathLike | None = None,
+    vocab: Vocabulary | None = None,
+    min_count: int = 1,
+    max_size: int | None = None,
+    n_classes: int = 500,
+    clustering_path: str | os.PathLike | None = None,
+    discount_fallback=None,
+    k: float = 1.0,
+) -> LanguageModel:
+    """Fit a count-based model on a text file (see the module docstring for methods)."""
+    if method not in METHODS:
+        raise NnlmError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if not 1 <= order <= 9:
+        raise NnlmError(f"--order {order}: choose an order between 1 and 9")
+    if vocab is None:
+        vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
+    train = read_stream(train_path, vocab)
+    try:
+        if method == "kn":
+            return KneserNey(vocab, order, discount_fallback).fit(train)
+        if method == "addk":
+            return AddK(vocab, order, k).fit(train)
+        if method == "interpolated":
+            if valid_path is None:
+                raise NnlmError("--method interpolated fits its weights on held-out data: "
+                                "give --valid VALID")
+            return DeletedInterpolation(vocab, order).fit(train, read_stream(valid_path, vocab))
+        word_class = None
+        if clustering_path is not None:
+            word_class = load_classes(clustering_path, vocab)
+        else:
+            _, word_class = cluster_words(train_path, n_classes, vocab)
+        fallback = discount_fallback if discount_fallback is not None else FALLBACK_DISCOUNTS
+        return ClassNgram(vocab, order, n_classes, fallback).fit(train, word_class=np.asarray(
+            word_class))
+    except ValueError as e:
+        raise NnlmError(str(e)) from None

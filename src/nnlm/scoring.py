@@ -1,0 +1,75 @@
+"""Per-sentence and per-token scores, streamed: what ``nnlm score`` prints (KenLM's ``query``).
+
+Sentences are scored in chunks of lines, so arbitrarily long inputs use bounded memory.
+Each result gives log10 probabilities (the convention of ARPA and KenLM's output) with
+``</s>`` included and ``<s>`` as context only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import NnlmError
+from .lm import LOG10_E, LanguageModel
+from .stream import Stream
+from .vocab import BOS, EOS, UNK_ID
+
+CHUNK_LINES = 4096
+
+
+@dataclass
+class SentenceScore:
+    words: list[str]  # the sentence's words, then </s>
+    log10_probs: np.ndarray  # one per word and one for </s>
+    orders: np.ndarray | None  # n-gram length used per token, where the model knows it
+    oov: np.ndarray  # bool: the token mapped to <unk>
+
+    @property
+    def log10_prob(self) -> float:
+        return float(self.log10_probs.sum())
+
+    @property
+    def perplexity(self) -> float:
+        return 10 ** (-self.log10_prob / len(self.log10_probs))
+
+
+def score_sentences(
+    model: LanguageModel, lines: Iterable[str], source: str = "<input>"
+) -> Iterator[SentenceScore]:
+    """Score each line as one sentence (blank lines score the empty sentence: just ``</s>``)."""
+    chunk: list[list[str]] = []
+    for n, line in enumerate(lines, start=1):
+        words = line.split()
+        if BOS in words or EOS in words:
+            raise NnlmError(f"{source}:{n}: <s> and </s> may not occur in a text; "
+                            "nnlm adds sentence boundaries itself")
+        chunk.append(words)
+        if len(chunk) == CHUNK_LINES:
+            yield from _score_chunk(model, chunk)
+            chunk = []
+    if chunk:
+        yield from _score_chunk(model, chunk)
+
+
+def _score_chunk(model: LanguageModel, sentences: list[list[str]]) -> Iterator[SentenceScore]:
+    lengths = np.array([len(words) for words in sentences], np.int64)
+    ids = model.vocab.encode(w for words in sentences for w in words)
+    stream = Stream.from_ids(ids, lengths)  # an empty sentence is a single </s> slot
+    contexts = stream.contexts(model.order)
+    log10 = model.target_logprobs(contexts, stream.ids) * LOG10_E
+    orders = (model.matched_orders(contexts, stream.ids)
+              if hasattr(model, "matched_orders") else None)
+    oov = stream.ids == UNK_ID
+    for i, words in enumerate(sentences):
+        lo, hi = stream.offsets[i], stream.offsets[i + 1]
+        yield SentenceScore([*words, EOS], log10[lo:hi],
+                            None if orders is None else orders[lo:hi], oov[lo:hi])
+
+
+def corpus_perplexity(scores: list[SentenceScore]) -> float:
+    tokens = sum(len(s.log10_probs) for s in scores)
+    return math.pow(10, -sum(s.log10_prob for s in scores) / max(tokens, 1))

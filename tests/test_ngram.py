@@ -1,0 +1,304 @@
+"""Count-based models against independent oracles: hand-worked MLE, a loop-based modified
+Kneser-Ney, brute-force objectives, KenLM itself where installed, and sums to 1."""
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import write
+from kn_reference import modified_kn
+from nnlm import NnlmError, Stream, Vocabulary, evaluate, load_model, save_model
+from nnlm.ngram import (
+    ClassNgram,
+    DeletedInterpolation,
+    KneserNey,
+    exchange_clustering,
+    read_arpa,
+    write_arpa,
+)
+from nnlm.ngram.classes import load_classes, save_classes
+from nnlm.ngram.counts import count_ngrams
+from nnlm.ngram.kneser_ney import DiscountError
+from nnlm.vocab import BOS, BOS_ID, EOS
+
+TRACTOR = ["a tractor drove slow", "the red tractor drove fast", "the parrot flew fast",
+           "the parrot flew slow", "the tractor slowed down"]
+
+
+def zipf_corpus(seed=0, n_sentences=300, n_words=40):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(n_words)]
+    p = 1.0 / np.arange(1, n_words + 1)
+    p /= p.sum()
+    # a little structure: each word prefers a successor, so higher orders matter
+    lines = []
+    for _ in range(n_sentences):
+        w = rng.choice(n_words, p=p)
+        line = []
+        for _ in range(rng.integers(1, 12)):
+            line.append(words[w])
+            w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
+        lines.append(line)
+    return lines
+
+
+def stream_and_vocab(lines, extra=()):
+    vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line} | {w: 1 for w in extra})
+    return Stream.from_lines(lines, vocab), vocab
+
+
+# -- counting ----------------------------------------------------------------------------
+def test_mle_bigrams_of_the_hand_worked_example():
+    lines = [s.split() for s in TRACTOR]
+    stream, vocab = stream_and_vocab(lines)
+    tables = count_ngrams(stream, 2, len(vocab))
+    V = len(vocab)
+    uni = dict(zip(tables[0].keys.tolist(), tables[0].counts.tolist()))
+    words = vocab.words
+
+    def mle(w, h):  # c(h w) / c(h .): bigrams starting with h, over all next words
+        t = tables[1]
+        first, last = t.keys % V, tables[0].keys[t.suffix]
+        c_hw = t.counts[(first == vocab.id(h)) & (last == vocab.id(w))].sum()
+        return c_hw / t.counts[first == vocab.id(h)].sum()
+
+    assert uni[vocab.id("the")] == 4 and words[0] == "<unk>"
+    assert mle("red", "the") == 1 / 4 and mle("parrot", "the") == 1 / 2
+    assert mle("tractor", "the") == 1 / 4
+    assert mle("drove", "tractor") == 2 / 3 and mle("slowed", "tractor") == 1 / 3
+    assert mle("tractor", "red") == 1 and mle("flew", "parrot") == 1
+    # the deleted-interpolation bigram with all weight on p2 is exactly this MLE
+    model = DeletedInterpolation(vocab, order=2).fit(stream, stream)
+    model.weights[:] = [0.0, 0.0, 1.0]
+    ctx = np.array([[vocab.id("the")]] * 3 + [[vocab.id("tractor")]] * 2)
+    tgt = np.array([vocab.id(w) for w in ["red", "parrot", "tractor", "drove", "slowed"]])
+    assert np.allclose(np.exp(model.target_logprobs(ctx, tgt)), [1 / 4, 1 / 2, 1 / 4, 2 / 3, 1 / 3])
+
+
+# -- Kneser-Ney against the loop-based reference -------------------------------------------
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
+def test_modified_kneser_ney_matches_an_independent_loop_implementation(order):
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines, extra=["never_seen"])
+    model = KneserNey(vocab, order, discount_fallback=True).fit(stream)
+    prob, discounts = modified_kn(lines, vocab.words, order)
+    assert np.allclose(model.discounts, [discounts[k] for k in range(1, order + 1)])
+    test_lines = zipf_corpus(seed=1, n_sentences=30) + [["never_seen", "w1"], ["w1"]]
+    test = Stream.from_lines(test_lines, vocab)
+    contexts = test.contexts(order)
+    got = np.exp(model.target_logprobs(contexts, test.ids))
+    want = []
+    for row, target in zip(contexts.tolist(), test.ids.tolist()):
+        words = [vocab.words[i] for i in row]
+        while words and words[0] == BOS and len(words) > 1 and words[1] == BOS:
+            words = words[1:]  # the reference pads with a single <s>, as KenLM does
+        want.append(prob(vocab.words[target], words))
+    assert np.allclose(got, want, rtol=1e-10, atol=0)
+    full = np.exp(model.next_logprobs(contexts[:20]))
+    for r in range(20):
+        words = [vocab.words[i] for i in contexts[r]]
+        while len(words) > 1 and words[0] == BOS and words[1] == BOS:
+            words = words[1:]
+        assert np.allclose(full[r], [prob(w, words) for w in vocab.words], rtol=1e-10, atol=1e-15)
+
+
+def test_tiny_data_gives_a_clear_discount_error_unless_fallback():
+    stream, vocab = stream_and_vocab([["a", "b"]])
+    with pytest.raises(DiscountError, match="discount-fallback"):
+        KneserNey(vocab, 2).fit(stream)
+    model = KneserNey(vocab, 2, discount_fallback=True).fit(stream)
+    assert np.allclose(model.discounts, [[0.5, 1, 1.5]] * 2)
+
+
+# -- every model sums to one -------------------------------------------------------------
+def all_models(stream, vocab, valid):
+    yield "kn1", KneserNey(vocab, 1, discount_fallback=True).fit(stream)
+    yield "kn3", KneserNey(vocab, 3, discount_fallback=True).fit(stream)
+    yield "kn5", KneserNey(vocab, 5, discount_fallback=True).fit(stream)
+    yield "delint3", DeletedInterpolation(vocab, 3).fit(stream, valid)
+    yield "class3", ClassNgram(vocab, 3, n_classes=6).fit(stream)
+
+
+@pytest.mark.parametrize("name", ["kn1", "kn3", "kn5", "delint3", "class3"])
+def test_every_distribution_sums_to_one_seen_and_unseen_contexts(name):
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines, extra=["never_seen"])
+    valid = Stream.from_lines(zipf_corpus(seed=2, n_sentences=50), vocab)
+    model = dict(all_models(stream, vocab, valid))[name]
+    rng = np.random.default_rng(0)
+    seen = stream.contexts(model.order)[rng.integers(0, len(stream), 40)]
+    unseen = rng.integers(0, len(vocab), size=(40, model.order - 1))
+    for contexts in (seen, unseen):
+        dist = model.next_logprobs(contexts)
+        assert dist.dtype == np.float64
+        assert np.allclose(np.exp(dist).sum(axis=1), 1.0, rtol=0, atol=1e-9)
+        assert np.all(dist[:, BOS_ID] == -np.inf)
+        targets = rng.integers(0, len(vocab), len(contexts))
+        targets[targets == BOS_ID] = 2
+        assert np.allclose(model.target_logprobs(contexts, targets),
+                           dist[np.arange(len(targets)), targets], atol=1e-12)
+
+
+# -- deleted interpolation -----------------------------------------------------------------
+def test_em_never_lowers_the_held_out_likelihood_and_beats_uniform_weights():
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    valid = Stream.from_lines(zipf_corpus(seed=2, n_sentences=80), vocab)
+    model = DeletedInterpolation(vocab, 3, iterations=1).fit(stream, valid)
+    model.weights[:] = 0.25
+    uniform_ll = model.logprobs(valid).mean()
+    history = model.fit_weights(valid) + model.fit_weights(valid)
+    model.iterations = 15
+    history += model.fit_weights(valid)
+    assert all(b >= a - 1e-12 for a, b in zip(history, history[1:]))
+    assert model.logprobs(valid).mean() > uniform_ll
+    assert np.allclose(model.weights.sum(axis=1), 1.0)
+
+
+def test_bucket_formula():
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    model = DeletedInterpolation(vocab, 3).fit(stream, stream)
+    T = len(stream)
+    for count in (0, 1, 5, 100):
+        assert model.bucket(np.array([count]))[0] == math.ceil(-math.log((1 + count) / T))
+
+
+# -- classes -----------------------------------------------------------------------------
+def class_bigram_objective(stream, word_class):
+    """F = sum f(M) - sum f(N_left) - sum f(N_right), by brute force over bigrams."""
+    from collections import Counter
+
+    prev = stream.contexts(2)[:, 0]
+    pairs = Counter(zip(word_class[prev].tolist(), word_class[stream.ids].tolist()))
+    left, right = Counter(), Counter()
+    for (c, d), n in pairs.items():
+        left[c] += n
+        right[d] += n
+
+    def f(x):
+        return x * math.log(x)
+
+    return sum(map(f, pairs.values())) - sum(map(f, left.values())) - sum(map(f, right.values()))
+
+
+def test_exchange_clustering_improves_the_objective_and_groups_the_toy_world():
+    from nnlm.toyworld import PLACES, toy_world
+
+    lines = [s.split() for s in toy_world()[0]]
+    stream, vocab = stream_and_vocab(lines)
+    reported = []
+    word_class = exchange_clustering(stream, vocab, 8, progress=lambda i, m, f: reported.append(f))
+    initial = np.arange(len(vocab))
+    initial[3:] = 3 + (np.arange(len(vocab) - 3) % 8)
+    assert reported[-1] == pytest.approx(class_bigram_objective(stream, word_class))
+    assert reported[-1] > class_bigram_objective(stream, initial)
+    assert all(b >= a - 1e-6 for a, b in zip(reported, reported[1:]))
+    assert len({word_class[vocab.id(w)] for w in PLACES}) == 1  # rooms end up together
+    assert tuple(word_class[:3]) == (0, 1, 2)
+
+
+def test_clustering_saves_loads_and_refuses_another_vocabulary(tmp_path):
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    word_class = exchange_clustering(stream, vocab, 5)
+    save_classes(word_class, vocab, tmp_path / "classes.tsv")
+    assert np.array_equal(load_classes(tmp_path / "classes.tsv", vocab), word_class)
+    other = Vocabulary.from_counts({"zebra": 1})
+    with pytest.raises(NnlmError, match="another vocabulary"):
+        load_classes(tmp_path / "classes.tsv", other)
+
+
+# -- persistence and ARPA ------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["kn3", "delint3", "class3"])
+def test_save_load_round_trip(tmp_path, name):
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    model = dict(all_models(stream, vocab, stream))[name]
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert type(loaded) is type(model)
+    assert np.array_equal(loaded.logprobs(stream), model.logprobs(stream))
+
+
+def test_arpa_round_trip_and_format(tmp_path):
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines)
+    model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
+    path = write_arpa(model, tmp_path / "m.arpa")
+    text = path.read_text()
+    assert text.startswith("\\data\\\nngram 1=") and text.rstrip().endswith("\\end\\")
+    assert f"-99\t{BOS}\t" in text
+    back = read_arpa(path)
+    remap = np.array([back.vocab.index[w] for w in vocab.words])
+    test = Stream(remap[stream.ids].astype(np.int32), stream.offsets)
+    assert np.allclose(back.logprobs(test), model.logprobs(stream), atol=1e-6)
+    assert load_model(path).order == 3  # an ARPA path loads like a model directory
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda t: t.replace("\\end\\", ""), "no \\\\end\\\\ line"),
+    (lambda t: t.replace("ngram 2=", "ngram 2=1"), "declares"),
+    (lambda t: "hello\n", "not an ARPA file"),
+])
+def test_damaged_arpa_files(tmp_path, damage, message):
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    write_arpa(KneserNey(vocab, 2, discount_fallback=True).fit(stream), tmp_path / "m.arpa")
+    write(tmp_path / "bad.arpa", damage((tmp_path / "m.arpa").read_text()))
+    with pytest.raises(NnlmError, match=message):
+        read_arpa(tmp_path / "bad.arpa")
+
+
+def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path):
+    head = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
+            "-1\t<unk>\n-99\t<s>\t0\n-0.5\t</s>\n-0.3\ta\t0\n\n\\2-grams:\n-0.2\ta </s>\n\n")
+    write(tmp_path / "bad.arpa", head + "-0.2\tb a\n\\end\\\n")  # line 14; a blank line before
+    with pytest.raises(NnlmError, match=r"bad\.arpa:14: word not among the unigrams"):
+        read_arpa(tmp_path / "bad.arpa")
+    trigram = head.replace("ngram 2=2", "ngram 2=1\nngram 3=1").replace("\n\n\\2", "\n\\2")
+    write(tmp_path / "bad.arpa", trigram + "\\3-grams:\n-0.1\ta a </s>\n\\end\\\n")  # no "a a"
+    with pytest.raises(NnlmError, match=r"bad\.arpa:15: n-gram 'a a </s>' lacks its context or "
+                       "suffix"):
+        read_arpa(tmp_path / "bad.arpa")
+
+
+def kenlm_scores(path, lines):
+    kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    model = kenlm.Model(str(path))
+    return np.array([s[0] for line in lines for s in model.full_scores(" ".join(line))])
+
+
+def test_kenlm_reads_our_arpa_and_agrees_per_token(tmp_path):
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines)
+    model = KneserNey(vocab, 4, discount_fallback=True).fit(stream)
+    test_lines = zipf_corpus(seed=3, n_sentences=40)
+    theirs = kenlm_scores(write_arpa(model, tmp_path / "m.arpa"), test_lines)
+    ours = model.logprobs(Stream.from_lines(test_lines, vocab)) / math.log(10)
+    assert np.allclose(ours, theirs, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_kn5_on_brown_matches_kenlm_and_the_reference_perplexity(brown_dir, tmp_path):
+    from nnlm import count_words, read_stream
+
+    vocab = Vocabulary.from_counts(count_words(brown_dir / "train.txt"))
+    model = KneserNey(vocab, 5).fit(read_stream(brown_dir / "train.txt", vocab))
+    test = read_stream(brown_dir / "test.txt", vocab)
+    result = evaluate(model, test)
+    assert result.tokens == 164_060
+    assert abs(result.perplexity / 188.7 - 1) < 0.01  # KenLM lmplz's figure on these files
+    lines = [line.split() for line in (brown_dir / "test.txt").read_text().splitlines()]
+    theirs = kenlm_scores(write_arpa(model, tmp_path / "kn5.arpa"), lines)
+    assert np.abs(model.logprobs(test) / math.log(10) - theirs).max() < 1e-4
+
+
+def test_unknown_sentence_boundaries_in_scored_text():
+    from nnlm.scoring import score_sentences
+
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    model = KneserNey(vocab, 2, discount_fallback=True).fit(stream)
+    with pytest.raises(NnlmError, match=r"<input>:2: <s> and </s>"):
+        list(score_sentences(model, ["w1 w2", "w1 </s>"]))
+    scores = list(score_sentences(model, ["w1 w2", "", "zzz"]))
+    assert [len(s.log10_probs) for s in scores] == [3, 1, 2]
+    assert scores[2].oov.tolist() == [True, False]
+    assert scores[0].log10_prob == pytest.approx(model.sentence_logprob("w1 w2") / math.log(10))
+    assert scores[1].words == [EOS]
