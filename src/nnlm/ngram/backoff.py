@@ -20,7 +20,7 @@ import numpy as np
 
 from ..lm import LanguageModel
 from ..vocab import Vocabulary
-from .counts import lookup
+from .hashindex import HashIndex
 
 
 class NgramLevel:
@@ -32,6 +32,7 @@ class NgramLevel:
         self.log_bow = np.asarray(log_bow, np.float64)
         self.prefix = np.asarray(prefix, np.int64)
         self.last = np.asarray(last, np.int64)
+        self._index: HashIndex | None = None
         # entries grouped by context (CSR), for full next-word distributions
         self.by_prefix = np.argsort(self.prefix, kind="stable")
         self.prefix_offsets = np.searchsorted(
@@ -40,6 +41,13 @@ class NgramLevel:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def find(self, queries: np.ndarray) -> np.ndarray:
+        """Index of each key in ``queries`` (-1 where absent), by a hash index built on
+        first use (scoring is dominated by these lookups)."""
+        if self._index is None:
+            self._index = HashIndex(self.keys)
+        return self._index.lookup(queries)
 
 
 class BackoffNgram(LanguageModel):
@@ -70,7 +78,7 @@ class BackoffNgram(LanguageModel):
         out.append(ids)
         for j in range(2, self.order):
             c = contexts[:, -j]
-            ids = np.where(ids >= 0, lookup(self.levels[j - 2].keys, ids * V + c), -1)
+            ids = self.levels[j - 2].find(np.where(ids >= 0, ids * V + c, -1))
             out.append(ids)
         return out
 
@@ -87,7 +95,7 @@ class BackoffNgram(LanguageModel):
         for k in range(2, self.order + 1):
             level = self.levels[k - 2]
             c = contexts[:, -(k - 1)]
-            ngram = np.where(ngram >= 0, lookup(level.keys, ngram * V + c), -1)
+            ngram = level.find(np.where(ngram >= 0, ngram * V + c, -1))
             found = ngram >= 0
             logp = np.where(found, level.logp[np.maximum(ngram, 0)], logp)
             acc_bow = np.where(found, 0.0, acc_bow + self._log_bow(k - 1, ctx_ids[k - 2]))
@@ -101,7 +109,7 @@ class BackoffNgram(LanguageModel):
         length = np.ones(len(ngram), np.int64)
         for k in range(2, self.order + 1):
             c = contexts[:, -(k - 1)]
-            ngram = np.where(ngram >= 0, lookup(self.levels[k - 2].keys, ngram * V + c), -1)
+            ngram = self.levels[k - 2].find(np.where(ngram >= 0, ngram * V + c, -1))
             length[ngram >= 0] = k
         return length
 
