@@ -37,6 +37,7 @@ MODEL_KINDS = {
     "kn": "nnlm.ngram.kneser_ney:KneserNey",
     "interpolated": "nnlm.ngram.interpolated:DeletedInterpolation",
     "class": "nnlm.ngram.classes:ClassNgram",
+    "nplm": "nnlm.neural.checkpoint:_Loader",  # imports torch only when loaded
 }
 
 

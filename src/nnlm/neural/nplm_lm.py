@@ -1,0 +1,73 @@
+"""The NPLM as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
+
+Evaluation runs the network in float32 (optionally bf16 products) and takes the log-softmax
+in float64, so perplexities sum probabilities in float64 as every nnlm model does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..lm import LanguageModel
+from ..vocab import Vocabulary
+from .model import NPLM, NPLMConfig
+
+EVAL_BATCH = 2048
+
+
+class NeuralLM(LanguageModel):
+    """A trained (or untrained) NPLM over ``vocab``."""
+
+    kind = "nplm"
+
+    def __init__(self, vocab: Vocabulary, model: NPLM, bf16: bool = False):
+        if model.config.vocab_size != len(vocab):
+            raise ValueError("model and vocabulary sizes differ")
+        self.vocab, self.model, self.bf16 = vocab, model, bf16
+        self.order = model.config.order
+
+    @classmethod
+    def new(cls, vocab: Vocabulary, **config) -> NeuralLM:
+        return cls(vocab, NPLM(NPLMConfig(vocab_size=len(vocab), **config)))
+
+    @torch.no_grad()
+    def _log_softmax(self, contexts: np.ndarray) -> torch.Tensor:
+        self.model.eval()
+        logits = self.model(torch.from_numpy(np.ascontiguousarray(contexts, np.int64)),
+                            bf16=self.bf16)
+        return torch.log_softmax(logits.double(), dim=1)
+
+    def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        out = [self._log_softmax(contexts[i : i + EVAL_BATCH]).numpy()
+               for i in range(0, len(contexts), EVAL_BATCH)]
+        return np.concatenate(out) if out else np.zeros((0, len(self.vocab)))
+
+    @torch.no_grad()
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        self.model.eval()
+        out = np.empty(len(targets))
+        for i in range(0, len(targets), EVAL_BATCH):
+            ctx = torch.from_numpy(np.ascontiguousarray(contexts[i : i + EVAL_BATCH], np.int64))
+            tgt = torch.from_numpy(np.asarray(targets[i : i + EVAL_BATCH], np.int64))
+            logits = self.model(ctx, bf16=self.bf16)
+            picked = logits.gather(1, tgt[:, None]).squeeze(1).double()
+            # log-sum-exp in float64: shift by the row max in float32, sum exp in float64
+            mx = logits.max(dim=1).values
+            lse = mx.double() + torch.exp((logits - mx[:, None]).double()).sum(1).log()
+            out[i : i + len(tgt)] = (picked - lse).numpy()
+        return out
+
+    # -- beyond scoring --------------------------------------------------------------
+    def neighbors(self, word: str, k: int = 10) -> list[tuple[str, float]]:
+        """The k words whose feature vectors C are closest in cosine similarity."""
+        C = self.model.C.detach()
+        C = C / C.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        i = self.vocab.index[word]
+        sims = (C @ C[i]).numpy()
+        sims[[i, 1]] = -np.inf  # not itself, never <s>
+        best = np.argsort(-sims)[:k]
+        return [(self.vocab.words[j], float(sims[j])) for j in best]
+
+    def config(self) -> dict:
+        return self.model.config.to_dict()
