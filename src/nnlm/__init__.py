@@ -21,7 +21,20 @@ from .vocab import Vocabulary
 
 __version__ = "0.1.0"
 
+_LAZY = {"NPLM": "nnlm.neural.nplm_lm", "NPLMConfig": "nnlm.neural.model",
+         "TrainConfig": "nnlm.neural.train", "Trainer": "nnlm.neural.train"}
+
+
+def __getattr__(name):  # the neural names import torch only when first used
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'nnlm' has no attribute {name!r}")
+
+
 __all__ = [
-    "AddK", "Evaluation", "LanguageModel", "NnlmError", "Stream", "Vocabulary",
+    "AddK", "Evaluation", "LanguageModel", "NPLM", "NPLMConfig", "NnlmError", "Stream",
+    "TrainConfig", "Trainer", "Vocabulary",
     "count_words", "evaluate", "load_model", "read_stream", "save_model",
 ]

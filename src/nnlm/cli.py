@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 from .errors import NnlmError
+from .experiments.presets import PRESETS
 from .ngram.train import METHODS
+
+PRESET_NAMES = list(PRESETS)
 
 EPILOG = """\
 examples:
@@ -149,6 +152,91 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("model", type=Path, metavar="MODEL")
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+
+    # train (neural) ------------------------------------------------------------------
+    tr = sub.add_parser(
+        "train", help="train a neural probabilistic language model (NPLM)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train y = b + W x + U tanh(d + H x) (Bengio et al. 2003) on TRAIN, with "
+        "early stopping on VALID.\nThe checkpoint directory holds config.json, vocab.txt, "
+        "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
+        "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + " (mlp1-mlp10: Table 1 "
+        "of the paper; modern: AdamW, dropout, bf16)",
+        epilog="examples:\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      -o runs/mlp1            # add --resume to continue an interrupted run\n"
+        "  nnlm train data/toy/train.txt --valid data/toy/valid.txt --preset tiny -o runs/tiny")
+    tr.add_argument("train", type=Path, metavar="TRAIN")
+    tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
+                    help="validation text (early stopping, learning-rate decay)")
+    tr.add_argument("-o", "--output", type=Path, required=True, metavar="CKPT",
+                    help="checkpoint directory")
+    tr.add_argument("--preset", default=None, metavar="NAME",
+                    help="start from a named setting (default: mlp1)")
+    tr.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run in CKPT (settings must not change)")
+    arch = tr.add_argument_group("architecture (override the preset)")
+    arch.add_argument("--order", type=int, metavar="N", help="n: condition on N-1 words")
+    arch.add_argument("--m", type=int, metavar="M", help="feature vector size (columns of C)")
+    arch.add_argument("--h", type=int, metavar="H", help="hidden units (0: no hidden layer)")
+    arch.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None,
+                      help="direct connections W from x to the output")
+    arch.add_argument("--dropout-x", type=float, metavar="P", help="dropout on x")
+    arch.add_argument("--dropout-h", type=float, metavar="P", help="dropout on the hidden layer")
+    opt = tr.add_argument_group("optimization (override the preset)")
+    opt.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                     help="sgd: the paper's (sparse rows of C, decay on weights only)")
+    opt.add_argument("--lr", type=float, metavar="EPS", help="eps_0 (per example for sgd)")
+    opt.add_argument("--lr-decay", type=float, metavar="R", help="r in eps_0 / (1 + r t)")
+    opt.add_argument("--weight-decay", type=float, metavar="L", help="on C, H, U, W only")
+    opt.add_argument("--batch-size", type=int, metavar="B")
+    opt.add_argument("--epochs", type=int, metavar="E")
+    opt.add_argument("--patience", type=int, metavar="K",
+                     help="stop after K epochs without validation improvement")
+    opt.add_argument("--plateau-decay", type=float, metavar="F",
+                     help="multiply the learning rate by F after a bad epoch (1: off)")
+    opt.add_argument("--clip", type=float, metavar="NORM", help="clip the gradient norm")
+    opt.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                     help="bfloat16 for the |V|-wide matrix products")
+    opt.add_argument("--seed", type=int)
+    run_group = tr.add_argument_group("running")
+    run_group.add_argument("--threads", type=int, default=None,
+                           help="torch threads (default: all cores)")
+    run_group.add_argument("--max-steps", type=int, default=None, metavar="N",
+                           help="stop (and checkpoint) after N updates in all")
+    run_group.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
+                           help="save the training state every N updates (default: 500)")
+    run_group.add_argument("--min-count", type=int, default=1, metavar="N",
+                           help="vocabulary: words seen at least N times (default: 1)")
+    run_group.add_argument("--max-size", type=int, default=None, metavar="N",
+                           help="vocabulary: a short-list of N words")
+
+    gen = sub.add_parser("generate", help="sample sentences from a model",
+                         description="Sample sentences from MODEL (any model): temperature, "
+                         "top-k, an optional prompt.")
+    gen.add_argument("model", type=Path, metavar="MODEL")
+    gen.add_argument("-n", type=int, default=5, help="sentences (default: 5)")
+    gen.add_argument("--prompt", default="", help="words to continue")
+    gen.add_argument("--temperature", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0, help="sample among the K likeliest (0: all)")
+    gen.add_argument("--max-words", type=int, default=50)
+    gen.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+
+    nb = sub.add_parser("neighbors", help="nearest words by their feature vectors C",
+                        description="The words whose feature vectors (rows of C) are most "
+                        "similar (cosine) to each WORD.")
+    nb.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    nb.add_argument("words", nargs="+", metavar="WORD")
+    nb.add_argument("-k", type=int, default=10, help="neighbours per word (default: 10)")
+
+    pe = sub.add_parser("plot-embeddings", help="a 2D map of chosen words' feature vectors",
+                        description="Project the feature vectors of WORDs to 2D (PCA or "
+                        "t-SNE) and write a PNG.")
+    pe.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    pe.add_argument("words", nargs="*", metavar="WORD",
+                    help="words to show (default: the 100 most frequent)")
+    pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
+    pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
 
     # demo ----------------------------------------------------------------------------
     demo = sub.add_parser("demo", help="the toy world end to end, in about a minute",
@@ -297,6 +385,58 @@ def cmd_eval(args) -> None:
           f"(without <unk> tokens: {result.perplexity_without_unk:.3f})")
 
 
+ARCH_FIELDS = ("order", "m", "h", "direct", "dropout_x", "dropout_h")
+
+
+def cmd_train(args) -> None:
+    from .neural.run import train_from_files
+
+    train_fields = ("optimizer", "lr", "lr_decay", "weight_decay", "batch_size", "epochs",
+                    "patience", "plateau_decay", "clip", "bf16", "seed")
+    arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
+    train = {k: getattr(args, k) for k in train_fields if getattr(args, k) is not None}
+    train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
+                     train=train, resume=args.resume, threads=args.threads,
+                     max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+                     min_count=args.min_count, max_size=args.max_size)
+
+
+def cmd_generate(args) -> None:
+    from .models import load_model
+
+    model = load_model(args.model)
+    for sentence in model.generate(args.n, args.prompt, temperature=args.temperature,
+                                   top_k=args.top_k, max_words=args.max_words, seed=args.seed):
+        print(sentence)
+
+
+def _load_neural(path: Path):
+    from .neural.checkpoint import load_neural
+
+    return load_neural(path)[0]
+
+
+def cmd_neighbors(args) -> None:
+    model = _load_neural(args.model)
+    for word in args.words:
+        if word not in model.vocab:
+            raise NnlmError(f"{word!r} is not in the model's vocabulary ({len(model.vocab):,} "
+                            "words); rare words were merged into <unk>")
+        print(f"{word}: " + ", ".join(f"{w} ({s:.2f})" for w, s in model.neighbors(word, args.k)))
+
+
+def cmd_plot_embeddings(args) -> None:
+    from .neural.embeddings import plot_embeddings
+
+    model = _load_neural(args.model)
+    words = args.words or model.vocab.words[3:103]
+    missing = [w for w in words if w not in model.vocab]
+    if missing:
+        raise NnlmError(f"not in the model's vocabulary: {', '.join(missing[:5])}")
+    plot_embeddings(model, words, args.output, args.method)
+    print(f"{args.output}: {len(words)} words, {args.method.upper()}")
+
+
 def cmd_demo(args) -> None:
     from .demo import run_demo
 
@@ -305,7 +445,8 @@ def cmd_demo(args) -> None:
 
 HANDLERS = {
     "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
-    "demo": cmd_demo,
+    "train": cmd_train, "generate": cmd_generate, "neighbors": cmd_neighbors,
+    "plot-embeddings": cmd_plot_embeddings, "demo": cmd_demo,
 }
 
 

@@ -89,6 +89,27 @@ class LanguageModel(ABC):
         return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum())
 
 
+    def perplexity(self, text) -> float:
+        """Perplexity on a :class:`Stream`, a text file path, or a list of sentences."""
+        return evaluate(self, _as_stream(text, self.vocab)).perplexity
+
+    def generate(self, n: int = 1, prompt="", **options) -> list[str]:
+        """Sample ``n`` sentences (see :func:`nnlm.generate.generate` for the options)."""
+        from .generate import generate
+
+        return generate(self, n, prompt, **options)
+
+
+def _as_stream(text, vocab: Vocabulary) -> Stream:
+    if isinstance(text, Stream):
+        return text
+    if isinstance(text, (list, tuple)):
+        return Stream.from_lines([s.split() if isinstance(s, str) else s for s in text], vocab)
+    from .corpus import read_stream
+
+    return read_stream(text, vocab)
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """What ``nnlm eval`` reports: totals in nats, counts, and perplexities."""

@@ -26,11 +26,11 @@ from ..errors import NnlmError
 from ..fileio import atomic_path
 from ..models import FORMAT_VERSION, load_vocab_for, read_header
 from ..vocab import Vocabulary
-from .model import NPLM, NPLMConfig
-from .nplm_lm import NeuralLM
+from .model import NPLMConfig, NPLMNetwork
+from .nplm_lm import NPLM
 
 
-def paper_tensors(model: NPLM) -> dict[str, torch.Tensor]:
+def paper_tensors(model: NPLMNetwork) -> dict[str, torch.Tensor]:
     """The parameters under the paper's names (W and U split out of the output matrix)."""
     out = {"C": model.C, "b": model.b}
     if model.H is not None:
@@ -40,7 +40,7 @@ def paper_tensors(model: NPLM) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous().clone() for k, v in out.items()}
 
 
-def load_paper_tensors(model: NPLM, tensors: dict[str, torch.Tensor], where: str) -> None:
+def load_paper_tensors(model: NPLMNetwork, tensors: dict[str, torch.Tensor], where: str) -> None:
     want = paper_tensors(model)
     missing = sorted(set(want) - set(tensors))
     if missing:
@@ -77,7 +77,7 @@ def write_header(directory: Path, vocab: Vocabulary, config: NPLMConfig, train: 
     (directory / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
 
 
-def save_model_dir(path: Path, model: NPLM, vocab: Vocabulary, train: dict,
+def save_model_dir(path: Path, model: NPLMNetwork, vocab: Vocabulary, train: dict,
                    extra_files: dict[str, Path] | None = None) -> None:
     """Write config.json, vocab.txt, model.safetensors atomically, as one directory."""
     with atomic_path(path) as tmp:
@@ -90,7 +90,7 @@ def save_model_dir(path: Path, model: NPLM, vocab: Vocabulary, train: dict,
                 (tmp / name).write_bytes(src.read_bytes())
 
 
-def load_neural(path: str | Path) -> tuple[NeuralLM, dict]:
+def load_neural(path: str | Path) -> tuple[NPLM, dict]:
     """The model of a checkpoint directory (its best weights) and its header."""
     path = Path(path)
     header = read_header(path)
@@ -101,10 +101,10 @@ def load_neural(path: str | Path) -> tuple[NeuralLM, dict]:
         config = NPLMConfig(**header["config"])
     except (TypeError, ValueError) as e:
         raise NnlmError(f"{path / 'config.json'}: bad model config ({e})") from None
-    model = NPLM(config)
+    model = NPLMNetwork(config)
     load_paper_tensors(model, read_safetensors(path / "model.safetensors"),
                        str(path / "model.safetensors"))
-    return NeuralLM(vocab, model), header
+    return NPLM(vocab, model), header
 
 
 class _Loader:

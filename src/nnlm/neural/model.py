@@ -65,7 +65,7 @@ class NPLMConfig:
         return asdict(self)
 
 
-class NPLM(nn.Module):
+class NPLMNetwork(nn.Module):
     """y = b + W x + U tanh(d + H x) (see the module docstring)."""
 
     def __init__(self, config: NPLMConfig):

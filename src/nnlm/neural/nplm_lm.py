@@ -1,4 +1,4 @@
-"""The NPLM as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
+"""The NPLMNetwork as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
 
 Evaluation runs the network in float32 (optionally bf16 products) and takes the log-softmax
 in float64, so perplexities sum probabilities in float64 as every nnlm model does.
@@ -11,25 +11,33 @@ import torch
 
 from ..lm import LanguageModel
 from ..vocab import Vocabulary
-from .model import NPLM, NPLMConfig
+from .model import NPLMConfig, NPLMNetwork
 
 EVAL_BATCH = 2048
 
 
-class NeuralLM(LanguageModel):
-    """A trained (or untrained) NPLM over ``vocab``."""
+class NPLM(LanguageModel):
+    """A trained (or untrained) NPLMNetwork over ``vocab``."""
 
     kind = "nplm"
 
-    def __init__(self, vocab: Vocabulary, model: NPLM, bf16: bool = False):
+    def __init__(self, vocab: Vocabulary, model: NPLMNetwork, bf16: bool = False):
         if model.config.vocab_size != len(vocab):
             raise ValueError("model and vocabulary sizes differ")
         self.vocab, self.model, self.bf16 = vocab, model, bf16
         self.order = model.config.order
 
     @classmethod
-    def new(cls, vocab: Vocabulary, **config) -> NeuralLM:
-        return cls(vocab, NPLM(NPLMConfig(vocab_size=len(vocab), **config)))
+    def new(cls, vocab: Vocabulary, **config) -> NPLM:
+        """An untrained model: ``NPLM.new(vocab, order=5, m=60, h=50, direct=True)``."""
+        return cls(vocab, NPLMNetwork(NPLMConfig(vocab_size=len(vocab), **config)))
+
+    @classmethod
+    def load(cls, path) -> NPLM:
+        """The best weights of a checkpoint directory written by ``nnlm train``."""
+        from .checkpoint import load_neural
+
+        return load_neural(path)[0]
 
     @torch.no_grad()
     def _log_softmax(self, contexts: np.ndarray) -> torch.Tensor:

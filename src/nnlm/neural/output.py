@@ -26,30 +26,42 @@ def output_logits(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
 
 
 class FusedOutputNLL(torch.autograd.Function):
-    """sum_i -log softmax(b + mask + z_i weight^T)[target_i], with a light backward."""
+    """sum_i -log softmax(b + mask + z_i weight^T)[target_i], with a light backward.
+
+    Passes over the (B, |V|) buffer: the product, + bias, max, exp (in place), sum,
+    divide (in place: now the softmax), and in backward -1 at the targets; the bf16
+    copies of weight and z made in forward are reused by backward.
+    """
 
     @staticmethod
     def forward(ctx, z, weight, bias, mask, targets, bf16: bool):
-        logits = _matmul(z, weight.t(), bf16)
+        if bf16:
+            z_, w_ = z.to(torch.bfloat16), weight.to(torch.bfloat16)
+            logits = (z_ @ w_.t()).float()
+        else:
+            z_, w_ = z, weight
+            logits = z @ weight.t()
         logits += bias + mask  # (B, V)
-        lse = torch.logsumexp(logits, dim=1)  # (B,)
         picked = logits.gather(1, targets[:, None]).squeeze(1)
-        loss = (lse - picked).sum()
-        # keep the softmax in the logits buffer for backward
-        logits.sub_(lse[:, None]).exp_()
-        ctx.save_for_backward(z, weight, logits, targets)
+        mx = logits.amax(dim=1)
+        logits.sub_(mx[:, None]).exp_()
+        total = logits.sum(dim=1)
+        logits.div_(total[:, None])  # the softmax, kept for backward
+        loss = (mx + total.log() - picked).sum()
+        ctx.save_for_backward(z_, w_, logits, targets)
         ctx.bf16 = bf16
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        z, weight, probs, targets = ctx.saved_tensors
+        z_, w_, probs, targets = ctx.saved_tensors
         grad = probs  # softmax - onehot, in place: no new (B, V) buffer
         grad[torch.arange(len(targets)), targets] -= 1.0
         if grad_loss.item() != 1.0:
             grad.mul_(grad_loss)
-        grad_z = _matmul(grad, weight, ctx.bf16) if ctx.needs_input_grad[0] else None
-        grad_w = _matmul(grad.t(), z, ctx.bf16) if ctx.needs_input_grad[1] else None
+        g_ = grad.to(torch.bfloat16) if ctx.bf16 else grad
+        grad_z = (g_ @ w_).float() if ctx.needs_input_grad[0] else None
+        grad_w = (g_.t() @ z_).float() if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.needs_input_grad[2] else None
         return grad_z, grad_w, grad_b, None, None, None
 

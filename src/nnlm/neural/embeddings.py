@@ -1,0 +1,47 @@
+"""A 2D map of word feature vectors (rows of C): PCA by SVD, or t-SNE with scikit-learn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NnlmError
+from ..fileio import atomic_path
+
+
+def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
+    x = vectors - vectors.mean(axis=0)
+    if method == "pca":
+        _, _, vt = np.linalg.svd(x, full_matrices=False)
+        return x @ vt[:2].T
+    try:
+        from sklearn.manifold import TSNE
+    except ImportError:
+        raise NnlmError("t-SNE needs scikit-learn (pip install scikit-learn); "
+                        "or use --method pca") from None
+    perplexity = max(2.0, min(30.0, (len(x) - 1) / 3))
+    return TSNE(2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(x)
+
+
+def plot_embeddings(model, words: list[str], path, method: str = "pca") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    C = model.model.C.detach().numpy()
+    xy = project(C[[model.vocab.index[w] for w in words]], method)
+    fig, ax = plt.subplots(figsize=(8, 8), dpi=110)
+    ax.scatter(xy[:, 0], xy[:, 1], s=8, color="tab:blue")
+    for (x, y), w in zip(xy, words):
+        ax.annotate(w, (x, y), fontsize=8, xytext=(2, 2), textcoords="offset points")
+    ax.set_title(f"word feature vectors C, {method.upper()}")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path

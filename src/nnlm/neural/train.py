@@ -1,0 +1,338 @@
+"""Training the NPLMNetwork: minibatches, early stopping, checkpoints, exact resume.
+
+One :class:`Trainer` does it all, top to bottom:
+
+1. seed everything; build the model and optimizer (or load them from ``CKPT/state``);
+2. each epoch visits every training slot once, in a permutation drawn from (seed, epoch),
+   so a resumed run replays exactly the batches the interrupted one would have seen;
+3. after each epoch: validation perplexity, a row of ``metrics.csv``, the learning-curve
+   PNG, the best model so far in ``CKPT/model.safetensors``, the latest state in
+   ``CKPT/state/``; early stopping after ``patience`` epochs without improvement;
+4. a non-finite or exploding loss stops the run with a clear message; the last good
+   checkpoint stays as it was.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..errors import NnlmError
+from ..fileio import atomic_path, atomic_write_text
+from ..lm import evaluation_from_logprobs
+from ..progress import progress_bar
+from ..stream import Stream
+from ..vocab import Vocabulary
+from .checkpoint import (
+    load_paper_tensors,
+    paper_tensors,
+    read_safetensors,
+    save_model_dir,
+    write_header,
+)
+from .model import NPLMConfig, NPLMNetwork
+from .nplm_lm import NPLM
+from .optim import PaperSGD, clip_gradients, make_adam
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+@dataclass
+class TrainConfig:
+    """How to train. Fields that change the result are checked on ``--resume``."""
+
+    optimizer: str = "sgd"  # sgd (the paper's), adam, adamw
+    lr: float = 1e-3  # eps_0: per example for sgd; the step size for adam(w)
+    lr_decay: float = 1e-8  # r in eps_t = eps_0 / (1 + r t) (sgd)
+    weight_decay: float = 1e-4  # on C, H, U, W; never on the biases b, d
+    batch_size: int = 256
+    epochs: int = 20
+    patience: int = 2  # stop after this many epochs without validation improvement
+    plateau_decay: float = 0.5  # multiply the learning rate by this on a bad epoch (1 = off)
+    clip: float = 0.0  # clip the gradient norm to this (0 = off)
+    bf16: bool = False  # bfloat16 for the |V|-wide matrix products
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise NnlmError(f"unknown optimizer {self.optimizer!r}; choose from "
+                            f"{', '.join(OPTIMIZERS)}")
+        if self.batch_size < 1 or self.epochs < 0 or not self.lr > 0:
+            raise NnlmError("need batch size >= 1, epochs >= 0 and a positive learning rate")
+
+
+@dataclass
+class TrainState:
+    epoch: int = 0  # epochs completed
+    step_in_epoch: int = 0  # updates done in the current epoch
+    step: int = 0  # updates done in all
+    best_valid: float = math.inf
+    bad_epochs: int = 0
+    elapsed: float = 0.0  # seconds of training
+    history: list = field(default_factory=list)  # one dict per finished epoch
+    train_nll: float = 0.0  # running sums for the current epoch
+    train_tokens: int = 0
+
+
+class TrainingDiverged(NnlmError):
+    pass
+
+
+METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
+                 "elapsed_seconds"]
+
+
+class Trainer:
+    def __init__(self, vocab: Vocabulary, model_config: NPLMConfig, config: TrainConfig,
+                 outdir: Path, preset: str | None = None, threads: int | None = None,
+                 log: Callable[[str], None] = print):
+        self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
+        self.preset = preset
+        if threads:
+            torch.set_num_threads(threads)
+        torch.manual_seed(config.seed)
+        self.model = NPLMNetwork(model_config)
+        self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
+        if config.optimizer == "sgd":
+            self.optimizer = PaperSGD(self.model, config.lr, config.lr_decay, config.weight_decay)
+        else:
+            self.optimizer = make_adam(self.model, config.optimizer, config.lr,
+                                       config.weight_decay)
+        self.state = TrainState()
+
+    # -- header and resume -------------------------------------------------------------
+    def header_train_section(self) -> dict:
+        return {"preset": self.preset, **asdict(self.config)}
+
+    @staticmethod
+    def resume_conflicts(saved: dict, requested: dict) -> list[str]:
+        """Names of settings that differ between a checkpoint and this invocation."""
+        return [f"{k} (checkpoint {saved.get(k)!r}, now {v!r})" for k, v in requested.items()
+                if k in saved and saved[k] != v]
+
+    def load_state(self) -> None:
+        state_dir = self.outdir / "state"
+        if not (state_dir / "trainer.json").exists():
+            raise NnlmError(f"{state_dir}: no training state to resume; start without --resume")
+        try:
+            info = json.loads((state_dir / "trainer.json").read_text())
+        except json.JSONDecodeError as e:
+            raise NnlmError(f"{state_dir / 'trainer.json'}: not valid JSON ({e})") from None
+        load_paper_tensors(self.model, read_safetensors(state_dir / "model.safetensors"),
+                           str(state_dir / "model.safetensors"))
+        tensors = read_safetensors(state_dir / "optimizer.safetensors")
+        if isinstance(self.optimizer, PaperSGD):
+            self.optimizer.load_state_dict(info["optimizer"])
+        else:
+            self.optimizer.load_state_dict(_unflatten_optimizer(info["optimizer"], tensors))
+        torch.set_rng_state(tensors["__torch_rng__"])
+        self.state = TrainState(**info["trainer"])
+
+    def save_state(self) -> None:
+        """The latest parameters, optimizer and counters, atomically, in CKPT/state/."""
+        with atomic_path(self.outdir / "state") as tmp:
+            tmp.mkdir()
+            save_file(paper_tensors(self.model), str(tmp / "model.safetensors"))
+            if isinstance(self.optimizer, PaperSGD):
+                opt_info, tensors = self.optimizer.state_dict(), {}
+            else:
+                opt_info, tensors = _flatten_optimizer(self.optimizer.state_dict())
+            tensors["__torch_rng__"] = torch.get_rng_state()
+            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            info = {"trainer": asdict(self.state), "optimizer": opt_info}
+            (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    # -- the loop ------------------------------------------------------------------------
+    def current_lr(self) -> float:
+        if isinstance(self.optimizer, PaperSGD):
+            return self.optimizer.lr_at(self.state.step)
+        return self.optimizer.param_groups[0]["lr"]
+
+    def train_step(self, contexts: torch.Tensor, targets: torch.Tensor) -> float:
+        cfg = self.config
+        self.model.train()
+        sgd = isinstance(self.optimizer, PaperSGD)
+        loss = self.model.loss(contexts, targets, bf16=cfg.bf16, sparse=sgd)
+        value = float(loss.detach())
+        per_token = value / len(targets)
+        if not math.isfinite(per_token) or per_token > 2 * math.log(len(self.vocab)) + 5:
+            self._diverged(per_token)
+        self.optimizer.zero_grad()
+        (loss if sgd else loss / len(targets)).backward()
+        if cfg.clip:
+            clip_gradients(self.model, cfg.clip)
+        if sgd:
+            counts = torch.bincount(contexts.reshape(-1), minlength=len(self.vocab)).float()
+            self.optimizer.step(self.state.step, len(targets), counts)
+        else:
+            self.optimizer.step()
+        return value
+
+    def _diverged(self, per_token: float) -> None:
+        where = self.outdir / "state"
+        kept = (f"the last good checkpoint is {where} (epoch {self.state.epoch})"
+                if where.exists() else "no checkpoint was written before it")
+        raise TrainingDiverged(
+            f"training diverged at update {self.state.step} (loss {per_token:.4g} per token); "
+            f"{kept}. Lower --lr (now {self.config.lr:g}) or set --clip 1.0, then rerun "
+            "(with --resume to continue from the checkpoint)")
+
+    def evaluate(self, stream: Stream) -> float:
+        lm = NPLM(self.vocab, self.model, bf16=self.config.bf16)
+        return evaluation_from_logprobs(stream, lm.logprobs(stream)).perplexity
+
+    def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
+            checkpoint_every: int = 0) -> dict:
+        """Train until done (or until ``max_steps`` updates: then save and return early)."""
+        cfg, st = self.config, self.state
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        write_header(self.outdir, self.vocab, self.model.config, self.header_train_section())
+        self.vocab.save(self.outdir / "vocab.txt")
+        order = self.model.config.order
+        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
+            perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
+            started = time.perf_counter()
+            words_at_start = st.step_in_epoch * cfg.batch_size
+            with progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
+                              "batch") as bar:
+                bar.update(st.step_in_epoch)
+                for i in range(st.step_in_epoch, steps_per_epoch):
+                    pos = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+                    contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
+                    targets = torch.from_numpy(train.ids[pos].astype(np.int64))
+                    st.train_nll += self.train_step(contexts, targets)
+                    st.train_tokens += len(pos)
+                    st.step += 1
+                    st.step_in_epoch += 1
+                    bar.update(1)
+                    if st.step % 50 == 0:
+                        rate = (st.step_in_epoch * cfg.batch_size - words_at_start) / max(
+                            time.perf_counter() - started, 1e-9)
+                        bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
+                                        words_s=f"{rate:,.0f}")
+                    stop = max_steps is not None and st.step >= max_steps
+                    if stop or (checkpoint_every and st.step % checkpoint_every == 0):
+                        st.elapsed += time.perf_counter() - started
+                        started, words_at_start = time.perf_counter(), st.step_in_epoch * \
+                            cfg.batch_size
+                        self.save_state()
+                        if stop:
+                            return {"interrupted": True, "step": st.step}
+            seconds = time.perf_counter() - started
+            st.elapsed += seconds
+            self._end_epoch(train, valid, (st.step_in_epoch * cfg.batch_size - words_at_start)
+                            / max(seconds, 1e-9))
+        return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
+                "step": st.step, "elapsed": st.elapsed}
+
+    def _end_epoch(self, train: Stream, valid: Stream, words_per_second: float) -> None:
+        cfg, st = self.config, self.state
+        valid_ppl = self.evaluate(valid)
+        train_ppl = math.exp(st.train_nll / max(st.train_tokens, 1))
+        st.epoch += 1
+        row = {"epoch": st.epoch, "step": st.step, "train_ppl": train_ppl, "valid_ppl": valid_ppl,
+               "lr": self.current_lr(), "words_per_second": words_per_second,
+               "elapsed_seconds": st.elapsed}
+        st.history.append(row)
+        improved = valid_ppl < st.best_valid
+        if improved:
+            st.best_valid, st.bad_epochs = valid_ppl, 0
+            save_model_dir_in_place(self.outdir, self.model, self.vocab,
+                                    self.header_train_section())
+        else:
+            st.bad_epochs += 1
+            if cfg.plateau_decay < 1:
+                self._decay_lr(cfg.plateau_decay)
+        st.step_in_epoch, st.train_nll, st.train_tokens = 0, 0.0, 0
+        self.log(f"epoch {st.epoch}: train ppl {train_ppl:.2f}, valid ppl {valid_ppl:.2f}"
+                 f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
+        self.write_metrics()
+        self.save_state()
+
+    def _decay_lr(self, factor: float) -> None:
+        if isinstance(self.optimizer, PaperSGD):
+            self.optimizer.scale *= factor
+        else:
+            for group in self.optimizer.param_groups:
+                group["lr"] *= factor
+
+    def write_metrics(self) -> None:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.state.history)
+        atomic_write_text(self.outdir / "metrics.csv", buf.getvalue())
+        plot_learning_curve(self.state.history, self.outdir / "learning_curve.png")
+
+
+def save_model_dir_in_place(
+    outdir: Path, model: NPLMNetwork, vocab: Vocabulary, train: dict
+) -> None:
+    """Replace CKPT/model.safetensors (the best weights) atomically, header beside it."""
+    write_header(outdir, vocab, model.config, train)
+    with atomic_path(outdir / "model.safetensors") as tmp:
+        save_file(paper_tensors(model), str(tmp))
+
+
+def plot_learning_curve(history: list[dict], path: Path) -> None:
+    if not history:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [r["epoch"] for r in history]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
+    ax.plot(epochs, [r["valid_ppl"] for r in history], "s-", label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("perplexity")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("NPLMNetwork learning curve")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
+    """torch optimizer state -> (JSON-able dict, named tensors) for safetensors."""
+    tensors, info = {}, {"param_groups": state["param_groups"], "state": {}}
+    for idx, entry in state["state"].items():
+        info["state"][str(idx)] = {}
+        for k, v in entry.items():
+            if torch.is_tensor(v):
+                tensors[f"{idx}.{k}"] = v.contiguous()
+                info["state"][str(idx)][k] = "__tensor__"
+            else:
+                info["state"][str(idx)][k] = v
+    return info, tensors
+
+
+def _unflatten_optimizer(info: dict, tensors: dict) -> dict:
+    state = {}
+    for idx, entry in info["state"].items():
+        state[int(idx)] = {k: tensors[f"{idx}.{k}"] if v == "__tensor__" else v
+                           for k, v in entry.items()}
+    return {"param_groups": info["param_groups"], "state": state}
+
+
+def train_config_fields() -> list[str]:
+    return [f.name for f in fields(TrainConfig)]
+
+
+__all__ = ["Trainer", "TrainConfig", "TrainingDiverged", "save_model_dir", "load_file"]
