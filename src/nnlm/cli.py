@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("model", type=Path, metavar="MODEL")
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--bf16", action="store_true",
+                    help="neural models: bfloat16 matrix products (faster, slightly less exact)")
 
     # train (neural) ------------------------------------------------------------------
     tr = sub.add_parser(
@@ -372,6 +374,8 @@ def cmd_eval(args) -> None:
     from .models import load_model
 
     model = load_model(args.model)
+    if args.bf16 and hasattr(model, "bf16"):
+        model.bf16 = True
     stream = read_stream(args.text, model.vocab)
     result = evaluate(model, stream)
     if args.json:

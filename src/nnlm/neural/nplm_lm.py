@@ -13,7 +13,8 @@ from ..lm import LanguageModel
 from ..vocab import Vocabulary
 from .model import NPLMConfig, NPLMNetwork
 
-EVAL_BATCH = 2048
+EVAL_BATCH = 2048  # full distributions (next_logprobs)
+SCORE_BATCH = 256  # per-token scoring: logits stay in cache
 
 
 class NPLM(LanguageModel):
@@ -53,17 +54,27 @@ class NPLM(LanguageModel):
 
     @torch.no_grad()
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        self.model.eval()
+        """log p(target | context) per row, float64.
+
+        Batches of 256 keep the (B, |V|) logits in cache. exp runs in float32 after the
+        row maximum is subtracted (values in [0, 1]); the sum over the vocabulary
+        accumulates in float64.
+        """
+        net = self.model.eval()
+        weight = net.out_weight.to(torch.bfloat16) if self.bf16 else net.out_weight
+        bias = net.b + net.mask
         out = np.empty(len(targets))
-        for i in range(0, len(targets), EVAL_BATCH):
-            ctx = torch.from_numpy(np.ascontiguousarray(contexts[i : i + EVAL_BATCH], np.int64))
-            tgt = torch.from_numpy(np.asarray(targets[i : i + EVAL_BATCH], np.int64))
-            logits = self.model(ctx, bf16=self.bf16)
-            picked = logits.gather(1, tgt[:, None]).squeeze(1).double()
-            # log-sum-exp in float64: shift by the row max in float32, sum exp in float64
-            mx = logits.max(dim=1).values
-            lse = mx.double() + torch.exp((logits - mx[:, None]).double()).sum(1).log()
-            out[i : i + len(tgt)] = (picked - lse).numpy()
+        for i in range(0, len(targets), SCORE_BATCH):
+            ctx = torch.from_numpy(np.ascontiguousarray(contexts[i : i + SCORE_BATCH], np.int64))
+            tgt = torch.from_numpy(np.asarray(targets[i : i + SCORE_BATCH], np.int64))
+            z = net.hidden_input(ctx)
+            logits = (z.to(torch.bfloat16) @ weight.t()).float() if self.bf16 else z @ weight.t()
+            logits += bias
+            picked = logits.gather(1, tgt[:, None]).squeeze(1)
+            mx = logits.amax(dim=1)
+            logits.sub_(mx[:, None]).exp_()
+            total = logits.sum(dim=1, dtype=torch.float64)
+            out[i : i + len(tgt)] = (picked.double() - mx.double() - total.log()).numpy()
         return out
 
     # -- beyond scoring --------------------------------------------------------------

@@ -1,0 +1,168 @@
+"""NPLM throughput on Brown, ours against a straightforward PyTorch version, in one run.
+
+    python bench/nplm.py --data data/brown --out bench/results/nplm.json [--quality-epochs 1]
+
+Measures, for the mlp1 architecture (n=5, m=60, h=50, direct) at batch 256, 2 threads:
+- the machine's matrix-product rate (fp32 and bf16) for the output layer's shape;
+- training words/s: a plain version (nn.Embedding, nn.Linear, F.cross_entropy, fp32,
+  torch.optim.SGD) and ours (fused output NLL, sparse C rows, fp32 and bf16);
+- achieved FLOP/s of each over the measured fp32 matrix-product rate;
+- evaluation words/s with full softmax: plain (log_softmax + gather) vs ours.
+With --quality-epochs E it also trains mlp1 E epochs in fp32 and in bf16 (same seed) and
+reports both validation perplexities. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nnlm import Vocabulary, count_words, read_stream
+from nnlm.neural.model import NPLMConfig
+from nnlm.neural.nplm_lm import NPLM
+from nnlm.neural.train import TrainConfig, Trainer
+
+
+class PlainNPLM(nn.Module):
+    """The textbook version: what a careful user writes first."""
+
+    def __init__(self, V, n, m, h):
+        super().__init__()
+        self.emb = nn.Embedding(V, m)
+        self.hidden = nn.Linear((n - 1) * m, h)
+        self.direct = nn.Linear((n - 1) * m, V, bias=False)
+        self.out = nn.Linear(h, V)
+
+    def forward(self, ctx):
+        x = self.emb(ctx).flatten(1)
+        return self.out(torch.tanh(self.hidden(x))) + self.direct(x)
+
+
+def rate(fn, seconds=3.0):
+    fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path("data/brown"))
+    ap.add_argument("--out", type=Path, default=Path("bench/results/nplm.json"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--quality-epochs", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    vocab = Vocabulary.from_counts(count_words(args.data / "train.txt"))
+    train = read_stream(args.data / "train.txt", vocab)
+    valid = read_stream(args.data / "valid.txt", vocab)
+    V, n, m, h, B = len(vocab), 5, 60, 50, args.batch
+    k = (n - 1) * m
+    flops_per_word = 6 * V * (k + h) + 6 * h * k  # fwd + 2 bwd products, output and hidden
+    rng = np.random.default_rng(0)
+    pos = rng.permutation(len(train))
+    batches = [(torch.from_numpy(train.contexts(n, p).astype(np.int64)),
+                torch.from_numpy(train.ids[p].astype(np.int64)))
+               for p in np.array_split(pos[: 40 * B], 40)]
+    it = iter(range(10**9))
+
+    def next_batch():
+        return batches[next(it) % len(batches)]
+
+    out = {"vocab": V, "batch": B, "threads": args.threads, "torch": torch.__version__,
+           "flops_per_word_train": flops_per_word}
+    # the machine's matrix-product rate for the output layer's shape (forward product)
+    z, w = torch.randn(B, k + h), torch.randn(V, k + h)
+    zb, wb = z.bfloat16(), w.bfloat16()
+    gemm = 2 * B * V * (k + h)
+    out["matmul_gflops_fp32"] = gemm * rate(lambda: z @ w.t()) / 1e9
+    out["matmul_gflops_bf16"] = gemm * rate(lambda: zb @ wb.t()) / 1e9
+    print(json.dumps(out), flush=True)
+
+    plain = PlainNPLM(V, n, m, h)
+    opt = torch.optim.SGD(plain.parameters(), lr=0.1)
+
+    def plain_step():
+        ctx, tgt = next_batch()
+        loss = F.cross_entropy(plain(ctx), tgt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    out["train_words_per_second_plain"] = B * rate(plain_step, 10)
+    for bf16 in (False, True):
+        cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
+        trainer = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16), Path("/tmp/x"),
+                          log=lambda s: None)
+        with torch.no_grad():
+            trainer.model.out_weight.normal_(0, 0.01)
+
+        def our_step(trainer=trainer):
+            trainer.train_step(*next_batch())
+            trainer.state.step += 1
+
+        key = "bf16" if bf16 else "fp32"
+        out[f"train_words_per_second_ours_{key}"] = B * rate(our_step, 10)
+    for key in ("plain", "ours_fp32", "ours_bf16"):
+        wps = out[f"train_words_per_second_{key}"]
+        out[f"train_flops_over_fp32_matmul_{key}"] = wps * flops_per_word / (
+            out["matmul_gflops_fp32"] * 1e9)
+    out["train_speedup_bf16_over_plain"] = (out["train_words_per_second_ours_bf16"]
+                                            / out["train_words_per_second_plain"])
+    out["train_speedup_fp32_over_plain"] = (out["train_words_per_second_ours_fp32"]
+                                            / out["train_words_per_second_plain"])
+    print(json.dumps(out), flush=True)
+
+    # evaluation with full softmax
+    ev_ctx = torch.from_numpy(valid.contexts(n)[:20000].astype(np.int64))
+    ev_tgt = torch.from_numpy(valid.ids[:20000].astype(np.int64))
+
+    @torch.no_grad()
+    def plain_eval():
+        for i in range(0, len(ev_tgt), 256):
+            lp = F.log_softmax(plain(ev_ctx[i : i + 256]), dim=1)
+            lp.gather(1, ev_tgt[i : i + 256, None])
+
+    lm = NPLM(vocab, trainer.model)
+    t = time.perf_counter()
+    plain_eval()
+    out["eval_words_per_second_plain"] = len(ev_tgt) / (time.perf_counter() - t)
+    for bf16 in (False, True):
+        lm.bf16 = bf16
+        t = time.perf_counter()
+        lm.target_logprobs(ev_ctx.numpy(), ev_tgt.numpy())
+        out[f"eval_words_per_second_ours_{'bf16' if bf16 else 'fp32'}"] = len(ev_tgt) / (
+            time.perf_counter() - t)
+    out["eval_speedup_fp32_over_plain"] = (out["eval_words_per_second_ours_fp32"]
+                                           / out["eval_words_per_second_plain"])
+    print(json.dumps(out), flush=True)
+
+    if args.quality_epochs:
+        for bf16 in (False, True):
+            cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
+            tc = TrainConfig(batch_size=B, bf16=bf16, epochs=args.quality_epochs, seed=0)
+            trainer = Trainer(vocab, cfg, tc, Path(f"/tmp/nplm_quality_{bf16}"),
+                              log=lambda s: None)
+            res = trainer.fit(train, valid)
+            out[f"quality_valid_ppl_{'bf16' if bf16 else 'fp32'}"] = res["best_valid"]
+        out["quality_bf16_over_fp32"] = (out["quality_valid_ppl_bf16"]
+                                         / out["quality_valid_ppl_fp32"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

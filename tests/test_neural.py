@@ -1,0 +1,244 @@
+"""The NPLM: the paper's parameter count, gradients against finite differences, sums to
+one, what an untrained and an overfitted model do, the toy world's generalisation,
+checkpoints, exact resume, and every kind of bad input."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import write
+from nnlm import Stream, Vocabulary, evaluate, read_stream
+from nnlm.cli import main
+from nnlm.neural.checkpoint import load_neural
+from nnlm.neural.model import NPLMConfig, NPLMNetwork
+from nnlm.neural.nplm_lm import NPLM
+from nnlm.neural.run import train_from_files
+from nnlm.neural.train import TrainConfig, Trainer, TrainingDiverged
+from nnlm.vocab import BOS_ID
+
+WORDS = ["a", "b", "c", "d"]
+VOCAB = Vocabulary.from_counts({w: 1 for w in WORDS})  # 7 words with the specials
+
+
+@pytest.mark.parametrize("direct,h", [(True, 50), (False, 50), (True, 0)])
+def test_parameter_count_is_the_papers(direct, h):
+    V, n, m = 1000, 5, 30
+    cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=direct)
+    net = NPLMNetwork(cfg)
+    counted = sum(p.numel() for p in net.parameters())
+    paper = V * (1 + n * m + h) + h * (1 + (n - 1) * m)  # with direct connections
+    assert counted == cfg.num_parameters() == (paper if direct else paper - V * (n - 1) * m)
+
+
+def tiny_network(dtype=torch.float64, **kw):
+    cfg = NPLMConfig(vocab_size=len(VOCAB), order=3, m=3, h=4, **kw)
+    net = NPLMNetwork(cfg).to(dtype)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.normal_(0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    return net
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_gradients_match_finite_differences_in_float64(direct):
+    net = tiny_network(direct=direct)
+    ctx = torch.tensor([[1, 3], [4, 5], [1, 1], [6, 3]])
+    tgt = torch.tensor([3, 2, 5, 4])
+    net.loss(ctx, tgt).backward()
+    eps = 1e-6
+    for name, p in net.named_parameters():
+        numeric = torch.zeros_like(p)
+        flat = p.data.view(-1)
+        for i in range(flat.numel()):
+            old = flat[i].item()
+            flat[i] = old + eps
+            up = net.loss(ctx, tgt).item()
+            flat[i] = old - eps
+            down = net.loss(ctx, tgt).item()
+            flat[i] = old
+            numeric.view(-1)[i] = (up - down) / (2 * eps)
+        assert torch.allclose(p.grad, numeric, atol=1e-6, rtol=1e-5), name
+
+
+def test_fused_loss_equals_cross_entropy_and_sparse_rows_equal_dense():
+    net = tiny_network(torch.float32)
+    ctx, tgt = torch.tensor([[1, 3], [4, 5], [6, 3]]), torch.tensor([3, 2, 5])
+    want = F.cross_entropy(net(ctx), tgt, reduction="sum")
+    assert torch.allclose(net.loss(ctx, tgt), want, rtol=1e-5)
+    assert torch.allclose(net.loss(ctx, tgt, bf16=True), want, rtol=2e-2)
+    net.loss(ctx, tgt, sparse=False).backward()
+    dense = net.C.grad.clone()
+    net.C.grad = None
+    net.loss(ctx, tgt, sparse=True).backward()
+    assert torch.allclose(net.C.grad.to_dense(), dense, atol=1e-6)
+
+
+def test_every_distribution_sums_to_one_and_never_predicts_bos():
+    lm = NPLM(VOCAB, tiny_network(torch.float32))
+    contexts = np.random.default_rng(0).integers(0, len(VOCAB), (30, 2))
+    dist = lm.next_logprobs(contexts)
+    assert dist.dtype == np.float64
+    assert np.allclose(np.exp(dist).sum(axis=1), 1, atol=1e-9)
+    assert np.all(dist[:, BOS_ID] == -np.inf)
+    targets = np.random.default_rng(1).integers(2, len(VOCAB), 30)
+    assert np.allclose(lm.target_logprobs(contexts, targets),
+                       dist[np.arange(30), targets], atol=1e-6)
+
+
+def test_untrained_model_is_uniform_over_predictable_words():
+    lm = NPLM.new(VOCAB, order=3, m=4, h=5)
+    stream = Stream.from_lines([["a", "b", "c"], ["d"]], VOCAB)
+    assert evaluate(lm, stream).perplexity == pytest.approx(len(VOCAB) - 1)
+
+
+def test_a_tiny_model_overfits_a_tiny_corpus(tmp_path):
+    lines = [["a", "b", "c", "d"], ["b", "a", "d"]] * 5
+    stream = Stream.from_lines(lines, VOCAB)
+    cfg = NPLMConfig(vocab_size=len(VOCAB), order=3, m=6, h=12)
+    tc = TrainConfig(optimizer="adam", lr=0.05, weight_decay=0, batch_size=8, epochs=60,
+                     patience=100)
+    trainer = Trainer(VOCAB, cfg, tc, tmp_path / "m", log=lambda s: None)
+    trainer.fit(stream, stream)
+    assert evaluate(NPLM(VOCAB, trainer.model), stream).perplexity < 1.3
+
+
+# -- the toy world -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    from nnlm.corpus import write_splits
+    from nnlm.toyworld import toy_world
+
+    root = tmp_path_factory.mktemp("toy")
+    write_splits(root / "data", toy_world(seed=0))
+    train_from_files(root / "data/train.txt", root / "data/valid.txt", root / "tiny",
+                     preset="tiny", train={"epochs": 4}, threads=1, log=lambda s: None)
+    return root
+
+
+def test_nplm_generalises_to_held_out_pairs_where_counts_cannot(toy):
+    from nnlm.ngram import KneserNey
+    from nnlm.toyworld import ANIMALS, HELD_OUT_EXAMPLES
+
+    nplm = NPLM.load(toy / "tiny")
+    kn = KneserNey(nplm.vocab, 3, discount_fallback=True).fit(
+        read_stream(toy / "data/train.txt", nplm.vocab))
+    gains = [nplm.sentence_logprob(s) - kn.sentence_logprob(s) for s in HELD_OUT_EXAMPLES]
+    assert min(gains) > 0.3 and np.mean(gains) > 0.8  # nats, per sentence
+    near = [w for w, _ in nplm.neighbors("cat", 5)]
+    assert len(set(near) & set(ANIMALS)) >= 3, near
+
+
+def test_training_writes_metrics_plot_and_a_loadable_checkpoint(toy):
+    d = toy / "tiny"
+    rows = (d / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("epoch,step,train_ppl,valid_ppl") and len(rows) == 5
+    assert (d / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    model, header = load_neural(d)
+    assert header["train"]["preset"] == "tiny" and model.order == 3
+    best = min(float(r.split(",")[3]) for r in rows[1:])
+    valid = read_stream(toy / "data/valid.txt", model.vocab)
+    assert evaluate(model, valid).perplexity == pytest.approx(best, rel=1e-6)
+
+
+# -- resume --------------------------------------------------------------------------
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(toy, tmp_path, optimizer):
+    data = toy / "data"
+    train = {"epochs": 2, "optimizer": optimizer, "lr": 0.01 if optimizer == "adam" else 0.01}
+    kw = dict(preset="tiny", train=train, threads=1, log=lambda s: None)
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "whole", **kw)
+    first = train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut",
+                             max_steps=500, **kw)  # mid-way through epoch 2
+    assert first["interrupted"]
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut", resume=True,
+                     threads=1, log=lambda s: None)
+    for sub in ("model.safetensors", "state/model.safetensors"):
+        a = load_neural_tensors(tmp_path / "whole" / sub)
+        b = load_neural_tensors(tmp_path / "cut" / sub)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), sub
+
+
+def load_neural_tensors(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+# -- divergence ----------------------------------------------------------------------
+def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, tmp_path):
+    data = toy / "data"
+    with pytest.raises(TrainingDiverged, match=r"diverged at update \d+.*Lower --lr"):
+        train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "m", preset="tiny",
+                         train={"optimizer": "sgd", "lr": 50.0, "weight_decay": 0.0},
+                         checkpoint_every=1, threads=1, log=lambda s: None)
+    info = json.loads((tmp_path / "m/state/trainer.json").read_text())
+    tensors = load_neural_tensors(tmp_path / "m/state/model.safetensors")
+    assert info["trainer"]["step"] >= 1 and all(torch.isfinite(t).all() for t in tensors.values())
+
+
+# -- bad input -----------------------------------------------------------------------
+def run_cli(argv, capsys):
+    code = main([str(a) for a in argv])
+    return code, *capsys.readouterr()
+
+
+def test_checkpoint_damage_and_foreign_vocabulary_are_one_line_errors(toy, tmp_path, capsys):
+    import shutil
+
+    d = tmp_path / "ckpt"
+    shutil.copytree(toy / "tiny", d)
+    text = toy / "data/test.txt"
+    data = (d / "model.safetensors").read_bytes()
+    (d / "model.safetensors").write_bytes(data[: len(data) // 2])
+    code, _, err = run_cli(["eval", d, text], capsys)
+    assert code == 2 and "model.safetensors: unreadable" in err and err.count("\n") == 1
+    (d / "model.safetensors").unlink()
+    code, _, err = run_cli(["eval", d, text], capsys)
+    assert code == 2 and "model.safetensors: missing" in err
+    shutil.copy(toy / "tiny/model.safetensors", d / "model.safetensors")
+    Vocabulary.from_counts({"x": 3, "y": 2}).save(d / "vocab.txt")
+    code, _, err = run_cli(["eval", d, text], capsys)
+    assert code == 2 and "does not match the model" in err
+
+
+def test_eval_of_empty_and_all_unknown_texts(toy, tmp_path, capsys):
+    write(tmp_path / "empty.txt", "")
+    code, _, err = run_cli(["eval", toy / "tiny", tmp_path / "empty.txt"], capsys)
+    assert code == 2 and "file is empty" in err
+    write(tmp_path / "unknown.txt", "zebra quokka\nwombat\n")
+    code, out, _ = run_cli(["eval", toy / "tiny", tmp_path / "unknown.txt", "--json"], capsys)
+    result = json.loads(out)
+    assert code == 0 and result["unk"] == 3 and result["tokens"] == 5  # counted, not dropped
+    assert math.isnan(result["perplexity_without_unk"]) is False
+
+
+def test_training_cli_errors(toy, tmp_path, capsys):
+    data = toy / "data"
+    base = ["train", data / "train.txt", "--valid", data / "valid.txt"]
+    code, _, err = run_cli([*base, "--preset", "mlp99", "-o", tmp_path / "x"], capsys)
+    assert code == 2 and "unknown preset 'mlp99'" in err and "mlp1" in err
+    code, _, err = run_cli([*base, "-o", toy / "tiny", "--resume", "--lr", "0.5",
+                            "--order", "4"], capsys)
+    assert code == 2 and "lr (checkpoint 0.01, now 0.5)" in err and "order" in err
+    code, _, err = run_cli([*base, "-o", toy / "tiny"], capsys)
+    assert code == 2 and "--resume" in err
+    code, _, err = run_cli([*base, "-o", tmp_path / "y", "--resume"], capsys)
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_generate_neighbors_and_plot_through_the_cli(toy, tmp_path, capsys):
+    code, out, _ = run_cli(["generate", toy / "tiny", "-n", "3", "--seed", "1",
+                            "--prompt", "a dog", "--top-k", "5"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 and all(s.startswith("a dog ") for s in lines)
+    code, out, _ = run_cli(["neighbors", toy / "tiny", "cat", "-k", "3"], capsys)
+    assert code == 0 and out.startswith("cat: ") and out.count("(") == 3
+    code, _, err = run_cli(["neighbors", toy / "tiny", "zebra"], capsys)
+    assert code == 2 and "not in the model's vocabulary" in err
+    code, out, _ = run_cli(["plot-embeddings", toy / "tiny", "cat", "dog", "man", "woman",
+                            "-o", tmp_path / "e.png"], capsys)
+    assert code == 0 and (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
