@@ -74,10 +74,12 @@ def test_user_errors_are_one_line_with_exit_2(tmp_path, capsys, argv_tail, messa
 
 
 def test_demo_runs_and_reports(tmp_path, capsys):
-    code, out, _ = run(["demo", "--workdir", tmp_path / "demo"], capsys)
+    code, out, _ = run(["demo", "--workdir", tmp_path / "demo", "--epochs", "1"], capsys)
     assert code == 0
     assert "a dog was running in a room" in out and "test perplexity" in out
-    assert (tmp_path / "demo/addk-bigram/config.json").exists()
+    assert "nearest neighbours" in out and "sampled from the NPLM" in out
+    assert (tmp_path / "demo/nplm/model.safetensors").exists()
+    assert (tmp_path / "demo/kn3/config.json").exists()
 
 
 def test_module_entry_point_and_no_torch_on_the_count_path():

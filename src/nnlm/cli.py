@@ -240,12 +240,33 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
     pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
 
+    mix = sub.add_parser(
+        "mix", help="mix models: fixed weights, EM on validation, or per context bucket",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Mix MODELs (same vocabulary): p = sum_k a_k p_k. Weights are fixed "
+        "(--weights),\nlearned by EM on VALID (default), or learned per context-frequency "
+        "bucket\n(--per-bucket TRAIN: the deleted-interpolation trigram's buckets).",
+        epilog="examples:\n"
+        "  nnlm mix --valid data/brown/valid.txt runs/mlp1 runs/delint3 -o runs/mlp2\n"
+        "  nnlm mix --valid data/brown/valid.txt runs/mlp1 runs/delint3 --weights 0.5 0.5 "
+        "-o runs/mlp2-fixed")
+    mix.add_argument("models", type=Path, nargs="+", metavar="MODEL")
+    mix.add_argument("--valid", type=Path, required=True, metavar="VALID",
+                     help="held-out text: EM fits the weights on it; perplexities reported")
+    mix.add_argument("-o", "--output", type=Path, required=True, metavar="MIXTURE")
+    mix.add_argument("--weights", type=float, nargs="+", metavar="A",
+                     help="fixed weights, one per model, summing to 1 (no EM)")
+    mix.add_argument("--per-bucket", type=Path, metavar="TRAIN",
+                     help="one weight vector per context-frequency bucket, counted on TRAIN")
+    mix.add_argument("--iterations", type=int, default=30, help="EM iterations (default: 30)")
+
     # demo ----------------------------------------------------------------------------
     demo = sub.add_parser("demo", help="the toy world end to end, in about a minute",
                           description="Prepare the toy-world corpus, train models, and show "
                           "their perplexities and what they make of held-out sentences.")
     demo.add_argument("--workdir", type=Path, default=Path("runs/demo"),
                       help="where data and models go (default: runs/demo)")
+    demo.add_argument("--epochs", type=int, default=6, help="NPLM epochs (default: 6)")
     return parser
 
 
@@ -441,16 +462,45 @@ def cmd_plot_embeddings(args) -> None:
     print(f"{args.output}: {len(words)} words, {args.method.upper()}")
 
 
+def cmd_mix(args) -> None:
+    from .corpus import read_stream
+    from .lm import evaluation_from_logprobs
+    from .mixture import ContextBuckets, Mixture
+    from .models import load_model
+
+    models = [load_model(p) for p in args.models]
+    buckets = None
+    if args.per_bucket:
+        buckets = ContextBuckets.from_stream(read_stream(args.per_bucket, models[0].vocab),
+                                             len(models[0].vocab))
+    if args.weights and len(args.weights) != len(models):
+        raise NnlmError(f"--weights needs one weight per model ({len(models)})")
+    mixture = Mixture(models, weights=args.weights, buckets=buckets)
+    valid = read_stream(args.valid, mixture.vocab)
+    contexts = valid.contexts(mixture.order)
+    for path, m in zip(args.models, models):
+        lp = m.target_logprobs(contexts[:, contexts.shape[1] - (m.order - 1):], valid.ids)
+        ppl = evaluation_from_logprobs(valid, lp).perplexity
+        print(f"{str(path):<40} valid perplexity {ppl:.2f}")
+    if not args.weights:
+        mixture.fit_weights(valid, args.iterations)
+    result = evaluation_from_logprobs(valid, mixture.logprobs(valid))
+    mixture.save(args.output, args.models)
+    mean = mixture.weights.mean(axis=0)
+    print(f"{str(args.output):<40} valid perplexity {result.perplexity:.2f}  weights "
+          + " ".join(f"{w:.3f}" for w in mean) + (" (mean over buckets)" if buckets else ""))
+
+
 def cmd_demo(args) -> None:
     from .demo import run_demo
 
-    run_demo(args.workdir)
+    run_demo(args.workdir, epochs=args.epochs)
 
 
 HANDLERS = {
     "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
     "train": cmd_train, "generate": cmd_generate, "neighbors": cmd_neighbors,
-    "plot-embeddings": cmd_plot_embeddings, "demo": cmd_demo,
+    "plot-embeddings": cmd_plot_embeddings, "mix": cmd_mix, "demo": cmd_demo,
 }
 
 

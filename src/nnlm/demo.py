@@ -1,51 +1,68 @@
-"""``nnlm demo``: the toy world end to end, on the built-in corpus, in about a minute.
+"""``nnlm demo``: the paper's argument on the built-in toy world, in about a minute.
 
-Prepares the toy-world corpus, trains the models available, prints their test
-perplexities and the log-probability each gives to sentences whose (subject, activity)
-pair never occurs in train: the generalisation the paper is about.
+Prepares the toy-world corpus, trains a Kneser-Ney trigram and a small NPLM, prints
+their test perplexities, the log-probability each gives to sentences whose (subject,
+activity) pair never occurs in train, the nearest neighbours of a few words in the
+learned feature space, a few generated sentences, and where everything was written.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from .corpus import count_words, read_stream, write_splits
+from .corpus import brown_available, count_words, read_stream, write_splits
 from .lm import evaluate
 from .models import save_model
-from .ngram import AddK
+from .ngram import KneserNey
 from .toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
 from .vocab import Vocabulary
 
 
-def run_demo(workdir: Path, out=print) -> dict:
+def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = None) -> dict:
+    from .neural.nplm_lm import NPLM
+    from .neural.run import train_from_files
+
     workdir = Path(workdir)
     data = workdir / "data"
     stats = write_splits(data, toy_world(seed=0))
     out(f"toy world corpus in {data}/: " + ", ".join(
-        f"{name} {s.lines:,} sentences / {s.tokens:,} tokens" for name, s in stats.items()))
+        f"{name} {s.lines:,} sentences" for name, s in stats.items()))
+    out("  some (subject, activity) pairs, e.g. dog + running, occur only in test\n")
 
     vocab = Vocabulary.from_counts(count_words(data / "train.txt"))
     train = read_stream(data / "train.txt", vocab)
     test = read_stream(data / "test.txt", vocab)
-    models = {"add-1 bigram": AddK(vocab, order=2, k=1.0).fit(train)}
+    kn = KneserNey(vocab, 3, discount_fallback=True).fit(train)
+    kn_dir = save_model(kn, workdir / "kn3")
+    out(f"Kneser-Ney trigram: {kn_dir}/")
 
-    results = {}
-    out(f"\nvocabulary: {len(vocab)} words (incl. <unk>, <s>, </s>)")
-    out(f"{'model':<16} {'test perplexity':>16}")
-    for name, model in models.items():
-        results[name] = evaluate(model, test)
-        out(f"{name:<16} {results[name].perplexity:>16.3f}")
+    nplm_dir = workdir / "nplm"
+    if nplm_dir.exists():
+        shutil.rmtree(nplm_dir)
+    out("training a small NPLM (n=3, m=8, h=16) ...")
+    train_from_files(data / "train.txt", data / "valid.txt", nplm_dir, preset="tiny",
+                     train={"epochs": epochs}, threads=threads, log=lambda s: out("  " + s))
+    nplm = NPLM.load(nplm_dir)
+    models = {"KN trigram": kn, "NPLM": nplm}
 
-    out("\nlog-probability (nats) of sentences; the last ones pair a subject and an activity "
-        "that train never pairs:")
+    out(f"\n{'':40}" + "".join(f"{name:>12}" for name in models))
+    ppl = {name: evaluate(m, test).perplexity for name, m in models.items()}
+    out(f"{'test perplexity':40}" + "".join(f"{p:>12.3f}" for p in ppl.values()))
+    out("log-probability (nats) of a sentence seen in train, then of held-out ones:")
     for sentence in [SEEN_EXAMPLE, *HELD_OUT_EXAMPLES]:
-        scores = "  ".join(f"{m.sentence_logprob(sentence):8.3f}" for m in models.values())
-        out(f"  {sentence:<36} {scores}")
-
-    model_dir = save_model(models["add-1 bigram"], workdir / "addk-bigram")
-    out(f"\nsaved {model_dir}/; try: nnlm eval {model_dir} {data / 'test.txt'}")
-    from .corpus import brown_available
-
+        out(f"  {sentence:38}" + "".join(f"{m.sentence_logprob(sentence):>12.3f}"
+                                         for m in models.values()))
+    out("\nnearest neighbours in the NPLM's feature space (rows of C):")
+    for word in ("cat", "man", "kitchen", "running"):
+        out(f"  {word:8} " + ", ".join(w for w, _ in nplm.neighbors(word, 5)))
+    out("\nsampled from the NPLM:")
+    for sentence in nplm.generate(4, seed=1, top_k=10):
+        out(f"  {sentence}")
+    out(f"\ncheckpoint: {nplm_dir}/ (learning curve: {nplm_dir / 'learning_curve.png'})")
+    out(f"try: nnlm eval {nplm_dir} {data / 'test.txt'}   |   nnlm neighbors {nplm_dir} dog")
     if brown_available():
-        out("Brown is available: `nnlm prepare brown data/brown` writes the paper's split.")
-    return {"perplexity": {k: v.perplexity for k, v in results.items()}}
+        out("\nBrown is available: `nnlm prepare brown data/brown` writes the paper's split; "
+            "`nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 "
+            "-o runs/mlp1` trains the paper's MLP1.")
+    return {"perplexity": ppl}

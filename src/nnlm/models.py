@@ -38,6 +38,7 @@ MODEL_KINDS = {
     "interpolated": "nnlm.ngram.interpolated:DeletedInterpolation",
     "class": "nnlm.ngram.classes:ClassNgram",
     "nplm": "nnlm.neural.checkpoint:_Loader",  # imports torch only when loaded
+    "mixture": "nnlm.mixture:Mixture",
 }
 
 

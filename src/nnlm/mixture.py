@@ -1,0 +1,185 @@
+"""Mixtures of language models over one vocabulary (Bengio et al. 2003, section 4.1).
+
+    p(w | h) = sum_k a_k(q) p_k(w | h)
+
+with weights that are fixed (the paper's 0.5 / 0.5), learned by EM on validation data
+(maximum likelihood), or conditional on the frequency bucket q of the context, with the
+buckets of the deleted-interpolation trigram: q = ceil(-ln((1 + n(w_{t-1}, w_{t-2})) / T)),
+n counted on train. Components are any LanguageModels (count-based, neural, mixtures);
+the mixture only ever sees their per-token log-probabilities, mixed in log space.
+
+Saved as a directory: ``config.json`` names the components (paths relative to it) and
+the weights; ``arrays.npz`` holds the bucket weights and context counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import NnlmError
+from .fileio import atomic_path
+from .lm import LanguageModel
+from .stream import Stream
+
+BUCKET_ORDER = 3  # buckets from the count of the two-word context, as the paper's trigram
+
+
+def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(m, axis) + np.log(np.sum(np.exp(a - m), axis=axis))
+
+
+class ContextBuckets:
+    """q = ceil(-ln((1 + n(context)) / T)) for two-word contexts counted on train."""
+
+    def __init__(self, keys: np.ndarray, counts: np.ndarray, total: int, vocab_size: int):
+        self.keys, self.counts, self.total, self.V = keys, counts, int(total), vocab_size
+
+    @classmethod
+    def from_stream(cls, train: Stream, vocab_size: int) -> ContextBuckets:
+        ctx = train.contexts(BUCKET_ORDER).astype(np.int64)
+        keys, counts = np.unique(ctx[:, 0] * vocab_size + ctx[:, 1], return_counts=True)
+        return cls(keys, counts, len(train), vocab_size)
+
+    @property
+    def n_buckets(self) -> int:
+        return int(self.of_counts(np.zeros(1))[0]) + 1
+
+    def of_counts(self, n: np.ndarray) -> np.ndarray:
+        q = np.ceil(-np.log((1.0 + n) / self.total) - 1e-12)
+        return np.maximum(q, 0).astype(np.int64)
+
+    def __call__(self, contexts: np.ndarray) -> np.ndarray:
+        contexts = np.asarray(contexts, np.int64)
+        if contexts.shape[1] < 2:
+            raise ValueError("context buckets need two words of context")
+        keys = contexts[:, -2] * self.V + contexts[:, -1]
+        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        n = np.where(self.keys[pos] == keys, self.counts[pos], 0)
+        return self.of_counts(n)
+
+
+class Mixture(LanguageModel):
+    """sum_k a_k(q) p_k(w | h); one weight row per bucket (a single row when unbucketed)."""
+
+    kind = "mixture"
+
+    def __init__(self, components: Sequence[LanguageModel], weights=None,
+                 buckets: ContextBuckets | None = None):
+        if len(components) < 2:
+            raise NnlmError("a mixture needs at least two models")
+        first = components[0].vocab
+        for i, m in enumerate(components[1:], start=2):
+            if m.vocab != first:
+                raise NnlmError(f"model {i} has another vocabulary ({len(m.vocab):,} words, "
+                                f"fingerprint {m.vocab.fingerprint}) than model 1 "
+                                f"({len(first):,}, {first.fingerprint}); train them on the "
+                                "same text with the same vocabulary settings")
+        self.components, self.vocab = list(components), first
+        self.buckets = buckets
+        self.order = max(max(m.order for m in components), BUCKET_ORDER if buckets else 1)
+        K = len(components)
+        rows = buckets.n_buckets if buckets else 1
+        w = np.full(K, 1.0 / K) if weights is None else np.asarray(weights, np.float64)
+        if w.shape[-1] != K or np.any(w < 0) or not np.allclose(w.sum(axis=-1), 1.0):
+            raise NnlmError(f"need {K} non-negative weights that sum to 1, got {w.tolist()}")
+        self.weights = np.broadcast_to(w, (rows, K)).copy()
+        self.paths: list[str] | None = None
+
+    def _rows(self, contexts: np.ndarray) -> np.ndarray:
+        if self.buckets is None:
+            return np.zeros(len(contexts), np.int64)
+        return self.buckets(contexts)
+
+    def _component_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(K, N): each component's log p of each target, given its own context length."""
+        return np.stack([m.target_logprobs(contexts[:, contexts.shape[1] - (m.order - 1):]
+                                           if m.order > 1 else contexts[:, :0], targets)
+                         for m in self.components])
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        lp = self._component_logprobs(np.asarray(contexts), np.asarray(targets))
+        with np.errstate(divide="ignore"):
+            logw = np.log(self.weights[self._rows(contexts)]).T  # (K, N)
+        return _logsumexp(lp + logw, axis=0)
+
+    def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        contexts = np.asarray(contexts)
+        with np.errstate(divide="ignore"):
+            logw = np.log(self.weights[self._rows(contexts)])  # (B, K)
+        parts = [m.next_logprobs(contexts[:, contexts.shape[1] - (m.order - 1):]
+                                 if m.order > 1 else contexts[:, :0]) + logw[:, [k]]
+                 for k, m in enumerate(self.components)]
+        return _logsumexp(np.stack(parts), axis=0)
+
+    def fit_weights(self, valid: Stream, iterations: int = 30) -> list[float]:
+        """EM on ``valid`` (per bucket if bucketed); returns the mean log-likelihood after
+        each iteration (never decreasing)."""
+        contexts = valid.contexts(self.order)
+        lp = self._component_logprobs(contexts, valid.ids).T  # (N, K)
+        rows = self._rows(contexts)
+        shift = lp.max(axis=1, keepdims=True)
+        shift = np.where(np.isfinite(shift), shift, 0.0)
+        p = np.exp(lp - shift)  # scaled component probabilities, per token
+        history = []
+        for _ in range(iterations):
+            mix = self.weights[rows] * p
+            total = mix.sum(axis=1, keepdims=True)
+            history.append(float((np.log(total) + shift).mean()))
+            resp = mix / total
+            sums = np.zeros_like(self.weights)
+            np.add.at(sums, rows, resp)
+            n = np.bincount(rows, minlength=len(self.weights))[:, None]
+            self.weights = np.where(n > 0, sums / np.maximum(n, 1), resp.mean(axis=0))
+        return history
+
+    # -- persistence ---------------------------------------------------------------------
+    def save(self, path, component_paths: Sequence[str | os.PathLike]) -> Path:
+        """Write the mixture; components stay where they are, named relative to ``path``."""
+        path = Path(path)
+        rel = [os.path.relpath(Path(p).resolve(), path.resolve()) for p in component_paths]
+        header = {"nnlm_model": "mixture", "format_version": 1,
+                  "vocab_size": len(self.vocab), "vocab_fingerprint": self.vocab.fingerprint,
+                  "config": {"components": rel, "bucketed": self.buckets is not None,
+                             "weights": self.weights.tolist()}}
+        with atomic_path(path) as tmp:
+            tmp.mkdir()
+            (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n")
+            self.vocab.save(tmp / "vocab.txt")
+            arrays = {"weights": self.weights}
+            if self.buckets is not None:
+                arrays.update(bucket_keys=self.buckets.keys, bucket_counts=self.buckets.counts,
+                              bucket_total=np.array([self.buckets.total]))
+            np.savez(tmp / "arrays.npz", **arrays)
+        return path
+
+    @classmethod
+    def load_dir(cls, path: Path, header: dict, vocab) -> Mixture:
+        from .models import load_model
+
+        cfg = header["config"]
+        components = []
+        for rel in cfg["components"]:
+            target = (Path(path) / rel).resolve()
+            if not target.exists():
+                raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) is missing")
+            components.append(load_model(target))
+        with np.load(Path(path) / "arrays.npz", allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        buckets = None
+        if cfg["bucketed"]:
+            buckets = ContextBuckets(arrays["bucket_keys"], arrays["bucket_counts"],
+                                     int(arrays["bucket_total"][0]), len(vocab))
+        mixture = cls(components, buckets=buckets)
+        mixture.weights = arrays["weights"]
+        return mixture
+
+    def config(self) -> dict:
+        return {"weights": self.weights.tolist()}
