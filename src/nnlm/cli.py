@@ -260,6 +260,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="one weight vector per context-frequency bucket, counted on TRAIN")
     mix.add_argument("--iterations", type=int, default=30, help="EM iterations (default: 30)")
 
+    rep = sub.add_parser(
+        "reproduce", help="reproduce Table 1 of the paper on Brown, side by side",
+        description="Train the paper's baselines and neural presets on Brown, evaluate them, "
+        "and write report.md (the paper's table beside ours), results.json and a plot of "
+        "validation perplexity against training time. Resumable: models already trained "
+        "are reused.")
+    rep.add_argument("corpus", choices=["brown"])
+    rep.add_argument("--workdir", type=Path, default=Path("runs/reproduce"),
+                     help="data, models and reports (default: runs/reproduce)")
+    rep.add_argument("--only", default=None, metavar="ROWS",
+                     help="comma-separated rows, e.g. kn5,mlp1,mlp2 (their dependencies too)")
+    rep.add_argument("--quick", action="store_true",
+                     help="a reduced run (delint3, kn3, kn5, class150, mlp7, mlp8; 2 epochs): "
+                     "about 10 minutes")
+    rep.add_argument("--paper-cut", action="store_true",
+                     help="count rare words over the whole corpus, as the paper did")
+    rep.add_argument("--threads", type=int, default=None)
+
     # demo ----------------------------------------------------------------------------
     demo = sub.add_parser("demo", help="the toy world end to end, in about a minute",
                           description="Prepare the toy-world corpus, train models, and show "
@@ -491,6 +509,14 @@ def cmd_mix(args) -> None:
           + " ".join(f"{w:.3f}" for w in mean) + (" (mean over buckets)" if buckets else ""))
 
 
+def cmd_reproduce(args) -> None:
+    from .experiments.reproduce import reproduce
+
+    only = [x.strip() for x in args.only.split(",")] if args.only else None
+    reproduce(args.workdir, only=only, quick=args.quick, paper_cut=args.paper_cut,
+              threads=args.threads)
+
+
 def cmd_demo(args) -> None:
     from .demo import run_demo
 
@@ -500,7 +526,8 @@ def cmd_demo(args) -> None:
 HANDLERS = {
     "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
     "train": cmd_train, "generate": cmd_generate, "neighbors": cmd_neighbors,
-    "plot-embeddings": cmd_plot_embeddings, "mix": cmd_mix, "demo": cmd_demo,
+    "plot-embeddings": cmd_plot_embeddings, "mix": cmd_mix, "reproduce": cmd_reproduce,
+    "demo": cmd_demo,
 }
 
 

@@ -1,0 +1,37 @@
+"""The reproduction pipeline end to end on the toy world (Brown itself is too slow for tests)."""
+
+import json
+
+from nnlm.corpus import write_splits
+from nnlm.experiments.reproduce import ROWS, dependencies, reproduce
+from nnlm.toyworld import toy_world
+
+
+def test_dependencies_pull_in_networks_trigram_and_kn5():
+    assert dependencies(["mlp2"]) == ["mlp1", "mlp2", "delint3", "kn5"]  # the table's order
+    assert dependencies(["class500"]) == ["kn5", "class500"]
+
+
+def test_every_paper_row_has_the_papers_numbers():
+    assert len(ROWS) == 21 and all(r.paper[2] for r in ROWS)
+    by = {r.name: r for r in ROWS}
+    assert round(by["mlp1"].paper[2] / by["kn5"].paper[2], 3) == 0.835  # as the issue says
+
+
+def test_reproduce_writes_report_results_and_plot_and_resumes(tmp_path):
+    write_splits(tmp_path / "data", toy_world(seed=0, n_train=1500))
+    logs = []
+    results = reproduce(tmp_path, only=["mlp8", "class150"], quick=True, threads=1,
+                        log=logs.append)
+    assert set(results["rows"]) == {"mlp7", "mlp8", "delint3", "kn5", "class150"}
+    report = (tmp_path / "report.md").read_text()
+    assert "| mlp8 | 3 |" in report and "paper test" in report
+    saved = json.loads((tmp_path / "results.json").read_text())
+    r = saved["rows"]
+    # the 0.5/0.5 mixture beats at least one of its parts and never both by a wide margin
+    assert r["mlp8"]["test"] < max(r["mlp7"]["test"], r["delint3"]["test"])
+    assert (tmp_path / "valid_vs_time.png").read_bytes()[:4] == b"\x89PNG"
+    # a second call reuses everything: no training, no evaluation
+    logs.clear()
+    reproduce(tmp_path, only=["mlp8", "class150"], quick=True, threads=1, log=logs.append)
+    assert not any(line.startswith(("training", "  ")) for line in logs), logs
