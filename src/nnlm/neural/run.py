@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..corpus import count_words, read_stream
 from ..errors import NnlmError
-from ..experiments.presets import PRESETS
+from ..experiments.presets import PRESETS, RECIPES, resolved
 from ..models import load_vocab_for, read_header
 from ..vocab import Vocabulary
 from .model import NPLMConfig
@@ -20,15 +20,19 @@ from .train import TrainConfig, Trainer
 DEFAULT_PRESET = "mlp1"
 
 
-def resolve(preset: str | None, arch: dict, train: dict) -> tuple[str, dict, dict]:
+def resolve(preset: str | None, arch: dict, train: dict,
+            recipe: str | None = None) -> tuple[str, dict, dict]:
     name = preset or DEFAULT_PRESET
     if name not in PRESETS:
         raise NnlmError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-    return name, {**PRESETS[name]["model"], **arch}, {**PRESETS[name]["train"], **train}
+    if recipe is not None and recipe not in RECIPES:
+        raise NnlmError(f"unknown recipe {recipe!r}; choose from {', '.join(RECIPES)}")
+    model, training = resolved(name, recipe)
+    return name, {**model, **arch}, {**training, **train}
 
 
 def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, train=None,
-                     resume=False, threads=None, max_steps=None, checkpoint_every=500,
+                     recipe=None, resume=False, threads=None, max_steps=None, checkpoint_every=500,
                      min_count=1, max_size=None, log=print) -> dict:
     outdir = Path(outdir)
     arch, train = dict(arch or {}), dict(train or {})
@@ -43,6 +47,8 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
                      for k, v in given.items() if saved.get(k) != v]
         if preset is not None and preset != saved_preset:
             conflicts.insert(0, f"preset (checkpoint {saved_preset!r}, now {preset!r})")
+        if recipe is not None:
+            conflicts.insert(0, "--recipe (the checkpoint's settings already include it)")
         if conflicts:
             raise NnlmError(f"--resume with changed settings: {'; '.join(conflicts)}. Resume "
                             "with the checkpoint's settings, or train into a new directory")
@@ -51,7 +57,7 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
         if (outdir / "state" / "trainer.json").exists():
             raise NnlmError(f"{outdir}: already holds a training run; add --resume to continue "
                             "it, or choose another -o")
-        name, arch, train = resolve(preset, arch, train)
+        name, arch, train = resolve(preset, arch, train, recipe)
         vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
     try:
         model_config = NPLMConfig(vocab_size=len(vocab), **arch)

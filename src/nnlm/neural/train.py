@@ -274,6 +274,18 @@ class Trainer:
         writer.writerows(self.state.history)
         atomic_write_text(self.outdir / "metrics.csv", buf.getvalue())
         plot_learning_curve(self.state.history, self.outdir / "learning_curve.png")
+        log_tensorboard(self.state.history[-1], self.outdir / "tensorboard")
+
+
+def log_tensorboard(row: dict, logdir: Path) -> None:
+    """The epoch's metrics as TensorBoard scalars, when the tensorboard package is installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional
+        return
+    with SummaryWriter(str(logdir)) as writer:
+        for key in ("train_ppl", "valid_ppl", "lr", "words_per_second"):
+            writer.add_scalar(key, row[key], row["epoch"])
 
 
 def save_model_dir_in_place(
