@@ -301,6 +301,7 @@ def plot_learning_curve(history: list[dict], path: Path) -> None:
     if not history:
         return
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -312,7 +313,9 @@ def plot_learning_curve(history: list[dict], path: Path) -> None:
     ax.set_xlabel("epoch")
     ax.set_ylabel("perplexity")
     ax.set_yscale("log")
-    ax.grid(alpha=0.3)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.grid(alpha=0.3, which="both")
     ax.legend()
     ax.set_title("NPLMNetwork learning curve")
     fig.tight_layout()
