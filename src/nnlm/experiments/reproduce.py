@@ -241,34 +241,20 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
 def _plot(workdir: Path, names: list[str]) -> None:
     import csv
 
-    import matplotlib
-    import matplotlib.ticker
+    from ..plots import perplexity_axis, png_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..fileio import atomic_path
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
-    for name in names:
-        path = workdir / "models" / name / "metrics.csv"
-        if path.exists():
-            rows = list(csv.DictReader(path.open()))
-            ax.plot([float(r["elapsed_seconds"]) / 60 for r in rows],
-                    [float(r["valid_ppl"]) for r in rows], "o-", label=name, ms=3)
-    ax.set_xlabel("training time (minutes, 2 cores)")
-    ax.set_ylabel("validation perplexity")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.grid(alpha=0.3, which="both")
-    if names:
-        ax.legend()
-    ax.set_title("NPLM on Brown: validation perplexity against training time")
-    fig.tight_layout()
-    with atomic_path(workdir / "valid_vs_time.png") as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    with png_figure(workdir / "valid_vs_time.png", size=(7, 4.5)) as (fig, ax):
+        for name in names:
+            path = workdir / "models" / name / "metrics.csv"
+            if path.exists():
+                rows = list(csv.DictReader(path.open()))
+                ax.plot([float(r["elapsed_seconds"]) / 60 for r in rows],
+                        [float(r["valid_ppl"]) for r in rows], "o-", label=name, ms=3)
+        ax.set_xlabel("training time (minutes, 2 cores)")
+        perplexity_axis(ax, "validation perplexity")
+        if names:
+            ax.legend()
+        ax.set_title("NPLM on Brown: validation perplexity against training time")
 
 
 def _versions() -> dict:

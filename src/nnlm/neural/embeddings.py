@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NnlmError
-from ..fileio import atomic_path
 
 
 def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
@@ -25,23 +24,15 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
 
 
 def plot_embeddings(model, words: list[str], path, method: str = "pca") -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..plots import png_figure
 
     C = model.model.C.detach().numpy()
     xy = project(C[[model.vocab.index[w] for w in words]], method)
-    fig, ax = plt.subplots(figsize=(8, 8), dpi=110)
-    ax.scatter(xy[:, 0], xy[:, 1], s=8, color="tab:blue")
-    for (x, y), w in zip(xy, words):
-        ax.annotate(w, (x, y), fontsize=8, xytext=(2, 2), textcoords="offset points")
-    ax.set_title(f"word feature vectors C, {method.upper()}")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    with png_figure(path, size=(8, 8), dpi=110) as (fig, ax):
+        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="tab:blue")
+        for (x, y), w in zip(xy, words):
+            ax.annotate(w, (x, y), fontsize=8, xytext=(2, 2), textcoords="offset points")
+        ax.set_title(f"word feature vectors C, {method.upper()}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return Path(path)

@@ -1,4 +1,4 @@
-"""The NPLMNetwork as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
+"""The NPLM as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
 
 Evaluation runs the network in float32 (optionally bf16 products) and takes the log-softmax
 in float64, so perplexities sum probabilities in float64 as every nnlm model does.
@@ -18,7 +18,7 @@ SCORE_BATCH = 256  # per-token scoring: logits stay in cache
 
 
 class NPLM(LanguageModel):
-    """A trained (or untrained) NPLMNetwork over ``vocab``."""
+    """A trained (or untrained) NPLM over ``vocab``."""
 
     kind = "nplm"
 

@@ -1,4 +1,4 @@
-"""Training the NPLMNetwork: minibatches, early stopping, checkpoints, exact resume.
+"""Training the NPLM: minibatches, early stopping, checkpoints, exact resume.
 
 One :class:`Trainer` does it all, top to bottom:
 
@@ -300,28 +300,16 @@ def save_model_dir_in_place(
 def plot_learning_curve(history: list[dict], path: Path) -> None:
     if not history:
         return
-    import matplotlib
-    import matplotlib.ticker
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..plots import perplexity_axis, png_figure
 
     epochs = [r["epoch"] for r in history]
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
-    ax.plot(epochs, [r["valid_ppl"] for r in history], "s-", label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("perplexity")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    ax.set_title("NPLMNetwork learning curve")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    with png_figure(path) as (fig, ax):
+        ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
+        ax.plot(epochs, [r["valid_ppl"] for r in history], "s-", label="validation")
+        ax.set_xlabel("epoch")
+        perplexity_axis(ax)
+        ax.legend()
+        ax.set_title("NPLM learning curve")
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
