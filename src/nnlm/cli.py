@@ -23,6 +23,8 @@ examples:
   nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5
   nnlm eval runs/kn5 data/brown/test.txt      # perplexity, NLL, tokens, <unk> count
   echo "the jury said" | nnlm score runs/kn5  # per-sentence log10 probability
+  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 -o runs/mlp1
+  nnlm reproduce brown --quick                # the paper's Table 1, reduced (minutes)
 
 conventions: natural logs inside; <s> is context only; </s> is predicted and counted;
 unknown words map to <unk> and are counted (as KenLM does).
