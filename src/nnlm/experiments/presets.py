@@ -15,7 +15,7 @@ Recipes say how to train:
 
 - ``paper``: the paper's procedure. SGD, eps_0 = 1e-3 per example, r = 1e-8, weight decay
   1e-4 on the weights only, sparse updates of C, early stopping. Faithful, but slow on two
-  cores: mlp1 reaches validation perplexity 225 after 5 epochs (5 minutes).
+  cores: mlp1 stood at validation perplexity 225 after 5 epochs (about 5 minutes).
 - ``fast`` (the default for mlp1 ... mlp10): the same networks trained with AdamW (lr 1e-3,
   decoupled decay 0.01), dropout 0.25 on x and 0.1 on the hidden layer, bf16 products,
   halving the rate on a plateau. mlp1 reaches validation 165 in 4 epochs (about 5 minutes).
