@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from nnlm import Vocabulary, count_words, evaluate, read_stream
+from nnlm.interpolation import fit_bucket_weights
 from nnlm.lm import evaluation_from_logprobs
 from nnlm.ngram import ClassNgram, DeletedInterpolation, KneserNey, exchange_clustering
 
@@ -35,11 +36,9 @@ KENLM_REFERENCE = {  # lmplz (modified KN, defaults) on the same files, measured
 
 def em_two(a: np.ndarray, b: np.ndarray, iterations: int = 50) -> float:
     """Weight of model a in the mixture of a and b that maximizes the likelihood (EM)."""
-    lam = 0.5
-    pa, pb = np.exp(a), np.exp(b)
-    for _ in range(iterations):
-        lam = float((lam * pa / (lam * pa + (1 - lam) * pb)).mean())
-    return lam
+    weights, _ = fit_bucket_weights(np.array([[0.5, 0.5]]), np.exp(np.stack([a, b], axis=1)),
+                                    np.zeros(len(a), np.int64), iterations)
+    return float(weights[0, 0])
 
 
 def timed(fn):

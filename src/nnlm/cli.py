@@ -31,6 +31,14 @@ unknown words map to <unk> and are counted (as KenLM does).
 """
 
 
+def add_vocabulary_arguments(group) -> None:
+    """--min-count and --max-size, the same for every command that builds a vocabulary."""
+    group.add_argument("--min-count", type=int, default=1, metavar="N",
+                       help="keep words seen at least N times (default: 1)")
+    group.add_argument("--max-size", type=int, default=None, metavar="N",
+                       help="short-list: keep the N-3 most frequent words")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -116,11 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "output of `nnlm ngram cluster`) instead of clustering again")
     addk = train.add_argument_group("add-k")
     addk.add_argument("--k", type=float, default=1.0, help="add-k constant (default: 1)")
-    vocab_group = train.add_argument_group("vocabulary")
-    vocab_group.add_argument("--min-count", type=int, default=1, metavar="N",
-                             help="keep words seen at least N times (default: 1)")
-    vocab_group.add_argument("--max-size", type=int, default=None, metavar="N",
-                             help="short-list: keep the N-3 most frequent words")
+    add_vocabulary_arguments(train.add_argument_group("vocabulary"))
 
     cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
                                    description="Cluster TRAIN's words into C classes "
@@ -214,10 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="stop (and checkpoint) after N updates in all")
     run_group.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
                            help="save the training state every N updates (default: 500)")
-    run_group.add_argument("--min-count", type=int, default=1, metavar="N",
-                           help="vocabulary: words seen at least N times (default: 1)")
-    run_group.add_argument("--max-size", type=int, default=None, metavar="N",
-                           help="vocabulary: a short-list of N words")
+    add_vocabulary_arguments(tr.add_argument_group("vocabulary"))
 
     gen = sub.add_parser("generate", help="sample sentences from a model",
                          description="Sample sentences from MODEL (any model): temperature, "
@@ -501,14 +502,13 @@ def cmd_mix(args) -> None:
         raise NnlmError(f"--weights needs one weight per model ({len(models)})")
     mixture = Mixture(models, weights=args.weights, buckets=buckets)
     valid = read_stream(args.valid, mixture.vocab)
-    contexts = valid.contexts(mixture.order)
-    for path, m in zip(args.models, models):
-        lp = m.target_logprobs(contexts[:, contexts.shape[1] - (m.order - 1):], valid.ids)
-        ppl = evaluation_from_logprobs(valid, lp).perplexity
+    lp = mixture.component_logprobs(valid)  # once: for the report, EM and the mixture
+    for path, row in zip(args.models, lp):
+        ppl = evaluation_from_logprobs(valid, row).perplexity
         print(f"{str(path):<40} valid perplexity {ppl:.2f}")
     if not args.weights:
-        mixture.fit_weights(valid, args.iterations)
-    result = evaluation_from_logprobs(valid, mixture.logprobs(valid))
+        mixture.fit_weights(valid, args.iterations, component_logprobs=lp)
+    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)))
     mixture.save(args.output, args.models)
     mean = mixture.weights.mean(axis=0)
     print(f"{str(args.output):<40} valid perplexity {result.perplexity:.2f}  weights "

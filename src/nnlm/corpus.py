@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,8 +219,3 @@ def prepare_brown(paper_cut: bool = False, download: bool = True) -> tuple[list[
         BROWN_MAX_RARE_COUNT,
         rare_counted_on="all" if paper_cut else "train",
     )
-
-
-def iter_tokens(lines: Sequence[str]) -> Iterator[str]:
-    for line in lines:
-        yield from line.split()

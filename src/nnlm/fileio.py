@@ -70,11 +70,6 @@ def iter_line_blocks(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]
             raise NnlmError(f"{path}: file is empty")
 
 
-def read_text(path: str | os.PathLike) -> str:
-    """A whole small text file (configs, vocabularies), with the same clear errors."""
-    return "\n".join(line for _, block in iter_line_blocks(path) for line in block) + "\n"
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it is renamed onto ``path``.

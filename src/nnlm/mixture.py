@@ -23,7 +23,9 @@ import numpy as np
 
 from .errors import NnlmError
 from .fileio import atomic_path
+from .interpolation import fit_bucket_weights, frequency_bucket
 from .lm import LanguageModel
+from .ngram.counts import lookup_counts
 from .stream import Stream
 
 BUCKET_ORDER = 3  # buckets from the count of the two-word context, as the paper's trigram
@@ -53,17 +55,14 @@ class ContextBuckets:
         return int(self.of_counts(np.zeros(1))[0]) + 1
 
     def of_counts(self, n: np.ndarray) -> np.ndarray:
-        q = np.ceil(-np.log((1.0 + n) / self.total) - 1e-12)
-        return np.maximum(q, 0).astype(np.int64)
+        return frequency_bucket(n, self.total)
 
     def __call__(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts, np.int64)
         if contexts.shape[1] < 2:
             raise ValueError("context buckets need two words of context")
         keys = contexts[:, -2] * self.V + contexts[:, -1]
-        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        n = np.where(self.keys[pos] == keys, self.counts[pos], 0)
-        return self.of_counts(n)
+        return self.of_counts(lookup_counts(self.keys, self.counts, keys))
 
 
 class Mixture(LanguageModel):
@@ -104,11 +103,20 @@ class Mixture(LanguageModel):
                                            if m.order > 1 else contexts[:, :0], targets)
                          for m in self.components])
 
-    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        lp = self._component_logprobs(np.asarray(contexts), np.asarray(targets))
+    def component_logprobs(self, stream: Stream) -> np.ndarray:
+        """(K, N): each component's log-probability of each predicted token of ``stream``;
+        compute once and hand to :meth:`fit_weights` and :meth:`mix`."""
+        return self._component_logprobs(stream.contexts(self.order), stream.ids)
+
+    def mix(self, lp: np.ndarray, contexts: np.ndarray) -> np.ndarray:
+        """Mixed log-probabilities (N,) from component log-probabilities ``lp`` (K, N)."""
         with np.errstate(divide="ignore"):
             logw = np.log(self.weights[self._rows(contexts)]).T  # (K, N)
         return _logsumexp(lp + logw, axis=0)
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        contexts = np.asarray(contexts)
+        return self.mix(self._component_logprobs(contexts, np.asarray(targets)), contexts)
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts)
@@ -119,25 +127,19 @@ class Mixture(LanguageModel):
                  for k, m in enumerate(self.components)]
         return _logsumexp(np.stack(parts), axis=0)
 
-    def fit_weights(self, valid: Stream, iterations: int = 30) -> list[float]:
+    def fit_weights(self, valid: Stream, iterations: int = 30,
+                    component_logprobs: np.ndarray | None = None) -> list[float]:
         """EM on ``valid`` (per bucket if bucketed); returns the mean log-likelihood after
-        each iteration (never decreasing)."""
+        each iteration (never decreasing). ``component_logprobs``: the (K, N) array of
+        :meth:`component_logprobs`, if already computed."""
         contexts = valid.contexts(self.order)
-        lp = self._component_logprobs(contexts, valid.ids).T  # (N, K)
-        rows = self._rows(contexts)
-        shift = lp.max(axis=1, keepdims=True)
+        lp = component_logprobs if component_logprobs is not None else \
+            self._component_logprobs(contexts, valid.ids)
+        lp = lp.T  # (N, K)
+        shift = lp.max(axis=1)
         shift = np.where(np.isfinite(shift), shift, 0.0)
-        p = np.exp(lp - shift)  # scaled component probabilities, per token
-        history = []
-        for _ in range(iterations):
-            mix = self.weights[rows] * p
-            total = mix.sum(axis=1, keepdims=True)
-            history.append(float((np.log(total) + shift).mean()))
-            resp = mix / total
-            sums = np.zeros_like(self.weights)
-            np.add.at(sums, rows, resp)
-            n = np.bincount(rows, minlength=len(self.weights))[:, None]
-            self.weights = np.where(n > 0, sums / np.maximum(n, 1), resp.mean(axis=0))
+        self.weights, history = fit_bucket_weights(
+            self.weights, np.exp(lp - shift[:, None]), self._rows(contexts), iterations, shift)
         return history
 
     # -- persistence ---------------------------------------------------------------------

@@ -7,7 +7,6 @@ Each result gives log10 probabilities (the convention of ARPA and KenLM's output
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -68,8 +67,3 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]]) -> Iterator[S
         lo, hi = stream.offsets[i], stream.offsets[i + 1]
         yield SentenceScore([*words, EOS], log10[lo:hi],
                             None if orders is None else orders[lo:hi], oov[lo:hi])
-
-
-def corpus_perplexity(scores: list[SentenceScore]) -> float:
-    tokens = sum(len(s.log10_probs) for s in scores)
-    return math.pow(10, -sum(s.log10_prob for s in scores) / max(tokens, 1))

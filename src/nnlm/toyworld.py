@@ -85,7 +85,7 @@ def toy_world(
     valid = [_sentence(rng, held_out=False) for _ in range(n_valid)]
     test = list(HELD_OUT_EXAMPLES)
     test += [_sentence(rng, held_out=i % 2 == 0) for i in range(max(0, n_test - len(test)))]
-    return train, valid, test[:n_test] if n_test >= len(HELD_OUT_EXAMPLES) else test
+    return train, valid, test[: max(n_test, len(HELD_OUT_EXAMPLES))]
 
 
 def has_held_out_pair(sentence: str) -> bool:

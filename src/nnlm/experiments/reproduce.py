@@ -162,15 +162,15 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
 
     base = workdir / "models" / f"mlp{int(row.name[3:]) - 1}"
     trigram = workdir / "models" / "delint3"
-    if not (model_dir / "config.json").exists():
-        Mixture([load_model(base), load_model(trigram)], weights=[0.5, 0.5]).save(
-            model_dir, [base, trigram])
-    # beside the paper's 0.5 / 0.5: weights by EM per context-frequency bucket
+    # the paper's 0.5 / 0.5, and beside it weights by EM per context-frequency bucket
     bucketed = workdir / "models" / f"{row.name}_bucketed"
-    if not (bucketed / "config.json").exists():
+    missing = [d for d in (model_dir, bucketed) if not (d / "config.json").exists()]
+    models = [load_model(base), load_model(trigram)] if missing else []
+    if model_dir in missing:
+        Mixture(models, weights=[0.5, 0.5]).save(model_dir, [base, trigram])
+    if bucketed in missing:
         from ..mixture import ContextBuckets
 
-        models = [load_model(base), load_model(trigram)]
         buckets = ContextBuckets.from_stream(read_stream(data / "train.txt", models[0].vocab),
                                              len(models[0].vocab))
         mixture = Mixture(models, buckets=buckets)

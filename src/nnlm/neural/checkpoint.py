@@ -20,10 +20,9 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ..errors import NnlmError
-from ..fileio import atomic_path
 from ..models import FORMAT_VERSION, load_vocab_for, read_header
 from ..vocab import Vocabulary
 from .model import NPLMConfig, NPLMNetwork
@@ -75,19 +74,6 @@ def write_header(directory: Path, vocab: Vocabulary, config: NPLMConfig, train: 
     header = {"nnlm_model": "nplm", "format_version": FORMAT_VERSION, "vocab_size": len(vocab),
               "vocab_fingerprint": vocab.fingerprint, "config": config.to_dict(), "train": train}
     (directory / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
-
-
-def save_model_dir(path: Path, model: NPLMNetwork, vocab: Vocabulary, train: dict,
-                   extra_files: dict[str, Path] | None = None) -> None:
-    """Write config.json, vocab.txt, model.safetensors atomically, as one directory."""
-    with atomic_path(path) as tmp:
-        tmp.mkdir()
-        write_header(tmp, vocab, model.config, train)
-        vocab.save(tmp / "vocab.txt")
-        save_file(paper_tensors(model), str(tmp / "model.safetensors"))
-        for name, src in (extra_files or {}).items():
-            if src.exists():
-                (tmp / name).write_bytes(src.read_bytes())
 
 
 def load_neural(path: str | Path) -> tuple[NPLM, dict]:

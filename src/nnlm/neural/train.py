@@ -20,12 +20,12 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
@@ -37,7 +37,6 @@ from .checkpoint import (
     load_paper_tensors,
     paper_tensors,
     read_safetensors,
-    save_model_dir,
     write_header,
 )
 from .model import NPLMConfig, NPLMNetwork
@@ -113,12 +112,6 @@ class Trainer:
     # -- header and resume -------------------------------------------------------------
     def header_train_section(self) -> dict:
         return {"preset": self.preset, **asdict(self.config)}
-
-    @staticmethod
-    def resume_conflicts(saved: dict, requested: dict) -> list[str]:
-        """Names of settings that differ between a checkpoint and this invocation."""
-        return [f"{k} (checkpoint {saved.get(k)!r}, now {v!r})" for k, v in requested.items()
-                if k in saved and saved[k] != v]
 
     def load_state(self) -> None:
         state_dir = self.outdir / "state"
@@ -332,10 +325,3 @@ def _unflatten_optimizer(info: dict, tensors: dict) -> dict:
         state[int(idx)] = {k: tensors[f"{idx}.{k}"] if v == "__tensor__" else v
                            for k, v in entry.items()}
     return {"param_groups": info["param_groups"], "state": state}
-
-
-def train_config_fields() -> list[str]:
-    return [f.name for f in fields(TrainConfig)]
-
-
-__all__ = ["Trainer", "TrainConfig", "TrainingDiverged", "save_model_dir", "load_file"]

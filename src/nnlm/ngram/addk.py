@@ -17,6 +17,7 @@ import numpy as np
 from ..lm import LanguageModel
 from ..stream import Stream
 from ..vocab import BOS_ID, Vocabulary
+from .counts import expand_ranges, lookup_counts
 
 
 class AddK(LanguageModel):
@@ -50,11 +51,8 @@ class AddK(LanguageModel):
         V = len(self.vocab)
         ctx = self._context_ids(contexts)
         probs = np.full((len(ctx), V), self.k, dtype=np.float64)
-        lo = np.searchsorted(self.keys, ctx * V)
-        hi = np.searchsorted(self.keys, (ctx + 1) * V)
-        sizes = hi - lo
-        rows = np.repeat(np.arange(len(ctx)), sizes)
-        entries = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+        rows, entries = expand_ranges(np.searchsorted(self.keys, ctx * V),
+                                      np.searchsorted(self.keys, (ctx + 1) * V))
         probs[rows, self.keys[entries] % V] += self.counts[entries]
         probs[:, BOS_ID] = 0.0
         probs /= (self.context_totals[ctx] + self.k * (V - 1))[:, None]
@@ -64,10 +62,7 @@ class AddK(LanguageModel):
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         V = len(self.vocab)
         ctx = self._context_ids(contexts)
-        keys = ctx * V + np.asarray(targets, np.int64)
-        pos = np.minimum(np.searchsorted(self.keys, keys), max(0, len(self.keys) - 1))
-        found = (self.keys[pos] == keys) if len(self.keys) else np.zeros(len(keys), bool)
-        counts = np.where(found, self.counts[pos] if len(self.keys) else 0, 0)
+        counts = lookup_counts(self.keys, self.counts, ctx * V + np.asarray(targets, np.int64))
         with np.errstate(divide="ignore"):
             out = np.log(counts + self.k) - np.log(self.context_totals[ctx] + self.k * (V - 1))
         out[np.asarray(targets) == BOS_ID] = -np.inf

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..lm import LanguageModel
 from ..vocab import Vocabulary
+from .counts import expand_ranges
 from .hashindex import HashIndex
 
 
@@ -122,12 +123,9 @@ class BackoffNgram(LanguageModel):
             rows = np.flatnonzero(ctx >= 0)
             ctx = ctx[rows]
             probs[rows] *= np.exp(self._log_bow(k - 1, ctx))[:, None]
-            lo, hi = level.prefix_offsets[ctx], level.prefix_offsets[ctx + 1]
-            sizes = hi - lo
-            r = np.repeat(rows, sizes)
-            e = level.by_prefix[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
-                                + np.arange(sizes.sum())]
-            probs[r, level.last[e]] = np.exp(level.logp[e])
+            r, e = expand_ranges(level.prefix_offsets[ctx], level.prefix_offsets[ctx + 1])
+            e = level.by_prefix[e]
+            probs[rows[r], level.last[e]] = np.exp(level.logp[e])
         with np.errstate(divide="ignore"):
             return np.log(probs)
 

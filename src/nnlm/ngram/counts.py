@@ -90,6 +90,24 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int) -> list[OrderTable
     return tables
 
 
+def lookup_counts(keys: np.ndarray, counts: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """counts[i] where keys[i] == query, 0 where the query is absent."""
+    pos = lookup(keys, queries)
+    return np.where(pos >= 0, counts[np.maximum(pos, 0)], 0) if len(keys) else np.zeros(
+        len(queries), counts.dtype)
+
+
+def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All positions in the ranges [lo[r], hi[r]), and the range r each came from.
+
+    Example: lo = [2, 7], hi = [4, 8] -> rows [0, 0, 1], positions [2, 3, 7].
+    """
+    sizes = hi - lo
+    rows = np.repeat(np.arange(len(lo)), sizes)
+    positions = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+    return rows, positions
+
+
 def lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Index of each query in the sorted ``keys``, or -1 where absent."""
     if len(keys) == 0:

@@ -19,9 +19,11 @@ import math
 import numpy as np
 
 from ..errors import NnlmError
+from ..interpolation import fit_bucket_weights, frequency_bucket
 from ..lm import LanguageModel
 from ..stream import Stream
 from ..vocab import BOS_ID, Vocabulary
+from .counts import expand_ranges, lookup_counts
 
 
 def _pack(contexts: np.ndarray, V: int) -> np.ndarray:
@@ -74,31 +76,15 @@ class DeletedInterpolation(LanguageModel):
 
     def bucket(self, context_counts: np.ndarray) -> np.ndarray:
         """q = ceil(-ln((1 + n(context)) / T)), at least 0."""
-        q = np.ceil(-np.log((1.0 + context_counts) / self.train_tokens) - 1e-12)
-        return np.maximum(q, 0).astype(np.int64)
+        return frequency_bucket(context_counts, self.train_tokens)
 
     def fit_weights(self, valid: Stream) -> list[float]:
         """EM on ``valid``; returns the per-token log-likelihood after each iteration."""
         comp, q = self._components(valid.contexts(self.order), valid.ids)
-        history = []
-        global_w = self.weights.mean(axis=0)
-        for _ in range(self.iterations):
-            mix = self.weights[q] * comp  # (M, K)
-            total = mix.sum(axis=1, keepdims=True)
-            history.append(float(np.log(total).mean()))
-            resp = mix / total
-            sums = np.zeros_like(self.weights)
-            np.add.at(sums, q, resp)
-            n = np.bincount(q, minlength=len(self.weights))[:, None]
-            global_w = resp.mean(axis=0)
-            self.weights = np.where(n > 0, sums / np.maximum(n, 1), global_w)
+        self.weights, history = fit_bucket_weights(self.weights, comp, q, self.iterations)
         return history
 
     # -- scoring -------------------------------------------------------------------
-    def _lookup_counts(self, keys: np.ndarray, table_keys, table_counts) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(table_keys, keys), len(table_keys) - 1)
-        return np.where(table_keys[pos] == keys, table_counts[pos], 0)
-
     def _context_stats(self, contexts: np.ndarray):
         """Per order k: packed context keys and their counts; and the bucket q."""
         V = len(self.vocab)
@@ -107,7 +93,7 @@ class DeletedInterpolation(LanguageModel):
         for k in range(1, self.order + 1):
             h = _pack(contexts[:, self.order - k :], V)
             hs.append(h)
-            ns.append(self._lookup_counts(h, self.context_keys[k - 1], self.context_counts[k - 1]))
+            ns.append(lookup_counts(self.context_keys[k - 1], self.context_counts[k - 1], h))
         return hs, ns, self.bucket(ns[-1]) if self.order > 1 else np.zeros(len(contexts), np.int64)
 
     def _components(self, contexts: np.ndarray, targets: np.ndarray):
@@ -118,8 +104,8 @@ class DeletedInterpolation(LanguageModel):
         comp = np.empty((len(targets), self.order + 1))
         comp[:, 0] = 1.0 / (V - 1)
         for k in range(1, self.order + 1):
-            c = self._lookup_counts(hs[k - 1] * V + targets, self.ngram_keys[k - 1],
-                                    self.ngram_counts[k - 1])
+            c = lookup_counts(self.ngram_keys[k - 1], self.ngram_counts[k - 1],
+                              hs[k - 1] * V + targets)
             seen = ns[k - 1] > 0
             p = np.where(seen, c / np.maximum(ns[k - 1], 1), comp[:, k - 1] if k > 1 else 0.0)
             comp[:, k] = p
@@ -140,11 +126,8 @@ class DeletedInterpolation(LanguageModel):
         lower = np.zeros((B, V))
         for k in range(1, self.order + 1):
             keys, counts = self.ngram_keys[k - 1], self.ngram_counts[k - 1]
-            lo = np.searchsorted(keys, hs[k - 1] * V)
-            hi = np.searchsorted(keys, hs[k - 1] * V + V)
-            sizes = hi - lo
-            rows = np.repeat(np.arange(B), sizes)
-            e = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+            rows, e = expand_ranges(np.searchsorted(keys, hs[k - 1] * V),
+                                    np.searchsorted(keys, hs[k - 1] * V + V))
             mle = np.zeros((B, V))
             mle[rows, keys[e] % V] = counts[e] / ns[k - 1][rows]
             seen = ns[k - 1] > 0
