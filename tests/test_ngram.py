@@ -302,3 +302,17 @@ def test_unknown_sentence_boundaries_in_scored_text():
     assert scores[2].oov.tolist() == [True, False]
     assert scores[0].log10_prob == pytest.approx(model.sentence_logprob("w1 w2") / math.log(10))
     assert scores[1].words == [EOS]
+
+
+def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_path):
+    words = [f"w{i}" for i in range(60)]
+    unigrams = ["-1\t<unk>", "-99\t<s>\t0", "-1\t</s>"] + [f"-1\t{w}\t0" for w in words]
+    bigrams = [f"-1\t{a} {b}" for a in words for b in words]  # 3,600 lines, 3 fields each
+    bigrams[1] += "\t-0.5"  # 4 fields here ...
+    bigrams[2] = "-1\tw0"  # ... 2 fields here: the totals still add up to 3 per line
+    text = (f"\\data\\\nngram 1={len(unigrams)}\nngram 2={len(bigrams)}\n\n\\1-grams:\n"
+            + "\n".join(unigrams) + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n")
+    write(tmp_path / "big.arpa", text)
+    bad_line = text.splitlines().index("-1\tw0") + 1
+    with pytest.raises(NnlmError, match=rf"big\.arpa:{bad_line}: expected 'log10p"):
+        read_arpa(tmp_path / "big.arpa")

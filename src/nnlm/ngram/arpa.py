@@ -144,14 +144,15 @@ def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
     lines = [line for line in lines if line.strip()]
     tokens = " ".join(lines).split()
     M = len(lines)
+    per_line = _fields_per_line(lines)
     for fields in (k + 2, k + 1):
-        if M and len(tokens) == M * fields:
+        # bulk split, valid only if every line has exactly this many fields
+        if M and len(tokens) == M * fields and np.all(per_line == fields):
             table = np.array(tokens, dtype=object).reshape(M, fields)
             try:
-                if all(len(line.split()) == fields for line in lines[:: max(1, M // 1000)]):
-                    logp = table[:, 0].astype(np.float64)
-                    bow = table[:, -1].astype(np.float64) if fields == k + 2 else np.zeros(M)
-                    return logp, table[:, 1 : k + 1], bow
+                logp = table[:, 0].astype(np.float64)
+                bow = table[:, -1].astype(np.float64) if fields == k + 2 else np.zeros(M)
+                return logp, table[:, 1 : k + 1], bow
             except ValueError:
                 break
     # slow path: find the first bad line and say which
@@ -224,6 +225,20 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
         model.order = k
         prev_size = len(keys)
     return model
+
+
+def _fields_per_line(lines: list[str]) -> np.ndarray:
+    """Number of blank-separated fields on each line, counted with numpy over the bytes.
+
+    A field starts where a non-blank byte follows a blank or a line start. ``str.split``
+    also splits on Unicode spaces, so it never finds fewer fields on a line than this;
+    equal totals therefore mean equal counts on every line.
+    """
+    data = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
+    blank = (data == 32) | (data == 9) | (data == 10) | (data == 13) | (data == 11) | (data == 12)
+    starts = ~blank & np.concatenate([[True], blank[:-1]])
+    line_of_byte = np.cumsum(data == 10)
+    return np.bincount(line_of_byte[starts], minlength=len(lines))
 
 
 def _line_of_entry(first_line: int, raw_lines: list[str], index: int) -> int:
