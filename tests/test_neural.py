@@ -35,8 +35,21 @@ def test_parameter_count_is_the_papers(direct, h):
     assert counted == cfg.num_parameters() == (paper if direct else paper - V * (n - 1) * m)
 
 
+def test_tied_output_weights_are_c_and_drop_u():
+    V, n, m = 1000, 5, 30
+    cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=m, direct=False, tied=True)
+    net = NPLMNetwork(cfg)
+    untied = V * (1 + n * m + m) + m * (1 + (n - 1) * m) - V * (n - 1) * m
+    assert sum(p.numel() for p in net.parameters()) == cfg.num_parameters() == untied - V * m
+    assert net.output_matrix is net.C and net.U is None
+    for bad in ({"h": 20}, {"direct": True}):
+        with pytest.raises(ValueError, match="tied"):
+            NPLMConfig(vocab_size=V, order=n, m=m, **{"h": m, "direct": False, **bad}, tied=True)
+
+
 def tiny_network(dtype=torch.float64, **kw):
-    cfg = NPLMConfig(vocab_size=len(VOCAB), order=3, m=3, h=4, **kw)
+    kw = {"m": 3, "h": 4, **kw}
+    cfg = NPLMConfig(vocab_size=len(VOCAB), order=3, **kw)
     net = NPLMNetwork(cfg).to(dtype)
     with torch.no_grad():
         for p in net.parameters():
@@ -44,9 +57,10 @@ def tiny_network(dtype=torch.float64, **kw):
     return net
 
 
-@pytest.mark.parametrize("direct", [True, False])
-def test_gradients_match_finite_differences_in_float64(direct):
-    net = tiny_network(direct=direct)
+@pytest.mark.parametrize("kw", [{"direct": True}, {"direct": False},
+                                {"direct": False, "tied": True, "h": 3}])
+def test_gradients_match_finite_differences_in_float64(kw):
+    net = tiny_network(**kw)
     ctx = torch.tensor([[1, 3], [4, 5], [1, 1], [6, 3]])
     tgt = torch.tensor([3, 2, 5, 4])
     net.loss(ctx, tgt).backward()
@@ -167,6 +181,21 @@ def test_training_writes_metrics_plot_and_a_loadable_checkpoint(toy):
     best = min(float(r.split(",")[3]) for r in rows[1:])
     valid = read_stream(toy / "data/valid.txt", model.vocab)
     assert evaluate(model, valid).perplexity == pytest.approx(best, rel=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_tied_model_trains_saves_without_u_and_loads(toy, tmp_path, optimizer):
+    data = toy / "data"
+    arch = {"m": 8, "h": 8, "direct": False, "tied": True}
+    train = {"epochs": 2, "optimizer": optimizer, "lr": 0.01 if optimizer == "adamw" else 0.05}
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "t", preset="tiny",
+                     arch=arch, train=train, threads=1, log=lambda s: None)
+    tensors = load_neural_tensors(tmp_path / "t" / "model.safetensors")
+    assert sorted(tensors) == ["C", "H", "b", "d"]
+    model, _ = load_neural(tmp_path / "t")
+    assert model.model.output_matrix is model.model.C
+    valid = read_stream(data / "valid.txt", model.vocab)
+    assert evaluate(model, valid).perplexity < 0.5 * (len(model.vocab) - 1)
 
 
 # -- resume --------------------------------------------------------------------------

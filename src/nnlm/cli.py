@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--h", type=int, metavar="H", help="hidden units (0: no hidden layer)")
     arch.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None,
                       help="direct connections W from x to the output")
+    arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
+                      help="U = C: the output layer reuses the word features (needs h = m, "
+                           "--no-direct; fewer parameters, often lower perplexity)")
     arch.add_argument("--dropout-x", type=float, metavar="P", help="dropout on x")
     arch.add_argument("--dropout-h", type=float, metavar="P", help="dropout on the hidden layer")
     opt = tr.add_argument_group("optimization (override the preset)")
@@ -435,7 +438,7 @@ def cmd_eval(args) -> None:
           f"(without <unk> tokens: {result.perplexity_without_unk:.3f})")
 
 
-ARCH_FIELDS = ("order", "m", "h", "direct", "dropout_x", "dropout_h")
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h")
 
 
 def cmd_train(args) -> None:

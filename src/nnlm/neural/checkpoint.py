@@ -33,7 +33,9 @@ def paper_tensors(model: NPLMNetwork) -> dict[str, torch.Tensor]:
     """The parameters under the paper's names (W and U split out of the output matrix)."""
     out = {"C": model.C, "b": model.b}
     if model.H is not None:
-        out.update(H=model.H, d=model.d, U=model.U)
+        out.update(H=model.H, d=model.d)
+        if model.U is not None:  # absent when tied: U is C
+            out["U"] = model.U
     if model.W is not None:
         out["W"] = model.W
     return {k: v.detach().contiguous().clone() for k, v in out.items()}
@@ -55,7 +57,8 @@ def load_paper_tensors(model: NPLMNetwork, tensors: dict[str, torch.Tensor], whe
         if model.H is not None:
             model.H.copy_(tensors["H"])
             model.d.copy_(tensors["d"])
-            model.out_weight[:, k:].copy_(tensors["U"])
+            if model.U is not None:
+                model.out_weight[:, k:].copy_(tensors["U"])
         if model.W is not None:
             model.out_weight[:, :k].copy_(tensors["W"])
 

@@ -38,6 +38,7 @@ class NPLMConfig:
     direct: bool = True
     dropout_x: float = 0.0  # dropout on the concatenated features x
     dropout_h: float = 0.0  # dropout on the hidden activations
+    tied: bool = False  # U = C: the output layer reuses the word features (needs h = m)
 
     def __post_init__(self):
         if self.order < 2:
@@ -46,6 +47,8 @@ class NPLMConfig:
             raise ValueError("need m >= 1 and h >= 0")
         if self.h == 0 and not self.direct:
             raise ValueError("h = 0 without direct connections leaves the output constant")
+        if self.tied and (self.h != self.m or self.direct):
+            raise ValueError("tied output weights (U = C) need h = m and no direct connections")
 
     @property
     def context_size(self) -> int:
@@ -56,10 +59,13 @@ class NPLMConfig:
         return (self.order - 1) * self.m
 
     def num_parameters(self) -> int:
-        """|V|(1 + nm + h) + h(1 + (n-1)m) with direct connections; minus |V|(n-1)m without."""
+        """|V|(1 + nm + h) + h(1 + (n-1)m) with direct connections; minus |V|(n-1)m without;
+        minus |V|h more when U is C."""
         V, n, m, h = self.vocab_size, self.order, self.m, self.h
         total = V * (1 + n * m + h) + h * (1 + (n - 1) * m)
-        return total if self.direct else total - V * (n - 1) * m
+        if not self.direct:
+            total -= V * (n - 1) * m
+        return total - V * h if self.tied else total
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,7 +82,8 @@ class NPLMNetwork(nn.Module):
         self.H = nn.Parameter(torch.empty(h, k)) if h else None
         self.d = nn.Parameter(torch.zeros(h)) if h else None
         out_in = (k if config.direct else 0) + h
-        self.out_weight = nn.Parameter(torch.zeros(V, out_in))  # [W | U]
+        # [W | U]; with tied weights U is C and there is no separate output matrix
+        self.out_weight = None if config.tied else nn.Parameter(torch.zeros(V, out_in))
         self.b = nn.Parameter(torch.zeros(V))
         self.register_buffer("mask", torch.zeros(V), persistent=False)
         self.mask[BOS_ID] = float("-inf")
@@ -91,8 +98,14 @@ class NPLMNetwork(nn.Module):
                 bound = self.config.x_size ** -0.5
                 self.H.uniform_(-bound, bound, generator=generator)
                 self.d.zero_()
-            self.out_weight.zero_()
+            if self.out_weight is not None:
+                self.out_weight.zero_()
             self.b.zero_()
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        """The (|V|, out_in) matrix of the output product y = b + output_matrix z."""
+        return self.C if self.config.tied else self.out_weight
 
     # the paper's names for the two halves of the output matrix
     @property
@@ -102,7 +115,9 @@ class NPLMNetwork(nn.Module):
     @property
     def U(self) -> torch.Tensor | None:
         h = self.config.h
-        return self.out_weight[:, self.out_weight.shape[1] - h :] if h else None
+        if not h or self.config.tied:
+            return None  # tied: U is C
+        return self.out_weight[:, self.out_weight.shape[1] - h :]
 
     def weights(self) -> list[nn.Parameter]:
         """Parameters that take weight decay (C, H, U, W); the biases b, d take none."""
@@ -132,10 +147,11 @@ class NPLMNetwork(nn.Module):
 
     def forward(self, contexts: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """Logits y (B, |V|), float32, ``<s>`` at -inf."""
-        return output_logits(self.hidden_input(contexts), self.out_weight, self.b + self.mask, bf16)
+        return output_logits(self.hidden_input(contexts), self.output_matrix, self.b + self.mask,
+                             bf16)
 
     def loss(self, contexts: torch.Tensor, targets: torch.Tensor, bf16: bool = False,
              sparse: bool = False) -> torch.Tensor:
         """Summed negative log-likelihood of ``targets`` (natural log), fused and memory-light."""
         z = self.hidden_input(contexts, sparse)
-        return fused_output_nll(z, self.out_weight, self.b, self.mask, targets, bf16)
+        return fused_output_nll(z, self.output_matrix, self.b, self.mask, targets, bf16)

@@ -63,10 +63,10 @@ class NPLM(LanguageModel):
         net = self.model
         bias = (net.b + net.mask).detach()
         if not self.bf16:
-            return torch.cat([net.out_weight.detach(), bias[:, None]], 1)
+            return torch.cat([net.output_matrix.detach(), bias[:, None]], 1)
         hi = bias.to(torch.bfloat16)
         lo = torch.where(torch.isfinite(bias), bias - hi.float(), 0.0).to(torch.bfloat16)
-        return torch.cat([net.out_weight.detach().to(torch.bfloat16), hi[:, None], lo[:, None]], 1)
+        return torch.cat([net.output_matrix.detach().to(torch.bfloat16), hi[:, None], lo[:, None]], 1)
 
     @torch.no_grad()
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -85,7 +85,7 @@ class NPLM(LanguageModel):
         net = self.model.eval()
         weight = self._output_matrix()
         weight_t = weight.t()
-        extra = weight.shape[1] - net.out_weight.shape[1]
+        extra = weight.shape[1] - net.output_matrix.shape[1]
         V = weight.shape[0]
         logits = torch.empty(SCORE_BATCH, V, dtype=weight.dtype)
         wide = torch.empty(SCORE_BATCH, V) if self.bf16 else logits

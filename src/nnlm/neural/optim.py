@@ -36,6 +36,11 @@ class PaperSGD:
                 p.add_(p.grad, alpha=-eps)
         for p in m.biases():
             p.add_(p.grad, alpha=-eps)
+        if not m.C.grad.is_sparse:  # tied weights: every row of C is an output row too
+            if wd:
+                m.C.mul_(1.0 - eps * wd * batch_size)
+            m.C.add_(m.C.grad, alpha=-eps)
+            return
         g = m.C.grad.coalesce()
         rows, values = g.indices()[0], g.values()
         if wd:

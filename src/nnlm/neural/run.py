@@ -73,7 +73,8 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
         log(f"resuming {outdir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}")
     else:
         log(f"training {name}: n={model_config.order} m={model_config.m} h={model_config.h} "
-            f"direct={model_config.direct}, {model_config.num_parameters():,} parameters, "
+            f"direct={model_config.direct}{' tied' if model_config.tied else ''}, "
+            f"{model_config.num_parameters():,} parameters, "
             f"|V| = {len(vocab):,}, {len(train_stream):,} training tokens")
     result = trainer.fit(train_stream, valid_stream, max_steps=max_steps,
                          checkpoint_every=checkpoint_every)

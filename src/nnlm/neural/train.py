@@ -155,7 +155,9 @@ class Trainer:
         cfg = self.config
         self.model.train()
         sgd = isinstance(self.optimizer, PaperSGD)
-        loss = self.model.loss(contexts, targets, bf16=cfg.bf16, sparse=sgd)
+        # sparse rows of C, as the paper notes; with tied weights C is the output matrix too
+        sparse = sgd and not self.model.config.tied
+        loss = self.model.loss(contexts, targets, bf16=cfg.bf16, sparse=sparse)
         value = float(loss.detach())
         per_token = value / len(targets)
         if not math.isfinite(per_token) or per_token > 2 * math.log(len(self.vocab)) + 5:
