@@ -33,6 +33,7 @@ from ..lm import evaluation_from_logprobs
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
+from .allocator import keep_freed_memory
 from .checkpoint import (
     load_paper_tensors,
     paper_tensors,
@@ -99,6 +100,7 @@ class Trainer:
         self.preset = preset
         if threads:
             torch.set_num_threads(threads)
+        keep_freed_memory()  # reuse the per-step |V|-wide buffers (see allocator.py)
         torch.manual_seed(config.seed)
         self.model = NPLMNetwork(model_config)
         self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
