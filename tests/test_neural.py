@@ -92,6 +92,33 @@ def test_fused_loss_equals_cross_entropy_and_sparse_rows_equal_dense():
     assert torch.allclose(net.C.grad.to_dense(), dense, atol=1e-6)
 
 
+def test_bf16_loss_and_gradients_follow_float32_even_when_a_target_underflows():
+    """The bf16 path (bias folded into the product, bf16 softmax as the gradient) against
+    the float32 path: loss and every gradient within bf16's precision; a target whose
+    probability underflows bf16 (logit 120 below the rest) still gets its exact loss."""
+    torch.manual_seed(0)
+    cfg = NPLMConfig(vocab_size=300, order=3, m=8, h=16)
+    net = NPLMNetwork(cfg)
+    with torch.no_grad():
+        net.out_weight.normal_(0, 0.3)
+        net.b.normal_(0, 1.0)
+        net.b[7] = -120.0
+    ctx = torch.randint(0, 300, (64, 2))
+    tgt = torch.randint(3, 300, (64,))
+    tgt[:3] = 7
+    grads = {}
+    for bf16 in (False, True):
+        net.zero_grad()
+        loss = net.loss(ctx, tgt, bf16=bf16)
+        loss.backward()
+        grads[bf16] = (loss.item(), {k: p.grad.clone() for k, p in net.named_parameters()})
+    assert math.isfinite(grads[True][0])
+    assert grads[True][0] == pytest.approx(grads[False][0], rel=1e-2)
+    for name, want in grads[False][1].items():
+        got = grads[True][1][name]
+        assert (got - want).norm() <= 2e-2 * want.norm(), name
+
+
 def test_every_distribution_sums_to_one_and_never_predicts_bos():
     lm = NPLM(VOCAB, tiny_network(torch.float32))
     contexts = np.random.default_rng(0).integers(0, len(VOCAB), (30, 2))
