@@ -94,14 +94,19 @@ class FusedOutputNLL(torch.autograd.Function):
         z_, w_, probs, targets = ctx.saved_tensors
         grad = probs  # softmax - onehot, in place: no new (B, V) buffer
         grad[torch.arange(len(targets)), targets] -= 1.0
+        if ctx.bf16:  # the loss scale rides on the conversions to float32, not a pass
+            k, scale = ctx.k, grad_loss.float()
+            grad_z = grad_w = grad_b = None
+            if ctx.needs_input_grad[0]:
+                grad_z = (grad @ w_[:, :k]).float().mul_(scale)
+            if ctx.needs_input_grad[1]:
+                grad_w = torch.mul(grad.t() @ z_[:, :k], scale,
+                                   out=torch.empty(len(w_), k, dtype=torch.float32))
+            if ctx.needs_input_grad[2]:
+                grad_b = grad.sum(0, dtype=torch.float32).mul_(scale)
+            return grad_z, grad_w, grad_b, None, None, None
         if grad_loss.item() != 1.0:
             grad.mul_(grad_loss)
-        if ctx.bf16:
-            k = ctx.k
-            grad_z = (grad @ w_[:, :k]).float() if ctx.needs_input_grad[0] else None
-            grad_w = (grad.t() @ z_[:, :k]).float() if ctx.needs_input_grad[1] else None
-            grad_b = grad.sum(0, dtype=torch.float32) if ctx.needs_input_grad[2] else None
-            return grad_z, grad_w, grad_b, None, None, None
         grad_z = grad @ w_ if ctx.needs_input_grad[0] else None
         grad_w = grad.t() @ z_ if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.needs_input_grad[2] else None
