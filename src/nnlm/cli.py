@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--bf16", action="store_true",
-                    help="neural models: bfloat16 matrix products (faster, slightly less exact)")
+                    help="neural models: bfloat16 products, about 2.5x faster; perplexity "
+                         "within about 0.01%% (per-token log-probabilities within ~0.04)")
 
     # train (neural) ------------------------------------------------------------------
     tr = sub.add_parser(
@@ -169,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         "early stopping on VALID.\nThe checkpoint directory holds config.json, vocab.txt, "
         "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
         "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + " (mlp1-mlp10: the "
-        "networks of Table 1 of the paper;\n  modern: a larger NPLM; tiny: the toy world). "
+        "networks of Table 1 of the paper;\n  modern: n=6, m=h=256, output weights tied "
+        "to C (U = C), dropout, AdamW; tiny: the toy world). "
         "--recipe paper trains with the paper's SGD.",
         epilog="examples:\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
