@@ -10,9 +10,10 @@ Measures, for the mlp1 architecture (n=5, m=60, h=50, direct) at batch 256, 2 th
 - achieved FLOP/s of each over the measured fp32 matrix-product rate;
 - evaluation words/s with full softmax: plain (log_softmax + gather) vs ours, fp32 and bf16
   (with --model, the test perplexity of a trained NPLM scored both ways).
-The plain version runs first, with the system allocator as a user would run it; once ours
-has run, freed memory is kept for reuse (nnlm.neural.allocator), and the plain version is
-measured again so the JSON shows how much of the gain that alone is worth.
+The plain version runs first with the system allocator, as a user would run it (the
+``*_plain_system_allocator`` figures); from then on freed memory is kept for reuse
+(nnlm.neural.allocator) and the versions run in alternating rounds, each keeping its best
+(a shared machine's slow spells otherwise land on whichever version runs then).
 With --quality-epochs E it also trains mlp1 E epochs in fp32 and in bf16 (same seed) and
 reports both validation perplexities. Never run by the tests.
 """
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--quality-epochs", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; best counts")
     ap.add_argument("--model", type=Path, help="a trained NPLM: test perplexity, fp32 vs bf16")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -127,33 +129,41 @@ def main():
             best = max(best, len(ev_tgt) / (time.perf_counter() - t))
         return best
 
-    # the plain version first, with the system allocator as a user would run it
-    out["train_words_per_second_plain"] = B * rate(plain_step, 10)
-    out["eval_words_per_second_plain"] = eval_rate(plain_eval)
-    for bf16 in (False, True):
+    # round 0: the plain version with the system allocator, as a user would run it
+    out["train_words_per_second_plain_system_allocator"] = B * rate(plain_step, 5)
+    out["eval_words_per_second_plain_system_allocator"] = eval_rate(plain_eval)
+
+    def our_step(trainer):
+        trainer.train_step(*next_batch())
+        trainer.state.step += 1
+
+    trainers = {}
+    for key, bf16 in (("fp32", False), ("bf16", True)):
         cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
-        trainer = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16), Path("/tmp/x"),
-                          log=lambda s: None)  # from here on, freed memory is kept
+        trainers[key] = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16),
+                                Path("/tmp/x"), log=lambda s: None)  # keeps freed memory
         with torch.no_grad():
-            trainer.model.out_weight.normal_(0, 0.01)
-
-        def our_step(trainer=trainer):
-            trainer.train_step(*next_batch())
-            trainer.state.step += 1
-
-        key = "bf16" if bf16 else "fp32"
-        out[f"train_words_per_second_ours_{key}"] = B * rate(our_step, 10)
-    lm = NPLM(vocab, trainer.model)
+            trainers[key].model.out_weight.normal_(0, 0.01)
+    lm = NPLM(vocab, trainers["bf16"].model)
 
     def ours_eval(bf16):
         lm.bf16 = bf16
         lm.target_logprobs(ev_ctx.numpy(), ev_tgt.numpy())
 
-    out["eval_words_per_second_ours_fp32"] = eval_rate(lambda: ours_eval(False))
-    out["eval_words_per_second_ours_bf16"] = eval_rate(lambda: ours_eval(True))
-    # how much of the gain is the allocator alone: the plain version again, memory kept
-    out["train_words_per_second_plain_kept_memory"] = B * rate(plain_step, 10)
-    out["eval_words_per_second_plain_kept_memory"] = eval_rate(plain_eval)
+    train_fns = {"plain": plain_step, "ours_fp32": lambda: our_step(trainers["fp32"]),
+                 "ours_bf16": lambda: our_step(trainers["bf16"])}
+    eval_fns = {"plain": plain_eval, "ours_fp32": lambda: ours_eval(False),
+                "ours_bf16": lambda: ours_eval(True)}
+    best = {"train_words_per_second_plain": out["train_words_per_second_plain_system_allocator"],
+            "eval_words_per_second_plain": out["eval_words_per_second_plain_system_allocator"]}
+    for _ in range(args.rounds):  # alternate, so that slow spells of the machine hit all
+        for key, fn in train_fns.items():
+            k = f"train_words_per_second_{key}"
+            best[k] = max(best.get(k, 0.0), B * rate(fn, 4))
+        for key, fn in eval_fns.items():
+            k = f"eval_words_per_second_{key}"
+            best[k] = max(best.get(k, 0.0), eval_rate(fn, 1))
+    out.update(best)
     out["allocator_keeps_freed_memory"] = keep_freed_memory()
     for key in ("plain", "ours_fp32", "ours_bf16"):
         wps = out[f"train_words_per_second_{key}"]

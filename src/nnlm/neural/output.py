@@ -94,16 +94,16 @@ class FusedOutputNLL(torch.autograd.Function):
         z_, w_, probs, targets = ctx.saved_tensors
         grad = probs  # softmax - onehot, in place: no new (B, V) buffer
         grad[torch.arange(len(targets)), targets] -= 1.0
-        if ctx.bf16:  # the loss scale rides on the conversions to float32, not a pass
+        if ctx.bf16:  # the loss scale goes on the small operands, never on a |V|-wide pass
             k, scale = ctx.k, grad_loss.float()
             grad_z = grad_w = grad_b = None
             if ctx.needs_input_grad[0]:
                 grad_z = (grad @ w_[:, :k]).float().mul_(scale)
-            if ctx.needs_input_grad[1]:
-                grad_w = torch.mul(grad.t() @ z_[:, :k], scale,
-                                   out=torch.empty(len(w_), k, dtype=torch.float32))
-            if ctx.needs_input_grad[2]:
-                grad_b = grad.sum(0, dtype=torch.float32).mul_(scale)
+            if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+                # one product gives both: z's column of ones makes column k the bias
+                # gradient; (B, k + 2) scaled, exact when the scale is 1/2^j
+                both = (grad.t() @ (z_ * scale.to(torch.bfloat16))).float()
+                grad_w, grad_b = both[:, :k], both[:, k]
             return grad_z, grad_w, grad_b, None, None, None
         if grad_loss.item() != 1.0:
             grad.mul_(grad_loss)
