@@ -153,6 +153,12 @@ def test_scoring_matches_a_float64_oracle_across_batches_in_fp32_and_bf16(monkey
     fast = lm.target_logprobs(contexts, targets)
     assert np.abs(fast - want).max() < 0.05 and abs(fast.mean() - want.mean()) < 0.01
     assert np.all(fast <= 0)
+    with torch.no_grad():  # a target whose probability underflows bf16: computed exactly
+        net.b[targets[0]] -= 200.0
+        oracle.b[targets[0]] -= 200.0
+        want = torch.log_softmax(oracle(torch.from_numpy(contexts)), 1)[np.arange(53), targets]
+    fast = lm.target_logprobs(contexts, targets)
+    assert np.all(np.isfinite(fast)) and np.abs(fast - want.numpy()).max() < 0.05
 
 
 def test_untrained_model_is_uniform_over_predictable_words():

@@ -147,8 +147,11 @@ class NPLMNetwork(nn.Module):
 
     def forward(self, contexts: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """Logits y (B, |V|), float32, ``<s>`` at -inf."""
-        return output_logits(self.hidden_input(contexts), self.output_matrix, self.b + self.mask,
-                             bf16)
+        return self.output_logits(self.hidden_input(contexts), bf16)
+
+    def output_logits(self, z: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """y = b + [W U] z for z from ``hidden_input``, ``<s>`` at -inf."""
+        return output_logits(z, self.output_matrix, self.b + self.mask, bf16)
 
     def loss(self, contexts: torch.Tensor, targets: torch.Tensor, bf16: bool = False,
              sparse: bool = False) -> torch.Tensor:
