@@ -13,7 +13,7 @@ from ..lm import LanguageModel
 from ..vocab import Vocabulary
 from .allocator import keep_freed_memory
 from .model import NPLMConfig, NPLMNetwork
-from .output import bias_columns
+from .output import folded_input, folded_weight
 
 EVAL_BATCH = 2048  # full distributions (next_logprobs)
 SCORE_BATCH = 256  # per-token scoring: rows per output product
@@ -70,26 +70,12 @@ class NPLM(LanguageModel):
                for i in range(0, len(contexts), EVAL_BATCH)]
         return np.concatenate(out) if out else np.zeros((0, len(self.vocab)))
 
-    def _output_matrix(self) -> torch.Tensor:
-        """[W U | b] (bf16: [W U | b_hi | b_lo]) so that y = [z, 1] @ M.T is one product.
-
-        Folding the bias into the product saves a pass over the (B, |V|) logits. In bf16
-        the bias is split into a bf16 value and its bf16 remainder, so it keeps about 16
-        bits; ``<s>`` stays at -inf.
-        """
-        net = self.model
-        bias = (net.b + net.mask).detach()
-        if not self.bf16:
-            return torch.cat([net.output_matrix.detach(), bias[:, None]], 1)
-        weight = net.output_matrix.detach().to(torch.bfloat16)
-        return torch.cat([weight, bias_columns(bias)], 1)
-
     @torch.no_grad()
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """log p(target | context) per row, float64.
 
         z = [x, tanh(d + H x)] is computed for a block of rows at a time, then one product
-        per 256 rows gives the logits with the bias folded in (see ``_output_matrix``),
+        per 256 rows gives the logits with the bias folded in (``output.folded_weight``),
         written into a buffer reused across batches (a fresh 14 MB tensor per batch costs
         as much as the product, in page faults). In float32 the row maximum is
         subtracted, exp runs in place and the sum over the vocabulary accumulates in
@@ -101,9 +87,9 @@ class NPLM(LanguageModel):
         """
         keep_freed_memory()
         net = self.model.eval()
-        weight = self._output_matrix()
+        dtype = torch.bfloat16 if self.bf16 else torch.float32
+        weight = folded_weight(net.output_matrix, net.b + net.mask, dtype)
         weight_t = weight.t()
-        extra = weight.shape[1] - net.output_matrix.shape[1]
         V = weight.shape[0]
         logits = torch.empty(SCORE_BATCH, V, dtype=weight.dtype)
         out = np.empty(len(targets))
@@ -112,7 +98,7 @@ class NPLM(LanguageModel):
             ctx = torch.from_numpy(np.ascontiguousarray(contexts[start:stop], np.int64))
             tgt = torch.from_numpy(np.asarray(targets[start:stop], np.int64))
             z32 = net.hidden_input(ctx)
-            z = torch.cat([z32, torch.ones(len(z32), extra)], 1).to(weight.dtype)
+            z = folded_input(z32, weight.shape[1], dtype)
             for i in range(0, len(z), SCORE_BATCH):
                 rows = min(SCORE_BATCH, len(z) - i)
                 y, t = logits[:rows], tgt[i : i + rows, None]
