@@ -159,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--bf16", action="store_true",
-                    help="neural models: bfloat16 products, about 2.5x faster; perplexity "
-                         "within about 0.01%% (per-token log-probabilities within ~0.04)")
+                    help="neural models: bfloat16 products, about 4x faster; perplexity "
+                         "within about 0.01%% (per-token log-probabilities within ~0.05)")
 
     # train (neural) ------------------------------------------------------------------
     tr = sub.add_parser(
