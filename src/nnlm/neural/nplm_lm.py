@@ -81,9 +81,9 @@ class NPLM(LanguageModel):
         subtracted, exp runs in place and the sum over the vocabulary accumulates in
         float64. With ``bf16`` the product runs in bfloat16 (AMX where the CPU has it) and
         one fused ``softmax`` turns the bf16 logits into bf16 probabilities (see
-        ``_bf16_target_logprobs``): 3-4x faster,
-        perplexity within about 0.01% (the rounding of z and W to bf16 adds noise to every
-        logit, which raises log-sum-exp slightly on average; bench/nplm.py measures it).
+        ``_bf16_target_logprobs``): about 4x faster, perplexity within about 0.01% (the
+        rounding of z and W to bf16 adds noise to every logit, which raises log-sum-exp
+        slightly on average; bench/nplm.py measures it).
         """
         keep_freed_memory()
         net = self.model.eval()

@@ -74,8 +74,8 @@ class FusedOutputNLL(torch.autograd.Function):
     the bf16 logits and writes bf16 probabilities, which are the gradient after -1 at the
     targets and feed both backward products as they are: the |V|-wide buffers are 2 bytes
     a value and touched about four times instead of a dozen. The loss is -log p(target)
-    from those probabilities (relative precision 2^-9, unbiased), exact (from the logits
-    in float32) for any row whose target probability underflows.
+    from those probabilities (relative precision 2^-9); a row whose target probability
+    underflows bf16 takes a float32 log-sum-exp of its logits instead.
     """
 
     @staticmethod
@@ -90,7 +90,7 @@ class FusedOutputNLL(torch.autograd.Function):
             picked = probs.gather(1, targets[:, None]).squeeze(1).float()
             nll = -picked.log()
             bad = ~torch.isfinite(nll)
-            if bad.any():  # p(target) below bf16's range: those rows exactly
+            if bad.any():  # p(target) below bf16's range: log-sum-exp in float32
                 rows = logits[bad].float()
                 nll[bad] = torch.logsumexp(rows, 1) - rows.gather(1, targets[bad, None])[:, 0]
             ctx.k = k
