@@ -48,7 +48,9 @@ class NPLMConfig:
         if self.h == 0 and not self.direct:
             raise ValueError("h = 0 without direct connections leaves the output constant")
         if self.tied and (self.h != self.m or self.direct):
-            raise ValueError("tied output weights (U = C) need h = m and no direct connections")
+            raise ValueError(f"tied output weights (U = C) need h = m and no direct connections "
+                             f"(here h={self.h}, m={self.m}, direct={self.direct}); the modern "
+                             "preset is one such network")
 
     @property
     def context_size(self) -> int:
