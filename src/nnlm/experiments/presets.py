@@ -26,7 +26,7 @@ The ``modern`` preset is the best NPLM we found for Brown within the paper's fam
 n = 6, m = h = 256, no direct connections, and the output weights tied to the word
 features (U = C, Press & Wolf 2017), so each word has one vector for reading and for
 predicting it. 3.9 M parameters against mlp1's 5.0 M, and a 256-wide output product
-(mlp1: 290). On Brown it reaches validation 149.6 and test 138.4 (12 epochs, 17 minutes on
+(mlp1: 290). On Brown it reaches validation 149.6 and test 138.4 (12 epochs, 16 minutes on
 two cores). Tried beside it (validation perplexity, same recipe): n=6 m=100 h=200 with
 direct connections, 11.4 M parameters, 163.0 after 3 epochs where the tied model had
 159.7; n=8 m=h=384 tied with dropout 0.35, best 152.4: bigger tied models overfit sooner.
