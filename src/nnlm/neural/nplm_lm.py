@@ -20,21 +20,6 @@ SCORE_BATCH = 256  # per-token scoring: rows per output product
 HIDDEN_BLOCK = 16384  # rows whose z = [x, tanh(d + H x)] is computed at once
 
 
-def _bf16_target_logprobs(logits: torch.Tensor, targets: torch.Tensor, exact) -> np.ndarray:
-    """log p(target) from bf16 logits (B, |V|) and targets (B, 1), float64.
-
-    One fused ``softmax`` (float32 inside) writes bf16 probabilities, relative precision
-    2^-9, so log p is within about 0.002 of the same computation in float32. Rows whose
-    target probability underflows bf16 are scored by ``exact(row_mask)`` instead.
-    """
-    p = torch.softmax(logits, dim=1).gather(1, targets).squeeze(1).double()
-    lp = p.log()
-    bad = p == 0
-    if bad.any():
-        lp[bad] = exact(bad)
-    return lp.numpy()
-
-
 class NPLM(LanguageModel):
     """A trained (or untrained) NPLM over ``vocab``."""
 
@@ -81,7 +66,7 @@ class NPLM(LanguageModel):
         subtracted, exp runs in place and the sum over the vocabulary accumulates in
         float64. With ``bf16`` the product runs in bfloat16 (AMX where the CPU has it) and
         one fused ``softmax`` turns the bf16 logits into bf16 probabilities (see
-        ``_bf16_target_logprobs``): about 4x faster, perplexity within about 0.01% (the
+        ``_bf16_logprobs``): about 4x faster, perplexity within about 0.01% (the
         rounding of z and W to bf16 adds noise to every logit, which raises log-sum-exp
         slightly on average; bench/nplm.py measures it).
         """
@@ -101,24 +86,35 @@ class NPLM(LanguageModel):
             z = folded_input(z32, weight.shape[1], dtype)
             for i in range(0, len(z), SCORE_BATCH):
                 rows = min(SCORE_BATCH, len(z) - i)
-                y, t = logits[:rows], tgt[i : i + rows, None]
+                y, t = logits[:rows], tgt[i : i + rows]
                 torch.mm(z[i : i + rows], weight_t, out=y)
                 if self.bf16:
-                    zr, tr = z32[i : i + rows], tgt[i : i + rows]
-                    out[start + i : start + i + rows] = _bf16_target_logprobs(
-                        y, t, lambda bad, zr=zr, tr=tr: self._exact_logprobs(zr[bad], tr[bad]))
+                    out[start + i : start + i + rows] = self._bf16_logprobs(
+                        y, z32[i : i + rows], t)
                     continue
-                picked = y.gather(1, t).squeeze(1).double()
+                picked = y.gather(1, t[:, None]).squeeze(1).double()
                 mx = y.amax(dim=1)
                 y.sub_(mx[:, None]).exp_()
                 norm = mx.double() + y.sum(dim=1, dtype=torch.float64).log()
                 out[start + i : start + i + rows] = (picked - norm).numpy()
         return out
 
-    def _exact_logprobs(self, z: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log p(target) from z in float32 products and a float64 softmax."""
-        y = self.model.output_logits(z).double()
-        return y.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(y, 1)
+    def _bf16_logprobs(self, logits: torch.Tensor, z: torch.Tensor,
+                       targets: torch.Tensor) -> np.ndarray:
+        """log p(target) from bf16 logits (B, |V|), float64.
+
+        One fused ``softmax`` (float32 inside) writes bf16 probabilities, relative precision
+        2^-9, so log p is within about 0.002 of the same computation in float32. Rows whose
+        target probability underflows bf16 are scored from their z (float32 products,
+        float64 softmax) instead.
+        """
+        p = torch.softmax(logits, dim=1).gather(1, targets[:, None]).squeeze(1).double()
+        lp = p.log()
+        bad = p == 0
+        if bad.any():
+            y = self.model.output_logits(z[bad]).double()
+            lp[bad] = y.gather(1, targets[bad, None]).squeeze(1) - torch.logsumexp(y, 1)
+        return lp.numpy()
 
     # -- beyond scoring --------------------------------------------------------------
     def neighbors(self, word: str, k: int = 10) -> list[tuple[str, float]]:

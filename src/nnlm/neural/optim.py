@@ -29,17 +29,15 @@ class PaperSGD:
         """One update; ``row_counts[i]``: occurrences of word i in this batch's contexts."""
         eps, wd = self.lr_at(t), self.weight_decay
         m = self.model
-        for p in (m.H, m.out_weight):
+        sparse_C = m.C.grad.is_sparse  # dense when tied: every row of C is an output row too
+        for p in (m.H, m.out_weight, None if sparse_C else m.C):
             if p is not None:
                 if wd:
                     p.mul_(1.0 - eps * wd * batch_size)
                 p.add_(p.grad, alpha=-eps)
         for p in m.biases():
             p.add_(p.grad, alpha=-eps)
-        if not m.C.grad.is_sparse:  # tied weights: every row of C is an output row too
-            if wd:
-                m.C.mul_(1.0 - eps * wd * batch_size)
-            m.C.add_(m.C.grad, alpha=-eps)
+        if not sparse_C:
             return
         g = m.C.grad.coalesce()
         rows, values = g.indices()[0], g.values()
