@@ -32,7 +32,7 @@ from torch import nn
 
 from nnlm import Vocabulary, count_words, read_stream
 from nnlm.neural.allocator import keep_freed_memory
-from nnlm.neural.model import NPLMConfig
+from nnlm.neural.network import NPLMConfig
 from nnlm.neural.nplm_lm import NPLM
 from nnlm.neural.train import TrainConfig, Trainer
 
@@ -137,11 +137,12 @@ def main():
         trainer.train_step(*next_batch())
         trainer.state.step += 1
 
+    keep_freed_memory()  # from here on, as nnlm's commands run (nnlm.neural.runtime)
     trainers = {}
     for key, bf16 in (("fp32", False), ("bf16", True)):
         cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
         trainers[key] = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16),
-                                Path("/tmp/x"), log=lambda s: None)  # keeps freed memory
+                                Path("/tmp/x"), log=lambda s: None)
         with torch.no_grad():
             trainers[key].model.out_weight.normal_(0, 0.01)
     lm = NPLM(vocab, trainers["bf16"].model)

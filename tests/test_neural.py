@@ -14,15 +14,21 @@ import torch.nn.functional as F
 from conftest import write
 from nnlm import Stream, Vocabulary, evaluate, read_stream
 from nnlm.cli import main
-from nnlm.neural.checkpoint import load_neural
-from nnlm.neural.model import NPLMConfig, NPLMNetwork
+from nnlm.neural.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NPLM
+from nnlm.neural.objectives import FullSoftmax
 from nnlm.neural.run import train_from_files
 from nnlm.neural.train import TrainConfig, Trainer, TrainingDiverged
 from nnlm.vocab import BOS_ID
 
 WORDS = ["a", "b", "c", "d"]
 VOCAB = Vocabulary.from_counts({w: 1 for w in WORDS})  # 7 words with the specials
+SOFTMAX = FullSoftmax()
+
+
+def load_neural(path):
+    model = NPLM.load(path)
+    return model, json.loads((path / "config.json").read_text())
 
 
 @pytest.mark.parametrize("direct,h", [(True, 50), (False, 50), (True, 0)])
@@ -63,7 +69,7 @@ def test_gradients_match_finite_differences_in_float64(kw):
     net = tiny_network(**kw)
     ctx = torch.tensor([[1, 3], [4, 5], [1, 1], [6, 3]])
     tgt = torch.tensor([3, 2, 5, 4])
-    net.loss(ctx, tgt).backward()
+    SOFTMAX.loss(net, ctx, tgt).backward()
     eps = 1e-6
     for name, p in net.named_parameters():
         numeric = torch.zeros_like(p)
@@ -71,9 +77,9 @@ def test_gradients_match_finite_differences_in_float64(kw):
         for i in range(flat.numel()):
             old = flat[i].item()
             flat[i] = old + eps
-            up = net.loss(ctx, tgt).item()
+            up = SOFTMAX.loss(net, ctx, tgt).item()
             flat[i] = old - eps
-            down = net.loss(ctx, tgt).item()
+            down = SOFTMAX.loss(net, ctx, tgt).item()
             flat[i] = old
             numeric.view(-1)[i] = (up - down) / (2 * eps)
         assert torch.allclose(p.grad, numeric, atol=1e-6, rtol=1e-5), name
@@ -83,12 +89,12 @@ def test_fused_loss_equals_cross_entropy_and_sparse_rows_equal_dense():
     net = tiny_network(torch.float32)
     ctx, tgt = torch.tensor([[1, 3], [4, 5], [6, 3]]), torch.tensor([3, 2, 5])
     want = F.cross_entropy(net(ctx), tgt, reduction="sum")
-    assert torch.allclose(net.loss(ctx, tgt), want, rtol=1e-5)
-    assert torch.allclose(net.loss(ctx, tgt, bf16=True), want, rtol=2e-2)
-    net.loss(ctx, tgt, sparse=False).backward()
+    assert torch.allclose(SOFTMAX.loss(net, ctx, tgt), want, rtol=1e-5)
+    assert torch.allclose(SOFTMAX.loss(net, ctx, tgt, bf16=True), want, rtol=2e-2)
+    SOFTMAX.loss(net, ctx, tgt, sparse=False).backward()
     dense = net.C.grad.clone()
     net.C.grad = None
-    net.loss(ctx, tgt, sparse=True).backward()
+    SOFTMAX.loss(net, ctx, tgt, sparse=True).backward()
     assert torch.allclose(net.C.grad.to_dense(), dense, atol=1e-6)
 
 
@@ -109,7 +115,7 @@ def test_bf16_loss_and_gradients_follow_float32_even_when_a_target_underflows():
     grads = {}
     for bf16 in (False, True):
         net.zero_grad()
-        loss = net.loss(ctx, tgt, bf16=bf16)
+        loss = SOFTMAX.loss(net, ctx, tgt, bf16=bf16)
         (loss / len(tgt)).backward()  # a scaled loss, as the Adam path backpropagates
         grads[bf16] = (loss.item(), {k: p.grad.clone() for k, p in net.named_parameters()})
     assert math.isfinite(grads[True][0])

@@ -21,8 +21,9 @@ from .vocab import Vocabulary
 
 __version__ = "0.1.0"
 
-_LAZY = {"NPLM": "nnlm.neural.nplm_lm", "NPLMConfig": "nnlm.neural.model",
-         "TrainConfig": "nnlm.neural.train", "Trainer": "nnlm.neural.train"}
+_LAZY = {"NPLM": "nnlm.neural.nplm_lm", "NeuralLM": "nnlm.neural.nplm_lm",
+         "NPLMConfig": "nnlm.neural.network", "TrainConfig": "nnlm.neural.train",
+         "Trainer": "nnlm.neural.train"}
 
 
 def __getattr__(name):  # the neural names import torch only when first used
@@ -34,7 +35,7 @@ def __getattr__(name):  # the neural names import torch only when first used
 
 
 __all__ = [
-    "AddK", "Evaluation", "LanguageModel", "NPLM", "NPLMConfig", "NnlmError", "Stream",
+    "AddK", "Evaluation", "LanguageModel", "NPLM", "NPLMConfig", "NeuralLM", "NnlmError", "Stream",
     "TrainConfig", "Trainer", "Vocabulary",
     "count_words", "evaluate", "load_model", "read_stream", "save_model",
 ]

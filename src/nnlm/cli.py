@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
+from .argtypes import nonnegative_float, positive_int, unit_interval
 from .errors import NnlmError
-from .experiments.presets import PRESETS, RECIPES
+from .neural.presets import PRESETS, RECIPES
 from .ngram.train import METHODS
+
+DEVICES = ("cpu", "cuda", "auto")  # nnlm.neural.runtime.DEVICES, without importing torch
+OBJECTIVES = ("softmax", "nce", "selfnorm")  # nnlm.neural.objectives.OBJECTIVES
 
 PRESET_NAMES = list(PRESETS)
 
@@ -39,10 +44,37 @@ def add_vocabulary_arguments(group) -> None:
                        help="short-list: keep the N-3 most frequent words")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"nnlm: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def add_device_argument(parser) -> None:
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="where neural models run: cpu (default), cuda, or auto (cuda "
+                        "when there is one); count-based models always run on the CPU")
+
+
+def add_neural_scoring_arguments(parser) -> None:
+    group = parser.add_argument_group("neural models")
+    group.add_argument("--bf16", action="store_true",
+                       help="bfloat16 products, about 4x faster; perplexity within about "
+                       "0.01%% (per-token log-probabilities within ~0.05)")
+    group.add_argument("--self-normalized", action="store_true",
+                       help="score each word by its raw output y_w, without the sum over the "
+                       "vocabulary (Devlin et al. 2014): 20x faster or more, right only for a "
+                       "model trained to keep log Z near 0 (--objective selfnorm or nce). "
+                       "Reports the mean and spread of log Z measured on the text")
+    add_device_argument(group)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="nnlm",
         description="Neural probabilistic language models (Bengio et al. 2003) and the "
         "count-based models they are measured against.",
@@ -150,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("file", type=Path, nargs="?", metavar="FILE")
     score.add_argument("--per-token", action="store_true",
                        help="also print word, log10 p, n-gram length used and OOV per token")
+    add_neural_scoring_arguments(score)
 
     # eval ----------------------------------------------------------------------------
     ev = sub.add_parser("eval", help="perplexity of a model on a text file",
@@ -158,9 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("model", type=Path, metavar="MODEL")
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.add_argument("--bf16", action="store_true",
-                    help="neural models: bfloat16 products, about 4x faster; perplexity "
-                         "within about 0.01%% (per-token log-probabilities within ~0.05)")
+    add_neural_scoring_arguments(ev)
 
     # train (neural) ------------------------------------------------------------------
     tr = sub.add_parser(
@@ -171,12 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
         "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
         "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + " (mlp1-mlp10: the "
         "networks of Table 1 of the paper;\n  modern: n=6, m=h=256, output weights tied "
-        "to C (U = C), dropout, AdamW; tiny: the toy world). "
-        "--recipe paper trains with the paper's SGD.",
+        "to C (U = C), dropout, AdamW; lbl: the log-bilinear\n  model of Mnih & Hinton "
+        "2007; tiny: the toy world). --recipe paper trains with the paper's SGD.\n\n"
+        "The output layer is where the time goes; --objective nce samples it instead of "
+        "summing it,\n--objective selfnorm teaches it to need no sum when scoring, and "
+        "--shortlist K shrinks it.",
         epilog="examples:\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      -o runs/mlp1            # add --resume to continue an interrupted run\n"
-        "  nnlm train data/toy/train.txt --valid data/toy/valid.txt --preset tiny -o runs/tiny")
+        "  nnlm train data/toy/train.txt --valid data/toy/valid.txt --preset tiny -o runs/tiny\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      --objective nce --noise-samples 100 -o runs/mlp1-nce\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      --shortlist 4000 --shortlist-backoff runs/kn5 -o runs/mlp1-sl4k\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl")
     tr.add_argument("train", type=Path, metavar="TRAIN")
     tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
                     help="validation text (early stopping, learning-rate decay)")
@@ -216,9 +255,34 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                      help="bfloat16 for the |V|-wide matrix products")
     opt.add_argument("--seed", type=int)
+    obj = tr.add_argument_group(
+        "objective (how the output layer learns; evaluation is always exact)")
+    obj.add_argument("--objective", choices=OBJECTIVES,
+                     help="softmax: maximum likelihood over all |V| outputs (default); nce: "
+                     "noise-contrastive estimation (Mnih & Teh 2012), K sampled words per "
+                     "batch instead of |V|, ~10x faster training; selfnorm: softmax plus "
+                     "alpha (log Z)^2 (Devlin et al. 2014), so the model can be scored fast "
+                     "with --self-normalized")
+    obj.add_argument("--noise-samples", type=positive_int, metavar="K",
+                     help="nce: noise words per batch (default: 25)")
+    obj.add_argument("--noise-power", type=unit_interval, metavar="P",
+                     help="nce: noise q proportional to count^P (default: 0.75)")
+    obj.add_argument("--noise-per-position", action=argparse.BooleanOptionalAction,
+                     default=None, help="nce: draw K noise words for each position instead of "
+                     "K shared by the batch (slower)")
+    obj.add_argument("--selfnorm-alpha", type=nonnegative_float, metavar="A",
+                     help="selfnorm: weight of (log Z)^2 (default: 0.1)")
+    sl = tr.add_argument_group("short-list (Schwenk 2007)")
+    sl.add_argument("--shortlist", type=positive_int, metavar="K",
+                    help="the network predicts only the K most frequent words (the specials "
+                    "included) and one 'elsewhere' output; the n-gram model scores the rest")
+    sl.add_argument("--shortlist-backoff", type=Path, metavar="MODEL",
+                    help="n-gram model (directory or ARPA, same vocabulary) for the words "
+                    "outside the short-list; copied into the checkpoint")
     run_group = tr.add_argument_group("running")
-    run_group.add_argument("--threads", type=int, default=None,
+    run_group.add_argument("--threads", type=positive_int, default=None,
                            help="torch threads (default: all cores)")
+    add_device_argument(run_group)
     run_group.add_argument("--max-steps", type=int, default=None, metavar="N",
                            help="stop (and checkpoint) after N updates in all")
     run_group.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
@@ -377,10 +441,9 @@ def cmd_ngram(args) -> None:
 
 def cmd_score(args) -> None:
     from .fileio import iter_line_blocks
-    from .models import load_model
     from .scoring import score_sentences
 
-    model = load_model(args.model)
+    model, _ = load_for_scoring(args)
     if args.file is not None:
         lines = (line for _, block in iter_line_blocks(args.file) for line in block)
         source = str(args.file)
@@ -419,41 +482,81 @@ def _stdin_lines():
                             f"column {e.start + 1})") from None
 
 
-def cmd_eval(args) -> None:
-    from .corpus import read_stream
-    from .lm import evaluate
+def load_for_scoring(args):
+    """The model of ``args.model``, its networks placed and set up as the options say;
+    returns (model, its neural parts)."""
     from .models import load_model
 
     model = load_model(args.model)
-    if args.bf16 and hasattr(model, "bf16"):
-        model.bf16 = True
+    parts = []
+    if args.device != "cpu" or args.bf16 or args.self_normalized or model.neural_parts():
+        from .neural.runtime import configure_for_scoring
+
+        parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized)
+    return model, parts
+
+
+def cmd_eval(args) -> None:
+    from .corpus import read_stream
+    from .lm import evaluate
+
+    model, parts = load_for_scoring(args)
     stream = read_stream(args.text, model.vocab)
-    result = evaluate(model, stream)
-    if args.json:
-        print(json.dumps({"model": str(args.model), "text": str(args.text), **result.to_dict()}))
+    result = evaluate(model, stream).to_dict()
+    for i, lm in enumerate(parts):
+        key = "" if len(parts) == 1 else f"_{i}"
+        if lm.shortlist is not None:
+            result[f"shortlist{key}"] = lm.shortlist
+            result[f"shortlist_coverage{key}"] = lm.coverage(stream.ids)
+        if args.self_normalized:
+            stats = lm.log_z_stats(stream.contexts(lm.order))
+            result.update({f"{k}{key}": v for k, v in stats.to_dict().items()})
+            if stats.mean_abs > 0.1:
+                print(f"nnlm: warning: mean |log Z| = {stats.mean_abs:.3f} on this text (over "
+                      f"{stats.tokens:,} tokens): raw scores are not normalized probabilities; "
+                      "train with --objective selfnorm or nce, or drop --self-normalized",
+                      file=sys.stderr)
+    if args.json:  # strict JSON: a non-finite number becomes null
+        finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in result.items()}
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **finite},
+                         allow_nan=False))
         return
     print(f"model:       {args.model}\ntext:        {args.text}")
-    print(f"sentences:   {result.sentences:,}")
-    print(f"tokens:      {result.tokens:,} predicted (words + </s>), {result.unk:,} <unk>")
-    print(f"NLL:         {result.nll:,.2f} nats ({result.nll / result.tokens:.4f} per token)")
-    print(f"perplexity:  {result.perplexity:.3f}  "
-          f"(without <unk> tokens: {result.perplexity_without_unk:.3f})")
+    print(f"sentences:   {result['sentences']:,}")
+    print(f"tokens:      {result['tokens']:,} predicted (words + </s>), {result['unk']:,} <unk>")
+    print(f"NLL:         {result['nll']:,.2f} nats ({result['nll'] / result['tokens']:.4f} per "
+          "token)")
+    scoring = " (self-normalized: raw scores, no sum over the vocabulary)" \
+        if args.self_normalized else ""
+    print(f"perplexity:  {result['perplexity']:.3f}  "
+          f"(without <unk> tokens: {result['perplexity_without_unk']:.3f}){scoring}")
+    for k, v in result.items():
+        if k.startswith("shortlist_coverage"):
+            print(f"short-list:  {v:.2%} of the tokens inside the list")
+        if k.startswith("log_z_mean") and not k.startswith("log_z_mean_abs"):
+            suffix = k[len("log_z_mean"):]
+            print(f"log Z:       mean {v:+.4f}, std {result['log_z_std' + suffix]:.4f}, mean |.| "
+                  f"{result['log_z_mean_abs' + suffix]:.4f} (over "
+                  f"{result['log_z_tokens' + suffix]:,} tokens)")
 
 
-ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h")
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")
+TRAIN_FIELDS = ("optimizer", "lr", "lr_decay", "weight_decay", "batch_size", "epochs",
+                "patience", "plateau_decay", "clip", "bf16", "seed", "objective",
+                "noise_samples", "noise_power", "noise_per_position", "selfnorm_alpha")
 
 
 def cmd_train(args) -> None:
     from .neural.run import train_from_files
 
-    train_fields = ("optimizer", "lr", "lr_decay", "weight_decay", "batch_size", "epochs",
-                    "patience", "plateau_decay", "clip", "bf16", "seed")
     arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
-    train = {k: getattr(args, k) for k in train_fields if getattr(args, k) is not None}
+    train = {k: getattr(args, k) for k in TRAIN_FIELDS if getattr(args, k) is not None}
     train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
                      train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,
                      max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
-                     min_count=args.min_count, max_size=args.max_size)
+                     min_count=args.min_count, max_size=args.max_size, device=args.device,
+                     shortlist_backoff=args.shortlist_backoff)
 
 
 def cmd_generate(args) -> None:
@@ -466,9 +569,9 @@ def cmd_generate(args) -> None:
 
 
 def _load_neural(path: Path):
-    from .neural.checkpoint import load_neural
+    from .neural.nplm_lm import NeuralLM
 
-    return load_neural(path)[0]
+    return NeuralLM.load(path)
 
 
 def cmd_neighbors(args) -> None:

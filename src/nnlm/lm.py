@@ -24,9 +24,11 @@ Bad: averaging ``exp(-mean)`` over sentences: short sentences would weigh as muc
 from __future__ import annotations
 
 import math
+import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -98,6 +100,47 @@ class LanguageModel(ABC):
         from .generate import generate
 
         return generate(self, n, prompt, **options)
+
+    def neural_parts(self) -> list:
+        """The neural LanguageModels inside this model (for devices and scoring modes)."""
+        return []
+
+    # -- persistence (nnlm.models.save_model / load_model) -----------------------------
+    def config(self) -> dict:
+        """The settings that rebuild the model with its files (config.json's ``config``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
+    def save_files(self, directory: Path) -> None:
+        """Write the model's own files into ``directory`` (default: ``arrays()`` as
+        arrays.npz, plus any human-readable extras)."""
+        np.savez(directory / "arrays.npz", **self.arrays())
+        if hasattr(self, "write_extra_files"):  # e.g. classes.tsv
+            self.write_extra_files(directory)
+
+    @classmethod
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> LanguageModel:
+        """The model saved in ``path`` (default: ``from_saved`` on its arrays.npz)."""
+        return cls.from_saved(vocab, header["config"], read_arrays(Path(path) / "arrays.npz"))
+
+    @classmethod
+    def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict) -> LanguageModel:
+        raise NotImplementedError(f"{cls.__name__} cannot be loaded from arrays")
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file (never unpickled), with a clear error if unreadable."""
+    from .errors import NnlmError
+
+    if not path.exists():
+        raise NnlmError(f"{path}: missing; the model directory is incomplete")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise NnlmError(f"{path}: unreadable ({e}); the file may be truncated") from None
 
 
 def _as_stream(text, vocab: Vocabulary) -> Stream:

@@ -14,7 +14,6 @@ the weights; ``arrays.npz`` holds the bucket weights and context counts.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 from .errors import NnlmError
 from .fileio import atomic_path
 from .interpolation import fit_bucket_weights, frequency_bucket
-from .lm import LanguageModel
+from .lm import LanguageModel, read_arrays
 from .ngram.counts import lookup_counts
 from .stream import Stream
 
@@ -90,7 +89,6 @@ class Mixture(LanguageModel):
         if w.shape[-1] != K or np.any(w < 0) or not np.allclose(w.sum(axis=-1), 1.0):
             raise NnlmError(f"need {K} non-negative weights that sum to 1, got {w.tolist()}")
         self.weights = np.broadcast_to(w, (rows, K)).copy()
-        self.paths: list[str] | None = None
 
     def _rows(self, contexts: np.ndarray) -> np.ndarray:
         if self.buckets is None:
@@ -142,25 +140,38 @@ class Mixture(LanguageModel):
             self.weights, np.exp(lp - shift[:, None]), self._rows(contexts), iterations, shift)
         return history
 
+    def neural_parts(self) -> list:
+        return [part for m in self.components for part in m.neural_parts()]
+
     # -- persistence ---------------------------------------------------------------------
     def save(self, path, component_paths: Sequence[str | os.PathLike]) -> Path:
-        """Write the mixture; components stay where they are, named relative to ``path``."""
+        """Write the mixture; components stay where they are, named relative to ``path``
+        (``nnlm.save_model`` instead copies them into the mixture's directory)."""
+        from .models import write_header
+
         path = Path(path)
         rel = [os.path.relpath(Path(p).resolve(), path.resolve()) for p in component_paths]
-        header = {"nnlm_model": "mixture", "format_version": 1,
-                  "vocab_size": len(self.vocab), "vocab_fingerprint": self.vocab.fingerprint,
-                  "config": {"components": rel, "bucketed": self.buckets is not None,
-                             "weights": self.weights.tolist()}}
         with atomic_path(path) as tmp:
             tmp.mkdir()
-            (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n")
+            self._write_arrays(tmp)
             self.vocab.save(tmp / "vocab.txt")
-            arrays = {"weights": self.weights}
-            if self.buckets is not None:
-                arrays.update(bucket_keys=self.buckets.keys, bucket_counts=self.buckets.counts,
-                              bucket_total=np.array([self.buckets.total]))
-            np.savez(tmp / "arrays.npz", **arrays)
+            write_header(tmp, self.kind, self.vocab, {**self.config(), "components": rel})
         return path
+
+    def _write_arrays(self, directory: Path) -> None:
+        arrays = {"weights": self.weights}
+        if self.buckets is not None:
+            arrays.update(bucket_keys=self.buckets.keys, bucket_counts=self.buckets.counts,
+                          bucket_total=np.array([self.buckets.total]))
+        np.savez(directory / "arrays.npz", **arrays)
+
+    def save_files(self, directory: Path) -> None:
+        """The weights, and each component saved whole under ``components/K``."""
+        from .models import save_model
+
+        self._write_arrays(directory)
+        for i, model in enumerate(self.components):
+            save_model(model, directory / "components" / str(i))
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab) -> Mixture:
@@ -173,8 +184,7 @@ class Mixture(LanguageModel):
             if not target.exists():
                 raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) is missing")
             components.append(load_model(target))
-        with np.load(Path(path) / "arrays.npz", allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        arrays = read_arrays(Path(path) / "arrays.npz")
         buckets = None
         if cfg["bucketed"]:
             buckets = ContextBuckets(arrays["bucket_keys"], arrays["bucket_counts"],
@@ -184,4 +194,5 @@ class Mixture(LanguageModel):
         return mixture
 
     def config(self) -> dict:
-        return {"weights": self.weights.tolist()}
+        return {"components": [f"components/{i}" for i in range(len(self.components))],
+                "bucketed": self.buckets is not None, "weights": self.weights.tolist()}

@@ -6,8 +6,13 @@ A saved model is a directory::
       config.json     {"nnlm_model": "addk", "format_version": 1, "vocab_size": ...,
                        "vocab_fingerprint": ..., "config": {...}}
       vocab.txt       the vocabulary (see nnlm.vocab)
-      arrays.npz      the model's numpy arrays (loaded with allow_pickle=False)
+      ...             the kind's own files: arrays.npz for count-based models (loaded
+                      with allow_pickle=False), model.safetensors for networks, ...
 
+One protocol for every kind (count-based, neural, mixture): a model class has ``kind``,
+``config()``, ``save_files(directory)`` (its own files; :class:`~nnlm.lm.LanguageModel`
+writes ``arrays()`` to arrays.npz by default) and the class method
+``load_dir(path, header, vocab)``. :func:`write_header` is the one writer of config.json.
 Loading checks that ``vocab.txt`` is the vocabulary the model was trained with, so a
 model never silently scores with another vocabulary's ids. Model kinds are registered
 below by import path, so loading an n-gram model never imports torch.
@@ -18,26 +23,23 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import zipfile
 from pathlib import Path
 
-import numpy as np
-
 from .errors import NnlmError
-from .fileio import atomic_path
+from .fileio import atomic_path, atomic_write_text
 from .lm import LanguageModel
 from .vocab import Vocabulary
 
 FORMAT_VERSION = 1
 
-# kind -> "module:Class"; each class has kind, config(), arrays(), from_saved(vocab, config, arrays)
+# kind -> "module:Class"; each class has kind, config(), save_files(dir), load_dir(...)
 MODEL_KINDS = {
     "addk": "nnlm.ngram.addk:AddK",
     "backoff": "nnlm.ngram.backoff:BackoffNgram",
     "kn": "nnlm.ngram.kneser_ney:KneserNey",
     "interpolated": "nnlm.ngram.interpolated:DeletedInterpolation",
     "class": "nnlm.ngram.classes:ClassNgram",
-    "nplm": "nnlm.neural.checkpoint:_Loader",  # imports torch only when loaded
+    "nplm": "nnlm.neural.nplm_lm:NeuralLM",  # imports torch only when loaded
     "mixture": "nnlm.mixture:Mixture",
 }
 
@@ -49,23 +51,25 @@ def _model_class(kind: str):
     return getattr(importlib.import_module(module), name)
 
 
+def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, config: dict,
+                 **extra) -> None:
+    """Write ``directory/config.json`` atomically: the one header of every model directory.
+
+    ``extra`` adds sections beside ``config`` (a training run adds ``train``).
+    """
+    header = {"nnlm_model": kind, "format_version": FORMAT_VERSION, "vocab_size": len(vocab),
+              "vocab_fingerprint": vocab.fingerprint, "config": config, **extra}
+    atomic_write_text(Path(directory) / "config.json", json.dumps(header, indent=2) + "\n")
+
+
 def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
-    """Write ``model`` to the directory ``path`` atomically (replacing what was there)."""
+    """Write ``model`` (any kind) to the directory ``path`` atomically, replacing it."""
     path = Path(path)
-    header = {
-        "nnlm_model": model.kind,
-        "format_version": FORMAT_VERSION,
-        "vocab_size": len(model.vocab),
-        "vocab_fingerprint": model.vocab.fingerprint,
-        "config": model.config(),
-    }
     with atomic_path(path) as tmp:
         tmp.mkdir()
-        (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
+        model.save_files(tmp)
         model.vocab.save(tmp / "vocab.txt")
-        np.savez(tmp / "arrays.npz", **model.arrays())
-        if hasattr(model, "write_extra_files"):  # human-readable extras (e.g. classes.tsv)
-            model.write_extra_files(tmp)
+        write_header(tmp, model.kind, model.vocab, model.config())
     return path
 
 
@@ -121,14 +125,4 @@ def load_model(path: str | os.PathLike) -> LanguageModel:
     header = read_header(path)
     cls = _model_class(header["nnlm_model"])
     vocab = load_vocab_for(path, header)
-    if hasattr(cls, "load_dir"):  # kinds with their own files (neural checkpoints, mixtures)
-        return cls.load_dir(path, header, vocab)
-    arrays_path = path / "arrays.npz"
-    if not arrays_path.exists():
-        raise NnlmError(f"{arrays_path}: missing; the model directory is incomplete")
-    try:
-        with np.load(arrays_path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise NnlmError(f"{arrays_path}: unreadable ({e}); the file may be truncated") from None
-    return cls.from_saved(vocab, header["config"], arrays)
+    return cls.load_dir(path, header, vocab)

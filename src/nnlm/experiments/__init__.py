@@ -1,1 +1,1 @@
-"""Experiments from the paper: presets (mlp1 ... mlp10, modern) and the reproduction."""
+"""Experiments above the model families: the reproduction of the paper's Table 1."""

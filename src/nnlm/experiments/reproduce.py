@@ -29,7 +29,7 @@ from ..errors import NnlmError
 from ..fileio import atomic_write_text
 from ..lm import evaluate
 from ..models import load_model, save_model
-from .presets import PRESETS
+from ..neural.presets import PRESETS
 
 
 @dataclass(frozen=True)

@@ -1,63 +1,195 @@
-"""The NPLM as a :class:`~nnlm.lm.LanguageModel`: scoring, generation, neighbours.
+"""Any network of the neural family as a :class:`~nnlm.lm.LanguageModel`.
 
-Evaluation runs the network in float32 (optionally bf16 products) and takes the log-softmax
-in float64, so perplexities sum probabilities in float64 as every nnlm model does.
+Evaluation runs the network in float32 (optionally bf16 products) and normalizes in
+float64, so perplexities sum probabilities in float64 as every nnlm model does. Three
+ways of scoring, all through ``target_logprobs``:
+
+- exact (the default): log softmax over every output;
+- ``self_normalized``: the raw score y_w, without the sum over the vocabulary (Devlin
+  et al. 2014). Right only for a model whose log Z stays near 0 (trained with the
+  self-normalized objective or NCE): :meth:`NeuralLM.log_z_stats` measures it;
+- a short-list (Schwenk 2007, *Continuous space language models*): the network predicts
+  the K most frequent words (ids below K, the specials included) and one more output,
+  "not in the list"; a word w outside the list gets
+
+      p(w | h) = p_net(out | h) p_ngram(w | h) / sum_{v not in list} p_ngram(v | h)
+
+  from a back-off n-gram model over the same vocabulary, so every distribution sums to 1.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from ..errors import NnlmError
 from ..lm import LanguageModel
-from ..vocab import Vocabulary
-from .allocator import keep_freed_memory
-from .model import NPLMConfig, NPLMNetwork
+from ..vocab import BOS_ID, Vocabulary
+from .network import Network, build_network, network_config
 from .output import folded_input, folded_weight
 
 EVAL_BATCH = 2048  # full distributions (next_logprobs)
 SCORE_BATCH = 256  # per-token scoring: rows per output product
 HIDDEN_BLOCK = 16384  # rows whose z = [x, tanh(d + H x)] is computed at once
+BACKOFF_BATCH = 512  # rows of the short-list's n-gram distributions at once
+LOG_Z_SAMPLE = 20000  # tokens whose log Z is measured for log_z_stats
+BACKOFF_DIR = "shortlist_backoff"  # where a short-list checkpoint keeps its n-gram model
 
 
-class NPLM(LanguageModel):
-    """A trained (or untrained) NPLM over ``vocab``."""
+@dataclass(frozen=True)
+class LogZStats:
+    """log Z(context) = log sum_w exp(y_w) over a text: 0 for a self-normalized model."""
+
+    mean: float
+    std: float
+    mean_abs: float
+    tokens: int  # how many contexts were measured
+
+    def to_dict(self) -> dict:
+        return {"log_z_mean": self.mean, "log_z_std": self.std, "log_z_mean_abs": self.mean_abs,
+                "log_z_tokens": self.tokens}
+
+
+class NeuralLM(LanguageModel):
+    """A trained (or untrained) network of the family over ``vocab``.
+
+    ``backoff``: the n-gram model of a short-list network (whose ``output_size`` is K + 1).
+    """
 
     kind = "nplm"
 
-    def __init__(self, vocab: Vocabulary, model: NPLMNetwork, bf16: bool = False):
-        if model.config.vocab_size != len(vocab):
+    def __init__(self, vocab: Vocabulary, model: Network, bf16: bool = False,
+                 backoff: LanguageModel | None = None, self_normalized: bool = False):
+        cfg = model.config
+        if cfg.vocab_size != len(vocab):
             raise ValueError("model and vocabulary sizes differ")
         self.vocab, self.model, self.bf16 = vocab, model, bf16
-        self.order = model.config.order
+        self.self_normalized = self_normalized
+        self.shortlist = cfg.outputs - 1 if cfg.outputs < cfg.vocab_size else None
+        if self.shortlist is not None:
+            check_backoff(backoff, vocab, self.shortlist)
+        self.backoff = backoff if self.shortlist is not None else None
+        self.order = max(cfg.order, backoff.order if self.backoff else 0)
 
     @classmethod
-    def new(cls, vocab: Vocabulary, **config) -> NPLM:
+    def new(cls, vocab: Vocabulary, network: str = "nplm", backoff=None, **config) -> NeuralLM:
         """An untrained model: ``NPLM.new(vocab, order=5, m=60, h=50, direct=True)``."""
-        return cls(vocab, NPLMNetwork(NPLMConfig(vocab_size=len(vocab), **config)))
+        cfg = network_config({"network": network, "vocab_size": len(vocab), **config})
+        return cls(vocab, build_network(cfg), backoff=backoff)
 
     @classmethod
-    def load(cls, path) -> NPLM:
+    def load(cls, path) -> NeuralLM:
         """The best weights of a checkpoint directory written by ``nnlm train``."""
-        from .checkpoint import load_neural
+        from ..models import load_model
 
-        return load_neural(path)[0]
+        model = load_model(path)
+        if not isinstance(model, NeuralLM):
+            raise NnlmError(f"{path}: a {model.kind} model, not a neural checkpoint")
+        return model
+
+    def neural_parts(self) -> list:
+        return [self]
+
+    # -- persistence (nnlm.models.save_model / load_model) ---------------------------------
+    def config(self) -> dict:
+        return self.model.config.to_dict()
+
+    def save_files(self, directory: Path) -> None:
+        from ..models import save_model
+        from .checkpoint import write_network
+
+        write_network(self.model, directory / "model.safetensors")
+        if self.backoff is not None:
+            save_model(self.backoff, directory / BACKOFF_DIR)
+
+    @classmethod
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> NeuralLM:
+        from ..models import load_model
+        from .checkpoint import read_network
+
+        try:
+            config = network_config({**header["config"], "vocab_size": len(vocab)})
+        except (TypeError, ValueError) as e:
+            raise NnlmError(f"{path / 'config.json'}: bad model config ({e})") from None
+        net = read_network(config, Path(path) / "model.safetensors")
+        backoff = None
+        if config.outputs < config.vocab_size:
+            backoff = load_model(Path(path) / BACKOFF_DIR)
+        return cls(vocab, net, backoff=backoff)
+
+    # -- the network's own distribution over its outputs ------------------------------------
+    def _tensor(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a, np.int64)).to(self.model.device)
+
+    def _net_contexts(self, contexts: np.ndarray) -> np.ndarray:
+        k = self.model.config.context_size
+        return np.asarray(contexts)[:, contexts.shape[1] - k :]
 
     @torch.no_grad()
-    def _log_softmax(self, contexts: np.ndarray) -> torch.Tensor:
+    def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
         self.model.eval()
-        logits = self.model(torch.from_numpy(np.ascontiguousarray(contexts, np.int64)),
-                            bf16=self.bf16)
-        return torch.log_softmax(logits.double(), dim=1)
+        logits = self.model(self._tensor(contexts), bf16=self.bf16)
+        return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
-        out = [self._log_softmax(contexts[i : i + EVAL_BATCH]).numpy()
-               for i in range(0, len(contexts), EVAL_BATCH)]
-        return np.concatenate(out) if out else np.zeros((0, len(self.vocab)))
+        """Exact distributions (self-normalized scoring applies to ``target_logprobs``)."""
+        contexts = np.asarray(contexts)
+        out = np.empty((len(contexts), len(self.vocab)))
+        for i in range(0, len(contexts), EVAL_BATCH):
+            rows = contexts[i : i + EVAL_BATCH]
+            net = self._log_softmax(self._net_contexts(rows))
+            if self.shortlist is None:
+                out[i : i + len(rows)] = net
+                continue
+            K = self.shortlist
+            tail = self.backoff.next_logprobs(rows[:, rows.shape[1] - self.backoff.order + 1 :])
+            out[i : i + len(rows), :K] = net[:, :K]
+            out[i : i + len(rows), K:] = (net[:, K : K + 1] + tail[:, K:]
+                                          - _logsumexp(tail[:, K:]))
+        return out
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """log p(target | context) per row, float64 (see the module docstring)."""
+        contexts, targets = np.asarray(contexts), np.asarray(targets)
+        net_ctx = self._net_contexts(contexts)
+        if self.self_normalized:
+            if self.shortlist is not None:
+                raise NnlmError("self-normalized scoring does not apply to a short-list model")
+            return self.raw_scores(net_ctx, targets)
+        if self.shortlist is None:
+            return self.network_logprobs(net_ctx, targets)
+        K = self.shortlist
+        outside = targets >= K
+        lp = self.network_logprobs(net_ctx, np.where(outside, K, targets))
+        rows = np.flatnonzero(outside)
+        if len(rows):
+            lp[rows] += self.backoff_share(contexts[rows], targets[rows])
+        return lp
+
+    def backoff_share(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """log p_ngram(w | h) - log sum_{v not in list} p_ngram(v | h), for w outside."""
+        K, n = self.shortlist, self.backoff.order
+        out = np.empty(len(targets))
+        for i in range(0, len(targets), BACKOFF_BATCH):
+            ctx = contexts[i : i + BACKOFF_BATCH, contexts.shape[1] - n + 1 :]
+            tail = self.backoff.next_logprobs(ctx)[:, K:]
+            t = targets[i : i + BACKOFF_BATCH] - K
+            out[i : i + len(t)] = tail[np.arange(len(t)), t] - _logsumexp(tail)
+        return out
+
+    def coverage(self, targets: np.ndarray) -> float:
+        """Share of ``targets`` inside the short-list (1 without one)."""
+        if self.shortlist is None or not len(targets):
+            return 1.0
+        return float(np.mean(np.asarray(targets) < self.shortlist))
 
     @torch.no_grad()
-    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """log p(target | context) per row, float64.
+    def network_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """log softmax(y)[target] over the network's outputs, float64.
 
         z = [x, tanh(d + H x)] is computed for a block of rows at a time, then one product
         per 256 rows gives the logits with the bias folded in (``output.folded_weight``),
@@ -66,22 +198,19 @@ class NPLM(LanguageModel):
         subtracted, exp runs in place and the sum over the vocabulary accumulates in
         float64. With ``bf16`` the product runs in bfloat16 (AMX where the CPU has it) and
         one fused ``softmax`` turns the bf16 logits into bf16 probabilities (see
-        ``_bf16_logprobs``): about 4x faster, perplexity within about 0.01% (the
-        rounding of z and W to bf16 adds noise to every logit, which raises log-sum-exp
-        slightly on average; bench/nplm.py measures it).
+        ``_bf16_logprobs``): about 4x faster, perplexity within about 0.01%.
         """
-        keep_freed_memory()
         net = self.model.eval()
         dtype = torch.bfloat16 if self.bf16 else torch.float32
         weight = folded_weight(net.output_matrix, net.b + net.mask, dtype)
         weight_t = weight.t()
         V = weight.shape[0]
-        logits = torch.empty(SCORE_BATCH, V, dtype=weight.dtype)
+        logits = torch.empty(SCORE_BATCH, V, dtype=weight.dtype, device=weight.device)
         out = np.empty(len(targets))
         for start in range(0, len(targets), HIDDEN_BLOCK):
             stop = min(start + HIDDEN_BLOCK, len(targets))
-            ctx = torch.from_numpy(np.ascontiguousarray(contexts[start:stop], np.int64))
-            tgt = torch.from_numpy(np.asarray(targets[start:stop], np.int64))
+            ctx = self._tensor(contexts[start:stop])
+            tgt = self._tensor(targets[start:stop])
             z32 = net.hidden_input(ctx)
             z = folded_input(z32, weight.shape[1], dtype)
             for i in range(0, len(z), SCORE_BATCH):
@@ -89,18 +218,17 @@ class NPLM(LanguageModel):
                 y, t = logits[:rows], tgt[i : i + rows]
                 torch.mm(z[i : i + rows], weight_t, out=y)
                 if self.bf16:
-                    out[start + i : start + i + rows] = self._bf16_logprobs(
-                        y, z32[i : i + rows], t)
-                    continue
-                picked = y.gather(1, t[:, None]).squeeze(1).double()
-                mx = y.amax(dim=1)
-                y.sub_(mx[:, None]).exp_()
-                norm = mx.double() + y.sum(dim=1, dtype=torch.float64).log()
-                out[start + i : start + i + rows] = (picked - norm).numpy()
+                    lp = self._bf16_logprobs(y, z32[i : i + rows], t)
+                else:
+                    picked = y.gather(1, t[:, None]).squeeze(1).double()
+                    mx = y.amax(dim=1)
+                    y.sub_(mx[:, None]).exp_()
+                    lp = picked - (mx.double() + y.sum(dim=1, dtype=torch.float64).log())
+                out[start + i : start + i + rows] = lp.cpu().numpy()
         return out
 
     def _bf16_logprobs(self, logits: torch.Tensor, z: torch.Tensor,
-                       targets: torch.Tensor) -> np.ndarray:
+                       targets: torch.Tensor) -> torch.Tensor:
         """log p(target) from bf16 logits (B, |V|), float64.
 
         One fused ``softmax`` (float32 inside) writes bf16 probabilities, relative precision
@@ -114,12 +242,46 @@ class NPLM(LanguageModel):
         if bad.any():
             y = self.model.output_logits(z[bad]).double()
             lp[bad] = y.gather(1, targets[bad, None]).squeeze(1) - torch.logsumexp(y, 1)
-        return lp.numpy()
+        return lp
+
+    @torch.no_grad()
+    def raw_scores(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """y_target = b_w + z . output_row(w): the self-normalized log-probability, with no
+        sum over the vocabulary; -inf for ``<s>``. float64."""
+        net = self.model.eval()
+        W, b = net.output_matrix, net.b
+        out = np.empty(len(targets))
+        for start in range(0, len(targets), HIDDEN_BLOCK):
+            stop = min(start + HIDDEN_BLOCK, len(targets))
+            t = self._tensor(targets[start:stop])
+            z = net.hidden_input(self._tensor(contexts[start:stop]))
+            y = torch.einsum("bk,bk->b", z, W[t]).add_(b[t])
+            out[start:stop] = y.double().cpu().numpy()
+        out[np.asarray(targets) == BOS_ID] = -np.inf
+        return out
+
+    @torch.no_grad()
+    def log_z_stats(self, contexts: np.ndarray, sample: int = LOG_Z_SAMPLE) -> LogZStats:
+        """Mean, standard deviation and mean |.| of log Z(context) over up to ``sample``
+        contexts spread evenly through ``contexts``."""
+        contexts = self._net_contexts(np.asarray(contexts))
+        if len(contexts) > sample:
+            contexts = contexts[np.linspace(0, len(contexts) - 1, sample).astype(np.int64)]
+        net = self.model.eval()
+        parts = []
+        for i in range(0, len(contexts), EVAL_BATCH):
+            y = net(self._tensor(contexts[i : i + EVAL_BATCH])).double()
+            parts.append(torch.logsumexp(y, 1).cpu().numpy())
+        log_z = np.concatenate(parts) if parts else np.zeros(0)
+        if not len(log_z):
+            return LogZStats(math.nan, math.nan, math.nan, 0)
+        return LogZStats(float(log_z.mean()), float(log_z.std()), float(np.abs(log_z).mean()),
+                         len(log_z))
 
     # -- beyond scoring --------------------------------------------------------------
     def neighbors(self, word: str, k: int = 10) -> list[tuple[str, float]]:
         """The k words whose feature vectors C are closest in cosine similarity."""
-        C = self.model.C.detach()
+        C = self.model.C.detach().float().cpu()
         C = C / C.norm(dim=1, keepdim=True).clamp_min(1e-12)
         i = self.vocab.index[word]
         sims = (C @ C[i]).numpy()
@@ -127,5 +289,26 @@ class NPLM(LanguageModel):
         best = np.argsort(-sims)[:k]
         return [(self.vocab.words[j], float(sims[j])) for j in best]
 
-    def config(self) -> dict:
-        return self.model.config.to_dict()
+
+NPLM = NeuralLM  # the name of the paper's model, kept for the API
+
+
+def check_backoff(backoff, vocab: Vocabulary, K: int) -> None:
+    """A short-list's n-gram model: present, over the same vocabulary, K < |V|."""
+    if backoff is None:
+        raise NnlmError(f"a short-list of {K} words needs an n-gram model for the words "
+                        "outside it (--shortlist-backoff MODEL)")
+    if backoff.vocab != vocab:
+        raise NnlmError(f"the short-list's n-gram model has another vocabulary "
+                        f"({len(backoff.vocab):,} words, fingerprint {backoff.vocab.fingerprint}) "
+                        f"than the network ({len(vocab):,}, {vocab.fingerprint}); train it on "
+                        "the same text with the same vocabulary settings")
+    if not 3 <= K < len(vocab):
+        raise NnlmError(f"a short-list needs 3 <= K < |V| = {len(vocab):,}, got {K}")
+
+
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    m = a.max(axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return (m + np.log(np.exp(a - m).sum(axis=1, keepdims=True)))

@@ -1,74 +1,209 @@
-"""Optimizers: the paper's SGD (sparse rows of C, decay on weights only) and Adam/AdamW.
+"""Optimizers for any network of the family: the paper's SGD and Adam/AdamW.
 
 Paper SGD (Bengio et al. 2003, section 2): stochastic gradient ascent on the
 log-likelihood with learning rate eps_t = eps_0 / (1 + r t), t the number of updates,
-and weight decay lambda on the weights C, H, U, W but not on the biases b, d. The loss
+and weight decay lambda on the weights (C, H, U, W) but not on the biases (b, d). The loss
 of a minibatch is *summed* over its B examples, so eps_0 is per example as in the paper,
 and the decay is applied once per example: a step shrinks dense weights by
-eps_t * lambda * B, and only the rows of C that occur in the batch, each by
-eps_t * lambda * (its number of occurrences).
+eps_t * lambda * B, and a sparsely updated row (a row of C seen in the batch; under NCE
+an output row that was sampled) by eps_t * lambda * (the number of times the batch
+gathered it).
+
+Adam / AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019): torch's fused implementation
+for dense gradients. Parameters whose gradients are sparse (the rows of C and, under NCE,
+the output rows and biases) get *lazy* Adam: the moments and values of the rows present
+in the gradient are updated, the others left as they are (as TensorFlow's LazyAdam and
+torch's SparseAdam do), so a step costs O(rows touched) instead of O(|V|).
+
+Both speak one small protocol the Trainer uses: ``step(t, batch_size)``, ``zero_grad()``,
+``lr`` / ``scale_lr(f)``, and ``state()`` / ``load_state(info, tensors)`` (JSON + named
+tensors for safetensors: no pickle).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .model import NPLMNetwork
+from .network import Network
+
+
+def _row_counts(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, summed values, gathers per row) of an uncoalesced sparse gradient."""
+    idx = grad._indices()[0]
+    g = grad.coalesce()
+    rows = g.indices()[0]
+    counts = torch.bincount(idx, minlength=grad.shape[0])[rows].to(g.values().dtype)
+    return rows, g.values(), counts
 
 
 class PaperSGD:
-    def __init__(self, model: NPLMNetwork, lr: float, lr_decay: float, weight_decay: float):
-        self.model, self.lr, self.lr_decay, self.weight_decay = model, lr, lr_decay, weight_decay
+    def __init__(self, model: Network, lr: float, lr_decay: float, weight_decay: float):
+        self.model, self.lr0, self.lr_decay, self.weight_decay = model, lr, lr_decay, weight_decay
         self.scale = 1.0  # multiplied down by plateau decay
+        self.t = 0
 
     def lr_at(self, t: int) -> float:
-        return self.scale * self.lr / (1.0 + self.lr_decay * t)
+        return self.scale * self.lr0 / (1.0 + self.lr_decay * t)
+
+    @property
+    def lr(self) -> float:
+        return self.lr_at(self.t)
+
+    def scale_lr(self, factor: float) -> None:
+        self.scale *= factor
 
     @torch.no_grad()
-    def step(self, t: int, batch_size: int, row_counts: torch.Tensor) -> None:
-        """One update; ``row_counts[i]``: occurrences of word i in this batch's contexts."""
-        eps, wd = self.lr_at(t), self.weight_decay
+    def step(self, t: int, batch_size: int) -> None:
+        """One update at step ``t`` for a batch of ``batch_size`` summed examples."""
+        self.t = t
+        eps = self.lr_at(t)
         m = self.model
-        sparse_C = m.C.grad.is_sparse  # dense when tied: every row of C is an output row too
-        for p in (m.H, m.out_weight, None if sparse_C else m.C):
-            if p is not None:
-                if wd:
-                    p.mul_(1.0 - eps * wd * batch_size)
-                p.add_(p.grad, alpha=-eps)
+        for p in m.weights():
+            self._update(p, eps, self.weight_decay, batch_size)
         for p in m.biases():
-            p.add_(p.grad, alpha=-eps)
-        if not sparse_C:
+            self._update(p, eps, 0.0, batch_size)
+
+    @staticmethod
+    def _update(p: torch.Tensor, eps: float, wd: float, batch_size: int) -> None:
+        if p.grad is None:
             return
-        g = m.C.grad.coalesce()
-        rows, values = g.indices()[0], g.values()
+        if not p.grad.is_sparse:
+            if wd:
+                p.mul_(1.0 - eps * wd * batch_size)
+            p.add_(p.grad, alpha=-eps)
+            return
+        rows, values, counts = _row_counts(p.grad)
         if wd:
-            m.C[rows] = m.C[rows] * (1.0 - eps * wd * row_counts[rows])[:, None] - eps * values
+            shrink = (1.0 - eps * wd * counts).view(-1, *([1] * (p.dim() - 1)))
+            p[rows] = p[rows] * shrink - eps * values
         else:
-            m.C.index_add_(0, rows, values, alpha=-eps)
+            p.index_add_(0, rows, values, alpha=-eps)
 
     def zero_grad(self) -> None:
         for p in self.model.parameters():
             p.grad = None
 
-    def state_dict(self) -> dict:
-        return {"scale": self.scale}
+    def state(self) -> tuple[dict, dict[str, torch.Tensor]]:
+        return {"scale": self.scale}, {}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.scale = float(state["scale"])
-
-
-def make_adam(model: NPLMNetwork, name: str, lr: float, weight_decay: float):
-    """Adam (L2 in the gradient) or AdamW (decoupled), decay on weights only."""
-    groups = [{"params": model.weights(), "weight_decay": weight_decay},
-              {"params": model.biases(), "weight_decay": 0.0}]
-    cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-    try:
-        return cls(groups, lr=lr, fused=True)  # one kernel per tensor: ~5x faster here
-    except (RuntimeError, TypeError, ValueError):
-        return cls(groups, lr=lr)
+    def load_state(self, info: dict, tensors: dict[str, torch.Tensor]) -> None:
+        self.scale = float(info["scale"])
 
 
-def grad_norm(model: NPLMNetwork) -> float:
+class LazyAdam:
+    """Adam / AdamW on the rows of sparse gradients only (see the module docstring)."""
+
+    def __init__(self, groups: list[dict], lr: float, decoupled: bool,
+                 betas=(0.9, 0.999), eps: float = 1e-8):
+        self.param_groups = [{"params": g["params"], "weight_decay": g["weight_decay"],
+                              "lr": lr} for g in groups]
+        self.decoupled, self.betas, self.eps = decoupled, betas, eps
+        self.steps = 0
+        self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p))
+                        for g in self.param_groups for p in g["params"]}
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.steps += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
+        for group in self.param_groups:
+            lr, wd = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                m, v = self.moments[id(p)]
+                g = p.grad.coalesce()
+                rows, gv = g.indices()[0], g.values()
+                value = p[rows]
+                if wd and not self.decoupled:
+                    gv = gv + wd * value
+                mr = m[rows].mul_(b1).add_(gv, alpha=1 - b1)
+                vr = v[rows].mul_(b2).addcmul_(gv, gv, value=1 - b2)
+                m[rows], v[rows] = mr, vr
+                if wd and self.decoupled:
+                    value.mul_(1 - lr * wd)
+                value.addcdiv_(mr, vr.div_(c2).sqrt_().add_(self.eps), value=-lr / c1)
+                p[rows] = value
+
+    def params(self) -> list[torch.Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+
+class AdamOptimizer:
+    """Adam or AdamW, weight decay on weights only; ``sparse`` parameters get LazyAdam."""
+
+    def __init__(self, model: Network, name: str, lr: float, weight_decay: float,
+                 sparse: list[torch.Tensor] = ()):
+        self.model = model
+        sparse_ids = {id(p) for p in sparse}
+        groups = [(model.weights(), weight_decay), (model.biases(), 0.0)]
+        dense = [{"params": [p for p in ps if id(p) not in sparse_ids], "weight_decay": wd}
+                 for ps, wd in groups]
+        lazy = [{"params": [p for p in ps if id(p) in sparse_ids], "weight_decay": wd}
+                for ps, wd in groups]
+        dense = [g for g in dense if g["params"]]
+        lazy = [g for g in lazy if g["params"]]
+        cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+        self.dense = None
+        if dense:
+            try:
+                self.dense = cls(dense, lr=lr, fused=True)  # one kernel per tensor: ~5x faster
+            except (RuntimeError, TypeError, ValueError):
+                self.dense = cls(dense, lr=lr)
+        self.lazy = LazyAdam(lazy, lr, decoupled=name == "adamw") if lazy else None
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [*(self.dense.param_groups if self.dense else []),
+                *(self.lazy.param_groups if self.lazy else [])]
+
+    @property
+    def lr(self) -> float:
+        return self.param_groups[0]["lr"]
+
+    def scale_lr(self, factor: float) -> None:
+        for group in self.param_groups:
+            group["lr"] *= factor
+
+    def step(self, t: int = 0, batch_size: int = 0) -> None:
+        if self.dense:
+            self.dense.step()
+        if self.lazy:
+            self.lazy.step()
+
+    def zero_grad(self) -> None:
+        for p in self.model.parameters():
+            p.grad = None
+
+    def state(self) -> tuple[dict, dict[str, torch.Tensor]]:
+        info, tensors = {}, {}
+        if self.dense:
+            info["dense"], dense_tensors = _flatten_optimizer(self.dense.state_dict())
+            tensors.update({f"dense.{k}": v for k, v in dense_tensors.items()})
+        if self.lazy:
+            info["lazy"] = {"steps": self.lazy.steps,
+                            "lr": [g["lr"] for g in self.lazy.param_groups]}
+            for i, p in enumerate(self.lazy.params()):
+                m, v = self.lazy.moments[id(p)]
+                tensors[f"lazy.{i}.exp_avg"], tensors[f"lazy.{i}.exp_avg_sq"] = m, v
+        return info, tensors
+
+    def load_state(self, info: dict, tensors: dict[str, torch.Tensor]) -> None:
+        if self.dense:
+            dense = {k[len("dense."):]: v for k, v in tensors.items() if k.startswith("dense.")}
+            self.dense.load_state_dict(_unflatten_optimizer(info["dense"], dense))
+        if self.lazy:
+            self.lazy.steps = int(info["lazy"]["steps"])
+            for g, lr in zip(self.lazy.param_groups, info["lazy"]["lr"]):
+                g["lr"] = float(lr)
+            for i, p in enumerate(self.lazy.params()):
+                m, v = self.lazy.moments[id(p)]
+                m.copy_(tensors[f"lazy.{i}.exp_avg"])
+                v.copy_(tensors[f"lazy.{i}.exp_avg_sq"])
+
+
+def grad_norm(model: Network) -> float:
     total = 0.0
     for p in model.parameters():
         if p.grad is not None:
@@ -78,7 +213,7 @@ def grad_norm(model: NPLMNetwork) -> float:
 
 
 @torch.no_grad()
-def clip_gradients(model: NPLMNetwork, max_norm: float) -> float:
+def clip_gradients(model: Network, max_norm: float) -> float:
     norm = grad_norm(model)
     if norm > max_norm:
         factor = max_norm / (norm + 1e-6)
@@ -86,3 +221,25 @@ def clip_gradients(model: NPLMNetwork, max_norm: float) -> float:
             if p.grad is not None:
                 p.grad.mul_(factor)
     return norm
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
+    """torch optimizer state -> (JSON-able dict, named tensors) for safetensors."""
+    tensors, info = {}, {"param_groups": state["param_groups"], "state": {}}
+    for idx, entry in state["state"].items():
+        info["state"][str(idx)] = {}
+        for k, v in entry.items():
+            if torch.is_tensor(v):
+                tensors[f"{idx}.{k}"] = v.contiguous()
+                info["state"][str(idx)][k] = "__tensor__"
+            else:
+                info["state"][str(idx)][k] = v
+    return info, tensors
+
+
+def _unflatten_optimizer(info: dict, tensors: dict) -> dict:
+    state = {}
+    for idx, entry in info["state"].items():
+        state[int(idx)] = {k: tensors[f"{idx}.{k}"] if v == "__tensor__" else v
+                           for k, v in entry.items()}
+    return {"param_groups": info["param_groups"], "state": state}

@@ -44,7 +44,7 @@ def folded_weight(weight: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype) 
     k, slots = weight.shape[1], _bias_slots(dtype)
     align = ALIGN if dtype == torch.bfloat16 else 1
     width = -(-(k + slots) // align) * align
-    out = torch.empty(len(weight), width, dtype=dtype)
+    out = torch.empty(len(weight), width, dtype=dtype, device=weight.device)
     out[:, :k] = weight.detach()
     bias = bias.detach()
     out[:, k] = bias
@@ -58,7 +58,7 @@ def folded_weight(weight: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype) 
 def folded_input(z: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
     """[z, 1 (, 1), 0 ...] in ``dtype``: the rows that pair with ``folded_weight``."""
     k = z.shape[1]
-    out = torch.zeros(len(z), width, dtype=dtype)
+    out = torch.zeros(len(z), width, dtype=dtype, device=z.device)
     out[:, :k] = z
     out[:, k : k + _bias_slots(dtype)] = 1
     return out
@@ -79,8 +79,8 @@ class FusedOutputNLL(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z, weight, bias, mask, targets, bf16: bool):
-        ctx.bf16 = bf16
+    def forward(ctx, z, weight, bias, mask, targets, bf16: bool, alpha: float = 0.0):
+        ctx.bf16, ctx.alpha = bf16, alpha
         if bf16:
             k = z.shape[1]
             w_ = folded_weight(weight, bias + mask, torch.bfloat16)
@@ -94,8 +94,11 @@ class FusedOutputNLL(torch.autograd.Function):
                 rows = logits[bad].float()
                 nll[bad] = torch.logsumexp(rows, 1) - rows.gather(1, targets[bad, None])[:, 0]
             ctx.k = k
-            ctx.save_for_backward(z_, w_, probs, targets)
-            return nll.sum()
+            log_z = None
+            if alpha:  # log Z = y_target - log p(target): no extra pass over (B, |V|)
+                log_z = logits.gather(1, targets[:, None])[:, 0].float() + nll
+            ctx.save_for_backward(z_, w_, probs, targets, log_z)
+            return nll.sum() + (alpha * log_z.square().sum() if alpha else 0.0)
         logits = z @ weight.t()
         logits += bias + mask  # (B, V)
         picked = logits.gather(1, targets[:, None]).squeeze(1)
@@ -103,15 +106,20 @@ class FusedOutputNLL(torch.autograd.Function):
         logits.sub_(mx[:, None]).exp_()
         total = logits.sum(dim=1)
         logits.div_(total[:, None])  # the softmax, kept for backward
-        loss = (mx + total.log() - picked).sum()
-        ctx.save_for_backward(z, weight, logits, targets)
+        log_z = mx + total.log()
+        loss = (log_z - picked).sum()
+        if alpha:
+            loss = loss + alpha * log_z.square().sum()
+        ctx.save_for_backward(z, weight, logits, targets, log_z if alpha else None)
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        z_, w_, probs, targets = ctx.saved_tensors
+        z_, w_, probs, targets, log_z = ctx.saved_tensors
         grad = probs  # softmax - onehot, in place: no new (B, V) buffer
-        grad[torch.arange(len(targets)), targets] -= 1.0
+        if ctx.alpha:  # d/dy of alpha (log Z)^2 is 2 alpha log Z softmax
+            grad.mul_((1.0 + 2.0 * ctx.alpha * log_z)[:, None].to(grad.dtype))
+        grad[torch.arange(len(targets), device=targets.device), targets] -= 1.0
         if ctx.bf16:  # the loss scale goes on the small operands, never on a |V|-wide pass
             k, scale = ctx.k, grad_loss.float()
             grad_z = grad_w = grad_b = None
@@ -122,14 +130,17 @@ class FusedOutputNLL(torch.autograd.Function):
                 # gradient; z_ (B, width) scaled, exact when the scale is 1/2^j
                 both = grad.t() @ (z_ * scale.to(torch.bfloat16))
                 grad_w, grad_b = both[:, :k].float(), both[:, k].float()
-            return grad_z, grad_w, grad_b, None, None, None
+            return grad_z, grad_w, grad_b, None, None, None, None
         if grad_loss.item() != 1.0:
             grad.mul_(grad_loss)
         grad_z = grad @ w_ if ctx.needs_input_grad[0] else None
         grad_w = grad.t() @ z_ if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.needs_input_grad[2] else None
-        return grad_z, grad_w, grad_b, None, None, None
+        return grad_z, grad_w, grad_b, None, None, None, None
 
 
-def fused_output_nll(z, weight, bias, mask, targets, bf16: bool = False) -> torch.Tensor:
-    return FusedOutputNLL.apply(z, weight, bias, mask, targets.long(), bf16)
+def fused_output_nll(z, weight, bias, mask, targets, bf16: bool = False,
+                     alpha: float = 0.0) -> torch.Tensor:
+    """sum_i [-log p(target_i) + alpha (log Z_i)^2]: the full softmax's NLL, plus the
+    self-normalization penalty of Devlin et al. (2014) when ``alpha`` > 0."""
+    return FusedOutputNLL.apply(z, weight, bias, mask, targets.long(), bf16, alpha)

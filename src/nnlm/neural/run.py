@@ -11,13 +11,18 @@ from pathlib import Path
 
 from ..corpus import count_words, read_stream
 from ..errors import NnlmError
-from ..experiments.presets import PRESETS, RECIPES, resolved
-from ..models import load_vocab_for, read_header
+from ..models import load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
-from .model import NPLMConfig
-from .train import TrainConfig, Trainer
+from .network import network_config
+from .nplm_lm import BACKOFF_DIR, check_backoff
+from .presets import PRESETS, RECIPES, resolved
+from .runtime import prepare_process
+from .train import TrainConfig, Trainer, output_counts
 
 DEFAULT_PRESET = "mlp1"
+# settings that only mean something with one objective
+OBJECTIVE_SETTINGS = {"noise_samples": "nce", "noise_power": "nce", "noise_per_position": "nce",
+                      "selfnorm_alpha": "selfnorm"}
 
 
 def resolve(preset: str | None, arch: dict, train: dict,
@@ -31,17 +36,41 @@ def resolve(preset: str | None, arch: dict, train: dict,
     return name, {**model, **arch}, {**training, **train}
 
 
+def check_objective(train: dict, model_config) -> None:
+    """An objective's settings must belong to it and fit the output layer."""
+    objective = train.get("objective", "softmax")
+    for key, owner in OBJECTIVE_SETTINGS.items():
+        if key in train and owner != objective:
+            raise NnlmError(f"--{key.replace('_', '-')} applies to --objective {owner}, not to "
+                            f"{objective}")
+    outputs = model_config.outputs
+    if objective == "nce" and train.get("noise_samples", 25) >= outputs - 1:
+        raise NnlmError(f"--objective nce with {train.get('noise_samples', 25)} noise samples "
+                        f"for an output layer of {outputs} words: NCE saves work only with "
+                        "K well below |V_out|; use the full softmax")
+
+
 def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, train=None,
                      recipe=None, resume=False, threads=None, max_steps=None, checkpoint_every=500,
-                     min_count=1, max_size=None, log=print) -> dict:
+                     min_count=1, max_size=None, device="cpu", shortlist_backoff=None,
+                     log=print) -> dict:
+    """Train (or resume) a network of the family from text files into ``outdir``.
+
+    ``arch`` may hold ``shortlist`` (K): the network then predicts the K most frequent words
+    and one "elsewhere" output, and ``shortlist_backoff`` (a model path) scores the rest.
+    """
     outdir = Path(outdir)
     arch, train = dict(arch or {}), dict(train or {})
+    shortlist = arch.pop("shortlist", None)
+    backoff = None
     if resume:
         header = read_header(outdir)
         vocab = load_vocab_for(outdir, header)
         saved_arch = {k: v for k, v in header["config"].items() if k != "vocab_size"}
-        saved_train = dict(header["train"])
+        saved_train = dict(header.get("train") or {})
         saved_preset = saved_train.pop("preset", None)
+        if shortlist is not None:
+            arch["output_size"] = shortlist + 1
         conflicts = [f"{k} (checkpoint {saved.get(k)!r}, now {v!r})"
                      for saved, given in ((saved_arch, arch), (saved_train, train))
                      for k, v in given.items() if saved.get(k) != v]
@@ -53,29 +82,46 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
             raise NnlmError(f"--resume with changed settings: {'; '.join(conflicts)}. Resume "
                             "with the checkpoint's settings, or train into a new directory")
         name, arch, train = saved_preset, saved_arch, saved_train
+        if saved_arch.get("output_size"):
+            backoff = load_model(outdir / BACKOFF_DIR)
     else:
         if (outdir / "state" / "trainer.json").exists():
             raise NnlmError(f"{outdir}: already holds a training run; add --resume to continue "
                             "it, or choose another -o")
         name, arch, train = resolve(preset, arch, train, recipe)
         vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
+        if shortlist is not None:
+            if shortlist_backoff is None:
+                raise NnlmError(f"--shortlist {shortlist} needs --shortlist-backoff MODEL: an "
+                                "n-gram model for the words outside the list")
+            backoff = load_model(shortlist_backoff)
+            check_backoff(backoff, vocab, shortlist)
+            arch["output_size"] = shortlist + 1
+        elif shortlist_backoff is not None:
+            raise NnlmError("--shortlist-backoff goes with --shortlist K")
     try:
-        model_config = NPLMConfig(vocab_size=len(vocab), **arch)
+        model_config = network_config({**arch, "vocab_size": len(vocab)})
         train_config = TrainConfig(**train)
     except (TypeError, ValueError) as e:
         raise NnlmError(f"bad settings: {e}") from None
+    if not resume:
+        check_objective(train, model_config)
+    device = prepare_process(threads, device)
     train_stream = read_stream(train_path, vocab)
     valid_stream = read_stream(valid_path, vocab)
-    trainer = Trainer(vocab, model_config, train_config, outdir, preset=name, threads=threads,
-                      log=log)
+    trainer = Trainer(vocab, model_config, train_config, outdir, preset=name, log=log,
+                      device=device, train_counts=output_counts(train_stream, model_config),
+                      backoff=backoff)
     if resume:
         trainer.load_state()
         log(f"resuming {outdir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}")
     else:
-        log(f"training {name}: n={model_config.order} m={model_config.m} h={model_config.h} "
-            f"direct={model_config.direct}{' tied' if model_config.tied else ''}, "
-            f"{model_config.num_parameters():,} parameters, "
-            f"|V| = {len(vocab):,}, {len(train_stream):,} training tokens")
+        log(f"training {name}: {describe(model_config)}, objective {train_config.objective}, "
+            f"{trainer.model.num_parameters():,} parameters, |V| = {len(vocab):,}, "
+            f"{len(train_stream):,} training tokens, on {device}")
+        if shortlist is not None:
+            log(f"short-list of {shortlist:,} words covers "
+                f"{trainer.lm.coverage(train_stream.ids):.1%} of the training tokens")
     result = trainer.fit(train_stream, valid_stream, max_steps=max_steps,
                          checkpoint_every=checkpoint_every)
     if result["interrupted"]:
@@ -85,3 +131,13 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
             f"model in {outdir / 'model.safetensors'}")
     (outdir / "state" / "result.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def describe(config) -> str:
+    """One line: the network and its sizes."""
+    d = config.to_dict()
+    keys = [k for k in ("order", "m", "h", "direct", "tied") if k in d]
+    parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
+    if config.outputs < config.vocab_size:
+        parts.append(f"short-list {config.outputs - 1}")
+    return f"{d['network']} " + " ".join(parts)

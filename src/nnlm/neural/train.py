@@ -1,8 +1,10 @@
-"""Training the NPLM: minibatches, early stopping, checkpoints, exact resume.
+"""Training any network of the family with any objective: minibatches, early stopping,
+checkpoints, exact resume.
 
 One :class:`Trainer` does it all, top to bottom:
 
-1. seed everything; build the model and optimizer (or load them from ``CKPT/state``);
+1. seed everything; build the network, the objective (full softmax, NCE,
+   self-normalization) and the optimizer (or load them from ``CKPT/state``);
 2. each epoch visits every training slot once, in a permutation drawn from (seed, epoch),
    so a resumed run replays exactly the batches the interrupted one would have seen;
 3. after each epoch: validation perplexity, a row of ``metrics.csv``, the learning-curve
@@ -29,20 +31,16 @@ from safetensors.torch import save_file
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
-from ..lm import evaluation_from_logprobs
+from ..lm import LanguageModel, evaluation_from_logprobs
+from ..models import save_model, write_header
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
-from .allocator import keep_freed_memory
-from .checkpoint import (
-    load_paper_tensors,
-    paper_tensors,
-    read_safetensors,
-    write_header,
-)
-from .model import NPLMConfig, NPLMNetwork
-from .nplm_lm import NPLM
-from .optim import PaperSGD, clip_gradients, make_adam
+from .checkpoint import network_tensors, read_safetensors, write_network
+from .network import NetworkConfig, build_network
+from .nplm_lm import BACKOFF_DIR, NeuralLM
+from .objectives import OBJECTIVES, make_objective
+from .optim import AdamOptimizer, PaperSGD, clip_gradients
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -62,11 +60,19 @@ class TrainConfig:
     clip: float = 0.0  # clip the gradient norm to this (0 = off)
     bf16: bool = False  # bfloat16 for the |V|-wide matrix products
     seed: int = 0
+    objective: str = "softmax"  # softmax, nce, selfnorm (see objectives.py)
+    noise_samples: int = 25  # NCE: K noise words per batch (or per position)
+    noise_power: float = 0.75  # NCE: q proportional to count^power
+    noise_per_position: bool = False  # NCE: K samples for each position instead of shared
+    selfnorm_alpha: float = 0.1  # self-normalization: weight of (log Z)^2
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
             raise NnlmError(f"unknown optimizer {self.optimizer!r}; choose from "
                             f"{', '.join(OPTIMIZERS)}")
+        if self.objective not in OBJECTIVES:
+            raise NnlmError(f"unknown objective {self.objective!r}; choose from "
+                            f"{', '.join(OBJECTIVES)}")
         if self.batch_size < 1 or self.epochs < 0 or not self.lr > 0:
             raise NnlmError("need batch size >= 1, epochs >= 0 and a positive learning rate")
 
@@ -92,28 +98,76 @@ METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_sec
                  "elapsed_seconds"]
 
 
+def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:
+    """Training counts of each output: of each word, or under a short-list of K words, of
+    the first K and (in slot K) of all the words outside the list."""
+    counts = np.bincount(train.ids, minlength=config.vocab_size).astype(np.float64)
+    K = config.outputs - 1
+    if config.outputs == config.vocab_size:
+        return counts
+    return np.concatenate([counts[:K], [counts[K:].sum()]])
+
+
 class Trainer:
-    def __init__(self, vocab: Vocabulary, model_config: NPLMConfig, config: TrainConfig,
-                 outdir: Path, preset: str | None = None, threads: int | None = None,
-                 log: Callable[[str], None] = print):
+    """Trains one network of the family with one objective (see the module docstring).
+
+    ``train_counts``: each output's count in the training text (NCE's noise; computed
+    from the training stream when not given). ``backoff``: a short-list's n-gram model.
+    Process-wide settings (threads, allocator) are the caller's: see ``runtime.py``.
+    """
+
+    def __init__(self, vocab: Vocabulary, model_config: NetworkConfig, config: TrainConfig,
+                 outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
+                 device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
+                 backoff: LanguageModel | None = None):
         self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
-        self.preset = preset
-        if threads:
-            torch.set_num_threads(threads)
-        keep_freed_memory()  # reuse the per-step |V|-wide buffers (see allocator.py)
+        self.preset, self.device, self.backoff = preset, torch.device(device), backoff
         torch.manual_seed(config.seed)
-        self.model = NPLMNetwork(model_config)
+        self.model = build_network(model_config)
         self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
-        if config.optimizer == "sgd":
-            self.optimizer = PaperSGD(self.model, config.lr, config.lr_decay, config.weight_decay)
-        else:
-            self.optimizer = make_adam(self.model, config.optimizer, config.lr,
-                                       config.weight_decay)
+        self.objective = None
+        if train_counts is not None or config.objective != "nce":
+            self._make_objective(train_counts)
+        self.model.to(self.device)
+        self.lm = NeuralLM(vocab, self.model, bf16=config.bf16, backoff=backoff)
         self.state = TrainState()
+        self.optimizer = None
+        if self.objective is not None:
+            self._make_optimizer()
+
+    def _make_objective(self, counts: np.ndarray | None) -> None:
+        cfg = self.config
+        self.objective = make_objective(
+            cfg.objective, counts, noise_samples=cfg.noise_samples,
+            noise_power=cfg.noise_power, noise_per_position=cfg.noise_per_position,
+            selfnorm_alpha=cfg.selfnorm_alpha, seed=cfg.seed).to(self.device)
+        self.objective.prepare(self.model)
+
+    def _make_optimizer(self) -> None:
+        cfg, net = self.config, self.model
+        # sparse rows: C's rows seen in a batch (paper's SGD, or any optimizer under a
+        # sampled objective); under NCE the sampled output rows and biases too
+        self.sparse = self.objective.sparse_output or (cfg.optimizer == "sgd" and not net.tied)
+        if cfg.optimizer == "sgd":
+            self.optimizer = PaperSGD(net, cfg.lr, cfg.lr_decay, cfg.weight_decay)
+            return
+        sparse = [net.C, net.output_matrix, net.b] if self.objective.sparse_output else []
+        self.optimizer = AdamOptimizer(net, cfg.optimizer, cfg.lr, cfg.weight_decay,
+                                       sparse=list({id(p): p for p in sparse}.values()))
+
+    def ensure_ready(self, train: Stream) -> None:
+        """Build NCE's noise distribution from ``train`` if it was not given."""
+        if self.objective is None:
+            self._make_objective(output_counts(train, self.model.config))
+            self._make_optimizer()
 
     # -- header and resume -------------------------------------------------------------
     def header_train_section(self) -> dict:
         return {"preset": self.preset, **asdict(self.config)}
+
+    def write_header(self) -> None:
+        write_header(self.outdir, self.lm.kind, self.vocab, self.lm.config(),
+                     train=self.header_train_section())
 
     def load_state(self) -> None:
         state_dir = self.outdir / "state"
@@ -123,26 +177,25 @@ class Trainer:
             info = json.loads((state_dir / "trainer.json").read_text())
         except json.JSONDecodeError as e:
             raise NnlmError(f"{state_dir / 'trainer.json'}: not valid JSON ({e})") from None
-        load_paper_tensors(self.model, read_safetensors(state_dir / "model.safetensors"),
-                           str(state_dir / "model.safetensors"))
+        self.model.load_named_tensors(read_safetensors(state_dir / "model.safetensors"),
+                                      str(state_dir / "model.safetensors"))
         tensors = read_safetensors(state_dir / "optimizer.safetensors")
-        if isinstance(self.optimizer, PaperSGD):
-            self.optimizer.load_state_dict(info["optimizer"])
-        else:
-            self.optimizer.load_state_dict(_unflatten_optimizer(info["optimizer"], tensors))
-        torch.set_rng_state(tensors["__torch_rng__"])
+        self.optimizer.load_state(info["optimizer"], tensors)
+        torch.set_rng_state(tensors.pop("__torch_rng__"))
+        if "__noise_rng__" in tensors:
+            self.objective.generator.set_state(tensors.pop("__noise_rng__"))
         self.state = TrainState(**info["trainer"])
 
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/."""
         with atomic_path(self.outdir / "state") as tmp:
             tmp.mkdir()
-            save_file(paper_tensors(self.model), str(tmp / "model.safetensors"))
-            if isinstance(self.optimizer, PaperSGD):
-                opt_info, tensors = self.optimizer.state_dict(), {}
-            else:
-                opt_info, tensors = _flatten_optimizer(self.optimizer.state_dict())
+            save_file(network_tensors(self.model), str(tmp / "model.safetensors"))
+            opt_info, tensors = self.optimizer.state()
+            tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
             tensors["__torch_rng__"] = torch.get_rng_state()
+            if hasattr(self.objective, "generator"):
+                tensors["__noise_rng__"] = self.objective.generator.get_state()
             save_file(tensors, str(tmp / "optimizer.safetensors"))
             info = {"trainer": asdict(self.state), "optimizer": opt_info}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -151,28 +204,29 @@ class Trainer:
     def current_lr(self) -> float:
         if isinstance(self.optimizer, PaperSGD):
             return self.optimizer.lr_at(self.state.step)
-        return self.optimizer.param_groups[0]["lr"]
+        return self.optimizer.lr
 
     def train_step(self, contexts: torch.Tensor, targets: torch.Tensor) -> float:
-        cfg = self.config
-        self.model.train()
+        """One update on a batch (ids on any device; targets are word ids: a short-list
+        network learns ``min(target, K)``). Returns the summed loss."""
+        cfg, net = self.config, self.model
+        net.train()
+        contexts = contexts.to(self.device, non_blocking=True)
+        targets = targets.to(self.device, non_blocking=True)
+        if net.config.outputs < net.config.vocab_size:
+            targets = targets.clamp(max=net.config.outputs - 1)
         sgd = isinstance(self.optimizer, PaperSGD)
-        # sparse rows of C, as the paper notes; with tied weights C is the output matrix too
-        sparse = sgd and not self.model.config.tied
-        loss = self.model.loss(contexts, targets, bf16=cfg.bf16, sparse=sparse)
+        loss = self.objective.loss(net, contexts, targets, bf16=cfg.bf16, sparse=self.sparse)
         value = float(loss.detach())
         per_token = value / len(targets)
-        if not math.isfinite(per_token) or per_token > 2 * math.log(len(self.vocab)) + 5:
+        if not math.isfinite(per_token) or per_token > self.objective.loss_limit(
+                net.config.outputs):
             self._diverged(per_token)
         self.optimizer.zero_grad()
         (loss if sgd else loss / len(targets)).backward()
         if cfg.clip:
-            clip_gradients(self.model, cfg.clip)
-        if sgd:
-            counts = torch.bincount(contexts.reshape(-1), minlength=len(self.vocab)).float()
-            self.optimizer.step(self.state.step, len(targets), counts)
-        else:
-            self.optimizer.step()
+            clip_gradients(net, cfg.clip)
+        self.optimizer.step(self.state.step, len(targets))
         return value
 
     def _diverged(self, per_token: float) -> None:
@@ -185,16 +239,19 @@ class Trainer:
             "(with --resume to continue from the checkpoint)")
 
     def evaluate(self, stream: Stream) -> float:
-        lm = NPLM(self.vocab, self.model, bf16=self.config.bf16)
-        return evaluation_from_logprobs(stream, lm.logprobs(stream)).perplexity
+        """Exact perplexity (full normalization) of the current model on ``stream``."""
+        return evaluation_from_logprobs(stream, self.lm.logprobs(stream)).perplexity
 
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
             checkpoint_every: int = 0) -> dict:
         """Train until done (or until ``max_steps`` updates: then save and return early)."""
         cfg, st = self.config, self.state
+        self.ensure_ready(train)
         self.outdir.mkdir(parents=True, exist_ok=True)
-        write_header(self.outdir, self.vocab, self.model.config, self.header_train_section())
+        self.write_header()
         self.vocab.save(self.outdir / "vocab.txt")
+        if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
+            save_model(self.backoff, self.outdir / BACKOFF_DIR)
         order = self.model.config.order
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
@@ -245,8 +302,8 @@ class Trainer:
         improved = valid_ppl < st.best_valid
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
-            save_model_dir_in_place(self.outdir, self.model, self.vocab,
-                                    self.header_train_section())
+            self.write_header()
+            write_network(self.model, self.outdir / "model.safetensors")
         else:
             st.bad_epochs += 1
             if cfg.plateau_decay < 1:
@@ -258,11 +315,7 @@ class Trainer:
         self.save_state()
 
     def _decay_lr(self, factor: float) -> None:
-        if isinstance(self.optimizer, PaperSGD):
-            self.optimizer.scale *= factor
-        else:
-            for group in self.optimizer.param_groups:
-                group["lr"] *= factor
+        self.optimizer.scale_lr(factor)
 
     def write_metrics(self) -> None:
         buf = io.StringIO()
@@ -285,15 +338,6 @@ def log_tensorboard(row: dict, logdir: Path) -> None:
             writer.add_scalar(key, row[key], row["epoch"])
 
 
-def save_model_dir_in_place(
-    outdir: Path, model: NPLMNetwork, vocab: Vocabulary, train: dict
-) -> None:
-    """Replace CKPT/model.safetensors (the best weights) atomically, header beside it."""
-    write_header(outdir, vocab, model.config, train)
-    with atomic_path(outdir / "model.safetensors") as tmp:
-        save_file(paper_tensors(model), str(tmp))
-
-
 def plot_learning_curve(history: list[dict], path: Path) -> None:
     if not history:
         return
@@ -306,26 +350,4 @@ def plot_learning_curve(history: list[dict], path: Path) -> None:
         ax.set_xlabel("epoch")
         perplexity_axis(ax)
         ax.legend()
-        ax.set_title("NPLM learning curve")
-
-
-def _flatten_optimizer(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:
-    """torch optimizer state -> (JSON-able dict, named tensors) for safetensors."""
-    tensors, info = {}, {"param_groups": state["param_groups"], "state": {}}
-    for idx, entry in state["state"].items():
-        info["state"][str(idx)] = {}
-        for k, v in entry.items():
-            if torch.is_tensor(v):
-                tensors[f"{idx}.{k}"] = v.contiguous()
-                info["state"][str(idx)][k] = "__tensor__"
-            else:
-                info["state"][str(idx)][k] = v
-    return info, tensors
-
-
-def _unflatten_optimizer(info: dict, tensors: dict) -> dict:
-    state = {}
-    for idx, entry in info["state"].items():
-        state[int(idx)] = {k: tensors[f"{idx}.{k}"] if v == "__tensor__" else v
-                           for k, v in entry.items()}
-    return {"param_groups": info["param_groups"], "state": state}
+        ax.set_title("learning curve")

@@ -1,4 +1,5 @@
-"""Named settings: architectures from Table 1 of Bengio et al. (2003), and training recipes.
+"""Named settings of the neural family: architectures from Table 1 of Bengio et al.
+(2003) and others, and training recipes.
 
 The paper's rows (n, h, m, direct connections, mixed with the trigram)::
 
@@ -30,6 +31,10 @@ predicting it. 3.9 M parameters against mlp1's 5.0 M, and a 256-wide output prod
 two cores). Tried beside it (validation perplexity, same recipe): n=6 m=100 h=200 with
 direct connections, 11.4 M parameters, 163.0 after 3 epochs where the tied model had
 159.7; n=8 m=h=384 tied with dropout 0.35, best 152.4: bigger tied models overfit sooner.
+
+The ``lbl`` preset is the log-bilinear model of Mnih & Hinton (2007) in this family:
+n = 5, m = 100, no non-linearity, the predicted word represented by a feature vector of
+its own (``--tied`` shares it with C); AdamW with dropout 0.2 on the context vectors.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ RECIPES: dict[str, dict] = {
                "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
                          "weight_decay": 0.05, "batch_size": 256, "epochs": 20, "patience": 2,
                          "plateau_decay": 0.5, "bf16": True}},
+    "lbl": {"model": {"dropout_x": 0.2},
+            "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0, "weight_decay": 0.01,
+                      "batch_size": 256, "epochs": 12, "patience": 2, "plateau_decay": 0.5,
+                      "bf16": True}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,
                        "batch_size": 64, "epochs": 8, "patience": 2, "plateau_decay": 0.5}},
@@ -67,12 +76,23 @@ for _i, (_name, _arch) in enumerate(_ARCH.items()):
     PRESETS[f"mlp{_odd + 1}"] = {"model": dict(_arch), "recipe": "fast", "mix": True}
 PRESETS["modern"] = {"model": {"order": 6, "h": 256, "m": 256, "direct": False, "tied": True},
                      "recipe": "modern", "mix": False}
+PRESETS["lbl"] = {"model": {"network": "lbl", "order": 5, "m": 100}, "recipe": "lbl",
+                  "mix": False}
 PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "recipe": "tiny",
                    "mix": False}
 
 
 def resolved(preset: str, recipe: str | None = None) -> tuple[dict, dict]:
-    """(model settings, training settings) of a preset under a recipe (its own by default)."""
+    """(model settings, training settings) of a preset under a recipe (its own by default).
+
+    A recipe's model settings that the preset's network lacks (the LBL has no hidden
+    layer to drop out) are left out."""
+    from dataclasses import fields
+
+    from .network import NETWORKS
+
     base = PRESETS[preset]
     rec = RECIPES[recipe or base["recipe"]]
-    return {**base["model"], **rec["model"]}, dict(rec["train"])
+    known = {f.name for f in fields(NETWORKS[base["model"].get("network", "nplm")][0])}
+    model = {**base["model"], **{k: v for k, v in rec["model"].items() if k in known}}
+    return model, dict(rec["train"])

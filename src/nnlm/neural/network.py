@@ -1,0 +1,394 @@
+"""The protocol every network of the neural family implements, and their registry.
+
+A network maps a batch of contexts to the input z of one linear output layer::
+
+    z = network.hidden_input(contexts)            # (B, k)
+    y = b + output_matrix z                       # (B, |V_out|): logits
+
+Everything that depends only on (z, output rows, biases) is written once, outside the
+networks: the objectives (full softmax, NCE, self-normalization: ``objectives.py``), the
+optimizers (``optim.py``), scoring (``nplm_lm.py``) and checkpoints (``checkpoint.py``).
+A network says, besides ``hidden_input``:
+
+- ``output_matrix`` (|V_out|, k) and ``b`` (|V_out|): the output rows and biases;
+- ``named_tensors()`` / ``load_named_tensors()``: what a checkpoint holds, under the
+  paper's names (C, H, d, U, W, b);
+- ``weights()`` / ``biases()``: which parameters take weight decay (the biases never do);
+- ``C``: the word features, whose rows a batch touches sparsely (``input_rows``).
+
+|V_out| is |V| except under a short-list (Schwenk 2007), where the network predicts the
+K most frequent words and one "not in the list" output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import NnlmError
+from ..vocab import BOS_ID
+from .output import output_logits
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """What every network of the family has: |V| (input rows), n, m, |V_out|."""
+
+    vocab_size: int
+    order: int = 5  # n: the model conditions on n - 1 words
+    m: int = 60
+    output_size: int | None = None  # |V_out|: None is |V| (a short-list: K + 1)
+
+    def __post_init__(self):
+        if self.order < 2:
+            raise ValueError("order (n) must be at least 2")
+        if self.m < 1:
+            raise ValueError("need m >= 1")
+        if self.output_size is not None and not 2 < self.output_size <= self.vocab_size:
+            raise ValueError(f"output size {self.output_size} outside (2, |V| = "
+                             f"{self.vocab_size}]")
+
+    @property
+    def context_size(self) -> int:
+        return self.order - 1
+
+    @property
+    def x_size(self) -> int:
+        return (self.order - 1) * self.m
+
+    @property
+    def outputs(self) -> int:
+        """|V_out|: rows of the output layer."""
+        return self.output_size or self.vocab_size
+
+    def to_dict(self) -> dict:
+        return {"network": NETWORK_OF_CONFIG[type(self)], **asdict(self)}
+
+
+class Network(nn.Module):
+    """Base of the family: word features C, output biases b and the ``<s>`` mask.
+
+    Subclasses define ``hidden_input``, ``output_matrix``, ``named_tensors``,
+    ``load_named_tensors``, ``weights`` and ``biases``.
+    """
+
+    config: NetworkConfig
+
+    def __init__(self, config: NetworkConfig):
+        super().__init__()
+        self.config = config
+        self.C = nn.Parameter(torch.empty(config.vocab_size, config.m))
+        self.b = nn.Parameter(torch.zeros(config.outputs))
+        self.register_buffer("mask", torch.zeros(config.outputs), persistent=False)
+        self.mask[BOS_ID] = float("-inf")  # <s> is context only, never predicted
+
+    @property
+    def device(self) -> torch.device:
+        return self.C.device
+
+    def features(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """x = (C(w_{t-1}), ..., C(w_{t-n+1})): (B, (n-1) m), most recent word first as in
+        the paper (contexts are oldest first)."""
+        x = F.embedding(contexts.flip(1), self.C, sparse=sparse)  # (B, n-1, m)
+        return x.reshape(len(contexts), -1)
+
+    def hidden_input(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def tied(self) -> bool:
+        """True when the output rows are the word features C (U = C)."""
+        return self.output_matrix is self.C
+
+    def forward(self, contexts: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """Logits y (B, |V_out|), float32, ``<s>`` at -inf."""
+        return self.output_logits(self.hidden_input(contexts), bf16)
+
+    def output_logits(self, z: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """y = b + output_matrix z for z from ``hidden_input``, ``<s>`` at -inf."""
+        return output_logits(z, self.output_matrix, self.b + self.mask, bf16)
+
+    def init_output_bias(self, value: float) -> None:
+        """Start every output bias at ``value`` (self-normalized objectives: log 1/|V|)."""
+        with torch.no_grad():
+            self.b.fill_(value)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def check_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
+        """Names, shapes and finiteness of checkpoint tensors against this network."""
+        want = self.named_tensors()
+        missing = sorted(set(want) - set(tensors))
+        if missing:
+            raise NnlmError(f"{where}: missing tensors {missing}; the checkpoint is incomplete")
+        for name, t in want.items():
+            if tensors[name].shape != t.shape:
+                raise NnlmError(f"{where}: {name} has shape {tuple(tensors[name].shape)}, the "
+                                f"config says {tuple(t.shape)}; files from different runs?")
+            if not torch.isfinite(tensors[name]).all():
+                raise NnlmError(f"{where}: {name} holds NaN or infinite values")
+
+
+# -- the NPLM of Bengio et al. (2003) ------------------------------------------------------
+@dataclass(frozen=True)
+class NPLMConfig(NetworkConfig):
+    """y = b + W x + U tanh(d + H x): n, m, h (hidden units), direct connections W."""
+
+    h: int = 50
+    direct: bool = True
+    dropout_x: float = 0.0  # dropout on the concatenated features x
+    dropout_h: float = 0.0  # dropout on the hidden activations
+    tied: bool = False  # U = C: the output layer reuses the word features (needs h = m)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.h < 0:
+            raise ValueError("need h >= 0")
+        if self.h == 0 and not self.direct:
+            raise ValueError("h = 0 without direct connections leaves the output constant")
+        if self.tied and (self.h != self.m or self.direct):
+            raise ValueError(f"tied output weights (U = C) need h = m and no direct connections "
+                             f"(here h={self.h}, m={self.m}, direct={self.direct}); the modern "
+                             "preset is one such network")
+        if self.tied and self.output_size is not None:
+            raise ValueError("tied output weights (U = C) need one output row per word: "
+                             "not with a short-list")
+        for p in (self.dropout_x, self.dropout_h):
+            if not 0 <= p < 1:
+                raise ValueError(f"dropout {p} outside [0, 1)")
+
+    def num_parameters(self) -> int:
+        """|V|(1 + nm + h) + h(1 + (n-1)m) with direct connections; minus |V|(n-1)m without;
+        minus |V|h more when U is C. (With a short-list, |V_out| output rows.)"""
+        V, Vo, n, m, h = self.vocab_size, self.outputs, self.order, self.m, self.h
+        total = V * m + Vo * (1 + (n - 1) * m + h) + h * (1 + (n - 1) * m)
+        if not self.direct:
+            total -= Vo * (n - 1) * m
+        return total - Vo * h if self.tied else total
+
+
+class NPLMNetwork(Network):
+    """The neural probabilistic language model of Bengio, Ducharme, Vincent & Jauvin (2003).
+
+        x = (C(w_{t-1}), C(w_{t-2}), ..., C(w_{t-n+1}))        # (B, (n-1) m)
+        y = b + W x + U tanh(d + H x)                           # (B, |V|)
+        p(w_t = i | context) = exp(y_i) / sum_j exp(y_j)
+
+    C is the |V| x m word feature matrix; H (h x (n-1)m) and d (h) the hidden layer; U
+    (|V| x h) the hidden-to-output weights; W (|V| x (n-1)m) the optional direct
+    connections; b (|V|) the output biases. h = 0 drops the hidden layer (the paper's
+    MLP3/MLP4). W and U are stored side by side in one (|V|, (n-1)m + h) matrix, so the
+    output layer is a single product on z = [x, tanh(d + H x)]; ``W`` and ``U`` are views.
+    """
+
+    def __init__(self, config: NPLMConfig):
+        super().__init__(config)
+        V, h, k = config.outputs, config.h, config.x_size
+        self.H = nn.Parameter(torch.empty(h, k)) if h else None
+        self.d = nn.Parameter(torch.zeros(h)) if h else None
+        out_in = (k if config.direct else 0) + h
+        # [W | U]; with tied weights U is C and there is no separate output matrix
+        self.out_weight = None if config.tied else nn.Parameter(torch.zeros(V, out_in))
+        self.reset_parameters()
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """C ~ U(-0.1, 0.1), H ~ U(+-1/sqrt((n-1)m)); U, W, b, d start at 0, so an untrained
+        model is uniform over the |V| - 1 predictable words."""
+        with torch.no_grad():
+            self.C.uniform_(-0.1, 0.1, generator=generator)
+            if self.H is not None:
+                bound = self.config.x_size ** -0.5
+                self.H.uniform_(-bound, bound, generator=generator)
+                self.d.zero_()
+            if self.out_weight is not None:
+                self.out_weight.zero_()
+            self.b.zero_()
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        return self.C if self.config.tied else self.out_weight
+
+    # the paper's names for the two halves of the output matrix
+    @property
+    def W(self) -> torch.Tensor | None:
+        return self.out_weight[:, : self.config.x_size] if self.config.direct else None
+
+    @property
+    def U(self) -> torch.Tensor | None:
+        h = self.config.h
+        if not h or self.config.tied:
+            return None  # tied: U is C
+        return self.out_weight[:, self.out_weight.shape[1] - h :]
+
+    def weights(self) -> list[nn.Parameter]:
+        """Parameters that take weight decay (C, H, U, W); the biases b, d take none."""
+        return [p for p in (self.C, self.H, self.out_weight) if p is not None]
+
+    def biases(self) -> list[nn.Parameter]:
+        return [p for p in (self.d, self.b) if p is not None]
+
+    def hidden_input(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """z = [x, tanh(d + H x)] (only the parts the output layer uses): (B, out_in)."""
+        cfg = self.config
+        x = self.features(contexts, sparse)
+        if cfg.dropout_x and self.training:
+            x = F.dropout(x, cfg.dropout_x)
+        parts = [x] if cfg.direct else []
+        if cfg.h:
+            a = torch.tanh(F.linear(x, self.H, self.d))  # (B, h)
+            if cfg.dropout_h and self.training:
+                a = F.dropout(a, cfg.dropout_h)
+            parts.append(a)
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def named_tensors(self) -> dict[str, torch.Tensor]:
+        """C, H, d, U, W, b (U absent when tied, W without direct connections)."""
+        out = {"C": self.C, "b": self.b}
+        if self.H is not None:
+            out.update(H=self.H, d=self.d)
+            if self.U is not None:
+                out["U"] = self.U
+        if self.W is not None:
+            out["W"] = self.W
+        return out
+
+    def load_named_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
+        self.check_tensors(tensors, where)
+        with torch.no_grad():
+            self.C.copy_(tensors["C"])
+            self.b.copy_(tensors["b"])
+            k = self.config.x_size if self.config.direct else 0
+            if self.H is not None:
+                self.H.copy_(tensors["H"])
+                self.d.copy_(tensors["d"])
+                if self.U is not None:
+                    self.out_weight[:, k:].copy_(tensors["U"])
+            if self.W is not None:
+                self.out_weight[:, :k].copy_(tensors["W"])
+
+
+# -- the log-bilinear model of Mnih & Hinton (2007) ---------------------------------------
+@dataclass(frozen=True)
+class LBLConfig(NetworkConfig):
+    """r_hat = sum_i C_i r(w_{t-i}); y_w = r_hat . q(w) + b_w: n, m, tied q = r."""
+
+    tied: bool = False  # q = r: one vector per word for reading and predicting it
+    dropout_x: float = 0.0  # dropout on the context representations
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.tied and self.output_size is not None:
+            raise ValueError("tied representations (q = r) need one output row per word: "
+                             "not with a short-list")
+        if not 0 <= self.dropout_x < 1:
+            raise ValueError(f"dropout {self.dropout_x} outside [0, 1)")
+
+    def num_parameters(self) -> int:
+        """|V| m (r) + (n-1) m^2 (the C_i) + |V_out| (m + 1) (q, b), less |V| m when tied."""
+        V, Vo, n, m = self.vocab_size, self.outputs, self.order, self.m
+        return V * m + (n - 1) * m * m + Vo * (0 if self.tied else m) + Vo
+
+
+class LBLNetwork(Network):
+    """The log-bilinear language model of Mnih & Hinton (2007), *Three new graphical models
+    for statistical language modelling*.
+
+        r_hat = sum_{i=1}^{n-1} C_i r(w_{t-i})          # (B, m): the predicted feature vector
+        y_w = r_hat . q(w) + b_w                          # (B, |V|)
+
+    No hidden non-linearity: the predicted word is represented by a feature vector q(w)
+    too, and the score is a dot product. Stored under the family's names: the word
+    representations r are the rows of ``C`` (as in the NPLM), the position matrices
+    C_1 ... C_{n-1} (m x m each) are the blocks of ``H`` = [C_1 ... C_{n-1}] (m x (n-1)m)
+    so that r_hat = H x with x as in the NPLM, q is ``U`` (|V| x m) and b the biases;
+    with ``tied`` q = r (U = C).
+    """
+
+    def __init__(self, config: LBLConfig):
+        super().__init__(config)
+        m = config.m
+        self.H = nn.Parameter(torch.empty(m, config.x_size))
+        self.U = None if config.tied else nn.Parameter(torch.empty(config.outputs, m))
+        self.reset_parameters()
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """r, q ~ U(-0.1, 0.1); each C_i starts near the identity / (n-1), so r_hat starts
+        as the mean of the context's vectors (a bag of words); b = 0."""
+        with torch.no_grad():
+            self.C.uniform_(-0.1, 0.1, generator=generator)
+            m, n1 = self.config.m, self.config.context_size
+            eye = torch.eye(m) / n1
+            self.H.uniform_(-0.01, 0.01, generator=generator)
+            self.H.add_(eye.repeat(1, n1))
+            if self.U is not None:
+                self.U.uniform_(-0.1, 0.1, generator=generator)
+            self.b.zero_()
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        return self.C if self.U is None else self.U
+
+    def weights(self) -> list[nn.Parameter]:
+        return [p for p in (self.C, self.H, self.U) if p is not None]
+
+    def biases(self) -> list[nn.Parameter]:
+        return [self.b]
+
+    def hidden_input(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """r_hat = H x = sum_i C_i r(w_{t-i}): (B, m)."""
+        x = self.features(contexts, sparse)
+        if self.config.dropout_x and self.training:
+            x = F.dropout(x, self.config.dropout_x)
+        return F.linear(x, self.H)
+
+    def named_tensors(self) -> dict[str, torch.Tensor]:
+        out = {"C": self.C, "H": self.H, "b": self.b}
+        if self.U is not None:
+            out["U"] = self.U
+        return out
+
+    def load_named_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
+        self.check_tensors(tensors, where)
+        with torch.no_grad():
+            for name, p in self.named_tensors().items():
+                p.copy_(tensors[name])
+
+
+# -- registry ------------------------------------------------------------------------------
+NETWORKS: dict[str, tuple[type[NetworkConfig], type[Network]]] = {
+    "nplm": (NPLMConfig, NPLMNetwork),
+    "lbl": (LBLConfig, LBLNetwork),
+}
+NETWORK_OF_CONFIG = {cfg: name for name, (cfg, _) in NETWORKS.items()}
+
+
+def network_config(settings: dict) -> NetworkConfig:
+    """The config of a network from a dict (``network`` names the kind; default nplm)."""
+    settings = dict(settings)
+    name = settings.pop("network", "nplm")
+    if name not in NETWORKS:
+        raise ValueError(f"unknown network {name!r}; choose from {', '.join(NETWORKS)}")
+    cls = NETWORKS[name][0]
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"settings {unknown} do not apply to the {name} network")
+    return cls(**settings)
+
+
+def build_network(config: NetworkConfig) -> Network:
+    return NETWORKS[NETWORK_OF_CONFIG[type(config)]][1](config)
+
+
+def uniform_log_bias(config: NetworkConfig) -> float:
+    """log 1/|V_out|: the output bias that makes an untrained network's Z about 1."""
+    return -math.log(config.outputs - 1)

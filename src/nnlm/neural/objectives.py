@@ -1,0 +1,180 @@
+"""Training objectives: what a network's output layer is trained to do.
+
+Each objective takes what a network computes (z = ``hidden_input(contexts)``, the output
+rows and biases) and returns a loss summed over the batch, in nats. The Trainer takes one;
+the paper's SGD and AdamW work with each.
+
+- :class:`FullSoftmax`: -log p(w | context) with p the softmax over all |V_out| outputs
+  (Bengio et al. 2003). One fused kernel (``output.fused_output_nll``).
+- :class:`SelfNormalized`: -log p + alpha (log Z)^2 (Devlin et al. 2014, *Fast and Robust
+  Neural Network Joint Models for Statistical Machine Translation*, section 5), so that
+  Z(context) stays near 1 and a trained model can be scored from its raw output y_w,
+  without the sum over the vocabulary. Output biases start at log 1/|V|.
+- :class:`NCE`: noise-contrastive estimation (Gutmann & Hyvarinen 2010; for language
+  models Mnih & Teh 2012, *A fast and simple algorithm for training neural probabilistic
+  language models*). K noise words are drawn from the unigram distribution q (raised to
+  ``noise_power``); the model learns to tell the data word from them with the binary
+  logistic loss on s(w) = y_w - log(K q(w)), with ln Z fixed at 0:
+
+      loss = -log sigma(s(w_t)) - sum_{j=1..K} log(1 - sigma(s(w_j)))
+
+  Only the target's and the K noise words' output rows enter a step, so their gradients
+  are sparse and the optimizers update those rows alone (as the paper does for the rows
+  of C). By default the K samples are shared across the batch's positions (one (B, K)
+  product); ``per_position`` draws K for each position. Evaluation stays exact (the full
+  softmax) unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import NnlmError
+from .network import Network, uniform_log_bias
+from .output import fused_output_nll
+
+OBJECTIVES = ("softmax", "nce", "selfnorm")
+
+
+class Objective:
+    """The loss of a batch given a network."""
+
+    name = "softmax"
+    #: True when only the sampled output rows get a gradient (sparse output updates)
+    sparse_output = False
+
+    def loss(self, net: Network, contexts: torch.Tensor, targets: torch.Tensor,
+             bf16: bool = False, sparse: bool = False) -> torch.Tensor:
+        raise NotImplementedError
+
+    def prepare(self, net: Network) -> None:
+        """Adjust a freshly initialized network (e.g. output biases) before training."""
+
+    def loss_limit(self, outputs: int) -> float:
+        """A loss per token above this means the run diverged (a uniform model over
+        ``outputs`` words scores log |V_out|)."""
+        return 2 * math.log(outputs) + 5
+
+    def to(self, device: torch.device) -> Objective:
+        return self
+
+    def config(self) -> dict:
+        return {"objective": self.name}
+
+
+class FullSoftmax(Objective):
+    """sum_t -log softmax(y)[w_t]: the paper's maximum likelihood."""
+
+    def loss(self, net, contexts, targets, bf16=False, sparse=False):
+        z = net.hidden_input(contexts, sparse)
+        return fused_output_nll(z, net.output_matrix, net.b, net.mask, targets, bf16)
+
+
+class SelfNormalized(Objective):
+    """sum_t -log p(w_t) + alpha (log Z_t)^2 (Devlin et al. 2014)."""
+
+    name = "selfnorm"
+
+    def __init__(self, alpha: float = 0.1):
+        if not alpha >= 0 or not math.isfinite(alpha):
+            raise NnlmError(f"--selfnorm-alpha must be >= 0, got {alpha}")
+        self.alpha = float(alpha)
+
+    def prepare(self, net):
+        net.init_output_bias(uniform_log_bias(net.config))
+
+    def loss(self, net, contexts, targets, bf16=False, sparse=False):
+        z = net.hidden_input(contexts, sparse)
+        return fused_output_nll(z, net.output_matrix, net.b, net.mask, targets, bf16,
+                                alpha=self.alpha)
+
+    def loss_limit(self, outputs):
+        return super().loss_limit(outputs) + self.alpha * (2 * math.log(outputs)) ** 2
+
+    def config(self):
+        return {"objective": self.name, "selfnorm_alpha": self.alpha}
+
+
+class NCE(Objective):
+    """Noise-contrastive estimation with unigram noise (Mnih & Teh 2012); ln Z = 0."""
+
+    name = "nce"
+    sparse_output = True
+
+    def __init__(self, counts: np.ndarray, samples: int = 25, power: float = 0.75,
+                 per_position: bool = False, seed: int = 0):
+        """``counts``: training counts of each output (the noise is q ~ counts^power)."""
+        if samples < 1:
+            raise NnlmError(f"--noise-samples must be at least 1, got {samples}")
+        if not 0 <= power <= 1:
+            raise NnlmError(f"--noise-power must be in [0, 1], got {power}")
+        counts = np.asarray(counts, np.float64)
+        if counts.sum() <= 0:
+            raise NnlmError("NCE needs training counts for its noise distribution")
+        q = np.where(counts > 0, counts, 0.0) ** power
+        q[counts <= 0] = 0.0
+        self.q = torch.from_numpy(q / q.sum())  # float64, sums to 1
+        self.cdf = torch.cumsum(self.q, 0)
+        self.log_kq = torch.log(samples * self.q).float()  # -inf where q = 0 (never drawn)
+        self.samples, self.power, self.per_position = int(samples), float(power), per_position
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def to(self, device):
+        self.cdf, self.log_kq = self.cdf.to(device), self.log_kq.to(device)
+        return self
+
+    def prepare(self, net):
+        net.init_output_bias(uniform_log_bias(net.config))
+
+    def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Noise word ids of ``shape``, i.i.d. from q (inverse CDF on seeded uniforms)."""
+        u = torch.rand(shape, generator=self.generator, dtype=torch.float64)
+        ids = torch.searchsorted(self.cdf.cpu(), u * float(self.cdf[-1]))
+        return ids.clamp_(max=len(self.q) - 1).to(self.cdf.device)
+
+    def loss(self, net, contexts, targets, bf16=False, sparse=False, noise=None):
+        """``noise``: (K,) or (B, K) ids to use instead of drawing (tests)."""
+        B = len(targets)
+        if noise is None:
+            noise = self.draw((B, self.samples) if self.per_position else (self.samples,))
+        z = net.hidden_input(contexts, sparse)  # (B, k)
+        rows = torch.cat([targets, noise.reshape(-1)])
+        # gathered rows of the output layer: sparse gradients touch only these rows
+        w = F.embedding(rows, net.output_matrix, sparse=sparse)  # (B + K', k)
+        b = F.embedding(rows, net.b[:, None], sparse=sparse)[:, 0]
+        log_kq = self.log_kq[rows]
+        s_target = (z * w[:B]).sum(1) + b[:B] - log_kq[:B]  # (B,)
+        if noise.dim() == 1:  # shared: one (B, K) product
+            s_noise = z @ w[B:].t() + (b[B:] - log_kq[B:])  # (B, K)
+        else:
+            wn = w[B:].view(B, -1, w.shape[1])  # (B, K, k)
+            s_noise = torch.einsum("bk,bjk->bj", z, wn) + (b[B:] - log_kq[B:]).view(B, -1)
+        # -log sigma(s) = softplus(-s); -log(1 - sigma(s)) = softplus(s)
+        return F.softplus(-s_target).sum() + F.softplus(s_noise).sum()
+
+    def loss_limit(self, outputs):
+        return (self.samples + 1) * super().loss_limit(outputs)
+
+    def config(self):
+        return {"objective": self.name, "noise_samples": self.samples,
+                "noise_power": self.power, "noise_per_position": self.per_position}
+
+
+def make_objective(name: str, output_counts: np.ndarray | None = None, *,
+                   noise_samples: int = 25, noise_power: float = 0.75,
+                   noise_per_position: bool = False, selfnorm_alpha: float = 0.1,
+                   seed: int = 0) -> Objective:
+    """The objective ``name`` with its settings (``output_counts``: NCE's noise counts)."""
+    if name == "softmax":
+        return FullSoftmax()
+    if name == "selfnorm":
+        return SelfNormalized(selfnorm_alpha)
+    if name == "nce":
+        if output_counts is None:
+            raise NnlmError("NCE needs the training counts of the outputs")
+        return NCE(output_counts, noise_samples, noise_power, noise_per_position, seed)
+    raise NnlmError(f"unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")

@@ -1,0 +1,75 @@
+"""The layer that runs a job: which device, how many threads, how memory is kept.
+
+Model code never touches process-wide settings; the commands (``nnlm train``, ``eval``,
+``score``) and benchmarks call :func:`prepare_process` once, then place their models.
+
+- ``--device cpu`` (the default), ``cuda`` or ``auto`` (CUDA when there is one). Asking
+  for CUDA where torch sees none is a one-line error, never a silent fall-back.
+- CPU: the thread count (``torch.set_num_threads``) and glibc's allocator thresholds
+  (``allocator.keep_freed_memory``: |V|-wide buffers are reused instead of mapped and
+  zeroed by the kernel at every step).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import NnlmError
+from .allocator import keep_freed_memory
+
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(name: str | torch.device = "cpu") -> torch.device:
+    """torch.device for ``cpu``, ``cuda`` (or ``cuda:N``) or ``auto``."""
+    name = str(name)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else \
+                f"built for CUDA {torch.version.cuda}"
+            raise NnlmError(f"--device {name}: no CUDA device is available (torch "
+                            f"{torch.__version__}, {build}); use --device cpu or auto")
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise NnlmError(f"--device {name}: not a device name (cpu, cuda, cuda:N, auto)") \
+                from None
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise NnlmError(f"--device {name}: only {torch.cuda.device_count()} CUDA "
+                            "device(s) here")
+        return device
+    if name != "cpu":
+        raise NnlmError(f"--device {name}: choose from {', '.join(DEVICES)}")
+    return torch.device("cpu")
+
+
+def prepare_process(threads: int | None = None, device: str | torch.device = "cpu"
+                    ) -> torch.device:
+    """Set the process up for a job on ``device``; returns the resolved device."""
+    device = resolve_device(device)
+    if threads:
+        torch.set_num_threads(threads)
+    if device.type == "cpu":
+        keep_freed_memory()
+    return device
+
+
+def configure_for_scoring(model, device: str | torch.device = "cpu", bf16: bool = False,
+                          self_normalized: bool = False, threads: int | None = None) -> list:
+    """Place every network inside ``model`` (itself, a mixture's components) on the device
+    and set how it scores. Returns those networks' LanguageModels."""
+    device = prepare_process(threads, device)
+    parts = model.neural_parts()
+    if device.type != "cpu" and not parts:
+        raise NnlmError(f"--device {device}: a {model.kind} model runs on the CPU only; "
+                        "only neural models use a GPU")
+    if self_normalized and not parts:
+        raise NnlmError(f"--self-normalized applies to neural models, not to a {model.kind} "
+                        "model")
+    for lm in parts:
+        lm.model.to(device)
+        lm.bf16 = bf16
+        lm.self_normalized = self_normalized
+    return parts
