@@ -647,7 +647,10 @@ HANDLERS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
+        return e.code if isinstance(e.code, int) else 2
     try:
         HANDLERS[args.command](args)
     except NnlmError as e:

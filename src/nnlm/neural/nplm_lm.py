@@ -178,7 +178,7 @@ class NeuralLM(LanguageModel):
             ctx = contexts[i : i + BACKOFF_BATCH, contexts.shape[1] - n + 1 :]
             tail = self.backoff.next_logprobs(ctx)[:, K:]
             t = targets[i : i + BACKOFF_BATCH] - K
-            out[i : i + len(t)] = tail[np.arange(len(t)), t] - _logsumexp(tail)
+            out[i : i + len(t)] = tail[np.arange(len(t)), t] - _logsumexp(tail)[:, 0]
         return out
 
     def coverage(self, targets: np.ndarray) -> float:

@@ -144,8 +144,8 @@ class NCE(Objective):
         z = net.hidden_input(contexts, sparse)  # (B, k)
         rows = torch.cat([targets, noise.reshape(-1)])
         # gathered rows of the output layer: sparse gradients touch only these rows
-        w = F.embedding(rows, net.output_matrix, sparse=sparse)  # (B + K', k)
-        b = F.embedding(rows, net.b[:, None], sparse=sparse)[:, 0]
+        w = gather_rows(net.output_matrix, rows, sparse)  # (B + K', k)
+        b = gather_rows(net.b, rows, sparse)
         log_kq = self.log_kq[rows]
         s_target = (z * w[:B]).sum(1) + b[:B] - log_kq[:B]  # (B,)
         if noise.dim() == 1:  # shared: one (B, K) product
@@ -162,6 +162,26 @@ class NCE(Objective):
     def config(self):
         return {"objective": self.name, "noise_samples": self.samples,
                 "noise_power": self.power, "noise_per_position": self.per_position}
+
+
+class _SparseRows(torch.autograd.Function):
+    """weight[rows] whose gradient is a sparse COO tensor over ``weight`` (any rank)."""
+
+    @staticmethod
+    def forward(ctx, weight, rows):
+        ctx.save_for_backward(rows)
+        ctx.shape = weight.shape
+        return weight.index_select(0, rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (rows,) = ctx.saved_tensors
+        return torch.sparse_coo_tensor(rows[None], grad, ctx.shape, check_invariants=False), None
+
+
+def gather_rows(weight: torch.Tensor, rows: torch.Tensor, sparse: bool) -> torch.Tensor:
+    """``weight[rows]``; with ``sparse`` its gradient touches only those rows."""
+    return _SparseRows.apply(weight, rows) if sparse else weight.index_select(0, rows)
 
 
 def make_objective(name: str, output_counts: np.ndarray | None = None, *,

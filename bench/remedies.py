@@ -1,0 +1,212 @@
+"""The output-layer remedies side by side on Brown: what each buys in speed and costs in
+perplexity (full softmax, NCE, self-normalization, short-lists, the log-bilinear model).
+
+    python bench/remedies.py speed   --data data/brown --backoff runs/kn5
+    python bench/remedies.py quality --data data/brown --backoff runs/kn5 [--only nce100,...]
+
+``speed``: one run, alternating rounds (each version keeps its best, so a slow spell of a
+shared machine hits all): training words/s of one update on fixed Brown batches, mlp1's
+shape (n=5, m=60, h=50, direct), batch 256, bf16 products, for each objective with the
+paper's SGD and with AdamW; scoring words/s exact (fp32, bf16), self-normalized (raw
+scores), and with short-lists (exact, their n-gram share included).
+
+``quality``: trains each configuration with the ``fast`` recipe (AdamW, dropout, bf16)
+to early stopping (at most ``--epochs``), then scores the test text exactly; NCE and
+self-normalized models also get their raw-score perplexity and log Z statistics.
+Results merge into the JSON file as each run ends, so an interrupted bench resumes.
+Models go to ``--workdir``. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nnlm import Vocabulary, count_words, evaluate, read_stream
+from nnlm.lm import evaluation_from_logprobs
+from nnlm.models import load_model
+from nnlm.neural.network import LBLConfig, NPLMConfig
+from nnlm.neural.nplm_lm import NeuralLM
+from nnlm.neural.run import train_from_files
+from nnlm.neural.runtime import prepare_process
+from nnlm.neural.train import TrainConfig, Trainer, output_counts
+
+# name -> (preset, architecture overrides, training overrides)
+CONFIGS = {
+    "softmax": ("mlp1", {}, {}),
+    "nce25": ("mlp1", {}, {"objective": "nce", "noise_samples": 25}),
+    "nce100": ("mlp1", {}, {"objective": "nce", "noise_samples": 100}),
+    "selfnorm": ("mlp1", {}, {"objective": "selfnorm"}),
+    "shortlist1k": ("mlp1", {"shortlist": 1000}, {}),
+    "shortlist2k": ("mlp1", {"shortlist": 2000}, {}),
+    "shortlist4k": ("mlp1", {"shortlist": 4000}, {}),
+    "shortlist8k": ("mlp1", {"shortlist": 8000}, {}),
+    "lbl": ("lbl", {}, {}),
+}
+
+
+def rate(fn, seconds=3.0):
+    fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def merge_json(path: Path, update: dict) -> dict:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(update)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return data
+
+
+def speed(args) -> None:
+    vocab = Vocabulary.from_counts(count_words(args.data / "train.txt"))
+    train = read_stream(args.data / "train.txt", vocab)
+    test = read_stream(args.data / "test.txt", vocab)
+    backoff = load_model(args.backoff)
+    V, n, B = len(vocab), 5, 256
+    rng = np.random.default_rng(0)
+    pos = rng.permutation(len(train))[: 40 * B]
+    batches = [(torch.from_numpy(train.contexts(n, p).astype(np.int64)),
+                torch.from_numpy(train.ids[p].astype(np.int64))) for p in np.split(pos, 40)]
+    counter = iter(range(10**12))
+    out = {"vocab": V, "batch": B, "threads": args.threads, "torch": torch.__version__}
+
+    trainers = {}
+    for name, (_, arch, objective) in CONFIGS.items():
+        for optimizer in ("sgd", "adamw"):
+            shortlist = arch.get("shortlist")
+            if name == "lbl":
+                cfg = LBLConfig(vocab_size=V, order=n, m=100)
+            else:
+                cfg = NPLMConfig(vocab_size=V, order=n, m=60, h=50, direct=True,
+                                 output_size=shortlist + 1 if shortlist else None)
+            tc = TrainConfig(optimizer=optimizer, lr=1e-3, batch_size=B, bf16=True,
+                             **objective)
+            trainers[f"{name}_{optimizer}"] = Trainer(
+                vocab, cfg, tc, Path("/tmp/bench_remedies"), log=lambda s: None,
+                train_counts=output_counts(train, cfg), backoff=backoff if shortlist else None)
+
+    def step(trainer):
+        trainer.train_step(*batches[next(counter) % len(batches)])
+        trainer.state.step += 1
+
+    # scoring: the softmax network (untrained weights made non-trivial), 40,000 test words
+    ctx, tgt = test.contexts(n)[:40000], test.ids[:40000]
+    with torch.no_grad():
+        for t in trainers.values():
+            t.model.output_matrix.normal_(0, 0.01)
+    scorers = {
+        "exact_fp32": NeuralLM(vocab, trainers["softmax_sgd"].model),
+        "exact_bf16": NeuralLM(vocab, trainers["softmax_sgd"].model, bf16=True),
+        "self_normalized": NeuralLM(vocab, trainers["softmax_sgd"].model,
+                                    self_normalized=True),
+    }
+    for k in (1000, 2000, 4000, 8000):
+        scorers[f"shortlist{k // 1000}k_bf16"] = NeuralLM(
+            vocab, trainers[f"shortlist{k // 1000}k_sgd"].model, bf16=True, backoff=backoff)
+    scorers["lbl_bf16"] = NeuralLM(vocab, trainers["lbl_sgd"].model, bf16=True)
+
+    def score(lm):
+        t = time.perf_counter()
+        lm.target_logprobs(ctx, tgt)
+        return len(tgt) / (time.perf_counter() - t)
+
+    best: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for key, trainer in trainers.items():
+            k = f"train_words_per_second_{key}"
+            best[k] = max(best.get(k, 0.0), B * rate(lambda t=trainer: step(t), 3))
+            print(k, round(best[k]), flush=True)
+        for key, lm in scorers.items():
+            k = f"score_words_per_second_{key}"
+            best[k] = max(best.get(k, 0.0), score(lm))
+            print(k, round(best[k]), flush=True)
+    out.update(best)
+    for key in trainers:
+        opt = key.rsplit("_", 1)[1]
+        out[f"train_speedup_{key}"] = (out[f"train_words_per_second_{key}"]
+                                       / out[f"train_words_per_second_softmax_{opt}"])
+    for key in scorers:
+        out[f"score_speedup_{key}_over_exact_bf16"] = (
+            out[f"score_words_per_second_{key}"] / out["score_words_per_second_exact_bf16"])
+    out["shortlist_coverage_of_test"] = {
+        f"{k // 1000}k": float(np.mean(test.ids < k)) for k in (1000, 2000, 4000, 8000)}
+    merge_json(args.out, {"speed": out})
+    print(json.dumps(out, indent=2))
+
+
+def quality(args) -> None:
+    names = args.only.split(",") if args.only else list(CONFIGS)
+    done = json.loads(args.out.read_text()).get("quality", {}) if args.out.exists() else {}
+    for name in names:
+        if name in done and not args.again:
+            print(f"{name}: done already", flush=True)
+            continue
+        preset, arch, objective = CONFIGS[name]
+        outdir = args.workdir / name
+        # sampled objectives are cheap: they run to early stopping (up to 3x the epochs)
+        epochs = args.epochs * (3 if objective.get("objective") == "nce" else 1)
+        train = {"epochs": epochs, **objective}
+        started = time.perf_counter()
+        result = train_from_files(
+            args.data / "train.txt", args.data / "valid.txt", outdir, preset=preset,
+            arch=dict(arch), train=train, threads=args.threads, checkpoint_every=0,
+            shortlist_backoff=args.backoff if "shortlist" in arch else None,
+            log=lambda s, name=name: print(f"[{name}] {s}", flush=True))
+        seconds = time.perf_counter() - started
+        lm = NeuralLM.load(outdir)
+        lm.bf16 = False
+        test = read_stream(args.data / "test.txt", lm.vocab)
+        with open(outdir / "metrics.csv") as f:
+            rows = list(csv.DictReader(f))
+        row = {"preset": preset, **arch, **objective,
+               "test_ppl": evaluate(lm, test).perplexity,
+               "best_valid_ppl": result["best_valid"], "epochs": result["epochs"],
+               "best_epoch": 1 + int(np.argmin([float(r["valid_ppl"]) for r in rows])),
+               "valid_ppl_by_epoch": [float(r["valid_ppl"]) for r in rows],
+               "train_words_per_second": float(np.median(
+                   [float(r["words_per_second"]) for r in rows])),
+               "train_seconds": seconds, "parameters": lm.model.num_parameters()}
+        if lm.shortlist is not None:
+            row["test_coverage"] = lm.coverage(test.ids)
+        if objective.get("objective") in ("nce", "selfnorm"):
+            lm.self_normalized = True
+            row["test_ppl_raw_scores"] = evaluation_from_logprobs(
+                test, lm.logprobs(test)).perplexity
+            row.update(lm.log_z_stats(test.contexts(lm.order), sample=len(test)).to_dict())
+        done[name] = row
+        merge_json(args.out, {"quality": done})
+        print(f"{name}: {json.dumps(row)}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=["speed", "quality"])
+    ap.add_argument("--data", type=Path, default=Path("data/brown"))
+    ap.add_argument("--backoff", type=Path, default=Path("runs/kn5"),
+                    help="the short-lists' n-gram model (KN5 on the same train.txt)")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/remedies.json"))
+    ap.add_argument("--workdir", type=Path, default=Path("runs/remedies"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--again", action="store_true", help="rerun configurations already done")
+    args = ap.parse_args()
+    prepare_process(args.threads)
+    speed(args) if args.part == "speed" else quality(args)
+
+
+if __name__ == "__main__":
+    main()
