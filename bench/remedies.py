@@ -60,11 +60,17 @@ def rate(fn, seconds=3.0):
     return n / (time.perf_counter() - start)
 
 
-def merge_json(path: Path, update: dict) -> dict:
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.update(update)
+def merge_json(path: Path, update: dict, section: str | None = None) -> dict:
+    """Read, update and rewrite ``path`` under a lock (benches may run side by side);
+    with ``section``, ``update`` goes inside that key."""
+    import fcntl
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        (data.setdefault(section, {}) if section else data).update(update)
+        path.write_text(json.dumps(data, indent=2) + "\n")
     return data
 
 
@@ -184,8 +190,7 @@ def quality(args) -> None:
             row["test_ppl_raw_scores"] = evaluation_from_logprobs(
                 test, lm.logprobs(test)).perplexity
             row.update(lm.log_z_stats(test.contexts(lm.order), sample=len(test)).to_dict())
-        done[name] = row
-        merge_json(args.out, {"quality": done})
+        merge_json(args.out, {name: row}, section="quality")
         print(f"{name}: {json.dumps(row)}", flush=True)
 
 

@@ -142,6 +142,9 @@ class NCE(Objective):
         if noise is None:
             noise = self.draw((B, self.samples) if self.per_position else (self.samples,))
         z = net.hidden_input(contexts, sparse)  # (B, k)
+        if noise.dim() == 1:  # shared samples: the fused layer (same loss, fewer passes)
+            return FusedSharedNCE.apply(z, net.output_matrix, net.b, targets, noise,
+                                        self.log_kq, sparse)
         rows = torch.cat([targets, noise.reshape(-1)])
         # gathered rows of the output layer: sparse gradients touch only these rows
         w = gather_rows(net.output_matrix, rows, sparse)  # (B + K', k)
@@ -162,6 +165,54 @@ class NCE(Objective):
     def config(self):
         return {"objective": self.name, "noise_samples": self.samples,
                 "noise_power": self.power, "noise_per_position": self.per_position}
+
+
+class FusedSharedNCE(torch.autograd.Function):
+    """NCE's output layer for K noise words shared by the batch, forward and backward by
+    hand: about a dozen tensor operations a step where autograd takes thirty (the step is
+    small enough that their overhead is most of its time).
+
+        s_t = z . W[w_t] + b[w_t] - log(K q(w_t))               # (B,)
+        S = z W[noise]^T + b[noise] - log(K q(noise))           # (B, K)
+        loss = sum softplus(-s_t) + sum softplus(S)
+        dloss/ds_t = sigma(s_t) - 1;  dloss/dS = sigma(S)
+
+    The gradients of W and b are sparse over the B + K rows gathered (or dense, scattered
+    with index_add, when ``sparse`` is off).
+    """
+
+    @staticmethod
+    def forward(ctx, z, weight, bias, targets, noise, log_kq, sparse: bool):
+        rows = torch.cat([targets, noise])
+        w = weight.index_select(0, rows)  # (B + K, k)
+        shift = bias.index_select(0, rows) - log_kq.index_select(0, rows)
+        B = len(targets)
+        s_t = torch.einsum("bk,bk->b", z, w[:B]).add_(shift[:B])
+        s_n = torch.addmm(shift[B:], z, w[B:].t())  # (B, K)
+        loss = F.softplus(-s_t).sum() + F.softplus(s_n).sum()
+        ctx.save_for_backward(z, w, rows, s_t, s_n)
+        ctx.sparse, ctx.shapes = sparse, (weight.shape, bias.shape)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        z, w, rows, s_t, s_n = ctx.saved_tensors
+        B = len(s_t)
+        g_t = torch.sigmoid(s_t).sub_(1).mul_(grad_loss)  # (B,)
+        g_n = torch.sigmoid(s_n).mul_(grad_loss)  # (B, K)
+        grad_z = torch.addmm(w[:B] * g_t[:, None], g_n, w[B:])
+        grad_rows = torch.cat([z * g_t[:, None], g_n.t() @ z])  # (B + K, k)
+        grad_bias_rows = torch.cat([g_t, g_n.sum(0)])
+        w_shape, b_shape = ctx.shapes
+        if ctx.sparse:
+            idx = rows[None]
+            grad_w = torch.sparse_coo_tensor(idx, grad_rows, w_shape, check_invariants=False)
+            grad_b = torch.sparse_coo_tensor(idx, grad_bias_rows, b_shape,
+                                             check_invariants=False)
+        else:
+            grad_w = grad_rows.new_zeros(w_shape).index_add_(0, rows, grad_rows)
+            grad_b = grad_rows.new_zeros(b_shape).index_add_(0, rows, grad_bias_rows)
+        return grad_z, grad_w, grad_b, None, None, None, None
 
 
 class _SparseRows(torch.autograd.Function):

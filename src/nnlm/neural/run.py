@@ -32,7 +32,7 @@ def resolve(preset: str | None, arch: dict, train: dict,
         raise NnlmError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     if recipe is not None and recipe not in RECIPES:
         raise NnlmError(f"unknown recipe {recipe!r}; choose from {', '.join(RECIPES)}")
-    model, training = resolved(name, recipe)
+    model, training = resolved(name, recipe, train.get("objective"))
     return name, {**model, **arch}, {**training, **train}
 
 

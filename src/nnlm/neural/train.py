@@ -95,7 +95,7 @@ class TrainingDiverged(NnlmError):
 
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
-                 "elapsed_seconds"]
+                 "elapsed_seconds", "train_loss"]
 
 
 def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:
@@ -293,11 +293,13 @@ class Trainer:
     def _end_epoch(self, train: Stream, valid: Stream, words_per_second: float) -> None:
         cfg, st = self.config, self.state
         valid_ppl = self.evaluate(valid)
-        train_ppl = math.exp(st.train_nll / max(st.train_tokens, 1))
+        # the running training loss per token; a perplexity only under the full softmax
+        train_loss = st.train_nll / max(st.train_tokens, 1)
+        train_ppl = math.exp(train_loss) if cfg.objective == "softmax" else math.nan
         st.epoch += 1
         row = {"epoch": st.epoch, "step": st.step, "train_ppl": train_ppl, "valid_ppl": valid_ppl,
                "lr": self.current_lr(), "words_per_second": words_per_second,
-               "elapsed_seconds": st.elapsed}
+               "elapsed_seconds": st.elapsed, "train_loss": train_loss}
         st.history.append(row)
         improved = valid_ppl < st.best_valid
         if improved:
@@ -309,7 +311,9 @@ class Trainer:
             if cfg.plateau_decay < 1:
                 self._decay_lr(cfg.plateau_decay)
         st.step_in_epoch, st.train_nll, st.train_tokens = 0, 0.0, 0
-        self.log(f"epoch {st.epoch}: train ppl {train_ppl:.2f}, valid ppl {valid_ppl:.2f}"
+        train_text = (f"train ppl {train_ppl:.2f}" if cfg.objective == "softmax"
+                      else f"train {cfg.objective} loss {train_loss:.3f}")
+        self.log(f"epoch {st.epoch}: {train_text}, valid ppl {valid_ppl:.2f}"
                  f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
         self.write_metrics()
         self.save_state()
@@ -345,7 +349,8 @@ def plot_learning_curve(history: list[dict], path: Path) -> None:
 
     epochs = [r["epoch"] for r in history]
     with png_figure(path) as (fig, ax):
-        ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
+        if all(math.isfinite(r["train_ppl"]) for r in history):
+            ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
         ax.plot(epochs, [r["valid_ppl"] for r in history], "s-", label="validation")
         ax.set_xlabel("epoch")
         perplexity_axis(ax)
