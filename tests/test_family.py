@@ -396,6 +396,9 @@ def test_self_normalized_scoring_warns_on_a_softmax_model_and_refuses_ngrams(toy
     assert code == 0 and "log_z_mean" in result and result["log_z_tokens"] > 0
     if result["log_z_mean_abs"] > 0.1:
         assert "warning: mean |log Z|" in err
+    code, out, err = run_cli(["score", toy / "softmax", data / "test.txt", "--self-normalized"],
+                             capsys)
+    assert code == 0 and "log Z:       mean" in err and len(out.splitlines()) == 501
     # raw scores are y_w: the per-token scores differ from the exact ones by log Z
     lm = NeuralLM.load(toy / "softmax")
     stream = read_stream(data / "test.txt", lm.vocab)

@@ -443,7 +443,7 @@ def cmd_score(args) -> None:
     from .fileio import iter_line_blocks
     from .scoring import score_sentences
 
-    model, _ = load_for_scoring(args)
+    model, parts = load_for_scoring(args)
     if args.file is not None:
         lines = (line for _, block in iter_line_blocks(args.file) for line in block)
         source = str(args.file)
@@ -454,7 +454,8 @@ def cmd_score(args) -> None:
     out = sys.stdout
     if not args.per_token:
         out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
-    for s in score_sentences(model, lines, source):
+    seen: list = []  # (contexts, targets) of the first chunks, for the neural report
+    for s in score_sentences(model, lines, source, seen if parts else None):
         total += s.log10_prob
         tokens += len(s.log10_probs)
         oov += int(s.oov.sum())
@@ -471,6 +472,15 @@ def cmd_score(args) -> None:
         print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
               f"log10 prob {total:.4f}, perplexity {10 ** (-total / tokens):.4f}",
               file=sys.stderr)
+    if parts and seen:
+        import numpy as np
+
+        from .neural.nplm_lm import describe_report, scoring_report
+
+        report, warnings = scoring_report(parts, np.concatenate([c for c, _ in seen]),
+                                          np.concatenate([t for _, t in seen]))
+        for line in [*describe_report(report), *(f"nnlm: warning: {w}" for w in warnings)]:
+            print(line, file=sys.stderr)
 
 
 def _stdin_lines():
@@ -503,19 +513,13 @@ def cmd_eval(args) -> None:
     model, parts = load_for_scoring(args)
     stream = read_stream(args.text, model.vocab)
     result = evaluate(model, stream).to_dict()
-    for i, lm in enumerate(parts):
-        key = "" if len(parts) == 1 else f"_{i}"
-        if lm.shortlist is not None:
-            result[f"shortlist{key}"] = lm.shortlist
-            result[f"shortlist_coverage{key}"] = lm.coverage(stream.ids)
-        if args.self_normalized:
-            stats = lm.log_z_stats(stream.contexts(lm.order))
-            result.update({f"{k}{key}": v for k, v in stats.to_dict().items()})
-            if stats.mean_abs > 0.1:
-                print(f"nnlm: warning: mean |log Z| = {stats.mean_abs:.3f} on this text (over "
-                      f"{stats.tokens:,} tokens): raw scores are not normalized probabilities; "
-                      "train with --objective selfnorm or nce, or drop --self-normalized",
-                      file=sys.stderr)
+    if parts:
+        from .neural.nplm_lm import scoring_report
+
+        report, warnings = scoring_report(parts, stream.contexts(model.order), stream.ids)
+        result.update(report)
+        for w in warnings:
+            print(f"nnlm: warning: {w}", file=sys.stderr)
     if args.json:  # strict JSON: a non-finite number becomes null
         finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v
                   for k, v in result.items()}
@@ -531,14 +535,10 @@ def cmd_eval(args) -> None:
         if args.self_normalized else ""
     print(f"perplexity:  {result['perplexity']:.3f}  "
           f"(without <unk> tokens: {result['perplexity_without_unk']:.3f}){scoring}")
-    for k, v in result.items():
-        if k.startswith("shortlist_coverage"):
-            print(f"short-list:  {v:.2%} of the tokens inside the list")
-        if k.startswith("log_z_mean") and not k.startswith("log_z_mean_abs"):
-            suffix = k[len("log_z_mean"):]
-            print(f"log Z:       mean {v:+.4f}, std {result['log_z_std' + suffix]:.4f}, mean |.| "
-                  f"{result['log_z_mean_abs' + suffix]:.4f} (over "
-                  f"{result['log_z_tokens' + suffix]:,} tokens)")
+    if parts:
+        from .neural.nplm_lm import describe_report
+
+        print("\n".join(describe_report(result)))
 
 
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")

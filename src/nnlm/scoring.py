@@ -36,10 +36,18 @@ class SentenceScore:
         return 10 ** (-self.log10_prob / len(self.log10_probs))
 
 
+SAMPLE_TOKENS = 20000  # how many (context, target) pairs ``seen`` collects at most
+
+
 def score_sentences(
-    model: LanguageModel, lines: Iterable[str], source: str = "<input>"
+    model: LanguageModel, lines: Iterable[str], source: str = "<input>",
+    seen: list | None = None,
 ) -> Iterator[SentenceScore]:
-    """Score each line as one sentence (blank lines score the empty sentence: just ``</s>``)."""
+    """Score each line as one sentence (blank lines score the empty sentence: just ``</s>``).
+
+    ``seen``: a list that receives ``(contexts, targets)`` of the first chunks scored, up
+    to about SAMPLE_TOKENS tokens (for reports on the text, such as log Z statistics).
+    """
     chunk: list[list[str]] = []
     for n, line in enumerate(lines, start=1):
         words = line.split()
@@ -48,17 +56,20 @@ def score_sentences(
                             "nnlm adds sentence boundaries itself")
         chunk.append(words)
         if len(chunk) == CHUNK_LINES:
-            yield from _score_chunk(model, chunk)
+            yield from _score_chunk(model, chunk, seen)
             chunk = []
     if chunk:
-        yield from _score_chunk(model, chunk)
+        yield from _score_chunk(model, chunk, seen)
 
 
-def _score_chunk(model: LanguageModel, sentences: list[list[str]]) -> Iterator[SentenceScore]:
+def _score_chunk(model: LanguageModel, sentences: list[list[str]],
+                 seen: list | None) -> Iterator[SentenceScore]:
     lengths = np.array([len(words) for words in sentences], np.int64)
     ids = model.vocab.encode(w for words in sentences for w in words)
     stream = Stream.from_ids(ids, lengths)  # an empty sentence is a single </s> slot
     contexts = stream.contexts(model.order)
+    if seen is not None and sum(len(t) for _, t in seen) < SAMPLE_TOKENS:
+        seen.append((contexts, stream.ids))
     log10 = model.target_logprobs(contexts, stream.ids) * LOG10_E
     orders = (model.matched_orders(contexts, stream.ids)
               if hasattr(model, "matched_orders") else None)

@@ -291,6 +291,43 @@ class NeuralLM(LanguageModel):
 
 
 NPLM = NeuralLM  # the name of the paper's model, kept for the API
+LOG_Z_WARN = 0.1  # mean |log Z| above this: raw scores are not probabilities
+
+
+def scoring_report(parts: list[NeuralLM], contexts: np.ndarray, targets: np.ndarray
+                   ) -> tuple[dict, list[str]]:
+    """What ``nnlm eval`` and ``score`` add for neural models: short-list coverage and,
+    under self-normalized scoring, log Z statistics; with warnings where |log Z| is large.
+    Keys get a suffix _i when there are several networks (a mixture)."""
+    report, warnings = {}, []
+    for i, lm in enumerate(parts):
+        key = "" if len(parts) == 1 else f"_{i}"
+        if lm.shortlist is not None:
+            report[f"shortlist{key}"] = lm.shortlist
+            report[f"shortlist_coverage{key}"] = lm.coverage(targets)
+        if lm.self_normalized:
+            stats = lm.log_z_stats(contexts[:, contexts.shape[1] - lm.order + 1 :])
+            report.update({f"{k}{key}": v for k, v in stats.to_dict().items()})
+            if stats.mean_abs > LOG_Z_WARN:
+                warnings.append(
+                    f"mean |log Z| = {stats.mean_abs:.3f} over {stats.tokens:,} tokens: raw "
+                    "scores are not normalized probabilities; train with --objective selfnorm "
+                    "or nce, or score without --self-normalized")
+    return report, warnings
+
+
+def describe_report(report: dict) -> list[str]:
+    """Human-readable lines for :func:`scoring_report`'s dict."""
+    lines = []
+    for k, v in report.items():
+        if k.startswith("shortlist_coverage"):
+            lines.append(f"short-list:  {v:.2%} of the tokens inside the list")
+        elif k.startswith("log_z_mean") and not k.startswith("log_z_mean_abs"):
+            sfx = k[len("log_z_mean"):]
+            lines.append(f"log Z:       mean {v:+.4f}, std {report['log_z_std' + sfx]:.4f}, "
+                         f"mean |.| {report['log_z_mean_abs' + sfx]:.4f} (over "
+                         f"{report['log_z_tokens' + sfx]:,} tokens)")
+    return lines
 
 
 def check_backoff(backoff, vocab: Vocabulary, K: int) -> None:
