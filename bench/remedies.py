@@ -3,6 +3,7 @@ perplexity (full softmax, NCE, self-normalization, short-lists, the log-bilinear
 
     python bench/remedies.py speed   --data data/brown --backoff runs/kn5
     python bench/remedies.py quality --data data/brown --backoff runs/kn5 [--only nce100,...]
+    python bench/remedies.py plot    # docs/remedies.png from the JSON
 
 ``speed``: one run, alternating rounds (each version keeps its best, so a slow spell of a
 shared machine hits all): training words/s of one update on fixed Brown batches, mlp1's
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from nplm import rate  # bench/nplm.py, beside this script
 
 from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.lm import evaluation_from_logprobs
@@ -49,15 +51,6 @@ CONFIGS = {
     "shortlist8k": ("mlp1", {"shortlist": 8000}, {}),
     "lbl": ("lbl", {}, {}),
 }
-
-
-def rate(fn, seconds=3.0):
-    fn()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        n += 1
-    return n / (time.perf_counter() - start)
 
 
 def merge_json(path: Path, update: dict, section: str | None = None) -> dict:
@@ -194,10 +187,33 @@ def quality(args) -> None:
         print(f"{name}: {json.dumps(row)}", flush=True)
 
 
+def plot(args) -> None:
+    """docs/remedies.png: exact test perplexity against training words/s (AdamW, from the
+    speed part), one point per configuration; the short-lists joined as a curve."""
+    from nnlm.plots import perplexity_axis, png_figure
+
+    data = json.loads(args.out.read_text())
+    speed, quality = data["speed"], data["quality"]
+    points = {name: (speed[f"train_words_per_second_{name}_adamw"], row["test_ppl"])
+              for name, row in quality.items() if f"train_words_per_second_{name}_adamw" in speed}
+    with png_figure(args.plot, size=(7, 4.5), dpi=110) as (fig, ax):
+        curve = sorted(v for k, v in points.items() if k.startswith("shortlist"))
+        if curve:
+            ax.plot(*zip(*curve), "-", color="tab:gray", alpha=0.5, zorder=1)
+        for name, (x, y) in points.items():
+            ax.scatter([x], [y], zorder=2)
+            ax.annotate(name, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("training words/s (mlp1 shape, AdamW, bf16, 2 threads)")
+        perplexity_axis(ax, "exact test perplexity (Brown)")
+        ax.set_title("output-layer remedies: speed against perplexity")
+    print(f"{args.plot}: {len(points)} configurations")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["speed", "quality"])
+    ap.add_argument("part", choices=["speed", "quality", "plot"])
     ap.add_argument("--data", type=Path, default=Path("data/brown"))
     ap.add_argument("--backoff", type=Path, default=Path("runs/kn5"),
                     help="the short-lists' n-gram model (KN5 on the same train.txt)")
@@ -208,9 +224,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--only", default=None)
     ap.add_argument("--again", action="store_true", help="rerun configurations already done")
+    ap.add_argument("--plot", type=Path, default=Path("docs/remedies.png"))
     args = ap.parse_args()
     prepare_process(args.threads)
-    speed(args) if args.part == "speed" else quality(args)
+    {"speed": speed, "quality": quality, "plot": plot}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -261,12 +261,10 @@ class Trainer:
             with progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
                               "batch") as bar:
                 bar.update(st.step_in_epoch)
-                for i in range(st.step_in_epoch, steps_per_epoch):
-                    pos = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
-                    contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
-                    targets = torch.from_numpy(train.ids[pos].astype(np.int64))
+                for _, contexts, targets in _batches(train, order, perm, cfg.batch_size,
+                                                     st.step_in_epoch, steps_per_epoch):
                     st.train_nll += self.train_step(contexts, targets)
-                    st.train_tokens += len(pos)
+                    st.train_tokens += len(targets)
                     st.step += 1
                     st.step_in_epoch += 1
                     bar.update(1)
@@ -329,6 +327,23 @@ class Trainer:
         atomic_write_text(self.outdir / "metrics.csv", buf.getvalue())
         plot_learning_curve(self.state.history, self.outdir / "learning_curve.png")
         log_tensorboard(self.state.history[-1], self.outdir / "tensorboard")
+
+
+BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
+
+
+def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
+             last: int):
+    """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
+    tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64)."""
+    for lo in range(first, last, BLOCK_BATCHES):
+        hi = min(lo + BLOCK_BATCHES, last)
+        pos = perm[lo * batch_size : hi * batch_size]
+        contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
+        targets = torch.from_numpy(train.ids[pos].astype(np.int64))
+        for i in range(lo, hi):
+            a, b = (i - lo) * batch_size, (i - lo + 1) * batch_size
+            yield i, contexts[a:b], targets[a:b]
 
 
 def log_tensorboard(row: dict, logdir: Path) -> None:
