@@ -118,13 +118,13 @@ class NCE(Objective):
         q = np.where(counts > 0, counts, 0.0) ** power
         q[counts <= 0] = 0.0
         self.q = torch.from_numpy(q / q.sum())  # float64, sums to 1
-        self.cdf = torch.cumsum(self.q, 0)
+        self.cdf = torch.cumsum(self.q, 0)  # sampling stays on the CPU (its generator's)
         self.log_kq = torch.log(samples * self.q).float()  # -inf where q = 0 (never drawn)
         self.samples, self.power, self.per_position = int(samples), float(power), per_position
         self.generator = torch.Generator().manual_seed(seed)
 
     def to(self, device):
-        self.cdf, self.log_kq = self.cdf.to(device), self.log_kq.to(device)
+        self.log_kq = self.log_kq.to(device)
         return self
 
     def prepare(self, net):
@@ -133,8 +133,8 @@ class NCE(Objective):
     def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
         """Noise word ids of ``shape``, i.i.d. from q (inverse CDF on seeded uniforms)."""
         u = torch.rand(shape, generator=self.generator, dtype=torch.float64)
-        ids = torch.searchsorted(self.cdf.cpu(), u * float(self.cdf[-1]))
-        return ids.clamp_(max=len(self.q) - 1).to(self.cdf.device)
+        ids = torch.searchsorted(self.cdf, u * float(self.cdf[-1]))
+        return ids.clamp_(max=len(self.q) - 1).to(self.log_kq.device, non_blocking=True)
 
     def loss(self, net, contexts, targets, bf16=False, sparse=False, noise=None):
         """``noise``: (K,) or (B, K) ids to use instead of drawing (tests)."""
