@@ -207,7 +207,7 @@ def test_lazy_adam_on_full_sparse_gradients_equals_torch_adam(decoupled):
 
 
 # -- persistence -----------------------------------------------------------------------
-def every_kind():
+def every_kind(tmp_path=None):
     train = Stream.from_lines([["a", "b", "c", "d"], ["e", "f", "a", "b"], ["b", "f", "e"]],
                               VOCAB)
     from nnlm.ngram.classes import ClassNgram
@@ -224,13 +224,17 @@ def every_kind():
     models = {"addk": AddK(VOCAB, 2).fit(train), "kn": kn, "class": cls, "interpolated": delint,
               "nplm": nplm_lm, "lbl": lbl_lm, "shortlist": short,
               "mixture": Mixture([kn, nplm_lm], weights=[0.3, 0.7])}
+    if tmp_path is not None:  # a model read from an ARPA file: kind "backoff"
+        from nnlm.ngram.arpa import read_arpa, write_arpa
+
+        models["backoff"] = read_arpa(write_arpa(kn, tmp_path / "kn.arpa"))
     return models, train
 
 
-@pytest.mark.parametrize("kind", ["addk", "kn", "class", "interpolated", "nplm", "lbl",
-                                  "shortlist", "mixture"])
+@pytest.mark.parametrize("kind", ["addk", "kn", "backoff", "class", "interpolated", "nplm",
+                                  "lbl", "shortlist", "mixture"])
 def test_save_and_load_round_trip_every_model_kind(kind, tmp_path):
-    models, train = every_kind()
+    models, train = every_kind(tmp_path)
     model = models[kind]
     save_model(model, tmp_path / kind)
     loaded = load_model(tmp_path / kind)

@@ -43,9 +43,9 @@ def check_objective(train: dict, model_config) -> None:
         if key in train and owner != objective:
             raise NnlmError(f"--{key.replace('_', '-')} applies to --objective {owner}, not to "
                             f"{objective}")
-    outputs = model_config.outputs
-    if objective == "nce" and train.get("noise_samples", 25) >= outputs - 1:
-        raise NnlmError(f"--objective nce with {train.get('noise_samples', 25)} noise samples "
+    outputs, samples = model_config.outputs, train.get("noise_samples", TrainConfig.noise_samples)
+    if objective == "nce" and samples >= outputs - 1:
+        raise NnlmError(f"--objective nce with {samples} noise samples "
                         f"for an output layer of {outputs} words: NCE saves work only with "
                         "K well below |V_out|; use the full softmax")
 
