@@ -32,7 +32,8 @@ def _row_counts(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     idx = grad._indices()[0]
     g = grad.coalesce()
     rows = g.indices()[0]
-    counts = torch.bincount(idx, minlength=grad.shape[0])[rows].to(g.values().dtype)
+    counts = torch.bincount(idx, minlength=grad.shape[0]).index_select(0, rows)
+    counts = counts.to(g.values().dtype)
     return rows, g.values(), counts
 
 
@@ -75,7 +76,7 @@ class PaperSGD:
         rows, values, counts = _row_counts(p.grad)
         if wd:
             shrink = (1.0 - eps * wd * counts).view(-1, *([1] * (p.dim() - 1)))
-            p[rows] = p[rows] * shrink - eps * values
+            p.index_copy_(0, rows, p.index_select(0, rows).mul_(shrink).sub_(values, alpha=eps))
         else:
             p.index_add_(0, rows, values, alpha=-eps)
 
@@ -115,16 +116,18 @@ class LazyAdam:
                 m, v = self.moments[id(p)]
                 g = p.grad.coalesce()
                 rows, gv = g.indices()[0], g.values()
-                value = p[rows]
+                # row-wise kernels (index_select / index_copy_), not advanced indexing
+                value = p.index_select(0, rows)
                 if wd and not self.decoupled:
                     gv = gv + wd * value
-                mr = m[rows].mul_(b1).add_(gv, alpha=1 - b1)
-                vr = v[rows].mul_(b2).addcmul_(gv, gv, value=1 - b2)
-                m[rows], v[rows] = mr, vr
+                mr = m.index_select(0, rows).mul_(b1).add_(gv, alpha=1 - b1)
+                vr = v.index_select(0, rows).mul_(b2).addcmul_(gv, gv, value=1 - b2)
+                m.index_copy_(0, rows, mr)
+                v.index_copy_(0, rows, vr)
                 if wd and self.decoupled:
                     value.mul_(1 - lr * wd)
                 value.addcdiv_(mr, vr.div_(c2).sqrt_().add_(self.eps), value=-lr / c1)
-                p[rows] = value
+                p.index_copy_(0, rows, value)
 
     def params(self) -> list[torch.Tensor]:
         return [p for g in self.param_groups for p in g["params"]]
