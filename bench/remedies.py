@@ -4,6 +4,7 @@ perplexity (full softmax, NCE, self-normalization, short-lists, the log-bilinear
     python bench/remedies.py speed   --data data/brown --backoff runs/kn5
     python bench/remedies.py quality --data data/brown --backoff runs/kn5 [--only nce100,...]
     python bench/remedies.py plot    # docs/remedies.png from the JSON
+    python bench/remedies.py table   # the README's table from the JSON
 
 ``speed``: one run, alternating rounds (each version keeps its best, so a slow spell of a
 shared machine hits all): training words/s of one update on fixed Brown batches, mlp1's
@@ -210,10 +211,44 @@ def plot(args) -> None:
     print(f"{args.plot}: {len(points)} configurations")
 
 
+LABELS = {"softmax": "full softmax (mlp1)", "nce25": "NCE, K = 25", "nce100": "NCE, K = 100",
+          "selfnorm": "self-normalized, alpha = 0.1", "shortlist1k": "short-list 1k + KN5",
+          "shortlist2k": "short-list 2k + KN5", "shortlist4k": "short-list 4k + KN5",
+          "shortlist8k": "short-list 8k + KN5", "lbl": "LBL (n=5, m=100)"}
+
+
+def table(args) -> None:
+    """The README's Markdown table from the JSON."""
+    data = json.loads(args.out.read_text())
+    speed, quality = data.get("speed", {}), data.get("quality", {})
+    base = quality.get("softmax", {}).get("test_ppl")
+    print("| model | train words/s (SGD / AdamW) | x softmax | epochs (best) | valid | "
+          "test | test / softmax | notes |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, label in LABELS.items():
+        row = quality.get(name)
+        if row is None:
+            continue
+        sgd = speed.get(f"train_words_per_second_{name}_sgd")
+        adamw = speed.get(f"train_words_per_second_{name}_adamw")
+        ratio = speed.get(f"train_speedup_{name}_adamw")
+        notes = []
+        if "test_coverage" in row:
+            notes.append(f"list covers {row['test_coverage']:.1%} of test tokens")
+        if "test_ppl_raw_scores" in row:
+            notes.append(f"raw scores: {row['test_ppl_raw_scores']:.1f}, log Z "
+                         f"{row['log_z_mean']:+.3f} +- {row['log_z_std']:.3f}")
+        words = f"{sgd:,.0f} / {adamw:,.0f}" if sgd else ""
+        print(f"| {label} | {words} | {f'{ratio:.1f}' if ratio else ''} | "
+              f"{row['epochs']} ({row['best_epoch']}) | {row['best_valid_ppl']:.1f} | "
+              f"{row['test_ppl']:.1f} | {row['test_ppl'] / base:.3f} | {'; '.join(notes)} |"
+              if base else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["speed", "quality", "plot"])
+    ap.add_argument("part", choices=["speed", "quality", "plot", "table"])
     ap.add_argument("--data", type=Path, default=Path("data/brown"))
     ap.add_argument("--backoff", type=Path, default=Path("runs/kn5"),
                     help="the short-lists' n-gram model (KN5 on the same train.txt)")
@@ -227,7 +262,7 @@ def main():
     ap.add_argument("--plot", type=Path, default=Path("docs/remedies.png"))
     args = ap.parse_args()
     prepare_process(args.threads)
-    {"speed": speed, "quality": quality, "plot": plot}[args.part](args)
+    {"speed": speed, "quality": quality, "plot": plot, "table": table}[args.part](args)
 
 
 if __name__ == "__main__":
