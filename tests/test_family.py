@@ -286,9 +286,11 @@ def test_every_objective_trains_within_ten_percent_of_the_full_softmax(toy):
                                     "optimizer": "sgd", "lr": 0.02, "weight_decay": 0.0}}.items():
         lm, ppl = train_toy(toy, name, train=train)
         results[name] = ppl
-        if name == "selfnorm":  # and its raw scores are close to normalized
+        if name in ("selfnorm", "nce"):  # saved with log Z centred on validation text
+            valid = lm.log_z_stats(read_stream(toy / "data/valid.txt", lm.vocab).contexts(3))
+            assert abs(valid.mean) < 1e-4, valid
             stats = lm.log_z_stats(read_stream(toy / "data/test.txt", lm.vocab).contexts(3))
-            assert stats.mean_abs < 0.3, stats
+            assert abs(stats.mean) < 0.05 and stats.mean_abs < 0.3, stats
     assert all(ppl < 1.1 * full for ppl in results.values()), (full, results)
 
 

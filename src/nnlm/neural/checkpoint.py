@@ -45,10 +45,14 @@ def network_tensors(net: Network) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous().cpu().clone() for k, v in net.named_tensors().items()}
 
 
-def write_network(net: Network, path: Path) -> None:
-    """Write the network's tensors to ``path`` atomically."""
+def write_network(net: Network, path: Path, bias_shift: float = 0.0) -> None:
+    """Write the network's tensors to ``path`` atomically; ``bias_shift`` is subtracted from
+    every output bias b (softmax is unchanged by it; raw scores y_w move by it)."""
+    tensors = network_tensors(net)
+    if bias_shift:
+        tensors["b"] -= bias_shift
     with atomic_path(path) as tmp:
-        save_file(network_tensors(net), str(tmp))
+        save_file(tensors, str(tmp))
 
 
 def read_network(config: NetworkConfig, path: Path) -> Network:

@@ -46,6 +46,8 @@ class Objective:
     name = "softmax"
     #: True when only the sampled output rows get a gradient (sparse output updates)
     sparse_output = False
+    #: True when the objective trains log Z toward 0 (the model may be scored from raw y_w)
+    self_normalizing = False
 
     def loss(self, net: Network, contexts: torch.Tensor, targets: torch.Tensor,
              bf16: bool = False, sparse: bool = False) -> torch.Tensor:
@@ -78,6 +80,7 @@ class SelfNormalized(Objective):
     """sum_t -log p(w_t) + alpha (log Z_t)^2 (Devlin et al. 2014)."""
 
     name = "selfnorm"
+    self_normalizing = True
 
     def __init__(self, alpha: float = 0.1):
         if not alpha >= 0 or not math.isfinite(alpha):
@@ -104,6 +107,7 @@ class NCE(Objective):
 
     name = "nce"
     sparse_output = True
+    self_normalizing = True
 
     def __init__(self, counts: np.ndarray, samples: int = 25, power: float = 0.75,
                  per_position: bool = False, seed: int = 0):

@@ -95,7 +95,7 @@ class TrainingDiverged(NnlmError):
 
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
-                 "elapsed_seconds", "train_loss"]
+                 "elapsed_seconds", "train_loss", "valid_log_z"]
 
 
 def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:
@@ -238,6 +238,15 @@ class Trainer:
             f"{kept}. Lower --lr (now {self.config.lr:g}) or set --clip 1.0, then rerun "
             "(with --resume to continue from the checkpoint)")
 
+    def valid_log_z(self, valid: Stream) -> float:
+        """Mean log Z over (up to 20,000) validation contexts, dropout off.
+
+        A self-normalizing objective drives log Z toward 0 under training's dropout noise;
+        without it Z comes out lower (log-sum-exp is convex), so raw scores would be
+        biased low. The best model is saved with its output biases shifted by this mean:
+        exact probabilities do not change, and log Z is centred on held-out text."""
+        return self.lm.log_z_stats(valid.contexts(self.lm.order)).mean
+
     def evaluate(self, stream: Stream) -> float:
         """Exact perplexity (full normalization) of the current model on ``stream``."""
         return evaluation_from_logprobs(stream, self.lm.logprobs(stream)).perplexity
@@ -300,10 +309,13 @@ class Trainer:
                "elapsed_seconds": st.elapsed, "train_loss": train_loss}
         st.history.append(row)
         improved = valid_ppl < st.best_valid
+        log_z = self.valid_log_z(valid) if self.objective.self_normalizing else math.nan
+        row["valid_log_z"] = log_z
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
             self.write_header()
-            write_network(self.model, self.outdir / "model.safetensors")
+            write_network(self.model, self.outdir / "model.safetensors",
+                          bias_shift=0.0 if math.isnan(log_z) else log_z)
         else:
             st.bad_epochs += 1
             if cfg.plateau_decay < 1:
@@ -311,6 +323,8 @@ class Trainer:
         st.step_in_epoch, st.train_nll, st.train_tokens = 0, 0.0, 0
         train_text = (f"train ppl {train_ppl:.2f}" if cfg.objective == "softmax"
                       else f"train {cfg.objective} loss {train_loss:.3f}")
+        if not math.isnan(log_z):
+            train_text += f", valid log Z {log_z:+.3f}"
         self.log(f"epoch {st.epoch}: {train_text}, valid ppl {valid_ppl:.2f}"
                  f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
         self.write_metrics()
