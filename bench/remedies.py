@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import time
 from pathlib import Path
 
@@ -154,36 +155,20 @@ def quality(args) -> None:
             continue
         preset, arch, objective = CONFIGS[name]
         outdir = args.workdir / name
-        # sampled objectives are cheap: they run to early stopping (up to 3x the epochs)
-        epochs = args.epochs * (3 if objective.get("objective") == "nce" else 1)
-        train = {"epochs": epochs, **objective}
-        started = time.perf_counter()
-        result = train_from_files(
-            args.data / "train.txt", args.data / "valid.txt", outdir, preset=preset,
-            arch=dict(arch), train=train, threads=args.threads, checkpoint_every=0,
-            shortlist_backoff=args.backoff if "shortlist" in arch else None,
-            log=lambda s, name=name: print(f"[{name}] {s}", flush=True))
-        seconds = time.perf_counter() - started
-        lm = NeuralLM.load(outdir)
-        lm.bf16 = False
-        test = read_stream(args.data / "test.txt", lm.vocab)
-        with open(outdir / "metrics.csv") as f:
-            rows = list(csv.DictReader(f))
-        row = {"preset": preset, **arch, **objective,
-               "test_ppl": evaluate(lm, test).perplexity,
-               "best_valid_ppl": result["best_valid"], "epochs": result["epochs"],
-               "best_epoch": 1 + int(np.argmin([float(r["valid_ppl"]) for r in rows])),
-               "valid_ppl_by_epoch": [float(r["valid_ppl"]) for r in rows],
-               "train_words_per_second": float(np.median(
-                   [float(r["words_per_second"]) for r in rows])),
-               "train_seconds": seconds, "parameters": lm.model.num_parameters()}
-        if lm.shortlist is not None:
-            row["test_coverage"] = lm.coverage(test.ids)
-        if objective.get("objective") in ("nce", "selfnorm"):
-            lm.self_normalized = True
-            row["test_ppl_raw_scores"] = evaluation_from_logprobs(
-                test, lm.logprobs(test)).perplexity
-            row.update(lm.log_z_stats(test.contexts(lm.order), sample=len(test)).to_dict())
+        if args.rescore:  # score a finished run again (as the current code would save it)
+            result = json.loads((outdir / "state" / "result.json").read_text())
+            seconds = result.get("elapsed", math.nan)
+        else:
+            # sampled objectives are cheap: they run to early stopping (up to 3x the epochs)
+            epochs = args.epochs * (3 if objective.get("objective") == "nce" else 1)
+            started = time.perf_counter()
+            result = train_from_files(
+                args.data / "train.txt", args.data / "valid.txt", outdir, preset=preset,
+                arch=dict(arch), train={"epochs": epochs, **objective}, threads=args.threads,
+                checkpoint_every=0, shortlist_backoff=args.backoff if "shortlist" in arch else None,
+                log=lambda s, name=name: print(f"[{name}] {s}", flush=True))
+            seconds = time.perf_counter() - started
+        row = score_run(args, outdir, name, result, seconds)
         merge_json(args.out, {name: row}, section="quality")
         print(f"{name}: {json.dumps(row)}", flush=True)
 
@@ -245,6 +230,38 @@ def table(args) -> None:
               if base else "")
 
 
+def score_run(args, outdir: Path, name: str, result: dict, seconds: float) -> dict:
+    """The quality row of a finished run: exact test perplexity and, for self-normalizing
+    objectives, raw-score perplexity and log Z statistics on the whole test text."""
+    preset, arch, objective = CONFIGS[name]
+    lm = NeuralLM.load(outdir)
+    test = read_stream(args.data / "test.txt", lm.vocab)
+    with open(outdir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    row = {"preset": preset, **arch, **objective,
+           "test_ppl": evaluate(lm, test).perplexity,
+           "best_valid_ppl": result["best_valid"], "epochs": result["epochs"],
+           "best_epoch": 1 + int(np.argmin([float(r["valid_ppl"]) for r in rows])),
+           "valid_ppl_by_epoch": [float(r["valid_ppl"]) for r in rows],
+           "train_words_per_second": float(np.median(
+               [float(r["words_per_second"]) for r in rows])),
+           "train_seconds": seconds, "parameters": lm.model.num_parameters()}
+    if lm.shortlist is not None:
+        row["test_coverage"] = lm.coverage(test.ids)
+    if objective.get("objective") in ("nce", "selfnorm"):
+        # what Trainer.valid_log_z does when it saves: centre log Z on validation text
+        # (a no-op for models saved by the current code)
+        valid = read_stream(args.data / "valid.txt", lm.vocab)
+        shift = lm.log_z_stats(valid.contexts(lm.order)).mean
+        with torch.no_grad():
+            lm.model.b -= shift
+        row["valid_log_z_shift"] = shift
+        lm.self_normalized = True
+        row["test_ppl_raw_scores"] = evaluation_from_logprobs(test, lm.logprobs(test)).perplexity
+        row.update(lm.log_z_stats(test.contexts(lm.order), sample=len(test)).to_dict())
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -259,6 +276,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--only", default=None)
     ap.add_argument("--again", action="store_true", help="rerun configurations already done")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score finished runs in --workdir again, without training")
     ap.add_argument("--plot", type=Path, default=Path("docs/remedies.png"))
     args = ap.parse_args()
     prepare_process(args.threads)
