@@ -255,7 +255,7 @@ class NeuralLM(LanguageModel):
             stop = min(start + HIDDEN_BLOCK, len(targets))
             t = self._tensor(targets[start:stop])
             z = net.hidden_input(self._tensor(contexts[start:stop]))
-            y = torch.einsum("bk,bk->b", z, W[t]).add_(b[t])
+            y = (z * W.index_select(0, t)).sum(1).add_(b.index_select(0, t))
             out[start:stop] = y.double().cpu().numpy()
         out[np.asarray(targets) == BOS_ID] = -np.inf
         return out
