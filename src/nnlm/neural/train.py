@@ -300,9 +300,11 @@ class Trainer:
     def _end_epoch(self, train: Stream, valid: Stream, words_per_second: float) -> None:
         cfg, st = self.config, self.state
         valid_ppl = self.evaluate(valid)
-        # the running training loss per token; a perplexity only under the full softmax
+        # the running training loss per token; a perplexity over V only under the full
+        # softmax without a short-list (whose network predicts K + 1 outputs)
         train_loss = st.train_nll / max(st.train_tokens, 1)
-        train_ppl = math.exp(train_loss) if cfg.objective == "softmax" else math.nan
+        over_v = cfg.objective == "softmax" and self.lm.shortlist is None
+        train_ppl = math.exp(train_loss) if over_v else math.nan
         st.epoch += 1
         row = {"epoch": st.epoch, "step": st.step, "train_ppl": train_ppl, "valid_ppl": valid_ppl,
                "lr": self.current_lr(), "words_per_second": words_per_second,
@@ -321,7 +323,7 @@ class Trainer:
             if cfg.plateau_decay < 1:
                 self._decay_lr(cfg.plateau_decay)
         st.step_in_epoch, st.train_nll, st.train_tokens = 0, 0.0, 0
-        train_text = (f"train ppl {train_ppl:.2f}" if cfg.objective == "softmax"
+        train_text = (f"train ppl {train_ppl:.2f}" if over_v
                       else f"train {cfg.objective} loss {train_loss:.3f}")
         if not math.isnan(log_z):
             train_text += f", valid log Z {log_z:+.3f}"
