@@ -48,7 +48,9 @@ class Parser(argparse.ArgumentParser):
     """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2."""
 
     def error(self, message):
-        sys.stderr.write(f"nnlm: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        command = self.prog.removeprefix("nnlm").strip()  # "train", "ngram train", ...
+        where = f"{command}: " if command else ""
+        sys.stderr.write(f"nnlm: error: {where}{message} (see {self.prog} --help)\n")
         sys.exit(2)
 
 
@@ -69,6 +71,8 @@ def add_neural_scoring_arguments(parser) -> None:
                        "model trained to keep log Z near 0 (--objective selfnorm or nce). "
                        "Reports the mean and spread of log Z measured on the text")
     add_device_argument(group)
+    group.add_argument("--threads", type=positive_int, default=None,
+                       help="torch threads (default: all cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -502,7 +506,8 @@ def load_for_scoring(args):
     if args.device != "cpu" or args.bf16 or args.self_normalized or model.neural_parts():
         from .neural.runtime import configure_for_scoring
 
-        parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized)
+        parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized,
+                                      args.threads)
     return model, parts
 
 
