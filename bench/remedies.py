@@ -41,12 +41,15 @@ from nnlm.neural.run import train_from_files
 from nnlm.neural.runtime import prepare_process
 from nnlm.neural.train import TrainConfig, Trainer, output_counts
 
+# configurations whose training step costs what another's does (alpha changes no work)
+SAME_SPEED = {"selfnorm_a1": "selfnorm"}
 # name -> (preset, architecture overrides, training overrides)
 CONFIGS = {
     "softmax": ("mlp1", {}, {}),
     "nce25": ("mlp1", {}, {"objective": "nce", "noise_samples": 25}),
     "nce100": ("mlp1", {}, {"objective": "nce", "noise_samples": 100}),
     "selfnorm": ("mlp1", {}, {"objective": "selfnorm"}),
+    "selfnorm_a1": ("mlp1", {}, {"objective": "selfnorm", "selfnorm_alpha": 1.0}),
     "shortlist1k": ("mlp1", {"shortlist": 1000}, {}),
     "shortlist2k": ("mlp1", {"shortlist": 2000}, {}),
     "shortlist4k": ("mlp1", {"shortlist": 4000}, {}),
@@ -84,6 +87,8 @@ def speed(args) -> None:
 
     trainers = {}
     for name, (_, arch, objective) in CONFIGS.items():
+        if name in SAME_SPEED:
+            continue
         for optimizer in ("sgd", "adamw"):
             shortlist = arch.get("shortlist")
             if name == "lbl":
@@ -180,8 +185,8 @@ def plot(args) -> None:
 
     data = json.loads(args.out.read_text())
     speed, quality = data["speed"], data["quality"]
-    points = {name: (speed[f"train_words_per_second_{name}_adamw"], row["test_ppl"])
-              for name, row in quality.items() if f"train_words_per_second_{name}_adamw" in speed}
+    points = {name: (speed[f"train_words_per_second_{SAME_SPEED.get(name, name)}_adamw"],
+                     row["test_ppl"]) for name, row in quality.items()}
     with png_figure(args.plot, size=(7, 4.5), dpi=110) as (fig, ax):
         curve = sorted(v for k, v in points.items() if k.startswith("shortlist"))
         if curve:
@@ -197,7 +202,8 @@ def plot(args) -> None:
 
 
 LABELS = {"softmax": "full softmax (mlp1)", "nce25": "NCE, K = 25", "nce100": "NCE, K = 100",
-          "selfnorm": "self-normalized, alpha = 0.1", "shortlist1k": "short-list 1k + KN5",
+          "selfnorm": "self-normalized, alpha = 0.1",
+          "selfnorm_a1": "self-normalized, alpha = 1", "shortlist1k": "short-list 1k + KN5",
           "shortlist2k": "short-list 2k + KN5", "shortlist4k": "short-list 4k + KN5",
           "shortlist8k": "short-list 8k + KN5", "lbl": "LBL (n=5, m=100)"}
 
@@ -214,9 +220,10 @@ def table(args) -> None:
         row = quality.get(name)
         if row is None:
             continue
-        sgd = speed.get(f"train_words_per_second_{name}_sgd")
-        adamw = speed.get(f"train_words_per_second_{name}_adamw")
-        ratio = speed.get(f"train_speedup_{name}_adamw")
+        sp = SAME_SPEED.get(name, name)
+        sgd = speed.get(f"train_words_per_second_{sp}_sgd")
+        adamw = speed.get(f"train_words_per_second_{sp}_adamw")
+        ratio = speed.get(f"train_speedup_{sp}_adamw")
         notes = []
         if "test_coverage" in row:
             notes.append(f"list covers {row['test_coverage']:.1%} of test tokens")
