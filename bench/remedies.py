@@ -223,18 +223,30 @@ def table(args) -> None:
         sp = SAME_SPEED.get(name, name)
         sgd = speed.get(f"train_words_per_second_{sp}_sgd")
         adamw = speed.get(f"train_words_per_second_{sp}_adamw")
-        ratio = speed.get(f"train_speedup_{sp}_adamw")
+        ratios = [speed.get(f"train_speedup_{sp}_{opt}") for opt in ("sgd", "adamw")]
         notes = []
         if "test_coverage" in row:
             notes.append(f"list covers {row['test_coverage']:.1%} of test tokens")
         if "test_ppl_raw_scores" in row:
-            notes.append(f"raw scores: {row['test_ppl_raw_scores']:.1f}, log Z "
-                         f"{row['log_z_mean']:+.3f} +- {row['log_z_std']:.3f}")
+            notes.append(f"raw scores {row['test_ppl_raw_scores']:.1f}; log Z "
+                         f"{row['log_z_mean']:+.3f} +- {row['log_z_std']:.3f}, mean abs "
+                         f"{row['log_z_mean_abs']:.3f}")
         words = f"{sgd:,.0f} / {adamw:,.0f}" if sgd else ""
-        print(f"| {label} | {words} | {f'{ratio:.1f}' if ratio else ''} | "
+        ratio = " / ".join(f"{r:.1f}" for r in ratios) if all(ratios) else ""
+        print(f"| {label} | {words} | {ratio} | "
               f"{row['epochs']} ({row['best_epoch']}) | {row['best_valid_ppl']:.1f} | "
               f"{row['test_ppl']:.1f} | {row['test_ppl'] / base:.3f} | {'; '.join(notes)} |"
               if base else "")
+    print("\n| scoring (40,000 Brown test words) | words/s | x exact bf16 |\n|---|---:|---:|")
+    for key, label in (("exact_fp32", "exact, fp32 products, float64 sums"),
+                       ("exact_bf16", "exact, bf16 products"),
+                       ("self_normalized", "self-normalized (raw y_w, no sum)"),
+                       ("shortlist1k_bf16", "short-list 1k, exact (n-gram share included)"),
+                       ("shortlist2k_bf16", "short-list 2k"), ("shortlist4k_bf16", "short-list 4k"),
+                       ("shortlist8k_bf16", "short-list 8k"), ("lbl_bf16", "LBL, exact, bf16")):
+        if f"score_words_per_second_{key}" in speed:
+            print(f"| {label} | {speed[f'score_words_per_second_{key}']:,.0f} | "
+                  f"{speed[f'score_speedup_{key}_over_exact_bf16']:.2f} |")
 
 
 def score_run(args, outdir: Path, name: str, result: dict, seconds: float) -> dict:
