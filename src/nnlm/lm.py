@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import NnlmError
 from .stream import Stream
 from .vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
@@ -132,8 +133,6 @@ class LanguageModel(ABC):
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """The arrays of an .npz file (never unpickled), with a clear error if unreadable."""
-    from .errors import NnlmError
-
     if not path.exists():
         raise NnlmError(f"{path}: missing; the model directory is incomplete")
     try:
