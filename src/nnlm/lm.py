@@ -142,6 +142,18 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
         raise NnlmError(f"{path}: unreadable ({e}); the file may be truncated") from None
 
 
+def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    """log sum exp(a) along ``axis`` in float64, -inf where every entry is -inf.
+
+    >>> float(logsumexp(np.log(np.array([[0.25, 0.25, 0.5]])), axis=1)[0])
+    0.0
+    """
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(m, axis) + np.log(np.sum(np.exp(a - m), axis=axis))
+
+
 def _as_stream(text, vocab: Vocabulary) -> Stream:
     if isinstance(text, Stream):
         return text

@@ -23,18 +23,11 @@ import numpy as np
 from .errors import NnlmError
 from .fileio import atomic_path
 from .interpolation import fit_bucket_weights, frequency_bucket
-from .lm import LanguageModel, read_arrays
+from .lm import LanguageModel, logsumexp, read_arrays
 from .ngram.counts import lookup_counts
 from .stream import Stream
 
 BUCKET_ORDER = 3  # buckets from the count of the two-word context, as the paper's trigram
-
-
-def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
-    m = np.max(a, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.squeeze(m, axis) + np.log(np.sum(np.exp(a - m), axis=axis))
 
 
 class ContextBuckets:
@@ -110,7 +103,7 @@ class Mixture(LanguageModel):
         """Mixed log-probabilities (N,) from component log-probabilities ``lp`` (K, N)."""
         with np.errstate(divide="ignore"):
             logw = np.log(self.weights[self._rows(contexts)]).T  # (K, N)
-        return _logsumexp(lp + logw, axis=0)
+        return logsumexp(lp + logw, axis=0)
 
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts)
@@ -123,7 +116,7 @@ class Mixture(LanguageModel):
         parts = [m.next_logprobs(contexts[:, contexts.shape[1] - (m.order - 1):]
                                  if m.order > 1 else contexts[:, :0]) + logw[:, [k]]
                  for k, m in enumerate(self.components)]
-        return _logsumexp(np.stack(parts), axis=0)
+        return logsumexp(np.stack(parts), axis=0)
 
     def fit_weights(self, valid: Stream, iterations: int = 30,
                     component_logprobs: np.ndarray | None = None) -> list[float]:

@@ -72,8 +72,8 @@ class NetworkConfig:
 class Network(nn.Module):
     """Base of the family: word features C, output biases b and the ``<s>`` mask.
 
-    Subclasses define ``hidden_input``, ``output_matrix``, ``named_tensors``,
-    ``load_named_tensors``, ``weights`` and ``biases``.
+    Subclasses define ``hidden_input``, ``output_matrix``, ``named_tensors``, ``weights``
+    and ``biases``.
     """
 
     config: NetworkConfig
@@ -123,6 +123,15 @@ class Network(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def load_named_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
+        """Copy checkpoint tensors into the network (checked first). A named tensor may be
+        a view of a parameter (the NPLM's W and U are halves of one matrix): copying into
+        the view writes the parameter."""
+        self.check_tensors(tensors, where)
+        with torch.no_grad():
+            for name, p in self.named_tensors().items():
+                p.copy_(tensors[name])
 
     def check_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
         """Names, shapes and finiteness of checkpoint tensors against this network."""
@@ -261,20 +270,6 @@ class NPLMNetwork(Network):
             out["W"] = self.W
         return out
 
-    def load_named_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
-        self.check_tensors(tensors, where)
-        with torch.no_grad():
-            self.C.copy_(tensors["C"])
-            self.b.copy_(tensors["b"])
-            k = self.config.x_size if self.config.direct else 0
-            if self.H is not None:
-                self.H.copy_(tensors["H"])
-                self.d.copy_(tensors["d"])
-                if self.U is not None:
-                    self.out_weight[:, k:].copy_(tensors["U"])
-            if self.W is not None:
-                self.out_weight[:, :k].copy_(tensors["W"])
-
 
 # -- the log-bilinear model of Mnih & Hinton (2007) ---------------------------------------
 @dataclass(frozen=True)
@@ -355,12 +350,6 @@ class LBLNetwork(Network):
         if self.U is not None:
             out["U"] = self.U
         return out
-
-    def load_named_tensors(self, tensors: dict[str, torch.Tensor], where: str) -> None:
-        self.check_tensors(tensors, where)
-        with torch.no_grad():
-            for name, p in self.named_tensors().items():
-                p.copy_(tensors[name])
 
 
 # -- registry ------------------------------------------------------------------------------

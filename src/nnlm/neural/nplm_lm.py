@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import NnlmError
-from ..lm import LanguageModel
+from ..lm import LanguageModel, logsumexp
 from ..vocab import BOS_ID, Vocabulary
 from .network import Network, build_network, network_config
 from .output import folded_input, folded_weight
@@ -149,7 +149,7 @@ class NeuralLM(LanguageModel):
             tail = self.backoff.next_logprobs(rows[:, rows.shape[1] - self.backoff.order + 1 :])
             out[i : i + len(rows), :K] = net[:, :K]
             out[i : i + len(rows), K:] = (net[:, K : K + 1] + tail[:, K:]
-                                          - _logsumexp(tail[:, K:]))
+                                          - logsumexp(tail[:, K:], axis=1)[:, None])
         return out
 
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -178,7 +178,7 @@ class NeuralLM(LanguageModel):
             ctx = contexts[i : i + BACKOFF_BATCH, contexts.shape[1] - n + 1 :]
             tail = self.backoff.next_logprobs(ctx)[:, K:]
             t = targets[i : i + BACKOFF_BATCH] - K
-            out[i : i + len(t)] = tail[np.arange(len(t)), t] - _logsumexp(tail)[:, 0]
+            out[i : i + len(t)] = tail[np.arange(len(t)), t] - logsumexp(tail, axis=1)
         return out
 
     def coverage(self, targets: np.ndarray) -> float:
@@ -342,10 +342,3 @@ def check_backoff(backoff, vocab: Vocabulary, K: int) -> None:
                         "the same text with the same vocabulary settings")
     if not 3 <= K < len(vocab):
         raise NnlmError(f"a short-list needs 3 <= K < |V| = {len(vocab):,}, got {K}")
-
-
-def _logsumexp(a: np.ndarray) -> np.ndarray:
-    m = a.max(axis=1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        return (m + np.log(np.exp(a - m).sum(axis=1, keepdims=True)))

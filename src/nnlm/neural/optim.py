@@ -16,7 +16,7 @@ in the gradient are updated, the others left as they are (as TensorFlow's LazyAd
 torch's SparseAdam do), so a step costs O(rows touched) instead of O(|V|).
 
 Both speak one small protocol the Trainer uses: ``step(t, batch_size)``, ``zero_grad()``,
-``lr`` / ``scale_lr(f)``, and ``state()`` / ``load_state(info, tensors)`` (JSON + named
+``lr_at(t)`` / ``scale_lr(f)``, and ``state()`` / ``load_state(info, tensors)`` (JSON + named
 tensors for safetensors: no pickle).
 """
 
@@ -41,14 +41,9 @@ class PaperSGD:
     def __init__(self, model: Network, lr: float, lr_decay: float, weight_decay: float):
         self.model, self.lr0, self.lr_decay, self.weight_decay = model, lr, lr_decay, weight_decay
         self.scale = 1.0  # multiplied down by plateau decay
-        self.t = 0
 
     def lr_at(self, t: int) -> float:
         return self.scale * self.lr0 / (1.0 + self.lr_decay * t)
-
-    @property
-    def lr(self) -> float:
-        return self.lr_at(self.t)
 
     def scale_lr(self, factor: float) -> None:
         self.scale *= factor
@@ -56,7 +51,6 @@ class PaperSGD:
     @torch.no_grad()
     def step(self, t: int, batch_size: int) -> None:
         """One update at step ``t`` for a batch of ``batch_size`` summed examples."""
-        self.t = t
         eps = self.lr_at(t)
         m = self.model
         for p in m.weights():
@@ -161,8 +155,8 @@ class AdamOptimizer:
         return [*(self.dense.param_groups if self.dense else []),
                 *(self.lazy.param_groups if self.lazy else [])]
 
-    @property
-    def lr(self) -> float:
+    def lr_at(self, t: int = 0) -> float:
+        """The current step size (plateau decay included; Adam has no schedule in t)."""
         return self.param_groups[0]["lr"]
 
     def scale_lr(self, factor: float) -> None:

@@ -202,9 +202,7 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
-        if isinstance(self.optimizer, PaperSGD):
-            return self.optimizer.lr_at(self.state.step)
-        return self.optimizer.lr
+        return self.optimizer.lr_at(self.state.step)
 
     def train_step(self, contexts: torch.Tensor, targets: torch.Tensor) -> float:
         """One update on a batch (ids on any device; targets are word ids: a short-list
