@@ -105,8 +105,10 @@ def test_ngram_commands_end_to_end(tmp_path, capsys):
     code, out, err = run(["score", tmp_path / "kn", tmp_path / "s.txt"], capsys)
     rows = out.splitlines()
     assert code == 0 and rows[0].startswith("log10_prob\ttokens\toov")
-    assert [r.split("\t")[1] for r in rows[1:]] == ["8", "1", "5"]  # words + </s>
-    assert rows[3].split("\t")[2] == "1" and "3 sentences, 14 tokens" in err
+    # words + </s>; the blank line is not a sentence but keeps its row
+    assert [r.split("\t")[1] for r in rows[1:]] == ["8", "0", "5"]
+    assert rows[2].split("\t")[3] == "-"
+    assert rows[3].split("\t")[2] == "1" and "2 sentences, 13 tokens" in err
     model = load_model(tmp_path / "kn")
     assert float(rows[1].split("\t")[0]) == pytest.approx(
         model.sentence_logprob("a dog was running in a room") / 2.302585092994046, abs=1e-5)

@@ -5,6 +5,7 @@ checkpoints, exact resume, and every kind of bad input."""
 import copy
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from conftest import write
 from nnlm import Stream, Vocabulary, evaluate, read_stream
 from nnlm.cli import main
-from nnlm.neural.network import NPLMConfig, NPLMNetwork
+from nnlm.neural.network import NPLMConfig, NPLMNetwork, build_network
 from nnlm.neural.nplm_lm import NPLM
 from nnlm.neural.objectives import FullSoftmax
 from nnlm.neural.run import train_from_files
@@ -263,14 +264,32 @@ def load_neural_tensors(path):
 
 # -- divergence ----------------------------------------------------------------------
 def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, tmp_path):
-    data = toy / "data"
-    with pytest.raises(TrainingDiverged, match=r"diverged at update \d+.*Lower --lr"):
-        train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "m", preset="tiny",
-                         train={"optimizer": "sgd", "lr": 50.0, "weight_decay": 0.0},
-                         checkpoint_every=1, threads=1, log=lambda s: None)
-    info = json.loads((tmp_path / "m/state/trainer.json").read_text())
-    tensors = load_neural_tensors(tmp_path / "m/state/model.safetensors")
-    assert info["trainer"]["step"] >= 1 and all(torch.isfinite(t).all() for t in tensors.values())
+    """Issue 12: the state kept after a divergence must be sane, not the diverging step.
+    A sane start (3 updates), then --resume with an absurd --lr (allowed on resume)."""
+    data, out = toy / "data", tmp_path / "m"
+    args = dict(preset="tiny", checkpoint_every=1, threads=1, log=lambda s: None)
+    sgd = {"optimizer": "sgd", "lr": 0.05, "weight_decay": 0.0}
+    train_from_files(data / "train.txt", data / "valid.txt", out, train=sgd, max_steps=3,
+                     **args)
+    with pytest.raises(TrainingDiverged, match=r"diverged at update \d+.*last good checkpoint"
+                       r".*update 3\) is kept.*--resume"):
+        train_from_files(data / "train.txt", data / "valid.txt", out, resume=True,
+                         train={**sgd, "lr": 500.0}, **args)
+    info = json.loads((out / "state/trainer.json").read_text())
+    assert info["trainer"]["step"] == 3
+    from nnlm.neural.network import network_config
+    from nnlm.neural.nplm_lm import NeuralLM
+
+    header = json.loads((out / "config.json").read_text())
+    net = build_network(network_config(header["config"]))
+    net.load_named_tensors(load_neural_tensors(out / "state/model.safetensors"), "state")
+    lm = NeuralLM(NeuralLM.load(out).vocab, net)
+    assert lm.perplexity(Path(data / "valid.txt")) < len(lm.vocab)  # better than uniform
+    # a run that is insane from its first update keeps no state at all
+    with pytest.raises(TrainingDiverged, match="no checkpoint was good yet"):
+        train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "bad",
+                         train={**sgd, "lr": 500.0}, **args)
+    assert not (tmp_path / "bad/state").exists()
 
 
 # -- bad input -----------------------------------------------------------------------
@@ -315,8 +334,9 @@ def test_training_cli_errors(toy, tmp_path, capsys):
     code, _, err = run_cli([*base, "--preset", "mlp99", "-o", tmp_path / "x"], capsys)
     assert code == 2 and "unknown preset 'mlp99'" in err and "mlp1" in err
     code, _, err = run_cli([*base, "-o", toy / "tiny", "--resume", "--lr", "0.5",
-                            "--order", "4"], capsys)
-    assert code == 2 and "lr (checkpoint 0.01, now 0.5)" in err and "order" in err
+                            "--order", "4", "--batch-size", "7"], capsys)
+    assert code == 2 and "order (checkpoint 3, now 4)" in err and "batch_size" in err
+    assert "lr (" not in err  # the learning rate may change on resume
     code, _, err = run_cli([*base, "-o", toy / "tiny"], capsys)
     assert code == 2 and "--resume" in err
     code, _, err = run_cli([*base, "-o", tmp_path / "y", "--resume"], capsys)

@@ -295,13 +295,13 @@ def test_unknown_sentence_boundaries_in_scored_text():
 
     stream, vocab = stream_and_vocab(zipf_corpus())
     model = KneserNey(vocab, 2, discount_fallback=True).fit(stream)
-    with pytest.raises(NnlmError, match=r"<input>:2: <s> and </s>"):
+    with pytest.raises(NnlmError, match=r"<input>:2: </s> may not occur"):
         list(score_sentences(model, ["w1 w2", "w1 </s>"]))
     scores = list(score_sentences(model, ["w1 w2", "", "zzz"]))
-    assert [len(s.log10_probs) for s in scores] == [3, 1, 2]
+    assert [len(s.log10_probs) for s in scores] == [3, 0, 2]  # a blank line: no sentence
     assert scores[2].oov.tolist() == [True, False]
     assert scores[0].log10_prob == pytest.approx(model.sentence_logprob("w1 w2") / math.log(10))
-    assert scores[1].words == [EOS]
+    assert scores[1].blank and not scores[0].blank
 
 
 def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_path):

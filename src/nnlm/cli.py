@@ -6,13 +6,25 @@ Every user error prints one line, ``nnlm: error: ...``, and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 from pathlib import Path
 
-from .argtypes import nonnegative_float, positive_int, unit_interval
+from .argtypes import (
+    fraction,
+    nonnegative_float,
+    nonnegative_int,
+    open_fraction,
+    positive_float,
+    positive_int,
+    ranged,
+    seed,
+    unit_interval,
+)
 from .errors import NnlmError
+from .fileio import check_distinct, os_error_message, output_lock
 from .neural.presets import PRESETS, RECIPES
 from .ngram.train import METHODS
 
@@ -38,9 +50,9 @@ unknown words map to <unk> and are counted (as KenLM does).
 
 def add_vocabulary_arguments(group) -> None:
     """--min-count and --max-size, the same for every command that builds a vocabulary."""
-    group.add_argument("--min-count", type=int, default=1, metavar="N",
+    group.add_argument("--min-count", type=positive_int, default=1, metavar="N",
                        help="keep words seen at least N times (default: 1)")
-    group.add_argument("--max-size", type=int, default=None, metavar="N",
+    group.add_argument("--max-size", type=ranged(int, 4), default=None, metavar="N",
                        help="short-list: keep the N-3 most frequent words")
 
 
@@ -107,19 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Sentences from a small grammar with word classes; "
                               "some (subject, activity) pairs appear only in test.")
     toy.add_argument("outdir", type=Path, metavar="OUTDIR")
-    toy.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    toy.add_argument("--train-sentences", type=int, default=4000, metavar="N",
+    toy.add_argument("--seed", type=seed, default=0, help="random seed (default: 0)")
+    toy.add_argument("--train-sentences", type=positive_int, default=4000, metavar="N",
                      help="sentences in train (default: 4000; valid and test get 500)")
     text = prep_sub.add_parser("text", help="split a plain-text file (one sentence a line)",
                                description="Split FILE in order by token counts, then replace "
                                "rare words with <unk>.")
     text.add_argument("file", type=Path, metavar="FILE")
     text.add_argument("outdir", type=Path, metavar="OUTDIR")
-    text.add_argument("--valid-fraction", type=float, default=0.1, metavar="F",
+    text.add_argument("--valid-fraction", type=open_fraction, default=0.1, metavar="F",
                       help="share of tokens for valid (default: 0.1)")
-    text.add_argument("--test-fraction", type=float, default=0.1, metavar="F",
+    text.add_argument("--test-fraction", type=open_fraction, default=0.1, metavar="F",
                       help="share of tokens for test (default: 0.1)")
-    text.add_argument("--unk-max-count", type=int, default=0, metavar="K",
+    text.add_argument("--unk-max-count", type=nonnegative_int, default=0, metavar="K",
                       help="tokens seen K times or fewer in train become <unk> "
                       "(default: 0, none; Brown uses 3)")
 
@@ -143,31 +155,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="model directory to write")
     train.add_argument("--method", choices=list(METHODS), default="kn",
                        help="smoothing method (default: kn)")
-    train.add_argument("--order", type=int, default=3, metavar="N", help="n (default: 3)")
+    train.add_argument("--order", type=ranged(int, 1, 20), default=3, metavar="N",
+                       help="n, 1 to 20 (default: 3)")
     train.add_argument("--valid", type=Path, metavar="VALID",
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
                        help="also write an ARPA file (kn only)")
     kn = train.add_argument_group("kneser-ney")
-    kn.add_argument("--discount-fallback", nargs="*", type=float, metavar="D",
+    kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
                     help="when counts-of-counts leave discounts undefined (tiny data), use "
-                    "D1 D2 D3+ (default 0.5 1 1.5) instead of stopping")
+                    "D1 D2 D3+ (default 0.5 1 1.5; 0 < Dk < k) instead of stopping")
     cls = train.add_argument_group("class-based")
-    cls.add_argument("--classes", type=int, default=500, metavar="C",
+    cls.add_argument("--classes", type=positive_int, default=500, metavar="C",
                      help="number of word classes (default: 500)")
     cls.add_argument("--clustering", type=Path, metavar="TSV",
                      help="reuse a clustering (classes.tsv of an earlier class model, or the "
                      "output of `nnlm ngram cluster`) instead of clustering again")
     addk = train.add_argument_group("add-k")
-    addk.add_argument("--k", type=float, default=1.0, help="add-k constant (default: 1)")
+    addk.add_argument("--k", type=positive_float, default=1.0,
+                      help="add-k constant, > 0 (default: 1)")
     add_vocabulary_arguments(train.add_argument_group("vocabulary"))
 
     cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
                                    description="Cluster TRAIN's words into C classes "
                                    "(Kneser & Ney 1993) and write word<TAB>class lines.")
     cluster.add_argument("train", type=Path, metavar="TRAIN")
-    cluster.add_argument("--classes", type=int, default=500, metavar="C")
-    cluster.add_argument("--iterations", type=int, default=15, metavar="N",
+    cluster.add_argument("--classes", type=positive_int, default=500, metavar="C")
+    cluster.add_argument("--iterations", type=positive_int, default=15, metavar="N",
                          help="at most N passes over the vocabulary (default: 15)")
     cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
 
@@ -181,7 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help="per-sentence log10 probability and perplexity",
                            description="Score each line of FILE (default: stdin) as one "
                            "sentence, like KenLM's query: log10 probability with </s> included, "
-                           "token count, OOVs, perplexity. A summary goes to stderr.")
+                           "token count, OOVs, perplexity. A summary goes to stderr. A blank "
+                           "line is not a sentence (as everywhere in nnlm): it gets a row with "
+                           "0 tokens and perplexity '-', so rows stay aligned with the input "
+                           "lines.")
     score.add_argument("model", type=Path, metavar="MODEL", help="model directory or ARPA file")
     score.add_argument("file", type=Path, nargs="?", metavar="FILE")
     score.add_argument("--per-token", action="store_true",
@@ -231,34 +248,45 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how to train: paper (the paper's SGD), fast (AdamW + dropout, the "
                     "default for mlp presets), modern, tiny")
     tr.add_argument("--resume", action="store_true",
-                    help="continue an interrupted run in CKPT (settings must not change)")
+                    help="continue an interrupted run in CKPT with its saved settings; only "
+                    "--lr, --clip, --epochs and --patience may change (say, to recover from a "
+                    "divergence); the change is logged and noted in metrics.csv")
     arch = tr.add_argument_group("architecture (override the preset)")
-    arch.add_argument("--order", type=int, metavar="N", help="n: condition on N-1 words")
-    arch.add_argument("--m", type=int, metavar="M", help="feature vector size (columns of C)")
-    arch.add_argument("--h", type=int, metavar="H", help="hidden units (0: no hidden layer)")
+    arch.add_argument("--order", type=ranged(int, 2, 20), metavar="N",
+                      help="n: condition on N-1 words (2 to 20)")
+    arch.add_argument("--m", type=positive_int, metavar="M",
+                      help="feature vector size (columns of C)")
+    arch.add_argument("--h", type=nonnegative_int, metavar="H",
+                      help="hidden units (0: no hidden layer)")
     arch.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None,
                       help="direct connections W from x to the output")
     arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                       help="U = C: the output layer reuses the word features (needs h = m, "
                            "--no-direct; fewer parameters, often lower perplexity)")
-    arch.add_argument("--dropout-x", type=float, metavar="P", help="dropout on x")
-    arch.add_argument("--dropout-h", type=float, metavar="P", help="dropout on the hidden layer")
+    arch.add_argument("--dropout-x", type=fraction, metavar="P", help="dropout on x, in [0, 1)")
+    arch.add_argument("--dropout-h", type=fraction, metavar="P",
+                      help="dropout on the hidden layer, in [0, 1)")
     opt = tr.add_argument_group("optimization (override the preset)")
     opt.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                      help="sgd: the paper's (sparse rows of C, decay on weights only)")
-    opt.add_argument("--lr", type=float, metavar="EPS", help="eps_0 (per example for sgd)")
-    opt.add_argument("--lr-decay", type=float, metavar="R", help="r in eps_0 / (1 + r t)")
-    opt.add_argument("--weight-decay", type=float, metavar="L", help="on C, H, U, W only")
-    opt.add_argument("--batch-size", type=int, metavar="B")
-    opt.add_argument("--epochs", type=int, metavar="E")
-    opt.add_argument("--patience", type=int, metavar="K",
+    opt.add_argument("--lr", type=positive_float, metavar="EPS",
+                     help="eps_0 > 0 (per example for sgd)")
+    opt.add_argument("--lr-decay", type=nonnegative_float, metavar="R",
+                     help="r >= 0 in eps_0 / (1 + r t)")
+    opt.add_argument("--weight-decay", type=nonnegative_float, metavar="L",
+                     help="on C, H, U, W only (>= 0)")
+    opt.add_argument("--batch-size", type=positive_int, metavar="B")
+    opt.add_argument("--epochs", type=positive_int, metavar="E")
+    opt.add_argument("--patience", type=positive_int, metavar="K",
                      help="stop after K epochs without validation improvement")
-    opt.add_argument("--plateau-decay", type=float, metavar="F",
-                     help="multiply the learning rate by F after a bad epoch (1: off)")
-    opt.add_argument("--clip", type=float, metavar="NORM", help="clip the gradient norm")
+    opt.add_argument("--plateau-decay", type=ranged(float, 0, 1, low_open=True), metavar="F",
+                     help="multiply the learning rate by F in (0, 1] after a bad epoch "
+                     "(1: off)")
+    opt.add_argument("--clip", type=nonnegative_float, metavar="NORM",
+                     help="clip the gradient norm to NORM (0: off)")
     opt.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                      help="bfloat16 for the |V|-wide matrix products")
-    opt.add_argument("--seed", type=int)
+    opt.add_argument("--seed", type=seed, help="random seed, 0 to 2^32-1")
     obj = tr.add_argument_group(
         "objective (how the output layer learns; evaluation is always exact)")
     obj.add_argument("--objective", choices=OBJECTIVES,
@@ -287,29 +315,35 @@ def build_parser() -> argparse.ArgumentParser:
     run_group.add_argument("--threads", type=positive_int, default=None,
                            help="torch threads (default: all cores)")
     add_device_argument(run_group)
-    run_group.add_argument("--max-steps", type=int, default=None, metavar="N",
+    run_group.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                            help="stop (and checkpoint) after N updates in all")
-    run_group.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
-                           help="save the training state every N updates (default: 500)")
+    run_group.add_argument("--checkpoint-every", type=nonnegative_int, default=500, metavar="N",
+                           help="save the training state every N updates (default: 500; 0: "
+                           "at epoch ends only). A state is saved only while the loss is "
+                           "sane, so a diverging run keeps its last good one")
     add_vocabulary_arguments(tr.add_argument_group("vocabulary"))
 
     gen = sub.add_parser("generate", help="sample sentences from a model",
                          description="Sample sentences from MODEL (any model): temperature, "
                          "top-k, an optional prompt.")
     gen.add_argument("model", type=Path, metavar="MODEL")
-    gen.add_argument("-n", type=int, default=5, help="sentences (default: 5)")
+    gen.add_argument("-n", type=positive_int, default=5, help="sentences (default: 5)")
     gen.add_argument("--prompt", default="", help="words to continue")
-    gen.add_argument("--temperature", type=float, default=1.0)
-    gen.add_argument("--top-k", type=int, default=0, help="sample among the K likeliest (0: all)")
-    gen.add_argument("--max-words", type=int, default=50)
-    gen.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    gen.add_argument("--temperature", type=positive_float, default=1.0,
+                     help="divide log-probabilities by T > 0: below 1 sharper, above 1 "
+                     "flatter (default: 1)")
+    gen.add_argument("--top-k", type=nonnegative_int, default=0,
+                     help="sample among the K likeliest (0: all)")
+    gen.add_argument("--max-words", type=positive_int, default=50,
+                     help="stop a sentence after N words (default: 50)")
+    gen.add_argument("--seed", type=seed, default=None, help="random seed (default: random)")
 
     nb = sub.add_parser("neighbors", help="nearest words by their feature vectors C",
                         description="The words whose feature vectors (rows of C) are most "
                         "similar (cosine) to each WORD.")
     nb.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
     nb.add_argument("words", nargs="+", metavar="WORD")
-    nb.add_argument("-k", type=int, default=10, help="neighbours per word (default: 10)")
+    nb.add_argument("-k", type=positive_int, default=10, help="neighbours per word (default: 10)")
 
     pe = sub.add_parser("plot-embeddings", help="a 2D map of chosen words' feature vectors",
                         description="Project the feature vectors of WORDs to 2D (PCA or "
@@ -334,11 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
     mix.add_argument("--valid", type=Path, required=True, metavar="VALID",
                      help="held-out text: EM fits the weights on it; perplexities reported")
     mix.add_argument("-o", "--output", type=Path, required=True, metavar="MIXTURE")
-    mix.add_argument("--weights", type=float, nargs="+", metavar="A",
+    mix.add_argument("--weights", type=unit_interval, nargs="+", metavar="A",
                      help="fixed weights, one per model, summing to 1 (no EM)")
     mix.add_argument("--per-bucket", type=Path, metavar="TRAIN",
                      help="one weight vector per context-frequency bucket, counted on TRAIN")
-    mix.add_argument("--iterations", type=int, default=30, help="EM iterations (default: 30)")
+    mix.add_argument("--iterations", type=positive_int, default=30,
+                     help="EM iterations (default: 30)")
 
     rep = sub.add_parser(
         "reproduce", help="reproduce Table 1 of the paper on Brown, side by side",
@@ -356,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "about 10 minutes")
     rep.add_argument("--paper-cut", action="store_true",
                      help="count rare words over the whole corpus, as the paper did")
-    rep.add_argument("--threads", type=int, default=None)
+    rep.add_argument("--threads", type=positive_int, default=None,
+                     help="torch threads (default: all cores)")
 
     # demo ----------------------------------------------------------------------------
     demo = sub.add_parser("demo", help="the toy world end to end, in about a minute",
@@ -364,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "their perplexities and what they make of held-out sentences.")
     demo.add_argument("--workdir", type=Path, default=Path("runs/demo"),
                       help="where data and models go (default: runs/demo)")
-    demo.add_argument("--epochs", type=int, default=6, help="NPLM epochs (default: 6)")
+    demo.add_argument("--epochs", type=positive_int, default=6, help="NPLM epochs (default: 6)")
     return parser
 
 
@@ -444,16 +480,12 @@ def cmd_ngram(args) -> None:
 
 
 def cmd_score(args) -> None:
-    from .fileio import iter_line_blocks
+    from .fileio import iter_lines
     from .scoring import score_sentences
 
     model, parts = load_for_scoring(args)
-    if args.file is not None:
-        lines = (line for _, block in iter_line_blocks(args.file) for line in block)
-        source = str(args.file)
-    else:
-        lines = _stdin_lines()
-        source = "<stdin>"
+    source = str(args.file) if args.file is not None else "<stdin>"
+    lines = iter_lines(args.file if args.file is not None else sys.stdin.buffer, source)
     total, tokens, oov, sentences = 0.0, 0, 0, 0
     out = sys.stdout
     if not args.per_token:
@@ -463,6 +495,9 @@ def cmd_score(args) -> None:
         total += s.log10_prob
         tokens += len(s.log10_probs)
         oov += int(s.oov.sum())
+        if s.blank:  # not a sentence: a row (or an empty block) keeps the lines aligned
+            out.write("\n" if args.per_token else "0.000000\t0\t0\t-\t\n")
+            continue
         sentences += 1
         if args.per_token:
             for i, (w, p, o) in enumerate(zip(s.words, s.log10_probs, s.oov)):
@@ -485,15 +520,6 @@ def cmd_score(args) -> None:
                                           np.concatenate([t for _, t in seen]))
         for line in [*describe_report(report), *(f"nnlm: warning: {w}" for w in warnings)]:
             print(line, file=sys.stderr)
-
-
-def _stdin_lines():
-    for n, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            yield raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as e:
-            raise NnlmError(f"<stdin>:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
-                            f"column {e.start + 1})") from None
 
 
 def load_for_scoring(args):
@@ -650,6 +676,33 @@ HANDLERS = {
 }
 
 
+def _splits(outdir):
+    return [outdir / f"{name}.txt" for name in ("train", "valid", "test")]
+
+
+# each command's (inputs, outputs): outputs are locked while it runs and may never
+# replace, hold or lie inside an input (nnlm.fileio.check_distinct)
+PATHS = {
+    "prepare": lambda a: ([getattr(a, "file", None)], _splits(a.outdir)),
+    "ngram train": lambda a: ([a.train, a.valid, a.clustering], [a.output, a.arpa]),
+    "ngram cluster": lambda a: ([a.train], [a.output]),
+    "ngram export-arpa": lambda a: ([a.model], [a.output]),
+    "score": lambda a: ([a.model, a.file], []),
+    "eval": lambda a: ([a.model, a.text], []),
+    "train": lambda a: ([a.train, a.valid, a.shortlist_backoff], [a.output]),
+    "plot-embeddings": lambda a: ([a.model], [a.output]),
+    "mix": lambda a: ([*a.models, a.valid, a.per_bucket], [a.output]),
+    "reproduce": lambda a: ([], [a.workdir]),
+    "demo": lambda a: ([], [a.workdir]),
+}
+
+
+def command_paths(args) -> tuple[list, list]:
+    key = args.command + (f" {args.ngram_command}" if args.command == "ngram" else "")
+    inputs, outputs = PATHS[key](args) if key in PATHS else ([], [])
+    return [p for p in inputs if p is not None], [p for p in outputs if p is not None]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -657,7 +710,12 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
         return e.code if isinstance(e.code, int) else 2
     try:
-        HANDLERS[args.command](args)
+        inputs, outputs = command_paths(args)
+        check_distinct(inputs, outputs)
+        with contextlib.ExitStack() as locks:
+            for path in outputs:
+                locks.enter_context(output_lock(path))
+            HANDLERS[args.command](args)
     except NnlmError as e:
         print(f"nnlm: error: {e}", file=sys.stderr)
         return 2
@@ -666,6 +724,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # an OS error no layer below anticipated: still one line
+        print(f"nnlm: error: {os_error_message(e.filename or '(file)', e, 'failed')}",
+              file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("nnlm: error: out of memory; try a smaller model, --batch-size or corpus",
+              file=sys.stderr)
+        return 2
     return 0
 
 

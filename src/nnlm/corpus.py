@@ -1,9 +1,11 @@
 """Corpora: plain-text files, the Brown corpus (protocol v1), and their splits.
 
 Plain text is UTF-8, one sentence or paragraph a line, tokens separated by whitespace
-(``str.split()``); blank lines are skipped. Files are streamed in blocks: a large file
-becomes int32 ids and line offsets (:class:`~nnlm.stream.Stream`), never a Python list
-of strings.
+(``str.split()``). One rule everywhere: a blank line is not a sentence (nothing is
+predicted for it; ``score`` keeps its row, with 0 tokens), and ``<s>`` and ``</s>`` may
+not occur in a text, since nnlm adds the sentence boundaries itself. Files are streamed in
+blocks: a large file becomes int32 ids and line offsets (:class:`~nnlm.stream.Stream`),
+never a Python list of strings.
 
 Brown, protocol v1 (Bengio et al. 2003's split, on NLTK's copy of the corpus): one
 paragraph a line in NLTK's order, sentences joined, tokens joined by single spaces;
@@ -25,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import NnlmError, where
-from .fileio import atomic_write_text, iter_line_blocks
+from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
 from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK, Vocabulary
 
@@ -64,9 +66,7 @@ def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
         ids = np.array([get(w, unk) for t in tokenized for w in t], dtype=np.int32)
         if np.any((ids == BOS_ID) | (ids == EOS_ID)):
             bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
-            special = BOS if BOS in tokenized[bad] else EOS
-            raise NnlmError(f"{where(path, first + bad)}: {special} may not occur in a text; "
-                            "nnlm adds sentence boundaries itself")
+            raise NnlmError(special_error(where(path, first + bad), tokenized[bad]))
         id_blocks.append(ids)
         length_blocks.append(lengths[lengths > 0])
     word_ids = np.concatenate(id_blocks)
@@ -78,19 +78,29 @@ def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Non-blank lines of a small text file, normalized to tokens joined by one space."""
     out = []
-    for _, block in iter_line_blocks(path):
-        out.extend(" ".join(t) for t in (line.split() for line in block) if t)
+    for first, block in iter_line_blocks(path):
+        for i, tokens in enumerate(line.split() for line in block):
+            if BOS in tokens or EOS in tokens:
+                raise NnlmError(special_error(where(path, first + i), tokens))
+            if tokens:
+                out.append(" ".join(tokens))
     if not out:
         raise NnlmError(f"{path}: no tokens: every line is blank")
     return out
+
+
+def special_error(place: str, tokens) -> str:
+    """The one message for ``<s>`` or ``</s>`` inside a text (``place``: file:line)."""
+    special = BOS if BOS in tokens else EOS
+    return (f"{place}: {special} may not occur in a text; nnlm adds sentence boundaries "
+            "itself (remove them, e.g. sed -e 's/<\\/*s>//g')")
 
 
 def _raise_special(path, special: str):
     for first, block in iter_line_blocks(path):
         for i, line in enumerate(block):
             if special in line.split():
-                raise NnlmError(f"{where(path, first + i)}: {special} may not occur in a text; "
-                                "nnlm adds sentence boundaries itself")
+                raise NnlmError(special_error(where(path, first + i), [special]))
     raise AssertionError("unreachable")
 
 
@@ -127,11 +137,17 @@ def replace_rare(lines: Sequence[str], counts: Counter, max_rare_count: int) -> 
 def write_splits(
     outdir: str | os.PathLike, parts: Sequence[Sequence[str]]
 ) -> dict[str, SplitStats]:
-    """Write ``train.txt``, ``valid.txt``, ``test.txt`` (``\\n`` line ends), atomically."""
+    """Write ``train.txt``, ``valid.txt``, ``test.txt`` (``\\n`` line ends), atomically and
+    together: on a failure (a full disk) none of the three is replaced."""
     outdir = Path(outdir)
+    for name, lines in zip(SPLIT_NAMES, parts):
+        if not lines:
+            raise NnlmError(f"{outdir / (name + '.txt')}: this split would be empty; give "
+                            "the corpus more lines or change the fractions")
+    atomic_write_texts({outdir / f"{name}.txt": "".join(line + "\n" for line in lines)
+                        for name, lines in zip(SPLIT_NAMES, parts)})
     stats = {}
     for name, lines in zip(SPLIT_NAMES, parts):
-        atomic_write_text(outdir / f"{name}.txt", "".join(line + "\n" for line in lines))
         tokens = [w for line in lines for w in line.split()]
         stats[name] = SplitStats(len(lines), len(tokens), len(set(tokens)))
     return stats

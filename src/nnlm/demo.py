@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from .corpus import brown_available, count_words, read_stream, write_splits
+from .fileio import claim_workdir
 from .lm import evaluate
 from .models import save_model
 from .ngram import KneserNey
@@ -23,7 +24,7 @@ def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = No
     from .neural.nplm_lm import NPLM
     from .neural.run import train_from_files
 
-    workdir = Path(workdir)
+    workdir = claim_workdir(workdir, "demo")
     data = workdir / "data"
     stats = write_splits(data, toy_world(seed=0))
     out(f"toy world corpus in {data}/: " + ", ".join(

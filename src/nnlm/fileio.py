@@ -1,26 +1,48 @@
-"""Reading text files line by line with clear errors, and writing files atomically.
+"""Every file nnlm reads or writes goes through here: one reader, one atomic writer.
 
-Text files are read as bytes in blocks of whole lines and decoded per block, so a
-non-UTF-8 byte is reported with its line number while a large file never becomes one
-Python string. Writes go to a temporary file in the same folder and are renamed into
-place, so an interrupted write never leaves a half-written file behind.
+Reading. Text is read as bytes in blocks of whole lines and decoded per block, so a bad
+byte is reported with its line number while a large file never becomes one Python
+string. One rule for every command: a UTF-8 byte-order mark is dropped, ``\\r\\n`` and a
+lone ``\\r`` end a line like ``\\n``, and a NUL byte is an error (a binary file).
+
+Writing. :func:`atomic_path` is the one way anything is written: the payload (a file or
+a whole directory) is built under a hidden temporary name in the target's folder, given
+the permissions of the user's umask, and then swapped into place in one step, so a kill,
+a full disk or a permission error leaves the old output whole, never a half-written or
+missing one. Temporaries left by killed processes are swept by the next write beside
+them. :func:`output_lock` keeps two nnlm processes from writing the same output, and
+:func:`check_distinct` keeps an output from replacing one of the command's inputs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import NnlmError, where
 
 BLOCK_BYTES = 1 << 22  # lines are read in blocks of about 4 MiB
+BOM = "\ufeff"
 
 
-def open_for_reading(path: str | os.PathLike):
+# -- reading ---------------------------------------------------------------------------
+def os_error_message(path, error: OSError, doing: str = "cannot open") -> str:
+    """One line for an OS error on ``path``: ``PATH: cannot open (permission denied)``."""
+    cause = error.strerror or str(error) or type(error).__name__
+    return f"{path}: {doing} ({cause[:1].lower() + cause[1:]})"
+
+
+def open_for_reading(path: str | os.PathLike) -> BinaryIO:
     """Open ``path`` in binary mode, turning OS errors into one-line NnlmErrors."""
     path = Path(path)
     if path.is_dir():
@@ -29,20 +51,48 @@ def open_for_reading(path: str | os.PathLike):
         return open(path, "rb")
     except FileNotFoundError:
         raise NnlmError(f"{path}: no such file") from None
-    except PermissionError:
-        raise NnlmError(f"{path}: permission denied") from None
     except OSError as e:
-        raise NnlmError(f"{path}: cannot open ({e.strerror})") from None
+        raise NnlmError(os_error_message(path, e)) from None
 
 
-def iter_line_blocks(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+def decode_block(block: bytes, name, first_line: int) -> list[str]:
+    """The lines of ``block`` (whole lines of a file starting at ``first_line``), decoded.
+
+    Raises NnlmError naming the line and column of a byte that is not UTF-8 or of a NUL.
+    """
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad_line = first_line + block.count(b"\n", 0, e.start)
+        column = e.start - (block.rfind(b"\n", 0, e.start) + 1) + 1
+        raise NnlmError(
+            f"{where(name, bad_line)}: not valid UTF-8 (byte 0x{block[e.start]:02x} at column "
+            f"{column}); convert the file to UTF-8, e.g. with iconv") from None
+    if first_line == 1 and text.startswith(BOM):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        at = text.index("\x00")
+        raise NnlmError(f"{where(name, first_line + text.count(chr(10), 0, at))}: NUL byte; "
+                        "is this a binary file? nnlm reads UTF-8 text")
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def iter_line_blocks(source: str | os.PathLike | BinaryIO,
+                     name: str | None = None) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(first_line_number, lines)`` blocks of decoded lines (1-based numbers).
 
-    Lines keep no line terminator. Raises NnlmError for a missing or empty file and for
-    bytes that are not UTF-8, naming the line and column.
+    ``source`` is a path or an open binary file (such as ``sys.stdin.buffer``; ``name``
+    then names it in errors). Lines keep no line terminator. Raises NnlmError for a
+    missing or empty file and for bad bytes, naming the line and column.
     """
-    path = Path(path)
-    with open_for_reading(path) as f:
+    is_path = isinstance(source, (str, os.PathLike))
+    name = name or (str(source) if is_path else "<stdin>")
+    with open_for_reading(source) if is_path else contextlib.nullcontext(source) as f:
         line_no = 1
         seen_any = False
         while True:
@@ -50,45 +100,138 @@ def iter_line_blocks(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]
             if not raw_lines:
                 break
             seen_any = True
-            block = b"".join(raw_lines)
-            try:
-                text = block.decode("utf-8")
-            except UnicodeDecodeError as e:
-                bad_line = line_no + block.count(b"\n", 0, e.start)
-                line_start = block.rfind(b"\n", 0, e.start) + 1
-                column = e.start - line_start + 1
-                raise NnlmError(
-                    f"{where(path, bad_line)}: not valid UTF-8 (byte 0x{block[e.start]:02x} "
-                    f"at column {column}); convert the file to UTF-8, e.g. with iconv"
-                ) from None
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-            yield line_no, [line.rstrip("\r") for line in lines]
+            lines = decode_block(b"".join(raw_lines), name, line_no)
+            yield line_no, lines
             line_no += len(lines)
-        if not seen_any:
-            raise NnlmError(f"{path}: file is empty")
+        if not seen_any and is_path:
+            raise NnlmError(f"{name}: file is empty")
+
+
+def iter_lines(source, name: str | None = None) -> Iterator[str]:
+    """The decoded lines of ``source`` (see :func:`iter_line_blocks`), one at a time."""
+    for _, block in iter_line_blocks(source, name):
+        yield from block
+
+
+# -- writing ---------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _apply_umask(payload: Path) -> None:
+    """Give the payload the permissions a plain ``open``/``mkdir`` would have: some
+    writers (safetensors, ``mkdtemp``) create files 0600, which hides a model from the
+    user's group."""
+    mask = _umask()
+    if payload.is_dir():
+        os.chmod(payload, 0o777 & ~mask)
+        for root, dirs, files in os.walk(payload):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o777 & ~mask)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o666 & ~mask)
+    else:
+        os.chmod(payload, 0o666 & ~mask)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` in one step (Linux renameat2); False where unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+TEMP_TAG = ".nnlm-"  # hidden temporaries: .NAME.nnlm-PID-XXXX.tmp (and .old)
+_TEMP_RE = re.compile(r"^\..*\.nnlm-(\d+)-[^/]*\.(tmp|old)$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temporaries(folder: Path) -> None:
+    """Remove the temporaries that killed nnlm processes left in ``folder``."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        m = _TEMP_RE.match(entry.name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _make_parent(path: Path) -> None:
+    parent = path.parent
+    for p in (parent, *parent.parents):
+        if p.exists() and not p.is_dir():
+            raise NnlmError(f"{path}: cannot write, {p} is a file, not a folder")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NnlmError(os_error_message(parent, e, "cannot create folder")) from None
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it is renamed onto ``path``.
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` in one step.
 
-    Works for files and for directories (a directory replaces the old one whole).
+    Works for files and for directories (a directory replaces the old one whole, by an
+    atomic exchange where the OS offers one). On any failure (an exception in the body,
+    an OS error, a kill) ``path`` keeps its old content and the temporary is removed (or
+    swept by a later write). OS errors become one-line NnlmErrors naming ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _make_parent(path)
+    sweep_temporaries(path.parent)
+    prefix = f".{path.name}{TEMP_TAG}{os.getpid()}-"
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
+    except OSError as e:
+        raise NnlmError(os_error_message(path, e, "cannot write")) from None
     target = tmp / "payload"
     try:
         yield target
-        if path.is_dir() and target.is_dir():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / "payload")
-            os.replace(target, path)
-            shutil.rmtree(old, ignore_errors=True)
+        _apply_umask(target)
+        if target.is_dir():
+            if path.exists() and not path.is_dir():
+                raise NnlmError(f"{path}: is a file; a model directory cannot replace it")
+            if not path.exists():
+                os.replace(target, path)
+            elif not _exchange(target, path):  # no atomic swap: two renames
+                old = Path(tempfile.mkdtemp(prefix=prefix, suffix=".old", dir=path.parent))
+                os.replace(path, old / "payload")
+                os.replace(target, path)
+                shutil.rmtree(old, ignore_errors=True)
         else:
+            if path.is_dir():
+                raise NnlmError(f"{path}: is a directory; give a file name")
             os.replace(target, path)
+    except OSError as e:
+        raise NnlmError(os_error_message(path, e, "cannot write")) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -98,3 +241,106 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+
+
+def atomic_write_texts(files: dict[Path, str]) -> None:
+    """Write several text files so that either all are replaced or (on an error while
+    writing, such as a full disk) none is: every file is written before any is renamed."""
+    with contextlib.ExitStack() as stack:
+        temps = {}
+        for path, text in files.items():
+            tmp = stack.enter_context(atomic_path(path))
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+            temps[path] = tmp
+        # leaving the ExitStack renames each into place, last first
+
+
+# -- outputs ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the output ``path`` while a command writes it, so a
+    second nnlm process writing the same output stops with a clear error instead of
+    silently replacing the first one's result."""
+    path = Path(path)
+    _make_parent(path)
+    lock = path.parent / f".{path.name}{TEMP_TAG}lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise NnlmError(os_error_message(path, e, "cannot write")) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise NnlmError(f"{path}: another nnlm process (pid {holder}) is writing it; "
+                            "wait for it to finish or choose another output") from None
+        try:  # the lock file may have been unlinked by its last holder meanwhile
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _resolved(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def check_distinct(inputs: Iterable, outputs: Iterable) -> None:
+    """Refuse an output that would destroy an input: the same file (by any name), a
+    folder holding the input, or a file inside an input model directory."""
+    ins = [(Path(i), _resolved(Path(i))) for i in inputs if i is not None]
+    outs = [Path(o) for o in outputs if o is not None]
+    for a, b in ((a, b) for i, a in enumerate(outs) for b in outs[i + 1:]):
+        if _resolved(a) == _resolved(b):
+            raise NnlmError(f"{b}: given as two outputs; choose different paths")
+    for out in (Path(o) for o in outputs if o is not None):
+        ro = _resolved(out)
+        for given, ri in ins:
+            same = ro == ri or (out.exists() and given.exists() and os.path.samefile(out, given))
+            if same:
+                why = "is also an input"
+            elif ro in ri.parents:
+                why = f"is a folder holding the input {given}"
+            elif ri in ro.parents and out.exists():
+                why = f"lies inside the input {given}"
+            else:
+                continue
+            raise NnlmError(f"{out}: this output {why}; writing it would destroy the input. "
+                            "Choose another output path")
+
+
+def claim_workdir(path: str | os.PathLike, owner: str, may_hold: tuple[str, ...] = ()) -> Path:
+    """Make ``path`` a working folder of the command ``owner`` (``demo``, ``reproduce``).
+
+    A folder that exists, holds anything, and was not made by that command is refused, so
+    a mistyped ``--workdir`` never clobbers the user's files; a marker file records the
+    owner for the next run, which may reuse and replace what it finds. ``may_hold``: names
+    the user may have put there beforehand (``reproduce`` reuses a prepared ``data``).
+    """
+    path = Path(path)
+    marker = path / f".nnlm-{owner}"
+    if path.exists() and not path.is_dir():
+        raise NnlmError(f"{path}: is a file; --workdir needs a folder")
+    foreign = path.is_dir() and any(p.name not in may_hold for p in path.iterdir())
+    if foreign and not marker.exists():
+        raise NnlmError(f"{path}: exists and holds files that `nnlm {owner}` did not make; "
+                        "choose a new or empty --workdir (to reuse a folder that an older nnlm "
+                        f"made, create {marker})")
+    _make_parent(marker)
+    if not marker.exists():
+        atomic_write_text(marker, f"made by nnlm {owner}; the command may replace what "
+                          "is in this folder\n")
+    return path

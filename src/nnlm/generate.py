@@ -11,17 +11,31 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import NnlmError
-from .vocab import BOS_ID, EOS_ID, UNK_ID
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID
 
 
 def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: float = 1.0,
-             top_k: int = 0, max_words: int = 50, seed: int | None = 0,
+             top_k: int = 0, max_words: int = 50, seed: int | None = None,
              allow_unk: bool = False) -> list[str]:
-    """``n`` sentences, each continuing ``prompt`` (words; unknown ones become ``<unk>``)."""
-    if not temperature > 0:
-        raise NnlmError("--temperature must be positive")
+    """``n`` sentences, each continuing ``prompt`` (words; unknown ones become ``<unk>``).
+
+    ``seed``: None (the default) draws fresh sentences on every call; an int repeats them.
+    """
+    if not (isinstance(n, int) and n >= 0):
+        raise NnlmError(f"n = {n!r}: the number of sentences must be an integer >= 0")
+    if not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
+        raise NnlmError(f"temperature = {temperature!r}: must be a positive finite number")
+    if not (isinstance(top_k, int) and top_k >= 0) or not (isinstance(max_words, int)
+                                                             and max_words >= 1):
+        raise NnlmError("top_k must be an integer >= 0 and max_words one >= 1")
+    if seed is not None and not (isinstance(seed, int) and seed >= 0):
+        raise NnlmError(f"seed = {seed!r}: must be an integer >= 0 or None")
     rng = np.random.default_rng(seed)
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    if BOS in words or EOS in words:
+        from .corpus import special_error
+
+        raise NnlmError(special_error("the prompt", words))
     prompt_ids = [int(i) for i in model.vocab.encode(words)]
     k = model.order - 1
     history = np.full((n, k + len(prompt_ids)), BOS_ID, dtype=np.int64)

@@ -23,6 +23,8 @@ Bad: averaging ``exp(-mean)`` over sentences: short sentences would weigh as muc
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import zipfile
 from abc import ABC, abstractmethod
@@ -83,7 +85,8 @@ class LanguageModel(ABC):
         """Natural-log probability of one sentence, ``</s>`` included, ``<s>`` as context.
 
         Good: ``model.sentence_logprob("the cat sat")`` (words split on whitespace).
-        Bad: ``model.sentence_logprob("<s> the cat sat </s>")``: boundaries are added here.
+        Bad: ``model.sentence_logprob("<s> the cat sat </s>")``: boundaries are added here,
+        so this raises NnlmError rather than score a sentence with ``<s>`` inside.
         """
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
         if not words:  # the empty sentence: just </s> after <s>
@@ -91,9 +94,12 @@ class LanguageModel(ABC):
             return float(self.target_logprobs(contexts, np.array([EOS_ID], np.int32))[0])
         return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum())
 
-
     def perplexity(self, text) -> float:
-        """Perplexity on a :class:`Stream`, a text file path, or a list of sentences."""
+        """Perplexity on text: a :class:`Stream`, a file (a :class:`~pathlib.Path`), a
+        string of sentences (one a line), or a list of sentences.
+
+        Good: ``model.perplexity("the jury said")``, ``model.perplexity(Path("test.txt"))``.
+        """
         return evaluate(self, _as_stream(text, self.vocab)).perplexity
 
     def generate(self, n: int = 1, prompt="", **options) -> list[str]:
@@ -114,32 +120,78 @@ class LanguageModel(ABC):
     def arrays(self) -> dict[str, np.ndarray]:
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
 
-    def save_files(self, directory: Path) -> None:
+    def save_files(self, directory: Path, binding: str) -> None:
         """Write the model's own files into ``directory`` (default: ``arrays()`` as
-        arrays.npz, plus any human-readable extras)."""
-        np.savez(directory / "arrays.npz", **self.arrays())
+        arrays.npz, plus any human-readable extras). ``binding`` (see
+        :func:`array_binding`) goes into every array file."""
+        write_arrays(directory / "arrays.npz", self.arrays(), binding)
         if hasattr(self, "write_extra_files"):  # e.g. classes.tsv
             self.write_extra_files(directory)
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> LanguageModel:
         """The model saved in ``path`` (default: ``from_saved`` on its arrays.npz)."""
-        return cls.from_saved(vocab, header["config"], read_arrays(Path(path) / "arrays.npz"))
+        arrays = read_arrays(Path(path) / "arrays.npz", header_binding(header))
+        return cls.from_saved(vocab, header["config"], arrays)
 
     @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict) -> LanguageModel:
         raise NotImplementedError(f"{cls.__name__} cannot be loaded from arrays")
 
 
-def read_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file (never unpickled), with a clear error if unreadable."""
+BINDING_KEY = "__nnlm_binding__"  # the binding inside an arrays.npz (uint8 bytes)
+
+
+def array_binding(kind: str, vocab_fingerprint: str, config: dict, model_id: str) -> str:
+    """The fingerprint that ties a model's array files to its config.json.
+
+    A hash of the kind, the vocabulary's fingerprint, the config and the model's random
+    id, written into every array file (arrays.npz, model.safetensors) and checked on
+    load: arrays copied from another model, even one with the same vocabulary and
+    settings, or a config.json edited after the fact, are refused instead of scoring.
+    """
+    text = json.dumps([kind, vocab_fingerprint, config, model_id], sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def header_binding(header: dict) -> str | None:
+    """The binding a model directory's array files must carry (None: a format-1 model,
+    saved before bindings existed, loads unchecked)."""
+    if header.get("format_version", 1) < 2:
+        return None
+    return array_binding(header["nnlm_model"], header["vocab_fingerprint"], header["config"],
+                         header.get("model_id", ""))
+
+
+def check_binding(path: Path, found: str | None, expected: str | None) -> None:
+    if expected is not None and found != expected:
+        raise NnlmError(f"{path}: belongs to another model (fingerprint {found or 'none'}, "
+                        f"config.json wants {expected}); the model directory was mixed from "
+                        "two models or edited by hand. Retrain or restore it")
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding: str) -> None:
+    """``arrays`` as an .npz file at ``path``, with ``binding`` inside."""
+    np.savez(path, **arrays, **{BINDING_KEY: np.frombuffer(binding.encode(), np.uint8)})
+
+
+def read_arrays(path: Path, binding: str | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file (never unpickled), checked: readable, bound to the
+    model (``binding``), and no NaN or +inf in a float array (-inf is a log of 0)."""
     if not path.exists():
         raise NnlmError(f"{path}: missing; the model directory is incomplete")
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+            arrays = {k: npz[k] for k in npz.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
         raise NnlmError(f"{path}: unreadable ({e}); the file may be truncated") from None
+    found = arrays.pop(BINDING_KEY, None)
+    check_binding(path, None if found is None else bytes(found).decode(errors="replace"),
+                  binding)
+    for name, a in arrays.items():
+        if a.dtype.kind == "f" and (np.isnan(a).any() or np.isposinf(a).any()):
+            raise NnlmError(f"{path}: array {name!r} holds NaN or +inf; the model is corrupt")
+    return arrays
 
 
 def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -155,8 +207,14 @@ def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _as_stream(text, vocab: Vocabulary) -> Stream:
+    """A Stream from a Stream, a path (file), a string (sentences, one a line) or a list."""
     if isinstance(text, Stream):
         return text
+    if isinstance(text, str):
+        if "\n" not in text and len(text.split()) == 1 and Path(text).is_file():
+            raise NnlmError(f"{text!r} is a string, read as a one-word sentence, but it names "
+                            f"a file; pass Path({text!r}) to read the file")
+        text = text.splitlines()
     if isinstance(text, (list, tuple)):
         return Stream.from_lines([s.split() if isinstance(s, str) else s for s in text], vocab)
     from .corpus import read_stream

@@ -23,7 +23,7 @@ import numpy as np
 from .errors import NnlmError
 from .fileio import atomic_path
 from .interpolation import fit_bucket_weights, frequency_bucket
-from .lm import LanguageModel, logsumexp, read_arrays
+from .lm import LanguageModel, array_binding, header_binding, logsumexp, read_arrays, write_arrays
 from .ngram.counts import lookup_counts
 from .stream import Stream
 
@@ -140,29 +140,31 @@ class Mixture(LanguageModel):
     def save(self, path, component_paths: Sequence[str | os.PathLike]) -> Path:
         """Write the mixture; components stay where they are, named relative to ``path``
         (``nnlm.save_model`` instead copies them into the mixture's directory)."""
-        from .models import write_header
+        from .models import new_model_id, write_header
 
         path = Path(path)
         rel = [os.path.relpath(Path(p).resolve(), path.resolve()) for p in component_paths]
+        config, model_id = {**self.config(), "components": rel}, new_model_id()
         with atomic_path(path) as tmp:
             tmp.mkdir()
-            self._write_arrays(tmp)
+            self._write_arrays(tmp, array_binding(self.kind, self.vocab.fingerprint, config,
+                                                  model_id))
             self.vocab.save(tmp / "vocab.txt")
-            write_header(tmp, self.kind, self.vocab, {**self.config(), "components": rel})
+            write_header(tmp, self.kind, self.vocab, config, model_id)
         return path
 
-    def _write_arrays(self, directory: Path) -> None:
+    def _write_arrays(self, directory: Path, binding: str) -> None:
         arrays = {"weights": self.weights}
         if self.buckets is not None:
             arrays.update(bucket_keys=self.buckets.keys, bucket_counts=self.buckets.counts,
                           bucket_total=np.array([self.buckets.total]))
-        np.savez(directory / "arrays.npz", **arrays)
+        write_arrays(directory / "arrays.npz", arrays, binding)
 
-    def save_files(self, directory: Path) -> None:
+    def save_files(self, directory: Path, binding: str) -> None:
         """The weights, and each component saved whole under ``components/K``."""
         from .models import save_model
 
-        self._write_arrays(directory)
+        self._write_arrays(directory, binding)
         for i, model in enumerate(self.components):
             save_model(model, directory / "components" / str(i))
 
@@ -177,14 +179,12 @@ class Mixture(LanguageModel):
             if not target.exists():
                 raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) is missing")
             components.append(load_model(target))
-        arrays = read_arrays(Path(path) / "arrays.npz")
+        arrays = read_arrays(Path(path) / "arrays.npz", header_binding(header))
         buckets = None
         if cfg["bucketed"]:
             buckets = ContextBuckets(arrays["bucket_keys"], arrays["bucket_counts"],
                                      int(arrays["bucket_total"][0]), len(vocab))
-        mixture = cls(components, buckets=buckets)
-        mixture.weights = arrays["weights"]
-        return mixture
+        return cls(components, weights=arrays["weights"], buckets=buckets)  # checks them
 
     def config(self) -> dict:
         return {"components": [f"components/{i}" for i in range(len(self.components))],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .corpus import special_error
 from .errors import NnlmError
 from .lm import LOG10_E, LanguageModel
 from .stream import Stream
@@ -32,9 +33,17 @@ class SentenceScore:
         return float(self.log10_probs.sum())
 
     @property
-    def perplexity(self) -> float:
-        return 10 ** (-self.log10_prob / len(self.log10_probs))
+    def blank(self) -> bool:
+        """A blank line: not a sentence, nothing predicted (its row keeps the line count)."""
+        return len(self.log10_probs) == 0
 
+    @property
+    def perplexity(self) -> float:
+        return 10 ** (-self.log10_prob / len(self.log10_probs)) if len(self.log10_probs) \
+            else float("nan")
+
+
+_BLANK = SentenceScore([], np.zeros(0), None, np.zeros(0, bool))
 
 SAMPLE_TOKENS = 20000  # how many (context, target) pairs ``seen`` collects at most
 
@@ -43,7 +52,9 @@ def score_sentences(
     model: LanguageModel, lines: Iterable[str], source: str = "<input>",
     seen: list | None = None,
 ) -> Iterator[SentenceScore]:
-    """Score each line as one sentence (blank lines score the empty sentence: just ``</s>``).
+    """Score each line as one sentence. A blank line is not a sentence (the rule of every
+    command, see :mod:`nnlm.corpus`): it yields a score with no tokens, so output rows stay
+    aligned with input lines.
 
     ``seen``: a list that receives ``(contexts, targets)`` of the first chunks scored, up
     to about SAMPLE_TOKENS tokens (for reports on the text, such as log Z statistics).
@@ -52,8 +63,7 @@ def score_sentences(
     for n, line in enumerate(lines, start=1):
         words = line.split()
         if BOS in words or EOS in words:
-            raise NnlmError(f"{source}:{n}: <s> and </s> may not occur in a text; "
-                            "nnlm adds sentence boundaries itself")
+            raise NnlmError(special_error(f"{source}:{n}", words))
         chunk.append(words)
         if len(chunk) == CHUNK_LINES:
             yield from _score_chunk(model, chunk, seen)
@@ -64,6 +74,16 @@ def score_sentences(
 
 def _score_chunk(model: LanguageModel, sentences: list[list[str]],
                  seen: list | None) -> Iterator[SentenceScore]:
+    blank = [not words for words in sentences]
+    if all(blank):
+        for _ in sentences:
+            yield _BLANK
+        return
+    if any(blank):
+        scored = iter(_score_chunk(model, [w for w in sentences if w], seen))
+        for b in blank:
+            yield _BLANK if b else next(scored)
+        return
     lengths = np.array([len(words) for words in sentences], np.int64)
     ids = model.vocab.encode(w for words in sentences for w in words)
     stream = Stream.from_ids(ids, lengths)  # an empty sentence is a single </s> slot

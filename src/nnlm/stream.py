@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
+from .errors import NnlmError
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,14 @@ class Stream:
     # -- construction ----------------------------------------------------------------
     @classmethod
     def from_lines(cls, lines: Sequence[Sequence[str]], vocab: Vocabulary) -> Stream:
-        """Encode tokenized lines (lists of words); empty lines are skipped."""
+        """Encode tokenized lines (lists of words); empty lines are skipped (not sentences).
+
+        ``<s>`` or ``</s>`` in a line raises NnlmError: the boundaries are added here."""
+        for i, line in enumerate(lines, start=1):
+            if BOS in line or EOS in line:
+                from .corpus import special_error
+
+                raise NnlmError(special_error(f"sentence {i}", line))
         lines = [line for line in lines if len(line)]
         words = [w for line in lines for w in line]
         return cls.from_ids(vocab.encode(words), np.array([len(x) for x in lines], np.int64))

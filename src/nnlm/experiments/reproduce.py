@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..corpus import prepare_brown, read_stream, write_splits
 from ..errors import NnlmError
-from ..fileio import atomic_write_text
+from ..fileio import atomic_write_text, claim_workdir
 from ..lm import evaluate
 from ..models import load_model, save_model
 from ..neural.presets import PRESETS
@@ -88,7 +88,7 @@ def dependencies(names: list[str]) -> list[str]:
 
 def reproduce(workdir, only: list[str] | None = None, quick: bool = False,
               paper_cut: bool = False, threads: int | None = None, log=print) -> dict:
-    workdir = Path(workdir)
+    workdir = claim_workdir(workdir, "reproduce", may_hold=("data",))
     names = only or (QUICK_ROWS if quick else [r.name for r in ROWS])
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:

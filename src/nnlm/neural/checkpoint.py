@@ -19,25 +19,42 @@ vocabulary and the registry of model kinds are ``nnlm.models``'s.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..errors import NnlmError
 from ..fileio import atomic_path
+from ..lm import check_binding
 from .network import Network, NetworkConfig, build_network
 
+BINDING_KEY = "nnlm_binding"  # in the safetensors metadata (see nnlm.lm.array_binding)
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+
+def read_safetensors(path: Path, binding: str | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of ``path``, checked to carry ``binding`` (None: not checked)."""
     if not path.exists():
         raise NnlmError(f"{path}: missing; the checkpoint is incomplete")
     try:
-        return load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            found = (f.metadata() or {}).get(BINDING_KEY)
+        tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
         raise NnlmError(f"{path}: unreadable ({str(e).splitlines()[0]}); the file may be "
                         "truncated") from None
+    check_binding(path, found, binding)
+    return tensors
+
+
+def save_safetensors(tensors: dict[str, torch.Tensor], path: Path, binding: str) -> None:
+    """Write ``tensors`` to ``path`` (a temporary of :func:`atomic_path`) with ``binding``."""
+    try:
+        save_file(tensors, str(path), metadata={BINDING_KEY: binding})
+    except SafetensorError as e:  # a full disk or a bad path arrives as SafetensorError
+        raise OSError(errno.EIO, str(e).splitlines()[0], str(path)) from None
 
 
 def network_tensors(net: Network) -> dict[str, torch.Tensor]:
@@ -45,18 +62,20 @@ def network_tensors(net: Network) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous().cpu().clone() for k, v in net.named_tensors().items()}
 
 
-def write_network(net: Network, path: Path, bias_shift: float = 0.0) -> None:
-    """Write the network's tensors to ``path`` atomically; ``bias_shift`` is subtracted from
-    every output bias b (softmax is unchanged by it; raw scores y_w move by it)."""
+def write_network(net: Network, path: Path, binding: str, bias_shift: float = 0.0) -> None:
+    """Write the network's tensors to ``path`` atomically, bound to the model (``binding``);
+    ``bias_shift`` is subtracted from every output bias b (softmax is unchanged by it; raw
+    scores y_w move by it)."""
     tensors = network_tensors(net)
     if bias_shift:
         tensors["b"] -= bias_shift
     with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp))
+        save_safetensors(tensors, tmp, binding)
 
 
-def read_network(config: NetworkConfig, path: Path) -> Network:
-    """A network of ``config`` with the tensors of ``path`` (checked: names, shapes, finite)."""
+def read_network(config: NetworkConfig, path: Path, binding: str | None = None) -> Network:
+    """A network of ``config`` with the tensors of ``path`` (checked: binding, names,
+    shapes, finite)."""
     net = build_network(config)
-    net.load_named_tensors(read_safetensors(path), str(path))
+    net.load_named_tensors(read_safetensors(path, binding), str(path))
     return net

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import NnlmError
-from ..lm import LanguageModel, logsumexp
+from ..lm import LanguageModel, header_binding, logsumexp
 from ..vocab import BOS_ID, Vocabulary
 from .network import Network, build_network, network_config
 from .output import folded_input, folded_weight
@@ -98,11 +98,11 @@ class NeuralLM(LanguageModel):
     def config(self) -> dict:
         return self.model.config.to_dict()
 
-    def save_files(self, directory: Path) -> None:
+    def save_files(self, directory: Path, binding: str) -> None:
         from ..models import save_model
         from .checkpoint import write_network
 
-        write_network(self.model, directory / "model.safetensors")
+        write_network(self.model, directory / "model.safetensors", binding)
         if self.backoff is not None:
             save_model(self.backoff, directory / BACKOFF_DIR)
 
@@ -115,7 +115,7 @@ class NeuralLM(LanguageModel):
             config = network_config({**header["config"], "vocab_size": len(vocab)})
         except (TypeError, ValueError) as e:
             raise NnlmError(f"{path / 'config.json'}: bad model config ({e})") from None
-        net = read_network(config, Path(path) / "model.safetensors")
+        net = read_network(config, Path(path) / "model.safetensors", header_binding(header))
         backoff = None
         if config.outputs < config.vocab_size:
             backoff = load_model(Path(path) / BACKOFF_DIR)

@@ -1,7 +1,10 @@
 """``nnlm train``: resolve a preset and overrides, or a checkpoint to resume, then train.
 
-With ``--resume`` the settings come from the checkpoint; any setting given again on the
-command line must equal the saved one, or the run is refused, naming each difference.
+With ``--resume`` the settings come from the checkpoint. The ones that are safe to change
+mid-run (:data:`RESUMABLE`: learning rate, clipping, epochs, patience) may be given anew,
+for instance to recover from a divergence; the change is logged and recorded in
+metrics.csv. Any other setting given again must equal the saved one, or the run is
+refused, naming each difference.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from ..corpus import count_words, read_stream
 from ..errors import NnlmError
+from ..fileio import atomic_write_text
 from ..models import load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
 from .network import network_config
@@ -20,6 +24,7 @@ from .runtime import prepare_process
 from .train import TrainConfig, Trainer, output_counts
 
 DEFAULT_PRESET = "mlp1"
+RESUMABLE = ("lr", "clip", "epochs", "patience")  # may change on --resume
 # settings that only mean something with one objective
 OBJECTIVE_SETTINGS = {"noise_samples": "nce", "noise_power": "nce", "noise_per_position": "nce",
                       "selfnorm_alpha": "selfnorm"}
@@ -71,23 +76,26 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
         saved_preset = saved_train.pop("preset", None)
         if shortlist is not None:
             arch["output_size"] = shortlist + 1
+        changes = {k: (saved_train.get(k), v) for k, v in train.items()
+                   if k in RESUMABLE and saved_train.get(k) != v}
         conflicts = [f"{k} (checkpoint {saved.get(k)!r}, now {v!r})"
                      for saved, given in ((saved_arch, arch), (saved_train, train))
-                     for k, v in given.items() if saved.get(k) != v]
+                     for k, v in given.items() if saved.get(k) != v and k not in changes]
         if preset is not None and preset != saved_preset:
             conflicts.insert(0, f"preset (checkpoint {saved_preset!r}, now {preset!r})")
         if recipe is not None:
             conflicts.insert(0, "--recipe (the checkpoint's settings already include it)")
         if conflicts:
-            raise NnlmError(f"--resume with changed settings: {'; '.join(conflicts)}. Resume "
-                            "with the checkpoint's settings, or train into a new directory")
-        name, arch, train = saved_preset, saved_arch, saved_train
+            raise NnlmError(f"--resume with changed settings: {'; '.join(conflicts)}. Only "
+                            f"{', '.join('--' + k for k in RESUMABLE)} may change on resume; "
+                            "otherwise train into a new directory")
+        name, arch = saved_preset, saved_arch
+        train = {**saved_train, **{k: new for k, (_, new) in changes.items()}}
         if saved_arch.get("output_size"):
             backoff = load_model(outdir / BACKOFF_DIR)
     else:
-        if (outdir / "state" / "trainer.json").exists():
-            raise NnlmError(f"{outdir}: already holds a training run; add --resume to continue "
-                            "it, or choose another -o")
+        changes = {}
+        check_new_output(outdir)
         name, arch, train = resolve(preset, arch, train, recipe)
         vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
         if shortlist is not None:
@@ -113,8 +121,10 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
                       device=device, train_counts=output_counts(train_stream, model_config),
                       backoff=backoff)
     if resume:
-        trainer.load_state()
+        trainer.load_state(header)
         log(f"resuming {outdir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}")
+        if changes:
+            trainer.apply_resume_changes(changes)
     else:
         log(f"training {name}: {describe(model_config)}, objective {train_config.objective}, "
             f"{trainer.model.num_parameters():,} parameters, |V| = {len(vocab):,}, "
@@ -129,8 +139,27 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     else:
         log(f"done: best validation perplexity {result['best_valid']:.2f}; "
             f"model in {outdir / 'model.safetensors'}")
-    (outdir / "state" / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+    atomic_write_text(outdir / "state" / "result.json", json.dumps(result, indent=1) + "\n")
     return result
+
+
+def check_new_output(outdir: Path) -> None:
+    """A new run's CKPT must be new, empty, or an abandoned start of a run (config.json with
+    a ``train`` section and nothing trained yet): never another model or the user's files."""
+    if (outdir / "state" / "trainer.json").exists():
+        raise NnlmError(f"{outdir}: already holds a training run; add --resume to continue "
+                        "it, or choose another -o")
+    if outdir.exists() and not outdir.is_dir():
+        raise NnlmError(f"{outdir}: is a file; -o needs a checkpoint directory")
+    if not outdir.is_dir() or not any(outdir.iterdir()):
+        return
+    try:
+        abandoned = "train" in json.loads((outdir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        abandoned = False
+    if not abandoned or (outdir / "model.safetensors").exists():
+        raise NnlmError(f"{outdir}: exists and is not an unfinished training run; choose a new "
+                        "or empty -o (training would overwrite what is there)")
 
 
 def describe(config) -> str:

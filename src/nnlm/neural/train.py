@@ -10,8 +10,10 @@ One :class:`Trainer` does it all, top to bottom:
 3. after each epoch: validation perplexity, a row of ``metrics.csv``, the learning-curve
    PNG, the best model so far in ``CKPT/model.safetensors``, the latest state in
    ``CKPT/state/``; early stopping after ``patience`` epochs without improvement;
-4. a non-finite or exploding loss stops the run with a clear message; the last good
-   checkpoint stays as it was.
+4. a run that diverges stops with a clear message, and the last *good* checkpoint
+   stays as it was: the state is saved only when the training loss since the previous
+   save is finite and sane (below a uniform model's, for likelihood objectives) and, at
+   the end of an epoch, when validation perplexity is finite and below |V|.
 """
 
 from __future__ import annotations
@@ -27,16 +29,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
-from ..lm import LanguageModel, evaluation_from_logprobs
-from ..models import save_model, write_header
+from ..lm import LanguageModel, array_binding, evaluation_from_logprobs
+from ..models import new_model_id, save_model, write_header
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
-from .checkpoint import network_tensors, read_safetensors, write_network
+from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_network
 from .network import NetworkConfig, build_network
 from .nplm_lm import BACKOFF_DIR, NeuralLM
 from .objectives import OBJECTIVES, make_objective
@@ -73,8 +74,43 @@ class TrainConfig:
         if self.objective not in OBJECTIVES:
             raise NnlmError(f"unknown objective {self.objective!r}; choose from "
                             f"{', '.join(OBJECTIVES)}")
-        if self.batch_size < 1 or self.epochs < 0 or not self.lr > 0:
-            raise NnlmError("need batch size >= 1, epochs >= 0 and a positive learning rate")
+        for name, kind, low, high in TRAIN_RANGES:
+            value = getattr(self, name)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+                setattr(self, name, value)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise NnlmError(f"{name} = {value!r}: should be {kind.__name__}")
+            if not (math.isfinite(value) and low(value) and high(value)):
+                raise NnlmError(f"{name} = {value!r} is out of range")
+
+
+def _gt(x):
+    return lambda v: v > x
+
+
+def _ge(x):
+    return lambda v: v >= x
+
+
+def _le(x):
+    return lambda v: v <= x
+
+
+def _lt(x):
+    return lambda v: v < x
+
+
+_ANY = lambda v: True  # noqa: E731
+TRAIN_RANGES = [  # (field, type, lower test, upper test): the CLI's ranges, for any caller
+    ("lr", float, _gt(0), _ANY), ("lr_decay", float, _ge(0), _ANY),
+    ("weight_decay", float, _ge(0), _ANY), ("batch_size", int, _ge(1), _ANY),
+    ("epochs", int, _ge(1), _ANY), ("patience", int, _ge(1), _ANY),
+    ("plateau_decay", float, _gt(0), _le(1)), ("clip", float, _ge(0), _ANY),
+    ("bf16", bool, _ANY, _ANY), ("seed", int, _ge(0), _lt(2**32)),
+    ("noise_samples", int, _ge(1), _ANY), ("noise_power", float, _ge(0), _le(1)),
+    ("noise_per_position", bool, _ANY, _ANY), ("selfnorm_alpha", float, _ge(0), _ANY),
+]
 
 
 @dataclass
@@ -88,6 +124,7 @@ class TrainState:
     history: list = field(default_factory=list)  # one dict per finished epoch
     train_nll: float = 0.0  # running sums for the current epoch
     train_tokens: int = 0
+    note: str = ""  # what changed on resume, for the next metrics.csv row
 
 
 class TrainingDiverged(NnlmError):
@@ -95,7 +132,7 @@ class TrainingDiverged(NnlmError):
 
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
-                 "elapsed_seconds", "train_loss", "valid_log_z"]
+                 "elapsed_seconds", "train_loss", "valid_log_z", "note"]
 
 
 def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:
@@ -119,8 +156,9 @@ class Trainer:
     def __init__(self, vocab: Vocabulary, model_config: NetworkConfig, config: TrainConfig,
                  outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
                  device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
-                 backoff: LanguageModel | None = None):
+                 backoff: LanguageModel | None = None, model_id: str | None = None):
         self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
+        self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
         torch.manual_seed(config.seed)
         self.model = build_network(model_config)
@@ -166,37 +204,59 @@ class Trainer:
         return {"preset": self.preset, **asdict(self.config)}
 
     def write_header(self) -> None:
-        write_header(self.outdir, self.lm.kind, self.vocab, self.lm.config(),
+        write_header(self.outdir, self.lm.kind, self.vocab, self.lm.config(), self.model_id,
                      train=self.header_train_section())
 
-    def load_state(self) -> None:
+    @property
+    def binding(self) -> str:
+        """What every weights file of this run carries (see nnlm.lm.array_binding)."""
+        return array_binding(self.lm.kind, self.vocab.fingerprint, self.lm.config(),
+                             self.model_id)
+
+    def load_state(self, header: dict | None = None) -> None:
+        """The state in CKPT/state, checked to belong to this run (``header``: the
+        checkpoint's config.json, whose model_id the run keeps)."""
         state_dir = self.outdir / "state"
+        binding = None
+        if header is not None and header.get("format_version", 1) >= 2:
+            self.model_id = header["model_id"]
+            binding = self.binding
         if not (state_dir / "trainer.json").exists():
             raise NnlmError(f"{state_dir}: no training state to resume; start without --resume")
         try:
             info = json.loads((state_dir / "trainer.json").read_text())
         except json.JSONDecodeError as e:
             raise NnlmError(f"{state_dir / 'trainer.json'}: not valid JSON ({e})") from None
-        self.model.load_named_tensors(read_safetensors(state_dir / "model.safetensors"),
+        self.model.load_named_tensors(read_safetensors(state_dir / "model.safetensors", binding),
                                       str(state_dir / "model.safetensors"))
-        tensors = read_safetensors(state_dir / "optimizer.safetensors")
+        tensors = read_safetensors(state_dir / "optimizer.safetensors", binding)
         self.optimizer.load_state(info["optimizer"], tensors)
         torch.set_rng_state(tensors.pop("__torch_rng__"))
         if "__noise_rng__" in tensors:
             self.objective.generator.set_state(tensors.pop("__noise_rng__"))
         self.state = TrainState(**info["trainer"])
 
+    def apply_resume_changes(self, changes: dict) -> None:
+        """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
+        follows a new lr (plateau decay kept), and the next metrics.csv row notes it."""
+        if "lr" in changes:
+            old, new = changes["lr"]
+            self.optimizer.scale_lr(new / old)
+        text = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items())
+        self.state.note = f"resumed at update {self.state.step}: {text}"
+        self.log(f"changed on resume: {text}")
+
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/."""
         with atomic_path(self.outdir / "state") as tmp:
             tmp.mkdir()
-            save_file(network_tensors(self.model), str(tmp / "model.safetensors"))
+            save_safetensors(network_tensors(self.model), tmp / "model.safetensors", self.binding)
             opt_info, tensors = self.optimizer.state()
             tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
             tensors["__torch_rng__"] = torch.get_rng_state()
             if hasattr(self.objective, "generator"):
                 tensors["__noise_rng__"] = self.objective.generator.get_state()
-            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            save_safetensors(tensors, tmp / "optimizer.safetensors", self.binding)
             info = {"trainer": asdict(self.state), "optimizer": opt_info}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
 
@@ -219,7 +279,7 @@ class Trainer:
         per_token = value / len(targets)
         if not math.isfinite(per_token) or per_token > self.objective.loss_limit(
                 net.config.outputs):
-            self._diverged(per_token)
+            self._diverged(f"loss {per_token:.4g} per token")
         self.optimizer.zero_grad()
         (loss if sgd else loss / len(targets)).backward()
         if cfg.clip:
@@ -227,14 +287,34 @@ class Trainer:
         self.optimizer.step(self.state.step, len(targets))
         return value
 
-    def _diverged(self, per_token: float) -> None:
-        where = self.outdir / "state"
-        kept = (f"the last good checkpoint is {where} (epoch {self.state.epoch})"
-                if where.exists() else "no checkpoint was written before it")
-        raise TrainingDiverged(
-            f"training diverged at update {self.state.step} (loss {per_token:.4g} per token); "
-            f"{kept}. Lower --lr (now {self.config.lr:g}) or set --clip 1.0, then rerun "
-            "(with --resume to continue from the checkpoint)")
+    def _diverged(self, what: str) -> None:
+        where = self.outdir / "state" / "trainer.json"
+        if where.exists():
+            saved = json.loads(where.read_text())["trainer"]
+            kept = (f"the last good checkpoint ({self.outdir / 'state'}, update "
+                    f"{saved['step']}) is kept. Continue from it with --resume and a lower "
+                    f"--lr (now {self.config.lr:g}) or --clip 1.0")
+        else:
+            kept = (f"no checkpoint was good yet. Rerun with a lower --lr (now "
+                    f"{self.config.lr:g}) or --clip 1.0")
+        raise TrainingDiverged(f"training diverged at update {self.state.step} ({what}); {kept}")
+
+    SANITY_TOKENS = 4096
+
+    def check_sane(self, valid: Stream) -> None:
+        """Raise TrainingDiverged unless the current weights are sane: their exact NLL on
+        the first SANITY_TOKENS validation tokens is finite and at most a uniform model's
+        log |V| plus one nat. Checked before every save, on the weights being saved (the
+        training loss of a batch is measured before its update, so it cannot vouch for
+        them)."""
+        if not hasattr(self, "_sanity"):
+            n = min(len(valid), self.SANITY_TOKENS)
+            self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
+        nll = -float(np.mean(self.lm.target_logprobs(*self._sanity)))
+        limit = math.log(self.model.config.vocab_size) + 1
+        if not nll <= limit:  # NaN fails too
+            self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
+                           f"than a uniform model's {limit - 1:.4g}")
 
     def valid_log_z(self, valid: Stream) -> float:
         """Mean log Z over (up to 20,000) validation contexts, dropout off.
@@ -282,11 +362,13 @@ class Trainer:
                                         words_s=f"{rate:,.0f}")
                     stop = max_steps is not None and st.step >= max_steps
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
+                        self.check_sane(valid)  # never save a state gone bad
                         st.elapsed += time.perf_counter() - started
                         started, words_at_start = time.perf_counter(), st.step_in_epoch * \
                             cfg.batch_size
                         self.save_state()
                         if stop:
+                            self._save_unfinished(valid)
                             return {"interrupted": True, "step": st.step}
             seconds = time.perf_counter() - started
             st.elapsed += seconds
@@ -295,9 +377,24 @@ class Trainer:
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
 
+    def _save_unfinished(self, valid: Stream) -> None:
+        """Stopped (--max-steps) before any epoch ended: model.safetensors still gets the
+        current weights, so eval and generate work; the log says what they are."""
+        if (self.outdir / "model.safetensors").exists():
+            return
+        ppl = self.evaluate(valid)
+        if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
+            self._diverged(f"validation perplexity {ppl:.4g}")
+        write_network(self.model, self.outdir / "model.safetensors", self.binding)
+        self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
+                 f"at update {self.state.step} (validation perplexity {ppl:.2f})")
+
     def _end_epoch(self, train: Stream, valid: Stream, words_per_second: float) -> None:
         cfg, st = self.config, self.state
         valid_ppl = self.evaluate(valid)
+        if not (math.isfinite(valid_ppl) and valid_ppl <= self.model.config.vocab_size):
+            self._diverged(f"validation perplexity {valid_ppl:.4g}, a uniform model scores "
+                           f"{self.model.config.vocab_size:,}")
         # the running training loss per token; a perplexity over V only under the full
         # softmax without a short-list (whose network predicts K + 1 outputs)
         train_loss = st.train_nll / max(st.train_tokens, 1)
@@ -306,7 +403,8 @@ class Trainer:
         st.epoch += 1
         row = {"epoch": st.epoch, "step": st.step, "train_ppl": train_ppl, "valid_ppl": valid_ppl,
                "lr": self.current_lr(), "words_per_second": words_per_second,
-               "elapsed_seconds": st.elapsed, "train_loss": train_loss}
+               "elapsed_seconds": st.elapsed, "train_loss": train_loss, "note": st.note}
+        st.note = ""
         st.history.append(row)
         improved = valid_ppl < st.best_valid
         log_z = self.valid_log_z(valid) if self.objective.self_normalizing else math.nan
@@ -314,7 +412,7 @@ class Trainer:
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
             self.write_header()
-            write_network(self.model, self.outdir / "model.safetensors",
+            write_network(self.model, self.outdir / "model.safetensors", self.binding,
                           bias_shift=0.0 if math.isnan(log_z) else log_z)
         else:
             st.bad_epochs += 1
