@@ -20,7 +20,7 @@ from nnlm.ngram import (
 from nnlm.ngram.classes import load_classes, save_classes
 from nnlm.ngram.counts import count_ngrams
 from nnlm.ngram.kneser_ney import DiscountError
-from nnlm.vocab import BOS, BOS_ID, EOS
+from nnlm.vocab import BOS, BOS_ID
 
 TRACTOR = ["a tractor drove slow", "the red tractor drove fast", "the parrot flew fast",
            "the parrot flew slow", "the tractor slowed down"]

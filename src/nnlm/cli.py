@@ -24,7 +24,7 @@ from .argtypes import (
     unit_interval,
 )
 from .errors import NnlmError
-from .fileio import check_distinct, os_error_message, output_lock
+from .fileio import check_distinct, os_error_message, output_lock, public_path
 from .neural.presets import PRESETS, RECIPES
 from .ngram.train import METHODS
 
@@ -725,8 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as e:  # an OS error no layer below anticipated: still one line
-        print(f"nnlm: error: {os_error_message(e.filename or '(file)', e, 'failed')}",
-              file=sys.stderr)
+        where = public_path(e.filename) if e.filename else "(file)"
+        print(f"nnlm: error: {os_error_message(where, e, 'failed')}", file=sys.stderr)
         return 2
     except MemoryError:
         print("nnlm: error: out of memory; try a smaller model, --batch-size or corpus",

@@ -195,6 +195,59 @@ def _make_parent(path: Path) -> None:
         raise NnlmError(os_error_message(parent, e, "cannot create folder")) from None
 
 
+_STAGED: dict[Path, Path] = {}  # temporary payload -> the path it will replace
+
+
+def public_path(path) -> Path:
+    """``path`` as the user knows it: a path inside a temporary payload is shown as the
+    output it will become (errors never name hidden temporaries)."""
+    path = Path(path)
+    for payload, final in list(_STAGED.items())[::-1]:
+        if path == payload or payload in path.parents:
+            return public_path(final / path.relative_to(payload))
+    return path
+
+
+class _Staged:
+    """One output being written: a hidden temporary beside ``path`` (``target``), then
+    :meth:`finish` (permissions) and :meth:`commit` (the one-step swap), or
+    :meth:`discard`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        _make_parent(path)
+        sweep_temporaries(path.parent)
+        self.prefix = f".{path.name}{TEMP_TAG}{os.getpid()}-"
+        try:
+            self.tmp = Path(tempfile.mkdtemp(prefix=self.prefix, suffix=".tmp", dir=path.parent))
+        except OSError as e:
+            raise NnlmError(os_error_message(public_path(path), e, "cannot write")) from None
+        self.target = self.tmp / "payload"
+        _STAGED[self.target] = path
+
+    def finish(self) -> None:
+        _apply_umask(self.target)
+        if self.target.is_dir() and self.path.exists() and not self.path.is_dir():
+            raise NnlmError(f"{public_path(self.path)}: is a file; a model directory cannot "
+                            "replace it")
+        if not self.target.is_dir() and self.path.is_dir():
+            raise NnlmError(f"{public_path(self.path)}: is a directory; give a file name")
+
+    def commit(self) -> None:
+        target, path = self.target, self.path
+        if not (target.is_dir() and path.exists()):
+            os.replace(target, path)
+        elif not _exchange(target, path):  # the old directory now lies in the temporary
+            old = Path(tempfile.mkdtemp(prefix=self.prefix, suffix=".old", dir=path.parent))
+            os.replace(path, old / "payload")  # no atomic swap here: two renames
+            os.replace(target, path)
+            shutil.rmtree(old, ignore_errors=True)
+
+    def discard(self) -> None:
+        _STAGED.pop(self.target, None)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path`` in one step.
@@ -202,38 +255,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     Works for files and for directories (a directory replaces the old one whole, by an
     atomic exchange where the OS offers one). On any failure (an exception in the body,
     an OS error, a kill) ``path`` keeps its old content and the temporary is removed (or
-    swept by a later write). OS errors become one-line NnlmErrors naming ``path``.
+    swept by a later write). OS errors become one-line NnlmErrors naming ``path`` (or the
+    file inside it), never the temporary.
     """
-    path = Path(path)
-    _make_parent(path)
-    sweep_temporaries(path.parent)
-    prefix = f".{path.name}{TEMP_TAG}{os.getpid()}-"
+    staged = _Staged(Path(path))
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
+        yield staged.target
+        staged.finish()
+        staged.commit()
     except OSError as e:
-        raise NnlmError(os_error_message(path, e, "cannot write")) from None
-    target = tmp / "payload"
-    try:
-        yield target
-        _apply_umask(target)
-        if target.is_dir():
-            if path.exists() and not path.is_dir():
-                raise NnlmError(f"{path}: is a file; a model directory cannot replace it")
-            if not path.exists():
-                os.replace(target, path)
-            elif not _exchange(target, path):  # no atomic swap: two renames
-                old = Path(tempfile.mkdtemp(prefix=prefix, suffix=".old", dir=path.parent))
-                os.replace(path, old / "payload")
-                os.replace(target, path)
-                shutil.rmtree(old, ignore_errors=True)
-        else:
-            if path.is_dir():
-                raise NnlmError(f"{path}: is a directory; give a file name")
-            os.replace(target, path)
-    except OSError as e:
-        raise NnlmError(os_error_message(path, e, "cannot write")) from None
+        where_ = public_path(e.filename) if e.filename else public_path(staged.path)
+        raise NnlmError(os_error_message(where_, e, "cannot write")) from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        staged.discard()
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -245,15 +279,24 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_texts(files: dict[Path, str]) -> None:
     """Write several text files so that either all are replaced or (on an error while
-    writing, such as a full disk) none is: every file is written before any is renamed."""
-    with contextlib.ExitStack() as stack:
-        temps = {}
+    writing, such as a full disk) none is: every file is written and finished before any
+    is renamed into place."""
+    staged: list[_Staged] = []
+    try:
         for path, text in files.items():
-            tmp = stack.enter_context(atomic_path(path))
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            staged.append(_Staged(Path(path)))
+            with open(staged[-1].target, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
-            temps[path] = tmp
-        # leaving the ExitStack renames each into place, last first
+        for s in staged:
+            s.finish()
+        for s in staged:
+            s.commit()
+    except OSError as e:
+        where_ = public_path(e.filename) if e.filename else (staged[-1].path if staged else "")
+        raise NnlmError(os_error_message(where_, e, "cannot write")) from None
+    finally:
+        for s in staged:
+            s.discard()
 
 
 # -- outputs ---------------------------------------------------------------------------

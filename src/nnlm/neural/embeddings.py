@@ -8,8 +8,14 @@ import numpy as np
 
 from ..errors import NnlmError
 
+MIN_WORDS = {"pca": 2, "tsne": 5}  # t-SNE's perplexity needs a few neighbours
+
 
 def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
+    """2D coordinates of ``vectors`` (one row a word)."""
+    if len(vectors) < MIN_WORDS[method]:
+        raise NnlmError(f"a {method.upper()} map needs at least {MIN_WORDS[method]} words, "
+                        f"got {len(vectors)}")
     x = vectors - vectors.mean(axis=0)
     if method == "pca":
         _, _, vt = np.linalg.svd(x, full_matrices=False)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import NnlmError, where
 from ..fileio import atomic_path, iter_line_blocks
-from ..vocab import BOS, BOS_ID, EOS, SPECIALS, Vocabulary
+from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
 from .counts import lookup
 
@@ -59,6 +59,11 @@ def _fmt(values: np.ndarray) -> list[str]:
 def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> Path:
     """Write ``model`` as an ARPA file (atomically). ``progress(k)`` is called per order."""
     path = Path(path)
+    for name, a in [("unigram", model.unigram_logp), *((f"{k}-gram", level.logp) for k, level
+                                                      in enumerate(model.levels, start=2))]:
+        if np.isnan(a).any() or (a > 1e-9).any():
+            raise NnlmError(f"{path}: not written: the model's {name} log-probabilities hold "
+                            "NaN or values above 0")
     words = model.vocab.words
     all_words = ngram_words(model)
     word_array = np.array(words, dtype=object)
@@ -186,8 +191,19 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     order = max(declared) if declared else 0
     if order < 1:
         raise NnlmError(f"{path}: no unigrams")
+    for k in sorted(parsed):
+        _check_numbers(path, k, sections[k], *parsed[k], has_bow=k < order)
     uni_p, uni_words, uni_b = parsed[1]
     file_words = uni_words[:, 0].tolist()
+    if len(set(file_words)) < len(file_words):
+        seen: set = set()
+        bad = next(i for i, w in enumerate(file_words) if w in seen or seen.add(w))
+        raise NnlmError(f"{where(path, _line_of_entry(*sections[1], bad))}: unigram "
+                        f"{file_words[bad]!r} appears twice")
+    mass = float(np.sum(10.0 ** uni_p[np.array([w != BOS for w in file_words])]))
+    if mass > 1 + MASS_TOLERANCE:
+        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, more than 1; "
+                        "not a valid language model")
     for special in (BOS, EOS):
         if special not in file_words:
             raise NnlmError(f"{path}: no {special} unigram; not a sentence-level ARPA model")
@@ -210,6 +226,12 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
             bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
             line = _line_of_entry(*sections[k], bad)
             raise NnlmError(f"{where(path, line)}: word not among the unigrams")
+        bad_rows = (ids[:, 1:] == BOS_ID).any(axis=1) | (ids[:, :-1] == EOS_ID).any(axis=1)
+        if np.any(bad_rows):
+            bad = int(np.flatnonzero(bad_rows)[0])
+            raise NnlmError(f"{where(path, _line_of_entry(*sections[k], bad))}: n-gram "
+                            f"'{' '.join(words[bad])}' has <s> after its first word or </s> "
+                            "before its last; <s> is only context and </s> only predicted")
         suffix = _chain_ids(model, ids[:, 1:])
         prefix = _chain_ids(model, ids[:, :-1])
         missing = (suffix < 0) | (prefix < 0)
@@ -220,11 +242,39 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
                             "lacks its context or suffix among the lower-order n-grams")
         keys = suffix * V + ids[:, 0]
         sort = np.argsort(keys, kind="stable")
+        dup = np.flatnonzero(keys[sort][1:] == keys[sort][:-1])
+        if len(dup):
+            bad = int(max(sort[dup[0]], sort[dup[0] + 1]))
+            raise NnlmError(f"{where(path, _line_of_entry(*sections[k], bad))}: n-gram "
+                            f"'{' '.join(words[bad])}' appears twice")
+        mass = np.bincount(prefix, weights=10.0 ** logp)
+        if mass.max(initial=0.0) > 1 + MASS_TOLERANCE:
+            ctx = int(np.argmax(mass))
+            bad = int(np.flatnonzero(prefix == ctx)[0])
+            raise NnlmError(f"{path}: the {k}-grams after '{' '.join(words[bad][:-1])}' have "
+                            f"probabilities summing to {mass[ctx]:.6g}, more than 1")
         model.levels.append(NgramLevel(keys[sort], logp[sort] * ln10, bow[sort] * ln10,
                                        prefix[sort], ids[sort, -1], prev_size))
         model.order = k
         prev_size = len(keys)
     return model
+
+
+MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary
+
+
+def _check_numbers(path: Path, k: int, section, logp, words, bow, has_bow: bool) -> None:
+    """Every log10 probability finite and <= 0, every back-off weight finite."""
+    bad_p = ~np.isfinite(logp) | (logp > 0)
+    if np.any(bad_p):
+        i = int(np.flatnonzero(bad_p)[0])
+        raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: log10 probability "
+                        f"{logp[i]!r} of '{' '.join(words[i])}' is not a finite number <= 0")
+    bad_b = ~np.isfinite(bow)
+    if has_bow and np.any(bad_b):
+        i = int(np.flatnonzero(bad_b)[0])
+        raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: back-off weight "
+                        f"{bow[i]!r} of '{' '.join(words[i])}' is not a finite number")
 
 
 def _fields_per_line(lines: list[str]) -> np.ndarray:

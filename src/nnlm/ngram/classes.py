@@ -28,7 +28,7 @@ from ..fileio import atomic_write_text, iter_line_blocks
 from ..lm import LanguageModel
 from ..stream import Stream
 from ..vocab import BOS_ID, SPECIALS, Vocabulary
-from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey
+from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey, check_fallback
 
 N_FIXED = len(SPECIALS)  # <unk>, <s>, </s>: one class each
 
@@ -53,7 +53,7 @@ def exchange_clustering(
     V = len(vocab)
     movable_words = V - N_FIXED
     if n_classes < 1:
-        raise ValueError("need at least one class")
+        raise NnlmError(f"{n_classes} classes: need at least one")
     n_classes = min(n_classes, max(1, movable_words))
     C = N_FIXED + n_classes
     cls = np.arange(V, dtype=np.int64)
@@ -172,8 +172,10 @@ class ClassNgram(LanguageModel):
         """``discount_fallback`` applies only to orders whose class counts-of-counts leave
         the modified-KN discounts undefined (typically class unigrams: a few hundred
         classes all have many distinct predecessors, so none has adjusted count 1)."""
+        if not (isinstance(n_classes, int) and n_classes >= 1):
+            raise NnlmError(f"{n_classes!r} classes: need at least one")
         self.vocab, self.order, self.n_classes = vocab, order, n_classes
-        self.discount_fallback = discount_fallback
+        self.discount_fallback = check_fallback(discount_fallback)
         self.word_class = np.zeros(len(vocab), np.int64)
         self.emission_logp = np.zeros(len(vocab))
         self.class_model: KneserNey | None = None

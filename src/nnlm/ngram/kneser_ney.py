@@ -52,6 +52,19 @@ def adjusted_counts(tables: list[OrderTable], V: int) -> list[np.ndarray]:
     return out
 
 
+def check_fallback(fallback):
+    """Fallback discounts (D1, D2, D3+) must satisfy 0 < Dk < k: D = 0 would leave no mass
+    for unseen words (probability 0, infinite perplexity), Dk >= k a negative count."""
+    if fallback is None:
+        return None
+    d = np.asarray(fallback, dtype=np.float64)
+    if d.shape != (3,) or not np.all(np.isfinite(d)) or np.any(d <= 0) or \
+            np.any(d >= np.array([1, 2, 3])):
+        raise NnlmError(f"discount fallback {list(np.atleast_1d(d))}: need three discounts "
+                        "D1 D2 D3+ with 0 < D1 < 1, 0 < D2 < 2, 0 < D3+ < 3")
+    return tuple(float(x) for x in d)
+
+
 def discounts_from(a: np.ndarray, order: int, fallback=None) -> np.ndarray:
     """(D_1, D_2, D_3+) for one order from its adjusted counts (Chen & Goodman eq. 26)."""
     n = np.bincount(np.minimum(a[a > 0], 5), minlength=6)[:5]  # n[1..4]
@@ -99,7 +112,7 @@ class KneserNey(BackoffNgram):
             raise ValueError("order must be at least 1")
         if discount_fallback is True:
             discount_fallback = FALLBACK_DISCOUNTS
-        self.discount_fallback = discount_fallback
+        self.discount_fallback = check_fallback(discount_fallback)
         self.discounts = np.zeros((order, 3))
         super().__init__(vocab, np.full(len(vocab), -np.log(len(vocab) - 1)),
                          np.zeros(len(vocab)), [])
