@@ -57,6 +57,8 @@ def check_fallback(fallback):
     for unseen words (probability 0, infinite perplexity), Dk >= k a negative count."""
     if fallback is None:
         return None
+    if fallback is True:
+        fallback = FALLBACK_DISCOUNTS
     d = np.asarray(fallback, dtype=np.float64)
     if d.shape != (3,) or not np.all(np.isfinite(d)) or np.any(d <= 0) or \
             np.any(d >= np.array([1, 2, 3])):
@@ -110,8 +112,6 @@ class KneserNey(BackoffNgram):
     def __init__(self, vocab: Vocabulary, order: int = 5, discount_fallback=None):
         if order < 1:
             raise ValueError("order must be at least 1")
-        if discount_fallback is True:
-            discount_fallback = FALLBACK_DISCOUNTS
         self.discount_fallback = check_fallback(discount_fallback)
         self.discounts = np.zeros((order, 3))
         super().__init__(vocab, np.full(len(vocab), -np.log(len(vocab) - 1)),
