@@ -174,6 +174,7 @@ OPTION_CASES = [
     Case("order 0", **ng(["--order", "0"], "order.*not in")),
     Case("order 99", **ng(["--order", "99"], "order")),
     Case("classes 0", **ng(["--method", "class", "--classes", "0"], "classes.*not in")),
+    Case("classes > words", **ng(["--method", "class", "--classes", "10000"], "at most")),
     Case("k inf", **ng(["--method", "addk", "--order", "2", "--k", "inf"], "finite")),
     Case("k 0", **ng(["--method", "addk", "--order", "2", "--k", "0"], "k.*not in")),
     Case("k nan", **ng(["--method", "addk", "--order", "2", "--k", "nan"], "finite")),

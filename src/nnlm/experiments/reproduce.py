@@ -132,9 +132,15 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
         if row.kind == "class":
             clustering = workdir / "models" / f"classes{row.c}.tsv"
             if not clustering.exists():
+                from ..corpus import count_words
                 from ..ngram.classes import save_classes
+                from ..vocab import Vocabulary
 
-                vocab, word_class = cluster_words(data / "train.txt", row.c)
+                vocab = Vocabulary.from_counts(count_words(data / "train.txt"))
+                c = min(row.c, len(vocab) - 3)  # a small corpus (the toy world) has few words
+                if c < row.c:
+                    log(f"  {row.c} classes for {len(vocab) - 3} words: using {c}")
+                vocab, word_class = cluster_words(data / "train.txt", c, vocab)
                 save_classes(word_class, vocab, clustering)
         model = train_ngram(data / "train.txt", {"delint": "interpolated"}.get(row.kind, row.kind),
                             row.n, valid_path=data / "valid.txt", n_classes=row.c or 500,

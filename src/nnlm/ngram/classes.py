@@ -54,7 +54,9 @@ def exchange_clustering(
     movable_words = V - N_FIXED
     if n_classes < 1:
         raise NnlmError(f"{n_classes} classes: need at least one")
-    n_classes = min(n_classes, max(1, movable_words))
+    if n_classes > max(1, movable_words):
+        raise NnlmError(f"{n_classes} classes for {movable_words} words: there can be at most "
+                        "one class per word; choose fewer classes")
     C = N_FIXED + n_classes
     cls = np.arange(V, dtype=np.int64)
     cls[N_FIXED:] = N_FIXED + (np.arange(movable_words) % n_classes)
