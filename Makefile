@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # the CPU wheel of torch this project is tested with; override for a CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test lint clean
+.PHONY: demo test test-slow test-all lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,14 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
 
+# the fast part (under a minute); test-slow: what carries the slow marker (Brown, training)
 test: $(BIN)/.installed
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -m slow
+
+test-all: $(BIN)/.installed
 	$(BIN)/python -m pytest
 
 lint: $(BIN)/.installed

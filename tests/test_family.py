@@ -98,6 +98,7 @@ def test_selfnormalized_loss_is_nll_plus_alpha_log_z_squared():
     assert got.item() == pytest.approx((nll + 0.25 * log_z.square().sum()).item(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_nce_expected_gradient_approaches_the_likelihood_gradient_as_k_grows():
     """With Z(context) = 1, the NCE gradient's expectation tends to that of -log p as
     K -> infinity (Mnih & Teh 2012, section 3); sampled with a fixed seed."""

@@ -174,6 +174,7 @@ def test_untrained_model_is_uniform_over_predictable_words():
     assert evaluate(lm, stream).perplexity == pytest.approx(len(VOCAB) - 1)
 
 
+@pytest.mark.slow
 def test_a_tiny_model_overfits_a_tiny_corpus(tmp_path):
     lines = [["a", "b", "c", "d"], ["b", "a", "d"]] * 5
     stream = Stream.from_lines(lines, VOCAB)
