@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from conftest import write
@@ -335,6 +337,11 @@ def _bi(lines):
     return first_line(lines, "\\2-grams:")
 
 
+def _bi_context(lines):
+    """A bigram that is a context (not one ending in </s>, whose weight is never used)."""
+    return first_line(lines, "\\2-grams:", r"\t\S+ (?!</s>)\S+\t")
+
+
 def _tri(lines):
     return first_line(lines, "\\3-grams:")
 
@@ -389,6 +396,9 @@ ARPA_CASES = [
     _arpa_case("predicts <s>", _predict_bos, "<s> is only context"),
     _arpa_case("unigrams above 1", _heavy_unigrams, "sum to"),
     _arpa_case("trigram context above 1", _heavy_trigram_context, "summing to"),
+    _arpa_case("unigrams below 1", lambda ls: set_field(ls, _uni(ls), 0, "-5"), "sum to"),
+    _arpa_case("bigram bow", lambda ls: set_field(ls, _bi_context(ls), 2, "0.3"), "not 1"),
+    _arpa_case("unigram bow", lambda ls: set_field(ls, _uni(ls), 2, "-0.5"), "not 1"),
     _arpa_case("count mismatch", lambda ls: ls.__setitem__(1, "ngram 1=3"), "declares"),
     _arpa_case("no end", lambda ls: ls.remove("\\end\\"), "truncated"),
     _arpa_case("text prob", lambda ls: set_field(ls, _uni(ls), 0, "abc"), r":\d+: expected"),
@@ -564,6 +574,38 @@ def test_case(case: Case, world, tmp_path, capsys):
     assert not leftovers, leftovers
     if case.check:
         case.check(world, t, out)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data):
+    """Hypothesis: replace one number of a valid ARPA file by any float. Either loading
+    refuses the file in one line, or every next-word distribution still sums to 1 (an
+    independent check: the model's own full distributions, summed in float64)."""
+    from nnlm.errors import NnlmError
+    from nnlm.lm import logsumexp
+    from nnlm.ngram.arpa import read_arpa
+
+    lines = arpa_lines(world)
+    numeric = [i for i, x in enumerate(lines) if x and x[0] in "-0123456789" and "\t" in x]
+    i = data.draw(st.sampled_from(numeric))
+    n_fields = len(lines[i].split("\t"))
+    field_no = data.draw(st.sampled_from([0, n_fields - 1] if n_fields > 2 else [0]))
+    value = data.draw(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                                st.floats(-3, 1)))
+    set_field(lines, i, field_no, repr(value))
+    path = write(tmp_path / "edit.arpa", "\n".join(lines))
+    try:
+        model = read_arpa(path)
+    except NnlmError as e:
+        assert "\n" not in str(e) and str(path) in str(e)
+        return
+    V = len(model.vocab)
+    contexts = np.array([[a, b] for a in range(V) for b in range(V)][:: 7], np.int64)
+    dist = model.next_logprobs(contexts)
+    assert np.all(np.abs(logsumexp(dist, axis=1)) < 2e-3)
+    assert np.isfinite(dist[:, 3:]).all()
 
 
 def test_the_table_is_broad():

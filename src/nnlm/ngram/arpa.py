@@ -201,9 +201,9 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
         raise NnlmError(f"{where(path, _line_of_entry(*sections[1], bad))}: unigram "
                         f"{file_words[bad]!r} appears twice")
     mass = float(np.sum(10.0 ** uni_p[np.array([w != BOS for w in file_words])]))
-    if mass > 1 + MASS_TOLERANCE:
-        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, more than 1; "
-                        "not a valid language model")
+    if abs(mass - 1) > MASS_TOLERANCE:
+        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, not 1; not a "
+                        "valid (normalized) language model")
     for special in (BOS, EOS):
         if special not in file_words:
             raise NnlmError(f"{path}: no {special} unigram; not a sentence-level ARPA model")
@@ -257,7 +257,40 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
                                        prefix[sort], ids[sort, -1], prev_size))
         model.order = k
         prev_size = len(keys)
+    check_normalized(model, path)
     return model
+
+
+def check_normalized(model: BackoffNgram, path) -> None:
+    """Every next-word distribution of a back-off model must sum to 1.
+
+    For a context h stored at order k-1, its explicit k-grams carry P(h w) and the rest
+    comes from backing off: sum = sum_w P(h w) + bow(h) (1 - sum_w p(w | h')), where
+    p(w | h') is the stored suffix n-gram's probability (ARPA stores every suffix). A
+    context with no k-grams sums to bow(h), so its weight must be 1. Contexts ending in
+    ``</s>`` are never used and are skipped. One vectorized pass per order.
+    """
+    V = len(model.vocab)
+    for k, level in enumerate(model.levels, start=2):
+        if k == 2:
+            low, ctx_bow, ctx_last = model.unigram_logp[level.last], model.unigram_log_bow, \
+                np.arange(V)
+        else:
+            lower = model.levels[k - 3]
+            low, ctx_bow, ctx_last = lower.logp[level.keys // V], lower.log_bow, lower.last
+        n = len(ctx_bow)
+        s_exp = np.bincount(level.prefix, np.exp(level.logp), minlength=n)
+        s_low = np.bincount(level.prefix, np.exp(low), minlength=n)
+        with np.errstate(over="ignore"):
+            total = s_exp + np.exp(ctx_bow) * (1.0 - s_low)
+        bad = (np.abs(total - 1.0) > MASS_TOLERANCE) & (ctx_last != EOS_ID)
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            words = (model.vocab.words[i] if k == 2
+                     else " ".join(model.vocab.words[j] for j in ngram_words(model)[k - 3][i]))
+            raise NnlmError(f"{path}: the probabilities after '{words}' sum to {total[i]:.6g}, "
+                            "not 1: its n-grams and back-off weight disagree, so every score "
+                            "would be wrong. Not a valid (normalized) language model")
 
 
 MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary
