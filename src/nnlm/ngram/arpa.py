@@ -200,10 +200,6 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
         bad = next(i for i, w in enumerate(file_words) if w in seen or seen.add(w))
         raise NnlmError(f"{where(path, _line_of_entry(*sections[1], bad))}: unigram "
                         f"{file_words[bad]!r} appears twice")
-    mass = float(np.sum(10.0 ** uni_p[np.array([w != BOS for w in file_words])]))
-    if abs(mass - 1) > MASS_TOLERANCE:
-        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, not 1; not a "
-                        "valid (normalized) language model")
     for special in (BOS, EOS):
         if special not in file_words:
             raise NnlmError(f"{path}: no {special} unigram; not a sentence-level ARPA model")
@@ -271,6 +267,10 @@ def check_normalized(model: BackoffNgram, path) -> None:
     ``</s>`` are never used and are skipped. One vectorized pass per order.
     """
     V = len(model.vocab)
+    mass = float(np.sum(np.exp(np.delete(model.unigram_logp, BOS_ID))))
+    if abs(mass - 1) > MASS_TOLERANCE:
+        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, not 1; not a "
+                        "valid (normalized) language model")
     for k, level in enumerate(model.levels, start=2):
         if k == 2:
             low, ctx_bow, ctx_last = model.unigram_logp[level.last], model.unigram_log_bow, \
