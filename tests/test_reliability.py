@@ -510,6 +510,25 @@ CHECKPOINT_CASES = [
 ]
 
 
+def _other_weights_in_state(t):
+    from nnlm.models import save_model
+    from nnlm.neural.nplm_lm import NeuralLM
+
+    save_model(NeuralLM.load(t / "ck"), t / "other")  # the same numbers, another model
+    shutil.copy(t / "other/model.safetensors", t / "ck/state/model.safetensors")
+
+
+def _resume(tamper, match):
+    """A --resume case: a copy of the world's one-epoch run, tampered with, resumed."""
+    def setup(w, t):
+        copy(w / "nplm", t / "ck")
+        tamper(t)
+
+    return dict(argv=lambda w, t: ["train", T(w), "--valid", V(w), "--threads", "1",
+                                   "--resume", "--epochs", "2", "-o", t / "ck"],
+                setup=setup, match=match, output=lambda w, t: t / "ck")
+
+
 TEXT_CASES = [
     Case("text missing", **ev(lambda w, t: w / "kn3", lambda w, t: t / "none.txt",
                               match="no such file")),
@@ -546,6 +565,22 @@ TEXT_CASES = [
     Case("neighbors of n-gram", argv=lambda w, t: ["neighbors", w / "kn3", "dog"],
          match="not a neural"),
     Case("resume nothing", **tr(["--resume"], "no such model|no training state")),
+    Case("resume trainer.json empty", **_resume(lambda t: write(t / "ck/state/trainer.json", ""),
+                                                 "not valid JSON")),
+    Case("resume trainer.json no counters", **_resume(
+        lambda t: edit_json(t / "ck/state/trainer.json", lambda d: d.pop("trainer")),
+        "does not fit")),
+    Case("resume trainer.json other run", **_resume(
+        lambda t: edit_json(t / "ck/state/trainer.json", lambda d: d.__setitem__("binding", "x")),
+        "another training run")),
+    Case("resume optimizer truncated", **_resume(
+        lambda t: (t / "ck/state/optimizer.safetensors").write_bytes(b"\x08\x00"),
+        "unreadable")),
+    Case("resume weights of another run", **_resume(_other_weights_in_state,
+                                                    "belongs to another")),
+    Case("resume config edited", **_resume(
+        lambda t: edit_json(t / "ck/config.json", lambda d: d["config"].__setitem__("h", 3)),
+        "belongs to another|changed settings")),
     Case("shortlist without backoff", **tr(["--shortlist", "10"], "needs --shortlist-backoff")),
     Case("eval json ok", **ev(lambda w, t: w / "nplm", extra=["--json"], expect="ok")),
     Case("score stdin-less ok", argv=lambda w, t: ["score", w / "mix", w / "toy/test.txt"],

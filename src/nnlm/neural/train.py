@@ -223,18 +223,27 @@ class Trainer:
             binding = self.binding
         if not (state_dir / "trainer.json").exists():
             raise NnlmError(f"{state_dir}: no training state to resume; start without --resume")
+        where = state_dir / "trainer.json"
         try:
-            info = json.loads((state_dir / "trainer.json").read_text())
-        except json.JSONDecodeError as e:
-            raise NnlmError(f"{state_dir / 'trainer.json'}: not valid JSON ({e})") from None
+            info = json.loads(where.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise NnlmError(f"{where}: not valid JSON ({e})") from None
+        if binding is not None and info.get("binding") != binding:
+            raise NnlmError(f"{where}: belongs to another training run; restore this run's "
+                            "state/ or train into a new directory")
         self.model.load_named_tensors(read_safetensors(state_dir / "model.safetensors", binding),
                                       str(state_dir / "model.safetensors"))
         tensors = read_safetensors(state_dir / "optimizer.safetensors", binding)
-        self.optimizer.load_state(info["optimizer"], tensors)
-        torch.set_rng_state(tensors.pop("__torch_rng__"))
-        if "__noise_rng__" in tensors:
-            self.objective.generator.set_state(tensors.pop("__noise_rng__"))
-        self.state = TrainState(**info["trainer"])
+        try:
+            self.optimizer.load_state(info["optimizer"], tensors)
+            torch.set_rng_state(tensors.pop("__torch_rng__"))
+            if "__noise_rng__" in tensors:
+                self.objective.generator.set_state(tensors.pop("__noise_rng__"))
+            self.state = TrainState(**info["trainer"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise NnlmError(f"{state_dir}: the saved state does not fit this run "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
+                            "; it was damaged or edited") from None
 
     def apply_resume_changes(self, changes: dict) -> None:
         """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
@@ -257,7 +266,7 @@ class Trainer:
             if hasattr(self.objective, "generator"):
                 tensors["__noise_rng__"] = self.objective.generator.get_state()
             save_safetensors(tensors, tmp / "optimizer.safetensors", self.binding)
-            info = {"trainer": asdict(self.state), "optimizer": opt_info}
+            info = {"trainer": asdict(self.state), "optimizer": opt_info, "binding": self.binding}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
 
     # -- the loop ------------------------------------------------------------------------
