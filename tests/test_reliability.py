@@ -849,3 +849,65 @@ def test_python_api_generate_strings_and_boundaries(world):
         model.sentence_logprob("<s> a dog </s>")
     with pytest.raises(NnlmError, match="seed"):
         model.generate(1, seed=-1)
+
+
+# -- compressed files and standard input (issue 13, on the same reader) ---------------------
+def _stdin(monkeypatch, data: bytes):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_compressed_text_and_arpa_read_like_plain_ones(world, tmp_path, capsys, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[suffix]
+    test = world / "toy/test.txt"
+    packed = tmp_path / f"test.txt{suffix}"
+    with opener(packed, "wb") as f:
+        f.write(test.read_bytes())
+    results = []
+    for model, text in ((world / "kn3", test), (world / "kn3", packed)):
+        assert main(["eval", str(model), str(text), "--json"]) == 0
+        results.append(json.loads(capsys.readouterr().out))
+    arpa = tmp_path / f"m.arpa{suffix}"
+    assert main(["ngram", "export-arpa", str(world / "kn3"), str(arpa)]) == 0
+    with opener(tmp_path / f"m.arpa{suffix}", "rb") as f:
+        assert f.read(6) == b"\\data\\"
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / f"m.arpa{suffix}"), str(packed), "--json"]) == 0
+    results.append(json.loads(capsys.readouterr().out))
+    assert results[0]["tokens"] == results[1]["tokens"] == results[2]["tokens"]
+    assert results[1]["perplexity"] == results[0]["perplexity"]
+    assert results[2]["perplexity"] == pytest.approx(results[0]["perplexity"], rel=1e-6)
+
+
+def test_standard_input_is_a_file_named_dash(world, tmp_path, capsys, monkeypatch):
+    train = T(world).read_bytes()
+    _stdin(monkeypatch, train)  # ngram train reads its input twice (counts, then ids)
+    assert main(["ngram", "train", "-", "--discount-fallback", "-o", str(tmp_path / "m")]) == 0
+    _stdin(monkeypatch, (world / "toy/test.txt").read_bytes())
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "m"), "-", "--json"]) == 0
+    from_stdin = json.loads(capsys.readouterr().out)
+    assert main(["eval", str(world / "kn3"), str(world / "toy/test.txt"), "--json"]) == 0
+    assert from_stdin["perplexity"] == json.loads(capsys.readouterr().out)["perplexity"]
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_a_corrupt_compressed_file_is_one_line(world, tmp_path, capsys, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    data = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](
+        T(world).read_bytes())
+    flipped = data[:40] + bytes(b ^ 0x55 for b in data[40:80]) + data[80:]
+    for name, damaged in (("cut", data[: len(data) // 2]), ("flipped", flipped)):
+        path = write(tmp_path / f"{name}{suffix}", damaged)
+        code = main(["eval", str(world / "kn3"), str(path)])
+        check_outcome(code, "", capsys.readouterr().err, "error", "corrupt|truncated|UTF-8")

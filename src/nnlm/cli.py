@@ -44,7 +44,9 @@ examples:
   nnlm reproduce brown --quick                # the paper's Table 1, reduced (minutes)
 
 conventions: natural logs inside; <s> is context only; </s> is predicted and counted;
-unknown words map to <unk> and are counted (as KenLM does).
+unknown words map to <unk> and are counted (as KenLM does); a blank line is not a
+sentence. Text and ARPA files may be gzip, bzip2 or xz compressed; - reads stdin.
+Outputs are written atomically and never over an input; errors are one line, exit 2.
 """
 
 

@@ -3,7 +3,10 @@
 Reading. Text is read as bytes in blocks of whole lines and decoded per block, so a bad
 byte is reported with its line number while a large file never becomes one Python
 string. One rule for every command: a UTF-8 byte-order mark is dropped, ``\\r\\n`` and a
-lone ``\\r`` end a line like ``\\n``, and a NUL byte is an error (a binary file).
+lone ``\\r`` end a line like ``\\n``, and a NUL byte is an error (a binary file). Files
+compressed with gzip, bzip2 or xz are read through (recognized by their first bytes,
+whatever their name), and ``-`` is standard input (kept in a temporary file on first
+use, so commands that read their input twice can).
 
 Writing. :func:`atomic_path` is the one way anything is written: the payload (a file or
 a whole directory) is built under a hidden temporary name in the target's folder, given
@@ -16,15 +19,20 @@ them. :func:`output_lock` keeps two nnlm processes from writing the same output,
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import ctypes
 import ctypes.util
 import errno
 import fcntl
+import gzip
+import lzma
 import os
 import re
 import shutil
+import sys
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +40,7 @@ from typing import BinaryIO
 from .errors import NnlmError, where
 
 BLOCK_BYTES = 1 << 22  # lines are read in blocks of about 4 MiB
+STDIN_NAME = "<stdin>"
 BOM = "\ufeff"
 
 
@@ -42,17 +51,65 @@ def os_error_message(path, error: OSError, doing: str = "cannot open") -> str:
     return f"{path}: {doing} ({cause[:1].lower() + cause[1:]})"
 
 
+COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
+STDIN = "-"
+_stdin_copy = None  # standard input, spooled to a temporary file on first use
+
+
+def _stdin_file():
+    global _stdin_copy
+    source = sys.stdin.buffer
+    if _stdin_copy is None or _stdin_copy[0] is not source:
+        copy = tempfile.TemporaryFile()
+        shutil.copyfileobj(source, copy, 1 << 20)
+        _stdin_copy = (source, copy)
+    copy = _stdin_copy[1]
+    copy.seek(0)
+    return open(os.dup(copy.fileno()), "rb")
+
+
+def compression_of(head: bytes) -> str | None:
+    """``gzip``, ``bzip2``, ``xz`` or None, from a file's first bytes."""
+    return next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def _decompressing(raw: BinaryIO, kind: str) -> BinaryIO:
+    """A reader of ``raw``'s decompressed bytes that closes ``raw`` when closed."""
+    if kind == "gzip":
+        f = gzip.GzipFile(fileobj=raw, mode="rb")
+        f.myfileobj = raw  # GzipFile closes this one on close()
+    else:
+        f = (bz2.BZ2File if kind == "bzip2" else lzma.LZMAFile)(raw)
+        f._closefp = True  # as when opened by name: close() closes raw
+    return f
+
+
 def open_for_reading(path: str | os.PathLike) -> BinaryIO:
-    """Open ``path`` in binary mode, turning OS errors into one-line NnlmErrors."""
-    path = Path(path)
-    if path.is_dir():
-        raise NnlmError(f"{path}: is a directory, expected a text file")
+    """Open ``path`` (``-``: standard input) in binary mode, decompressing gzip, bzip2 and
+    xz; OS errors become one-line NnlmErrors."""
+    if str(path) == STDIN:
+        raw = _stdin_file()
+    else:
+        path = Path(path)
+        if path.is_dir():
+            raise NnlmError(f"{path}: is a directory, expected a text file")
+        try:
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise NnlmError(f"{path}: no such file") from None
+        except OSError as e:
+            raise NnlmError(os_error_message(path, e)) from None
+    kind = compression_of(raw.peek(8)[:8] if hasattr(raw, "peek") else b"")
+    return _decompressing(raw, kind) if kind else raw
+
+
+def read_head(path: str | os.PathLike, size: int = 4096) -> bytes:
+    """The first ``size`` bytes of ``path``'s content (decompressed), b"" if unreadable."""
     try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise NnlmError(f"{path}: no such file") from None
-    except OSError as e:
-        raise NnlmError(os_error_message(path, e)) from None
+        with open_for_reading(path) as f:
+            return f.read(size)
+    except (NnlmError, OSError, EOFError):
+        return b""
 
 
 def decode_block(block: bytes, name, first_line: int) -> list[str]:
@@ -91,19 +148,24 @@ def iter_line_blocks(source: str | os.PathLike | BinaryIO,
     missing or empty file and for bad bytes, naming the line and column.
     """
     is_path = isinstance(source, (str, os.PathLike))
-    name = name or (str(source) if is_path else "<stdin>")
+    name = name or ((STDIN_NAME if str(source) == STDIN else str(source)) if is_path
+                    else STDIN_NAME)
     with open_for_reading(source) if is_path else contextlib.nullcontext(source) as f:
         line_no = 1
         seen_any = False
         while True:
-            raw_lines = f.readlines(BLOCK_BYTES)
+            try:
+                raw_lines = f.readlines(BLOCK_BYTES)
+            except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
+                raise NnlmError(f"{name}: corrupt or truncated compressed file around line "
+                                f"{line_no} ({str(e) or type(e).__name__})") from None
             if not raw_lines:
                 break
             seen_any = True
             lines = decode_block(b"".join(raw_lines), name, line_no)
             yield line_no, lines
             line_no += len(lines)
-        if not seen_any and is_path:
+        if not seen_any and is_path and str(source) != STDIN:
             raise NnlmError(f"{name}: file is empty")
 
 
@@ -268,6 +330,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise NnlmError(os_error_message(where_, e, "cannot write")) from None
     finally:
         staged.discard()
+
+
+def open_text_for_writing(tmp: Path, final: str | os.PathLike):
+    """A UTF-8 text stream onto ``tmp``, compressed as ``final``'s suffix asks (.gz, .bz2,
+    .xz; anything else: plain)."""
+    suffix = Path(final).suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(tmp, "wt", encoding="utf-8", newline="\n", compresslevel=6)
+    if suffix == ".bz2":
+        return bz2.open(tmp, "wt", encoding="utf-8", newline="\n")
+    if suffix == ".xz":
+        return lzma.open(tmp, "wt", encoding="utf-8", newline="\n")
+    return open(tmp, "w", encoding="utf-8", newline="\n")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from .errors import NnlmError
-from .fileio import atomic_path, atomic_write_text, os_error_message
+from .fileio import atomic_path, atomic_write_text, os_error_message, read_head
 from .lm import LanguageModel, array_binding
 from .vocab import Vocabulary
 
@@ -132,10 +132,10 @@ def load_vocab_for(path: Path, header: dict) -> Vocabulary:
 
 
 def is_arpa(path: Path) -> bool:
+    """Whether ``path`` is an ARPA file (plain or compressed)."""
     if not path.is_file():
         return False
-    with open(path, "rb") as f:
-        head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+    head = read_head(path).removeprefix(b"\xef\xbb\xbf").lstrip()
     return head.startswith(b"\\data\\")
 
 

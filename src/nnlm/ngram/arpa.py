@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NnlmError, where
-from ..fileio import atomic_path, iter_line_blocks
+from ..fileio import atomic_path, iter_line_blocks, open_text_for_writing
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
 from .counts import lookup
@@ -57,7 +57,8 @@ def _fmt(values: np.ndarray) -> list[str]:
 
 
 def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> Path:
-    """Write ``model`` as an ARPA file (atomically). ``progress(k)`` is called per order."""
+    """Write ``model`` as an ARPA file (atomically; gzip, bzip2 or xz for a ``.gz``,
+    ``.bz2`` or ``.xz`` name). ``progress(k)`` is called per order."""
     path = Path(path)
     for name, a in [("unigram", model.unigram_logp), *((f"{k}-gram", level.logp) for k, level
                                                       in enumerate(model.levels, start=2))]:
@@ -68,7 +69,7 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
     all_words = ngram_words(model)
     word_array = np.array(words, dtype=object)
     counts = [len(words)] + [len(w) for w in all_words]
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f:
         f.write("\\data\\\n")
         for k, n in enumerate(counts, start=1):
             f.write(f"ngram {k}={n}\n")
