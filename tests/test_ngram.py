@@ -316,3 +316,25 @@ def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_p
     bad_line = text.splitlines().index("-1\tw0") + 1
     with pytest.raises(NnlmError, match=rf"big\.arpa:{bad_line}: expected 'log10p"):
         read_arpa(tmp_path / "big.arpa")
+
+
+def test_an_arpa_file_without_unk_scores_oov_words_as_kenlm_does(tmp_path):
+    """KenLM substitutes log10 p(<unk>) = -100 for a file that lists no <unk>, and says so;
+    nnlm must give its per-token numbers (issue 13) and warn."""
+    from nnlm.errors import NnlmWarning
+
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines)
+    model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
+    text = write_arpa(model, tmp_path / "m.arpa").read_text().split("\n")
+    unk = next(i for i, x in enumerate(text) if x.split("\t")[1:2] == ["<unk>"])
+    del text[unk]
+    text[1] = f"ngram 1={int(text[1].split('=')[1]) - 1}"
+    path = write(tmp_path / "nounk.arpa", "\n".join(text))
+    with pytest.warns(NnlmWarning, match="no <unk>.*-100"):
+        ours_model = read_arpa(path)
+    test_lines = [["w1", "zebra", "w2"], ["qqq"], ["w3", "w1", "xyz", "w2", "w5"]]
+    ours = ours_model.logprobs(Stream.from_lines(test_lines, ours_model.vocab)) / math.log(10)
+    theirs = kenlm_scores(path, test_lines)
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert ours.min() < -100  # the OOV words really got KenLM's -100 (plus a back-off)

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from .argtypes import (
@@ -23,7 +24,7 @@ from .argtypes import (
     seed,
     unit_interval,
 )
-from .errors import NnlmError
+from .errors import NnlmError, NnlmWarning
 from .fileio import check_distinct, os_error_message, output_lock, public_path
 from .neural.presets import PRESETS, RECIPES
 from .ngram.train import METHODS
@@ -705,6 +706,13 @@ def command_paths(args) -> tuple[list, list]:
     return [p for p in inputs if p is not None], [p for p in outputs if p is not None]
 
 
+def _show_warning(message, category, *args, **kwargs) -> None:
+    if issubclass(category, NnlmWarning):
+        print(f"nnlm: warning: {message}", file=sys.stderr)
+    else:  # a library's own warning: one line, not a traceback-like block
+        print(f"nnlm: warning: {category.__name__}: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -714,7 +722,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inputs, outputs = command_paths(args)
         check_distinct(inputs, outputs)
-        with contextlib.ExitStack() as locks:
+        with contextlib.ExitStack() as locks, warnings.catch_warnings():
+            warnings.simplefilter("default", NnlmWarning)
+            warnings.showwarning = _show_warning
             for path in outputs:
                 locks.enter_context(output_lock(path))
             HANDLERS[args.command](args)

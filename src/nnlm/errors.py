@@ -14,3 +14,15 @@ class NnlmError(Exception):
 def where(path, line: int | None = None) -> str:
     """``path`` or ``path:line``, the prefix every file error starts with."""
     return f"{path}:{line}" if line is not None else str(path)
+
+
+class NnlmWarning(UserWarning):
+    """A user-facing warning: one line. The CLI prints it as ``nnlm: warning: ...``."""
+
+
+def warn(message: str) -> None:
+    """Warn the user in one line (through Python's warnings, so library users can filter
+    or raise them; the CLI prints each once)."""
+    import warnings
+
+    warnings.warn(message, NnlmWarning, stacklevel=2)

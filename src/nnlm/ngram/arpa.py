@@ -26,14 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NnlmError, where
+from ..errors import NnlmError, warn, where
 from ..fileio import atomic_path, iter_line_blocks, open_text_for_writing
-from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, Vocabulary
+from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
 from .counts import lookup
 
 LOG10_E = math.log10(math.e)
 ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
+MISSING_UNK = -100.0  # KenLM's log10 p(<unk>) for a file that lists no <unk>
 
 
 def ngram_words(model: BackoffNgram) -> list[np.ndarray]:
@@ -207,7 +208,11 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
     V = len(vocab)
     ln10 = math.log(10)
-    uni_logp = np.full(V, ARPA_ZERO * ln10)  # an <unk> the file lacks gets -99
+    uni_logp = np.full(V, ARPA_ZERO * ln10)
+    if UNK not in file_words:  # KenLM's choice for a file without <unk>, and its warning
+        uni_logp[UNK_ID] = MISSING_UNK * ln10
+        warn(f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
+             f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
     uni_bow = np.zeros(V)
     idx = np.array([vocab.index[w] for w in file_words])
     uni_logp[idx] = uni_p * ln10
@@ -258,8 +263,11 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     return model
 
 
-def check_normalized(model: BackoffNgram, path) -> None:
-    """Every next-word distribution of a back-off model must sum to 1.
+def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> None:
+    """Every next-word distribution of a back-off model must sum to 1: more is an error
+    (an impossible model, whose perplexities would be too good), less a warning (a
+    deficient one; its perplexities are upper bounds). ``skip``: {order: bool mask} of
+    contexts not to check (entries added for a pruned file's missing contexts).
 
     For a context h stored at order k-1, its explicit k-grams carry P(h w) and the rest
     comes from backing off: sum = sum_w P(h w) + bow(h) (1 - sum_w p(w | h')), where
@@ -269,9 +277,12 @@ def check_normalized(model: BackoffNgram, path) -> None:
     """
     V = len(model.vocab)
     mass = float(np.sum(np.exp(np.delete(model.unigram_logp, BOS_ID))))
-    if abs(mass - 1) > MASS_TOLERANCE:
-        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, not 1; not a "
-                        "valid (normalized) language model")
+    deficient = []  # (what, sum) of distributions summing to less than 1
+    if mass > 1 + MASS_TOLERANCE:
+        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, more than 1; "
+                        "not a valid language model")
+    if mass < 1 - MASS_TOLERANCE:
+        deficient.append(("the unigrams", mass))
     for k, level in enumerate(model.levels, start=2):
         if k == 2:
             low, ctx_bow, ctx_last = model.unigram_logp[level.last], model.unigram_log_bow, \
@@ -284,14 +295,27 @@ def check_normalized(model: BackoffNgram, path) -> None:
         s_low = np.bincount(level.prefix, np.exp(low), minlength=n)
         with np.errstate(over="ignore"):
             total = s_exp + np.exp(ctx_bow) * (1.0 - s_low)
-        bad = (np.abs(total - 1.0) > MASS_TOLERANCE) & (ctx_last != EOS_ID)
-        if np.any(bad):
+        used = ctx_last != EOS_ID
+        if skip is not None and k - 1 in skip:
+            used &= ~skip[k - 1]
+        for bad, above in ((used & (total > 1 + MASS_TOLERANCE), True),
+                           (used & (total < 1 - MASS_TOLERANCE), False)):
+            if not np.any(bad):
+                continue
             i = int(np.flatnonzero(bad)[0])
             words = (model.vocab.words[i] if k == 2
                      else " ".join(model.vocab.words[j] for j in ngram_words(model)[k - 3][i]))
-            raise NnlmError(f"{path}: the probabilities after '{words}' sum to {total[i]:.6g}, "
-                            "not 1: its n-grams and back-off weight disagree, so every score "
-                            "would be wrong. Not a valid (normalized) language model")
+            if above:
+                raise NnlmError(f"{path}: the probabilities after '{words}' sum to "
+                                f"{total[i]:.6g}, more than 1: its n-grams and back-off weight "
+                                "disagree, so every score would be wrong. Not a valid "
+                                "language model")
+            deficient.append((f"'{words}' and {int(bad.sum()) - 1:,} other contexts", total[i]))
+    if deficient:
+        what, total = deficient[0]
+        warn(f"{path}: the probabilities after {what} sum to {total:.6g}, less than 1 (a "
+             "deficient model, e.g. pruned without renormalizing): perplexities are upper "
+             "bounds")
 
 
 MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary

@@ -117,17 +117,16 @@ class BackoffNgram(LanguageModel):
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts, np.int64)
         B = len(contexts)
-        probs = np.tile(np.exp(self.unigram_logp), (B, 1))
+        logp = np.tile(self.unigram_logp, (B, 1))  # in log space: no underflow
         for k, ctx in enumerate(self._context_ids(contexts), start=2):
             level = self.levels[k - 2]
             rows = np.flatnonzero(ctx >= 0)
             ctx = ctx[rows]
-            probs[rows] *= np.exp(self._log_bow(k - 1, ctx))[:, None]
+            logp[rows] += self._log_bow(k - 1, ctx)[:, None]
             r, e = expand_ranges(level.prefix_offsets[ctx], level.prefix_offsets[ctx + 1])
             e = level.by_prefix[e]
-            probs[rows[r], level.last[e]] = np.exp(level.logp[e])
-        with np.errstate(divide="ignore"):
-            return np.log(probs)
+            logp[rows[r], level.last[e]] = level.logp[e]
+        return logp
 
     # -- persistence (see nnlm.models) ------------------------------------------------
     def config(self) -> dict:
