@@ -254,8 +254,10 @@ def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path):
         read_arpa(tmp_path / "bad.arpa")
     trigram = head.replace("ngram 2=2", "ngram 2=1\nngram 3=1").replace("\n\n\\2", "\n\\2")
     write(tmp_path / "bad.arpa", trigram + "\\3-grams:\n-0.1\ta a </s>\n\\end\\\n")  # no "a a"
-    with pytest.raises(NnlmError, match=r"bad\.arpa:15: n-gram 'a a </s>' lacks its context or "
-                       "suffix"):
+    # a pruned file (no 'a a' for the trigram): the context is added as KenLM adds it, and
+    # then this made-up file is refused for its probabilities
+    with pytest.raises(NnlmError, match=r"bad\.arpa: the 2-grams after 'a' have "
+                       "probabilities summing to"):
         read_arpa(tmp_path / "bad.arpa")
 
 
@@ -338,3 +340,37 @@ def test_an_arpa_file_without_unk_scores_oov_words_as_kenlm_does(tmp_path):
     theirs = kenlm_scores(path, test_lines)
     assert np.abs(ours - theirs).max() < 1e-5
     assert ours.min() < -100  # the OOV words really got KenLM's -100 (plus a back-off)
+
+
+def test_a_pruned_arpa_file_loads_and_scores_as_kenlm_does(tmp_path):
+    """Pruned files (SRILM -prune) lack n-grams that higher orders use as suffix. KenLM
+    adds them with the probability of backing off and weight 1; nnlm must give its
+    per-token numbers to 1e-5 (issue 13), and warn. (KenLM refuses a missing context;
+    nnlm adds those the same way.)"""
+    from nnlm.errors import NnlmWarning
+
+    lines = zipf_corpus()
+    stream, vocab = stream_and_vocab(lines)
+    model = KneserNey(vocab, 4, discount_fallback=True).fit(stream)
+    text = write_arpa(model, tmp_path / "m.arpa").read_text().split("\n")
+    grams = {k: [i for i, x in enumerate(text) if x.count("\t") >= 1 and
+                 len(x.split("\t")[1].split(" ")) == k] for k in (2, 3, 4)}
+    def words(i):
+        return tuple(text[i].split("\t")[1].split(" "))
+    contexts = {k: {words(i)[:-1] for i in grams[k + 1]} for k in (2, 3)}
+    suffixes = {k: {words(i)[1:] for i in grams[k + 1]} for k in (2, 3)}
+    drop = set()
+    for k in (2, 3):  # suffixes of higher orders that are no context (KenLM refuses those)
+        drop |= set([i for i in grams[k] if words(i) in suffixes[k] - contexts[k]][::3])
+    kept = [x for i, x in enumerate(text) if i not in drop]
+    for k in (2, 3):
+        n = next(j for j, x in enumerate(kept) if x.startswith(f"ngram {k}="))
+        kept[n] = f"ngram {k}={len(grams[k]) - len([i for i in drop if i in grams[k]])}"
+    path = write(tmp_path / "pruned.arpa", "\n".join(kept))
+    assert len(drop) > 10
+    with pytest.warns(NnlmWarning, match="pruned file"):
+        ours_model = read_arpa(path)
+    test_lines = zipf_corpus(seed=5, n_sentences=60)
+    ours = ours_model.logprobs(Stream.from_lines(test_lines, ours_model.vocab)) / math.log(10)
+    theirs = kenlm_scores(path, test_lines)
+    assert np.abs(ours - theirs).max() < 1e-5

@@ -398,9 +398,11 @@ def _heavy_trigram_context(lines):
 
 ARPA_CASES = [
     _arpa_case("nan prob", lambda ls: set_field(ls, _uni(ls), 0, "nan"), r":\d+: log10 prob"),
-    _arpa_case("inf prob", lambda ls: set_field(ls, _uni(ls), 0, "inf"), "not a finite"),
-    _arpa_case("-inf prob", lambda ls: set_field(ls, _bi(ls), 0, "-inf"), "not a finite"),
-    _arpa_case("positive prob", lambda ls: set_field(ls, _uni(ls), 0, "0.5"), "<= 0"),
+    _arpa_case("inf prob", lambda ls: set_field(ls, _uni(ls), 0, "inf"), "not a number in"),
+    _arpa_case("-inf prob", lambda ls: set_field(ls, _bi(ls), 0, "-inf"), "not a number in"),
+    _arpa_case("huge prob", lambda ls: set_field(ls, _bi(ls), 0, "-1e308"), "not a number in"),
+    _arpa_case("positive prob", lambda ls: set_field(ls, _uni(ls), 0, "0.5"), r"\[-1000, 0\]"),
+    _arpa_case("huge bow", lambda ls: set_field(ls, _uni(ls), 2, "-1e308"), "within"),
     _arpa_case("nan bow", lambda ls: set_field(ls, _uni(ls), 2, "nan"), "back-off weight"),
     _arpa_case("inf bow", lambda ls: set_field(ls, _bi(ls), 2, "-inf"), "back-off weight"),
     _arpa_case("duplicate unigram", _dup_unigram, "appears twice"),
@@ -431,7 +433,7 @@ ARPA_CASES = [
     Case("export of a bad arpa", argv=lambda w, t: ["ngram", "export-arpa", t / "bad.arpa",
                                                     t / "out.arpa"],
          setup=lambda w, t: tampered_arpa(w, t, lambda ls: set_field(ls, _uni(ls), 0, "nan")),
-         match="not a finite"),
+         match="not a number in"),
 ]
 
 

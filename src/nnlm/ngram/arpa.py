@@ -218,11 +218,10 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     uni_logp[idx] = uni_p * ln10
     uni_bow[idx] = uni_b * ln10
     uni_logp[BOS_ID] = -np.inf
-    model = BackoffNgram(vocab, uni_logp, uni_bow, [])
     get = vocab.index.get
-    prev_size = V
+    file_ids = {}
     for k in range(2, order + 1):
-        logp, words, bow = parsed[k]
+        words = parsed[k][1]
         ids = np.array([get(w, -1) for w in words.ravel().tolist()], np.int64).reshape(-1, k)
         if np.any(ids < 0):
             bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
@@ -234,33 +233,94 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
             raise NnlmError(f"{where(path, _line_of_entry(*sections[k], bad))}: n-gram "
                             f"'{' '.join(words[bad])}' has <s> after its first word or </s> "
                             "before its last; <s> is only context and </s> only predicted")
+        file_ids[k] = ids
+    base = (vocab, uni_logp, uni_bow)
+    try:
+        model, added = _build(path, base, parsed, sections, file_ids, {}), {}
+    except _Pruned:
+        added = missing_ngrams(file_ids, order)
+        model = _build(path, base, parsed, sections, file_ids, added)
+        n = sum(len(a) for a in added.values())
+        warn(f"{path}: a pruned file: {n:,} n-grams that other n-grams need as context or "
+             "suffix are missing; added with the probability of backing off and a back-off "
+             "weight of 1, as KenLM does")
+    check_normalized(model, path, skip=_added_masks(model, added))
+    return model
+
+
+class _Pruned(Exception):
+    """An n-gram's context or suffix is not among the lower-order n-grams."""
+
+
+def missing_ngrams(file_ids: dict[int, np.ndarray], order: int) -> dict[int, np.ndarray]:
+    """The n-grams a pruned file lacks: every context (w1..w_{k-1}) and suffix (w2..wk) of
+    a listed or added k-gram must exist at order k-1 (closed from the top order down)."""
+    added: dict[int, set] = {k: set() for k in range(2, order)}
+    for k in range(order, 2, -1):
+        present = set(map(tuple, file_ids[k - 1].tolist()))
+        rows = [*map(tuple, file_ids[k].tolist()), *added.get(k, ())]
+        for r in rows:
+            for sub in (r[:-1], r[1:]):
+                if sub not in present:
+                    added[k - 1].add(sub)
+    return {k: np.array(sorted(a), np.int64).reshape(-1, k) for k, a in added.items() if a}
+
+
+def _build(path, base, parsed, sections, file_ids, added) -> BackoffNgram:
+    """The back-off model of the parsed sections, orders ascending; ``added``: {k: (A, k)}
+    n-grams missing from a pruned file, given p = bow(context) p(w | shorter context), the
+    probability backing off gives them, and a back-off weight of 1 (KenLM's rule)."""
+    vocab, uni_logp, uni_bow = base
+    V, ln10 = len(vocab), math.log(10)
+    model = BackoffNgram(vocab, uni_logp, uni_bow, [])
+    prev_size = V
+    for k in range(2, max(file_ids, default=1) + 1):
+        logp10, words, bow10 = parsed[k]
+        logp, bow, ids = logp10 * ln10, bow10 * ln10, file_ids[k]
+        n_file = len(ids)
+        if k in added:
+            extra = added[k]
+            context = _chain_ids(model, extra[:, :-1])
+            table = model.unigram_log_bow if k == 2 else model.levels[k - 3].log_bow
+            lower = model.target_logprobs(extra[:, 1:-1], extra[:, -1])
+            logp = np.concatenate([logp, table[context] + lower])
+            bow = np.concatenate([bow, np.zeros(len(extra))])
+            ids = np.concatenate([ids, extra])
         suffix = _chain_ids(model, ids[:, 1:])
         prefix = _chain_ids(model, ids[:, :-1])
         missing = (suffix < 0) | (prefix < 0)
         if np.any(missing):
-            bad = int(np.flatnonzero(missing)[0])
-            line = _line_of_entry(*sections[k], bad)
-            raise NnlmError(f"{where(path, line)}: n-gram '{' '.join(words[bad])}' "
-                            "lacks its context or suffix among the lower-order n-grams")
+            raise _Pruned
         keys = suffix * V + ids[:, 0]
         sort = np.argsort(keys, kind="stable")
         dup = np.flatnonzero(keys[sort][1:] == keys[sort][:-1])
         if len(dup):
             bad = int(max(sort[dup[0]], sort[dup[0] + 1]))
-            raise NnlmError(f"{where(path, _line_of_entry(*sections[k], bad))}: n-gram "
-                            f"'{' '.join(words[bad])}' appears twice")
-        mass = np.bincount(prefix, weights=10.0 ** logp)
+            where_ = where(path, _line_of_entry(*sections[k], min(bad, n_file - 1)))
+            raise NnlmError(f"{where_}: n-gram '{' '.join(vocab.words[i] for i in ids[bad])}' "
+                            "appears twice")
+        mass = np.bincount(prefix, weights=np.exp(logp))
         if mass.max(initial=0.0) > 1 + MASS_TOLERANCE:
             ctx = int(np.argmax(mass))
             bad = int(np.flatnonzero(prefix == ctx)[0])
-            raise NnlmError(f"{path}: the {k}-grams after '{' '.join(words[bad][:-1])}' have "
-                            f"probabilities summing to {mass[ctx]:.6g}, more than 1")
-        model.levels.append(NgramLevel(keys[sort], logp[sort] * ln10, bow[sort] * ln10,
-                                       prefix[sort], ids[sort, -1], prev_size))
+            words_ = " ".join(vocab.words[i] for i in ids[bad][:-1])
+            raise NnlmError(f"{path}: the {k}-grams after '{words_}' have probabilities "
+                            f"summing to {mass[ctx]:.6g}, more than 1")
+        model.levels.append(NgramLevel(keys[sort], logp[sort], bow[sort], prefix[sort],
+                                       ids[sort, -1], prev_size))
         model.order = k
         prev_size = len(keys)
-    check_normalized(model, path)
     return model
+
+
+def _added_masks(model: BackoffNgram, added: dict) -> dict[int, np.ndarray]:
+    """{order: mask of the level's entries that were added} (not checked as contexts)."""
+    masks = {}
+    for k, rows in added.items():
+        mask = np.zeros(len(model.levels[k - 2]), bool)
+        mask[_chain_ids(model, rows)] = True
+        masks[k] = mask
+    return masks
 
 
 def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> None:
@@ -296,8 +356,10 @@ def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> Non
         with np.errstate(over="ignore"):
             total = s_exp + np.exp(ctx_bow) * (1.0 - s_low)
         used = ctx_last != EOS_ID
-        if skip is not None and k - 1 in skip:
-            used &= ~skip[k - 1]
+        if skip and k - 1 in skip:  # added contexts, and contexts of k-grams whose suffix
+            used &= ~skip[k - 1]  # was added: a pruned file's sums hold only roughly
+            if k >= 3:
+                used[level.prefix[skip[k - 1][level.keys // V]]] = False
         for bad, above in ((used & (total > 1 + MASS_TOLERANCE), True),
                            (used & (total < 1 - MASS_TOLERANCE), False)):
             if not np.any(bad):
@@ -319,20 +381,25 @@ def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> Non
 
 
 MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary
+LOG10_LIMIT = 1000.0  # no real model has a log10 probability or weight beyond this
 
 
 def _check_numbers(path: Path, k: int, section, logp, words, bow, has_bow: bool) -> None:
-    """Every log10 probability finite and <= 0, every back-off weight finite."""
-    bad_p = ~np.isfinite(logp) | (logp > 0)
+    """Every log10 probability in [-LOG10_LIMIT, 0], every log10 back-off weight within
+    +-LOG10_LIMIT (NaN, infinities and absurd magnitudes, which overflow once converted
+    to natural logs, are refused)."""
+    bad_p = ~((logp >= -LOG10_LIMIT) & (logp <= 0))
     if np.any(bad_p):
         i = int(np.flatnonzero(bad_p)[0])
         raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: log10 probability "
-                        f"{logp[i]!r} of '{' '.join(words[i])}' is not a finite number <= 0")
-    bad_b = ~np.isfinite(bow)
+                        f"{logp[i]!r} of '{' '.join(words[i])}' is not a number in "
+                        f"[-{LOG10_LIMIT:g}, 0]")
+    bad_b = ~(np.abs(bow) <= LOG10_LIMIT)
     if has_bow and np.any(bad_b):
         i = int(np.flatnonzero(bad_b)[0])
         raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: back-off weight "
-                        f"{bow[i]!r} of '{' '.join(words[i])}' is not a finite number")
+                        f"{bow[i]!r} of '{' '.join(words[i])}' is not a finite log10 weight "
+                        f"within +-{LOG10_LIMIT:g}")
 
 
 def _fields_per_line(lines: list[str]) -> np.ndarray:
