@@ -222,7 +222,12 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     file_ids = {}
     for k in range(2, order + 1):
         words = parsed[k][1]
-        ids = np.array([get(w, -1) for w in words.ravel().tolist()], np.int64).reshape(-1, k)
+        flat = words.ravel().tolist()
+        try:  # the fast path: every word known
+            ids = np.fromiter(map(vocab.index.__getitem__, flat), np.int64, len(flat))
+        except KeyError:
+            ids = np.array([get(w, -1) for w in flat], np.int64)
+        ids = ids.reshape(-1, k)
         if np.any(ids < 0):
             bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
             line = _line_of_entry(*sections[k], bad)
@@ -411,9 +416,9 @@ def _fields_per_line(lines: list[str]) -> np.ndarray:
     """
     data = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
     blank = (data == 32) | (data == 9) | (data == 10) | (data == 13) | (data == 11) | (data == 12)
-    starts = ~blank & np.concatenate([[True], blank[:-1]])
-    line_of_byte = np.cumsum(data == 10)
-    return np.bincount(line_of_byte[starts], minlength=len(lines))
+    starts = np.flatnonzero(~blank & np.concatenate([[True], blank[:-1]]))
+    newlines = np.flatnonzero(data == 10)
+    return np.bincount(np.searchsorted(newlines, starts), minlength=len(lines))
 
 
 def _line_of_entry(first_line: int, raw_lines: list[str], index: int) -> int:
