@@ -9,9 +9,11 @@ baselines, behind one small interface.
     2.46
 
 Importing nnlm never imports torch; the neural models load it when first used.
+``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`).
 """
 
 from .corpus import count_words, read_stream
+from .decoding import Model, State
 from .errors import NnlmError
 from .lm import Evaluation, LanguageModel, evaluate
 from .models import load_model, save_model
@@ -35,7 +37,7 @@ def __getattr__(name):  # the neural names import torch only when first used
 
 
 __all__ = [
-    "AddK", "Evaluation", "LanguageModel", "NPLM", "NPLMConfig", "NeuralLM", "NnlmError", "Stream",
-    "TrainConfig", "Trainer", "Vocabulary",
+    "AddK", "Evaluation", "LanguageModel", "Model", "NPLM", "NPLMConfig", "NeuralLM", "NnlmError",
+    "State", "Stream", "TrainConfig", "Trainer", "Vocabulary",
     "count_words", "evaluate", "load_model", "read_stream", "save_model",
 ]

@@ -63,6 +63,8 @@ class BackoffNgram(LanguageModel):
         self.unigram_log_bow = np.asarray(unigram_log_bow, np.float64)
         self.levels = levels
 
+    null_context = True  # a context id of -1 means "no word" (KenLM's NullContext)
+
     def _log_bow(self, k: int, ids: np.ndarray) -> np.ndarray:
         """log bow of order-k entries ``ids`` (0 where id is -1: not stored)."""
         table = self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow
@@ -79,7 +81,7 @@ class BackoffNgram(LanguageModel):
         out.append(ids)
         for j in range(2, self.order):
             c = contexts[:, -j]
-            ids = self.levels[j - 2].find(np.where(ids >= 0, ids * V + c, -1))
+            ids = self.levels[j - 2].find(np.where((ids >= 0) & (c >= 0), ids * V + c, -1))
             out.append(ids)
         return out
 
@@ -96,7 +98,7 @@ class BackoffNgram(LanguageModel):
         for k in range(2, self.order + 1):
             level = self.levels[k - 2]
             c = contexts[:, -(k - 1)]
-            ngram = level.find(np.where(ngram >= 0, ngram * V + c, -1))
+            ngram = level.find(np.where((ngram >= 0) & (c >= 0), ngram * V + c, -1))
             found = ngram >= 0
             logp = np.where(found, level.logp[np.maximum(ngram, 0)], logp)
             acc_bow = np.where(found, 0.0, acc_bow + self._log_bow(k - 1, ctx_ids[k - 2]))
@@ -110,7 +112,7 @@ class BackoffNgram(LanguageModel):
         length = np.ones(len(ngram), np.int64)
         for k in range(2, self.order + 1):
             c = contexts[:, -(k - 1)]
-            ngram = self.levels[k - 2].find(np.where(ngram >= 0, ngram * V + c, -1))
+            ngram = self.levels[k - 2].find(np.where((ngram >= 0) & (c >= 0), ngram * V + c, -1))
             length[ngram >= 0] = k
         return length
 
