@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from .argtypes import (
+    finite_float,
     fraction,
     nonnegative_float,
     nonnegative_int,
@@ -207,6 +208,29 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--per-token", action="store_true",
                        help="also print word, log10 p, n-gram length used and OOV per token")
     add_neural_scoring_arguments(score)
+
+    # rescore -------------------------------------------------------------------------
+    rs = sub.add_parser(
+        "rescore", help="add a model's score to n-best lists and re-rank them",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rescore NBEST (Moses 'id ||| hypothesis ||| features ||| score', or "
+        "'id<TAB>score<TAB>hypothesis'; - reads stdin)\nwith MODEL: new = score + "
+        "lm_weight * LM + word_penalty * words, LM the log10\nprobability (</s> included). "
+        "Within each id, best first. Moses output gains the feature 'nnlm= LM'.",
+        epilog="examples:\n"
+        "  nnlm rescore runs/kn5 nbest.txt --lm-weight 0.5 --word-penalty -0.1 -o rescored.txt\n"
+        "  nnlm rescore runs/mlp1 nbest.txt --best --bf16      # the best hypothesis per id")
+    rs.add_argument("model", type=Path, metavar="MODEL")
+    rs.add_argument("nbest", type=Path, metavar="NBEST")
+    rs.add_argument("-o", "--output", type=Path, metavar="OUT",
+                    help="write here (atomically) instead of stdout")
+    rs.add_argument("--lm-weight", type=finite_float, default=1.0, metavar="W",
+                    help="weight of the model's log10 probability (default: 1)")
+    rs.add_argument("--word-penalty", type=finite_float, default=0.0, metavar="P",
+                    help="added once per word; negative favours short hypotheses (default: 0)")
+    rs.add_argument("--best", action="store_true",
+                    help="print only the best hypothesis of each id, one line per id")
+    add_neural_scoring_arguments(rs)
 
     # eval ----------------------------------------------------------------------------
     ev = sub.add_parser("eval", help="perplexity of a model on a text file",
@@ -540,6 +564,23 @@ def load_for_scoring(args):
     return model, parts
 
 
+def cmd_rescore(args) -> None:
+    from .fileio import atomic_write_text
+    from .rescore import format_ranked, read_nbest, rescore
+
+    model, _ = load_for_scoring(args)
+    hypotheses, moses = read_nbest(args.nbest)
+    groups = rescore(model, hypotheses, args.lm_weight, args.word_penalty)
+    lines = format_ranked(groups, moses, args.best)
+    if args.output is None:
+        for line in lines:
+            print(line)
+    else:
+        atomic_write_text(args.output, "".join(line + "\n" for line in lines))
+        print(f"{args.output}: {len(hypotheses):,} hypotheses of {len(groups):,} ids, rescored",
+              file=sys.stderr)
+
+
 def cmd_eval(args) -> None:
     from .corpus import read_stream
     from .lm import evaluate
@@ -673,7 +714,8 @@ def cmd_demo(args) -> None:
 
 HANDLERS = {
     "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
-    "train": cmd_train, "generate": cmd_generate, "neighbors": cmd_neighbors,
+    "rescore": cmd_rescore, "train": cmd_train, "generate": cmd_generate,
+    "neighbors": cmd_neighbors,
     "plot-embeddings": cmd_plot_embeddings, "mix": cmd_mix, "reproduce": cmd_reproduce,
     "demo": cmd_demo,
 }
@@ -692,6 +734,7 @@ PATHS = {
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
     "score": lambda a: ([a.model, a.file], []),
     "eval": lambda a: ([a.model, a.text], []),
+    "rescore": lambda a: ([a.model, a.nbest], [a.output]),
     "train": lambda a: ([a.train, a.valid, a.shortlist_backoff], [a.output]),
     "plot-embeddings": lambda a: ([a.model], [a.output]),
     "mix": lambda a: ([*a.models, a.valid, a.per_bucket], [a.output]),
