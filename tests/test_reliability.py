@@ -158,10 +158,17 @@ def V(w):
     return w / "toy/valid.txt"
 
 
+VOCABS = {"VOCAB_TEXT": lambda w: w / "toy/train.txt", "VOCAB_NNLM": lambda w: w / "kn3/vocab.txt",
+          "VOCAB_DUP": lambda w: write(w.parent / "dup_vocab.txt", "dog\ncat\ndog\n")}
+
+
 def ng(extra, match=None, expect="error"):
     """An `ngram train` case with extra options, output in the case folder."""
-    return dict(argv=lambda w, t: ["ngram", "train", T(w), "-o", t / "m", *extra],
-                expect=expect, match=match, output=lambda w, t: t / "m")
+    def argv(w, t):
+        return ["ngram", "train", T(w), "-o", t / "m",
+                *(VOCABS[x](w) if x in VOCABS else x for x in extra)]
+
+    return dict(argv=argv, expect=expect, match=match, output=lambda w, t: t / "m")
 
 
 def tr(extra, match=None, expect="error"):
@@ -548,6 +555,11 @@ def _resume(tamper, match):
 
 
 TEXT_CASES = [
+    Case("vocab is a text", **ng(["--vocab", "VOCAB_TEXT"], "not a vocabulary")),
+    Case("vocab with min-count", **ng(["--vocab", "VOCAB_NNLM", "--min-count", "2"],
+                                      "drop --min-count")),
+    Case("vocab listed twice", **ng(["--vocab", "VOCAB_DUP"], "listed twice")),
+    Case("vocab ok", **ng(["--vocab", "VOCAB_NNLM", "--discount-fallback"], expect="ok")),
     Case("text missing", **ev(lambda w, t: w / "kn3", lambda w, t: t / "none.txt",
                               match="no such file")),
     Case("text is a dir", **ev(lambda w, t: w / "kn3", lambda w, t: t, match="is a directory")),

@@ -69,3 +69,19 @@ def test_bad_nbest_lines_are_one_line_errors(kn, tmp_path, capsys, text, match):
     assert main(["rescore", str(kn), str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(match, err), err
+
+
+def test_a_fixed_vocabulary_lets_models_of_different_text_be_mixed(kn, tmp_path, capsys):
+    """--vocab (issue 13): a model trained on other text with another model's vocab.txt
+    has the same ids, so the two mix; a word list fixes ids in its own order."""
+    toy = kn.parent / "toy"
+    assert main(["ngram", "train", str(toy / "valid.txt"), "--vocab", str(kn / "vocab.txt"),
+                 "--discount-fallback", "-o", str(tmp_path / "other")]) == 0
+    assert load_model(tmp_path / "other").vocab == load_model(kn).vocab
+    assert main(["mix", str(kn), str(tmp_path / "other"), "--valid", str(toy / "test.txt"),
+                 "-o", str(tmp_path / "mix")]) == 0
+    write(tmp_path / "words.txt", "zebra\ncat\n\ndog\n</s>\n")
+    assert main(["ngram", "train", str(toy / "valid.txt"), "--vocab", str(tmp_path / "words.txt"),
+                 "--order", "2", "--discount-fallback", "-o", str(tmp_path / "small")]) == 0
+    assert load_model(tmp_path / "small").vocab.words == ["<unk>", "<s>", "</s>", "zebra", "cat",
+                                                          "dog"]

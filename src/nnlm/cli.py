@@ -53,7 +53,11 @@ Outputs are written atomically and never over an input; errors are one line, exi
 
 
 def add_vocabulary_arguments(group) -> None:
-    """--min-count and --max-size, the same for every command that builds a vocabulary."""
+    """--min-count, --max-size and --vocab, the same for every command that builds one."""
+    group.add_argument("--vocab", type=Path, metavar="FILE",
+                       help="fix the vocabulary: a vocab.txt of another nnlm model (same ids: "
+                       "the models can be mixed) or a word list, one word a line; other words "
+                       "become <unk>")
     group.add_argument("--min-count", type=positive_int, default=1, metavar="N",
                        help="keep words seen at least N times (default: 1)")
     group.add_argument("--max-size", type=ranged(int, 4), default=None, metavar="N",
@@ -159,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="model directory to write")
     train.add_argument("--method", choices=list(METHODS), default="kn",
                        help="smoothing method (default: kn)")
-    train.add_argument("--order", type=ranged(int, 1, 20), default=3, metavar="N",
-                       help="n, 1 to 20 (default: 3)")
+    train.add_argument("--order", type=ranged(int, 1, 9), default=3, metavar="N",
+                       help="n, 1 to 9 (default: 3)")
     train.add_argument("--valid", type=Path, metavar="VALID",
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
@@ -494,7 +498,8 @@ def cmd_ngram(args) -> None:
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
     model = ngram_train.train_ngram(
-        args.train, args.method, args.order, valid_path=args.valid, min_count=args.min_count,
+        args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
+        min_count=args.min_count,
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
         discount_fallback=fallback, k=args.k)
     save_model(model, args.output)
@@ -504,6 +509,17 @@ def cmd_ngram(args) -> None:
 
         write_arpa(model, args.arpa)
         print(f"{args.arpa}: ARPA")
+
+
+def fixed_vocabulary(args):
+    """The --vocab vocabulary, or None; it excludes --min-count and --max-size."""
+    if args.vocab is None:
+        return None
+    if args.min_count != 1 or args.max_size is not None:
+        raise NnlmError("--vocab fixes the vocabulary: drop --min-count and --max-size")
+    from .vocab import Vocabulary
+
+    return Vocabulary.read(args.vocab)
 
 
 def cmd_score(args) -> None:
@@ -631,6 +647,7 @@ def cmd_train(args) -> None:
                      train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,
                      max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
                      min_count=args.min_count, max_size=args.max_size, device=args.device,
+                     vocab=fixed_vocabulary(args),
                      shortlist_backoff=args.shortlist_backoff)
 
 
@@ -729,13 +746,13 @@ def _splits(outdir):
 # replace, hold or lie inside an input (nnlm.fileio.check_distinct)
 PATHS = {
     "prepare": lambda a: ([getattr(a, "file", None)], _splits(a.outdir)),
-    "ngram train": lambda a: ([a.train, a.valid, a.clustering], [a.output, a.arpa]),
+    "ngram train": lambda a: ([a.train, a.valid, a.clustering, a.vocab], [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
     "score": lambda a: ([a.model, a.file], []),
     "eval": lambda a: ([a.model, a.text], []),
     "rescore": lambda a: ([a.model, a.nbest], [a.output]),
-    "train": lambda a: ([a.train, a.valid, a.shortlist_backoff], [a.output]),
+    "train": lambda a: ([a.train, a.valid, a.shortlist_backoff, a.vocab], [a.output]),
     "plot-embeddings": lambda a: ([a.model], [a.output]),
     "mix": lambda a: ([*a.models, a.valid, a.per_bucket], [a.output]),
     "reproduce": lambda a: ([], [a.workdir]),

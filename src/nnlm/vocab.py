@@ -82,6 +82,34 @@ class Vocabulary:
             [*SPECIALS, *(w for w, _ in keep)], [unk_count, 0, 0, *(c for _, c in keep)]
         )
 
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> Vocabulary:
+        """A fixed vocabulary (``--vocab``, like KenLM's ``--limit_vocab_file`` or SRILM's
+        ``-vocab``): an nnlm ``vocab.txt`` (ids kept, so models trained on different
+        text with it can be mixed), or a word list, one word a line, ids in its order
+        after the specials."""
+        path = Path(path)
+        first = next(iter_line_blocks(path))[1][:1]
+        if first == [FORMAT_HEADER]:
+            return cls.load(path)
+        words: list[str] = []
+        seen: set[str] = set()
+        for start, block in iter_line_blocks(path):
+            for i, line in enumerate(block):
+                tokens = line.split()
+                if len(tokens) > 1:
+                    raise NnlmError(f"{where(path, start + i)}: not a vocabulary: a word list "
+                                    f"has one word a line, this line has {len(tokens)}")
+                if tokens and tokens[0] not in SPECIALS:
+                    if tokens[0] in seen:
+                        raise NnlmError(f"{where(path, start + i)}: {tokens[0]!r} is listed "
+                                        "twice")
+                    seen.add(tokens[0])
+                    words.append(tokens[0])
+        if not words:
+            raise NnlmError(f"{path}: not a vocabulary: no words")
+        return cls([*SPECIALS, *words])
+
     # -- mapping ----------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.words)

@@ -58,9 +58,10 @@ def check_objective(train: dict, model_config) -> None:
 def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, train=None,
                      recipe=None, resume=False, threads=None, max_steps=None, checkpoint_every=500,
                      min_count=1, max_size=None, device="cpu", shortlist_backoff=None,
-                     log=print) -> dict:
+                     log=print, vocab=None) -> dict:
     """Train (or resume) a network of the family from text files into ``outdir``.
 
+    ``vocab``: a fixed vocabulary (default: built from ``train_path``).
     ``arch`` may hold ``shortlist`` (K): the network then predicts the K most frequent words
     and one "elsewhere" output, and ``shortlist_backoff`` (a model path) scores the rest.
     """
@@ -70,7 +71,10 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     backoff = None
     if resume:
         header = read_header(outdir)
-        vocab = load_vocab_for(outdir, header)
+        given_vocab, vocab = vocab, load_vocab_for(outdir, header)
+        if given_vocab is not None and given_vocab != vocab:
+            raise NnlmError("--resume with --vocab: the file differs from the checkpoint's "
+                            "vocabulary; drop --vocab")
         saved_arch = {k: v for k, v in header["config"].items() if k != "vocab_size"}
         saved_train = dict(header.get("train") or {})
         saved_preset = saved_train.pop("preset", None)
@@ -97,7 +101,8 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
         changes = {}
         check_new_output(outdir)
         name, arch, train = resolve(preset, arch, train, recipe)
-        vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
+        if vocab is None:
+            vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
         if shortlist is not None:
             if shortlist_backoff is None:
                 raise NnlmError(f"--shortlist {shortlist} needs --shortlist-backoff MODEL: an "
