@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
                     help="when counts-of-counts leave discounts undefined (tiny data), use "
                     "D1 D2 D3+ (default 0.5 1 1.5; 0 < Dk < k) instead of stopping")
+    kn.add_argument("--prune", nargs="+", type=nonnegative_int, metavar="T",
+                    help="count pruning, like lmplz --prune: drop n-grams of order k seen at "
+                    "most T_k times (one threshold per order from unigrams, which must be 0; "
+                    "non-decreasing; the last repeats), then renormalize")
     cls = train.add_argument_group("class-based")
     cls.add_argument("--classes", type=positive_int, default=500, metavar="C",
                      help="number of word classes (default: 500)")
@@ -192,6 +196,20 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--iterations", type=positive_int, default=15, metavar="N",
                          help="at most N passes over the vocabulary (default: 15)")
     cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
+
+    pr = ngram_sub.add_parser(
+        "prune", help="entropy-prune a back-off model (Stolcke 1998, SRILM's -prune)",
+        description="Drop every n-gram whose removal alone raises the model's perplexity by "
+        "less than THRESHOLD (relative; all judged on the unpruned model), then renormalize "
+        "the back-off weights. MODEL: a kn or backoff model directory, or an ARPA file.",
+        epilog="examples:\n  nnlm ngram prune runs/kn5 --threshold 1e-7 -o runs/kn5-p7 "
+        "--arpa runs/kn5-p7.arpa.gz")
+    pr.add_argument("model", type=Path, metavar="MODEL")
+    pr.add_argument("--threshold", type=positive_float, required=True, metavar="THETA",
+                    help="relative perplexity growth below which an n-gram goes (SRILM's "
+                    "-prune value; 1e-8 keeps almost everything, 1e-6 prunes hard)")
+    pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    pr.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
 
     export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
                                   description="Write MODEL (kn or backoff) as ARPA: log10 "
@@ -478,6 +496,25 @@ def cmd_ngram(args) -> None:
         print(f"{args.output}: {len(vocab):,} words in {args.classes} classes "
               "(+ one each for <unk>, <s>, </s>)")
         return
+    if args.ngram_command == "prune":
+        from .ngram.backoff import BackoffNgram
+        from .ngram.prune import prune_entropy
+
+        model = load_model(args.model)
+        if not isinstance(model, BackoffNgram):
+            raise NnlmError(f"{args.model}: a {model.kind} model; pruning needs a back-off "
+                            "model (kn, backoff, or an ARPA file)")
+        pruned = prune_entropy(model, args.threshold)
+        save_model(pruned, args.output)
+        before, after = sum(model.num_ngrams()[1:]), sum(pruned.num_ngrams()[1:])
+        print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
+              f"({after / max(before, 1):.1%})")
+        if args.arpa:
+            from .ngram.arpa import write_arpa
+
+            write_arpa(pruned, args.arpa)
+            print(f"{args.arpa}: ARPA")
+        return
     if args.ngram_command == "export-arpa":
         from .ngram.arpa import write_arpa
         from .ngram.backoff import BackoffNgram
@@ -495,13 +532,15 @@ def cmd_ngram(args) -> None:
             fallback = True
         elif len(fallback) != 3:
             raise NnlmError("--discount-fallback takes three discounts, D1 D2 D3+, or none")
+    if args.prune and args.method != "kn":
+        raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
     model = ngram_train.train_ngram(
         args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
         min_count=args.min_count,
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
-        discount_fallback=fallback, k=args.k)
+        discount_fallback=fallback, k=args.k, prune_counts=args.prune)
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if args.arpa:
@@ -749,6 +788,7 @@ PATHS = {
     "ngram train": lambda a: ([a.train, a.valid, a.clustering, a.vocab], [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
+    "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
     "score": lambda a: ([a.model, a.file], []),
     "eval": lambda a: ([a.model, a.text], []),
     "rescore": lambda a: ([a.model, a.nbest], [a.output]),

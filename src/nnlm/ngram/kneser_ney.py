@@ -118,7 +118,14 @@ class KneserNey(BackoffNgram):
                          np.zeros(len(vocab)), [])
         self.order = order
 
-    def fit(self, stream: Stream) -> KneserNey:
+    def fit(self, stream: Stream, prune_counts=None) -> KneserNey:
+        """Estimate from ``stream``; ``prune_counts``: per-order thresholds (lmplz's
+        ``--prune``): n-grams of order >= 2 seen that many times or fewer are dropped
+        after estimation and the back-off weights renormalized (see ``prune.py``)."""
+        from .prune import check_thresholds, prune
+
+        if prune_counts is not None:
+            prune_counts = check_thresholds(prune_counts, self.order)
         V = len(self.vocab)
         N = self.order
         tables = count_ngrams(stream, N, V)
@@ -168,6 +175,10 @@ class KneserNey(BackoffNgram):
             self.levels.append(NgramLevel(keys, np.log(probs[k - 1]), np.log(bow), prefix,
                                           last_k, n_prefixes))
             last = last_k
+        if prune_counts is not None and any(prune_counts):
+            t = prune_counts
+            pruned = prune(self, [tables[k - 1].counts > t[k - 1] for k in range(2, N + 1)])
+            self.levels, self.unigram_log_bow = pruned.levels, pruned.unigram_log_bow
         return self
 
     def config(self) -> dict:

@@ -59,6 +59,7 @@ def train_ngram(
     clustering_path: str | os.PathLike | None = None,
     discount_fallback=None,
     k: float = 1.0,
+    prune_counts=None,
 ) -> LanguageModel:
     """Fit a count-based model on a text file (see the module docstring for methods)."""
     if method not in METHODS:
@@ -70,7 +71,7 @@ def train_ngram(
     train = read_stream(train_path, vocab)
     try:
         if method == "kn":
-            return KneserNey(vocab, order, discount_fallback).fit(train)
+            return KneserNey(vocab, order, discount_fallback).fit(train, prune_counts)
         if method == "addk":
             return AddK(vocab, order, k).fit(train)
         if method == "interpolated":
