@@ -15,9 +15,10 @@ import torch.nn.functional as F
 from conftest import write
 from nnlm import Stream, Vocabulary, evaluate, read_stream
 from nnlm.cli import main
-from nnlm.neural.network import NPLMConfig, NPLMNetwork, build_network
+from nnlm.neural.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NPLM
 from nnlm.neural.objectives import FullSoftmax
+from nnlm.neural.registry import build_network
 from nnlm.neural.run import train_from_files
 from nnlm.neural.train import TrainConfig, Trainer, TrainingDiverged
 from nnlm.vocab import BOS_ID
@@ -278,8 +279,8 @@ def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, t
                          train={**sgd, "lr": 500.0}, **args)
     info = json.loads((out / "state/trainer.json").read_text())
     assert info["trainer"]["step"] == 3
-    from nnlm.neural.network import network_config
     from nnlm.neural.nplm_lm import NeuralLM
+    from nnlm.neural.registry import network_config
 
     header = json.loads((out / "config.json").read_text())
     net = build_network(network_config(header["config"]))

@@ -273,7 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + "\n"
         "  mlp1-mlp10: the networks of Table 1 of the paper; modern: n=6, m=h=256, output\n"
         "  weights tied to C (U = C), dropout, AdamW; lbl: the log-bilinear model of Mnih &\n"
-        "  Hinton 2007; tiny: the toy world. --recipe paper trains with the paper's SGD.\n\n"
+        "  Hinton 2007; energy: the paper's energy-minimization variant (the target read\n"
+        "  through C too; train it with --objective nce); tiny: the toy world.\n"
+        "  --recipe paper trains with the paper's SGD.\n\n"
         "The output layer is where the time goes; --objective nce samples it instead of "
         "summing it,\n--objective selfnorm teaches it to need no sum when scoring, and "
         "--shortlist K shrinks it.",
@@ -285,7 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         "      --objective nce --noise-samples 100 -o runs/mlp1-nce\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      --shortlist 4000 --shortlist-backoff runs/kn5 -o runs/mlp1-sl4k\n"
-        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl")
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset energy \\\n"
+        "      --objective nce --noise-samples 100 -o runs/energy")
     tr.add_argument("train", type=Path, metavar="TRAIN")
     tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
                     help="validation text (early stopping, learning-rate decay)")
@@ -312,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                       help="U = C: the output layer reuses the word features (needs h = m, "
                            "--no-direct; fewer parameters, often lower perplexity)")
+    arch.add_argument("--energy-v", choices=["shared", "per-word"],
+                      help="energy preset: one v for all words, or one per target word (the "
+                      "paper's suggestion: as many parameters as U)")
     arch.add_argument("--dropout-x", type=fraction, metavar="P", help="dropout on x, in [0, 1)")
     arch.add_argument("--dropout-h", type=fraction, metavar="P",
                       help="dropout on the hidden layer, in [0, 1)")
@@ -681,6 +688,8 @@ def cmd_train(args) -> None:
     from .neural.run import train_from_files
 
     arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
+    if args.energy_v is not None:
+        arch["v_per_word"] = args.energy_v == "per-word"
     train = {k: getattr(args, k) for k in TRAIN_FIELDS if getattr(args, k) is not None}
     train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
                      train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,

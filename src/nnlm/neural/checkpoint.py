@@ -29,7 +29,8 @@ from safetensors.torch import load_file, save_file
 from ..errors import NnlmError
 from ..fileio import atomic_path
 from ..lm import check_binding
-from .network import Network, NetworkConfig, build_network
+from .network import Network, NetworkConfig
+from .registry import build_network
 
 BINDING_KEY = "nnlm_binding"  # in the safetensors metadata (see nnlm.lm.array_binding)
 
@@ -68,7 +69,7 @@ def write_network(net: Network, path: Path, binding: str, bias_shift: float = 0.
     scores y_w move by it)."""
     tensors = network_tensors(net)
     if bias_shift:
-        tensors["b"] -= bias_shift
+        tensors["b"] = net.bias_shifted(bias_shift)
     with atomic_path(path) as tmp:
         save_safetensors(tensors, tmp, binding)
 

@@ -23,7 +23,8 @@ K most frequent words and one "not in the list" output.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -31,13 +32,14 @@ from torch import nn
 
 from ..errors import NnlmError
 from ..vocab import BOS_ID
-from .output import output_logits
+from .output import gather_rows, output_logits
 
 
 @dataclass(frozen=True)
 class NetworkConfig:
     """What every network of the family has: |V| (input rows), n, m, |V_out|."""
 
+    network_name: ClassVar[str] = ""  # the registry's name (neural/registry.py)
     vocab_size: int
     order: int = 5  # n: the model conditions on n - 1 words
     m: int = 60
@@ -66,7 +68,7 @@ class NetworkConfig:
         return self.output_size or self.vocab_size
 
     def to_dict(self) -> dict:
-        return {"network": NETWORK_OF_CONFIG[type(self)], **asdict(self)}
+        return {"network": self.network_name, **asdict(self)}
 
 
 class Network(nn.Module):
@@ -77,6 +79,9 @@ class Network(nn.Module):
     """
 
     config: NetworkConfig
+    #: y = b + output_matrix z (the fused output kernels apply); False for a network
+    #: that scores candidates some other way through ``scores`` (the energy model)
+    linear_output: ClassVar[bool] = True
 
     def __init__(self, config: NetworkConfig):
         super().__init__()
@@ -110,11 +115,34 @@ class Network(nn.Module):
 
     def forward(self, contexts: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """Logits y (B, |V_out|), float32, ``<s>`` at -inf."""
-        return self.output_logits(self.hidden_input(contexts), bf16)
+        return self.scores(contexts, bf16=bf16)
 
     def output_logits(self, z: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """y = b + output_matrix z for z from ``hidden_input``, ``<s>`` at -inf."""
         return output_logits(z, self.output_matrix, self.b + self.mask, bf16)
+
+    def scores(self, contexts: torch.Tensor, rows: torch.Tensor | None = None,
+               sparse: bool = False, bf16: bool = False) -> torch.Tensor:
+        """Raw scores y (log-probabilities up to log Z), float32. ``rows`` None: (B, |V_out|)
+        over every output, ``<s>`` at -inf; (K,): K candidates shared by the batch, (B, K);
+        (B, K): K candidates per row, (B, K)."""
+        z = self.hidden_input(contexts, sparse)
+        if rows is None:
+            return self.output_logits(z, bf16)
+        flat = rows.reshape(-1)
+        w = gather_rows(self.output_matrix, flat, sparse)
+        b = gather_rows(self.b, flat, sparse)
+        if rows.dim() == 1:
+            return z @ w.t() + b
+        return torch.einsum("bk,bjk->bj", z, w.view(*rows.shape, -1)) + b.view(rows.shape)
+
+    def sampled_params(self) -> list[nn.Parameter]:
+        """Parameters whose rows a sampled objective (NCE) touches sparsely."""
+        return [self.output_matrix, self.b]
+
+    def bias_shifted(self, shift: float) -> torch.Tensor:
+        """The biases b that lower every raw score by ``shift`` (probabilities unchanged)."""
+        return self.b.detach() - shift
 
     def init_output_bias(self, value: float) -> None:
         """Start every output bias at ``value`` (self-normalized objectives: log 1/|V|)."""
@@ -152,6 +180,7 @@ class Network(nn.Module):
 class NPLMConfig(NetworkConfig):
     """y = b + W x + U tanh(d + H x): n, m, h (hidden units), direct connections W."""
 
+    network_name: ClassVar[str] = "nplm"
     h: int = 50
     direct: bool = True
     dropout_x: float = 0.0  # dropout on the concatenated features x
@@ -276,6 +305,7 @@ class NPLMNetwork(Network):
 class LBLConfig(NetworkConfig):
     """r_hat = sum_i C_i r(w_{t-i}); y_w = r_hat . q(w) + b_w: n, m, tied q = r."""
 
+    network_name: ClassVar[str] = "lbl"
     tied: bool = False  # q = r: one vector per word for reading and predicting it
     dropout_x: float = 0.0  # dropout on the context representations
 
@@ -350,32 +380,6 @@ class LBLNetwork(Network):
         if self.U is not None:
             out["U"] = self.U
         return out
-
-
-# -- registry ------------------------------------------------------------------------------
-NETWORKS: dict[str, tuple[type[NetworkConfig], type[Network]]] = {
-    "nplm": (NPLMConfig, NPLMNetwork),
-    "lbl": (LBLConfig, LBLNetwork),
-}
-NETWORK_OF_CONFIG = {cfg: name for name, (cfg, _) in NETWORKS.items()}
-
-
-def network_config(settings: dict) -> NetworkConfig:
-    """The config of a network from a dict (``network`` names the kind; default nplm)."""
-    settings = dict(settings)
-    name = settings.pop("network", "nplm")
-    if name not in NETWORKS:
-        raise ValueError(f"unknown network {name!r}; choose from {', '.join(NETWORKS)}")
-    cls = NETWORKS[name][0]
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise ValueError(f"settings {unknown} do not apply to the {name} network")
-    return cls(**settings)
-
-
-def build_network(config: NetworkConfig) -> Network:
-    return NETWORKS[NETWORK_OF_CONFIG[type(config)]][1](config)
 
 
 def uniform_log_bias(config: NetworkConfig) -> float:

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from ..errors import NnlmError
 from .network import Network, uniform_log_bias
-from .output import fused_output_nll
+from .output import fused_output_nll, gather_rows
 
 OBJECTIVES = ("softmax", "nce", "selfnorm")
 
@@ -72,6 +72,9 @@ class FullSoftmax(Objective):
     """sum_t -log softmax(y)[w_t]: the paper's maximum likelihood."""
 
     def loss(self, net, contexts, targets, bf16=False, sparse=False):
+        if not net.linear_output:
+            y = net.scores(contexts, sparse=sparse, bf16=bf16)
+            return F.cross_entropy(y, targets, reduction="sum")
         z = net.hidden_input(contexts, sparse)
         return fused_output_nll(z, net.output_matrix, net.b, net.mask, targets, bf16)
 
@@ -91,6 +94,11 @@ class SelfNormalized(Objective):
         net.init_output_bias(uniform_log_bias(net.config))
 
     def loss(self, net, contexts, targets, bf16=False, sparse=False):
+        if not net.linear_output:
+            y = net.scores(contexts, sparse=sparse, bf16=bf16)
+            log_z = torch.logsumexp(y, 1)
+            picked = y.gather(1, targets[:, None]).squeeze(1)
+            return (log_z - picked).sum() + self.alpha * log_z.square().sum()
         z = net.hidden_input(contexts, sparse)
         return fused_output_nll(z, net.output_matrix, net.b, net.mask, targets, bf16,
                                 alpha=self.alpha)
@@ -145,6 +153,12 @@ class NCE(Objective):
         B = len(targets)
         if noise is None:
             noise = self.draw((B, self.samples) if self.per_position else (self.samples,))
+        if not net.linear_output:  # any network's scores of the B + K candidates
+            s_target = net.scores(contexts, targets[:, None], sparse).squeeze(1)
+            s_noise = net.scores(contexts, noise, sparse)
+            s_target = s_target - self.log_kq[targets]
+            s_noise = s_noise - self.log_kq[noise]
+            return F.softplus(-s_target).sum() + F.softplus(s_noise).sum()
         z = net.hidden_input(contexts, sparse)  # (B, k)
         if noise.dim() == 1:  # shared samples: the fused layer (same loss, fewer passes)
             return FusedSharedNCE.apply(z, net.output_matrix, net.b, targets, noise,
@@ -217,26 +231,6 @@ class FusedSharedNCE(torch.autograd.Function):
             grad_w = grad_rows.new_zeros(w_shape).index_add_(0, rows, grad_rows)
             grad_b = grad_rows.new_zeros(b_shape).index_add_(0, rows, grad_bias_rows)
         return grad_z, grad_w, grad_b, None, None, None, None
-
-
-class _SparseRows(torch.autograd.Function):
-    """weight[rows] whose gradient is a sparse COO tensor over ``weight`` (any rank)."""
-
-    @staticmethod
-    def forward(ctx, weight, rows):
-        ctx.save_for_backward(rows)
-        ctx.shape = weight.shape
-        return weight.index_select(0, rows)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (rows,) = ctx.saved_tensors
-        return torch.sparse_coo_tensor(rows[None], grad, ctx.shape, check_invariants=False), None
-
-
-def gather_rows(weight: torch.Tensor, rows: torch.Tensor, sparse: bool) -> torch.Tensor:
-    """``weight[rows]``; with ``sparse`` its gradient touches only those rows."""
-    return _SparseRows.apply(weight, rows) if sparse else weight.index_select(0, rows)
 
 
 def make_objective(name: str, output_counts: np.ndarray | None = None, *,

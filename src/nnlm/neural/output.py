@@ -144,3 +144,23 @@ def fused_output_nll(z, weight, bias, mask, targets, bf16: bool = False,
     """sum_i [-log p(target_i) + alpha (log Z_i)^2]: the full softmax's NLL, plus the
     self-normalization penalty of Devlin et al. (2014) when ``alpha`` > 0."""
     return FusedOutputNLL.apply(z, weight, bias, mask, targets.long(), bf16, alpha)
+
+
+class _SparseRows(torch.autograd.Function):
+    """weight[rows] whose gradient is a sparse COO tensor over ``weight`` (any rank)."""
+
+    @staticmethod
+    def forward(ctx, weight, rows):
+        ctx.save_for_backward(rows)
+        ctx.shape = weight.shape
+        return weight.index_select(0, rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (rows,) = ctx.saved_tensors
+        return torch.sparse_coo_tensor(rows[None], grad, ctx.shape, check_invariants=False), None
+
+
+def gather_rows(weight: torch.Tensor, rows: torch.Tensor, sparse: bool) -> torch.Tensor:
+    """``weight[rows]``; with ``sparse`` its gradient touches only those rows."""
+    return _SparseRows.apply(weight, rows) if sparse else weight.index_select(0, rows)

@@ -35,6 +35,11 @@ direct connections, 11.4 M parameters, 163.0 after 3 epochs where the tied model
 The ``lbl`` preset is the log-bilinear model of Mnih & Hinton (2007) in this family:
 n = 5, m = 100, no non-linearity, the predicted word represented by a feature vector of
 its own (``--tied`` shares it with C); AdamW with dropout 0.2 on the context vectors.
+
+The ``energy`` preset is the paper's energy-minimization variant (``energy.py``): n = 5,
+m = 60, h = 50 as mlp1, the target word read through C too, v shared (``--energy-v
+per-word`` gives each word its own v, as many parameters as mlp1's U). Its full softmax
+costs a tanh for every (row, word, unit): train it with ``--objective nce``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ RECIPES: dict[str, dict] = {
             "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0, "weight_decay": 0.01,
                       "batch_size": 256, "epochs": 12, "patience": 2, "plateau_decay": 0.5,
                       "bf16": True}},
+    "energy": {"model": {"dropout_x": 0.25},
+               "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
+                         "weight_decay": 0.01, "batch_size": 256, "epochs": 12, "patience": 2,
+                         "plateau_decay": 0.5, "bf16": False}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,
                        "batch_size": 64, "epochs": 8, "patience": 2, "plateau_decay": 0.5}},
@@ -78,6 +87,8 @@ PRESETS["modern"] = {"model": {"order": 6, "h": 256, "m": 256, "direct": False, 
                      "recipe": "modern", "mix": False}
 PRESETS["lbl"] = {"model": {"network": "lbl", "order": 5, "m": 100}, "recipe": "lbl",
                   "mix": False}
+PRESETS["energy"] = {"model": {"network": "energy", "order": 5, "m": 60, "h": 50},
+                     "recipe": "energy", "mix": False}
 PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "recipe": "tiny",
                    "mix": False}
 
@@ -91,6 +102,7 @@ OBJECTIVE_OVERRIDES: dict[str, dict[str, dict]] = {
     "fast": {"nce": {"train": {"lr": 3e-3}, "model": {"dropout_x": 0.4, "dropout_h": 0.25}}},
     "modern": {"nce": {"train": {"lr": 3e-3}}},
     "lbl": {"nce": {"train": {"lr": 3e-3}}},
+    "energy": {"nce": {"train": {"lr": 3e-3}}},
 }
 
 
@@ -103,7 +115,7 @@ def resolved(preset: str, recipe: str | None = None,
     layer to drop out) are left out."""
     from dataclasses import fields
 
-    from .network import NETWORKS
+    from .registry import NETWORKS
 
     base = PRESETS[preset]
     rec = RECIPES[recipe or base["recipe"]]

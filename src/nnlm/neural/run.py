@@ -17,9 +17,9 @@ from ..errors import NnlmError
 from ..fileio import atomic_write_text
 from ..models import load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
-from .network import network_config
 from .nplm_lm import BACKOFF_DIR, check_backoff
 from .presets import PRESETS, RECIPES, resolved
+from .registry import network_config
 from .runtime import prepare_process
 from .train import TrainConfig, Trainer, output_counts
 
@@ -170,7 +170,7 @@ def check_new_output(outdir: Path) -> None:
 def describe(config) -> str:
     """One line: the network and its sizes."""
     d = config.to_dict()
-    keys = [k for k in ("order", "m", "h", "direct", "tied") if k in d]
+    keys = [k for k in ("order", "m", "h", "direct", "tied", "v_per_word") if k in d]
     parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
     if config.outputs < config.vocab_size:
         parts.append(f"short-list {config.outputs - 1}")

@@ -38,10 +38,11 @@ from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
 from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_network
-from .network import NetworkConfig, build_network
+from .network import NetworkConfig
 from .nplm_lm import BACKOFF_DIR, NeuralLM
 from .objectives import OBJECTIVES, make_objective
 from .optim import AdamOptimizer, PaperSGD, clip_gradients
+from .registry import build_network
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -189,7 +190,7 @@ class Trainer:
         if cfg.optimizer == "sgd":
             self.optimizer = PaperSGD(net, cfg.lr, cfg.lr_decay, cfg.weight_decay)
             return
-        sparse = [net.C, net.output_matrix, net.b] if self.objective.sparse_output else []
+        sparse = [net.C, *net.sampled_params()] if self.objective.sparse_output else []
         self.optimizer = AdamOptimizer(net, cfg.optimizer, cfg.lr, cfg.weight_decay,
                                        sparse=list({id(p): p for p in sparse}.values()))
 
