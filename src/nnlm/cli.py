@@ -80,6 +80,19 @@ def add_device_argument(parser) -> None:
                         "when there is one); count-based models always run on the CPU")
 
 
+def add_sentence_arguments(parser) -> None:
+    from .neural.sentence import DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION
+
+    parser.add_argument("--normalize", action="store_true",
+                        help="lowercase and drop punctuation first")
+    parser.add_argument("--buckets", type=positive_int, default=DEFAULT_BUCKETS, metavar="N",
+                        help=f"hash buckets shared by rare and unknown words (default: "
+                        f"{DEFAULT_BUCKETS})")
+    parser.add_argument("--hash-fraction", type=fraction, default=DEFAULT_HASH_FRACTION,
+                        metavar="F", help="the rarest fraction of the vocabulary that goes "
+                        f"to the buckets too, in [0, 1) (default: {DEFAULT_HASH_FRACTION})")
+
+
 def add_neural_scoring_arguments(parser) -> None:
     group = parser.add_argument_group("neural models")
     group.add_argument("--bf16", action="store_true",
@@ -410,6 +423,34 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
     pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
 
+    em = sub.add_parser(
+        "embed", help="sentence embeddings: one vector per line, from the word features C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write one vector per line of FILE (default: stdin) to OUT.npy (float32, "
+        "lines x m):\nthe sum of the words' rows of C over the square root of their number "
+        "(a blank line:\nthe zero vector). The rarest words and every unknown word share "
+        "hash buckets, each\nstarting as the mean of the vectors of the words that hash to "
+        "it. In Python:\nNeuralLM.load(MODEL).embed(sentences).",
+        epilog="examples:\n"
+        "  nnlm embed runs/modern data/brown/test.txt -o test.npy\n"
+        "  nnlm embed runs/mlp1 notes.txt.gz --normalize -o notes.npy\n"
+        "  nnlm similar runs/modern \"the jury said\" data/brown/test.txt -k 5")
+    em.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    em.add_argument("file", type=Path, nargs="?", default=Path("-"), metavar="FILE",
+                    help="text, one sentence a line (.gz/.bz2/.xz; default or -: stdin)")
+    em.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.npy")
+    add_sentence_arguments(em)
+    si = sub.add_parser(
+        "similar", help="the lines of a file most similar to a sentence",
+        description="List the K lines of FILE whose embeddings (see nnlm embed) are nearest "
+        "to SENTENCE by cosine, best first: similarity, line number, line.")
+    si.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    si.add_argument("sentence", metavar="SENTENCE")
+    si.add_argument("file", type=Path, metavar="FILE")
+    si.add_argument("-k", type=positive_int, default=10, help="lines to list (default: 10)")
+    si.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_sentence_arguments(si)
+
     mix = sub.add_parser(
         "mix", help="mix models: fixed weights, EM on validation, or per context bucket",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -735,6 +776,42 @@ def cmd_plot_embeddings(args) -> None:
     print(f"{args.output}: {len(words)} words, {args.method.upper()}")
 
 
+def _sentence_model(path: Path):
+    from .models import load_model
+    from .neural.nplm_lm import NeuralLM
+
+    model = load_model(path)
+    if not isinstance(model, NeuralLM):
+        raise NnlmError(f"{path}: a {model.kind} model has no word feature vectors C; "
+                        "embeddings need a neural checkpoint (nnlm train)")
+    return model
+
+
+def _sentence_settings(args) -> dict:
+    return {"normalize": args.normalize, "buckets": args.buckets,
+            "hash_fraction": args.hash_fraction}
+
+
+def cmd_embed(args) -> None:
+    from .neural.sentence import embed_file
+
+    n, m = embed_file(_sentence_model(args.model), args.file, args.output,
+                      **_sentence_settings(args))
+    print(f"{args.output}: {n:,} vectors of {m}", file=sys.stderr)
+
+
+def cmd_similar(args) -> None:
+    from .neural.sentence import similar_lines
+
+    found = similar_lines(_sentence_model(args.model), args.sentence, args.file, args.k,
+                          **_sentence_settings(args))
+    for line_no, sim, line in found:
+        if args.json:
+            print(json.dumps({"similarity": sim, "line": line_no, "text": line}))
+        else:
+            print(f"{sim:.4f}\t{line_no}\t{line}")
+
+
 def cmd_mix(args) -> None:
     from .corpus import read_stream
     from .lm import evaluation_from_logprobs
@@ -781,7 +858,8 @@ HANDLERS = {
     "prepare": cmd_prepare, "ngram": cmd_ngram, "eval": cmd_eval, "score": cmd_score,
     "rescore": cmd_rescore, "train": cmd_train, "generate": cmd_generate,
     "neighbors": cmd_neighbors,
-    "plot-embeddings": cmd_plot_embeddings, "mix": cmd_mix, "reproduce": cmd_reproduce,
+    "plot-embeddings": cmd_plot_embeddings, "embed": cmd_embed, "similar": cmd_similar,
+    "mix": cmd_mix, "reproduce": cmd_reproduce,
     "demo": cmd_demo,
 }
 
@@ -803,6 +881,7 @@ PATHS = {
     "rescore": lambda a: ([a.model, a.nbest], [a.output]),
     "train": lambda a: ([a.train, a.valid, a.shortlist_backoff, a.vocab], [a.output]),
     "plot-embeddings": lambda a: ([a.model], [a.output]),
+    "embed": lambda a: ([a.model, a.file], [a.output]),
     "mix": lambda a: ([*a.models, a.valid, a.per_bucket], [a.output]),
     "reproduce": lambda a: ([], [a.workdir]),
     "demo": lambda a: ([], [a.workdir]),

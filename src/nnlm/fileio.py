@@ -139,13 +139,14 @@ def decode_block(block: bytes, name, first_line: int) -> list[str]:
     return lines
 
 
-def iter_line_blocks(source: str | os.PathLike | BinaryIO,
-                     name: str | None = None) -> Iterator[tuple[int, list[str]]]:
+def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = None,
+                     allow_empty: bool = False) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(first_line_number, lines)`` blocks of decoded lines (1-based numbers).
 
     ``source`` is a path or an open binary file (such as ``sys.stdin.buffer``; ``name``
     then names it in errors). Lines keep no line terminator. Raises NnlmError for a
-    missing or empty file and for bad bytes, naming the line and column.
+    missing or empty file (unless ``allow_empty``) and for bad bytes, naming the line
+    and column.
     """
     is_path = isinstance(source, (str, os.PathLike))
     name = name or ((STDIN_NAME if str(source) == STDIN else str(source)) if is_path
@@ -165,13 +166,13 @@ def iter_line_blocks(source: str | os.PathLike | BinaryIO,
             lines = decode_block(b"".join(raw_lines), name, line_no)
             yield line_no, lines
             line_no += len(lines)
-        if not seen_any and is_path and str(source) != STDIN:
+        if not seen_any and is_path and str(source) != STDIN and not allow_empty:
             raise NnlmError(f"{name}: file is empty")
 
 
-def iter_lines(source, name: str | None = None) -> Iterator[str]:
+def iter_lines(source, name: str | None = None, allow_empty: bool = False) -> Iterator[str]:
     """The decoded lines of ``source`` (see :func:`iter_line_blocks`), one at a time."""
-    for _, block in iter_line_blocks(source, name):
+    for _, block in iter_line_blocks(source, name, allow_empty):
         yield from block
 
 

@@ -299,6 +299,21 @@ class NeuralLM(LanguageModel):
                          len(log_z))
 
     # -- beyond scoring --------------------------------------------------------------
+    def embed(self, sentences, normalize: bool = False, buckets: int | None = None,
+              hash_fraction: float | None = None) -> np.ndarray:
+        """One vector per sentence from the word features C: float32 (N, m). A str is one
+        sentence; see :mod:`nnlm.neural.sentence` for the buckets and the combiner."""
+        from .sentence import DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION, SentenceEncoder
+
+        key = (normalize, DEFAULT_BUCKETS if buckets is None else buckets,
+               DEFAULT_HASH_FRACTION if hash_fraction is None else hash_fraction)
+        cached = getattr(self, "_encoder", None)
+        if cached is None or cached[0] != key:
+            C = self.model.C.detach().float().cpu().numpy()
+            cached = self._encoder = (key, SentenceEncoder(self.vocab, C, key[1], key[2],
+                                                           normalize=key[0]))
+        return cached[1].embed([sentences] if isinstance(sentences, str) else sentences)
+
     def neighbors(self, word: str, k: int = 10) -> list[tuple[str, float]]:
         """The k words whose feature vectors C are closest in cosine similarity."""
         C = self.model.C.detach().float().cpu()
