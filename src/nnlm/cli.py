@@ -274,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("model", type=Path, metavar="MODEL")
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--open-vocab", action="store_true",
+                    help="neural models: give each new word a feature vector, the expected "
+                    "C under the model's prediction where it occurs (Bengio et al. 2003), and "
+                    "add it to the vocabulary as the text is read; its first occurrence is "
+                    "scored as <unk>, later ones with its own row")
     add_neural_scoring_arguments(ev)
 
     # train (neural) ------------------------------------------------------------------
@@ -689,6 +694,8 @@ def cmd_eval(args) -> None:
     from .lm import evaluate
 
     model, parts = load_for_scoring(args)
+    if args.open_vocab:
+        return _eval_open_vocab(args, model)
     stream = read_stream(args.text, model.vocab)
     result = evaluate(model, stream).to_dict()
     if parts:
@@ -717,6 +724,22 @@ def cmd_eval(args) -> None:
         from .neural.nplm_lm import describe_report
 
         print("\n".join(describe_report(result)))
+
+
+def _eval_open_vocab(args, model) -> None:
+    from .neural.open_vocab import score_open_vocab
+
+    result = score_open_vocab(model, args.text).to_dict()
+    if args.json:
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **result}))
+        return
+    print(f"model:       {args.model}\ntext:        {args.text}")
+    print(f"sentences:   {result['sentences']:,}")
+    print(f"tokens:      {result['tokens']:,} predicted (words + </s>)")
+    print(f"perplexity:  {result['perplexity']:.3f}  (open vocabulary)")
+    print(f"new words:   {result['words_added']:,} added; {result['first_occurrences']:,} first "
+          f"occurrences scored as <unk>, {result['later_occurrences']:,} later ones with "
+          "their own rows")
 
 
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")

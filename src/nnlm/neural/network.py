@@ -136,6 +136,12 @@ class Network(nn.Module):
             return z @ w.t() + b
         return torch.einsum("bk,bjk->bj", z, w.view(*rows.shape, -1)) + b.view(rows.shape)
 
+    def word_tensor_names(self) -> list[str]:
+        """The named tensors with one row per word (what grows with the vocabulary)."""
+        return [k for k in ("C", "U", "W", "b", "v") if k in self.named_tensors()
+                and self.named_tensors()[k].shape[0] == self.config.vocab_size
+                and (k != "v" or self.named_tensors()[k].dim() == 2)]
+
     def sampled_params(self) -> list[nn.Parameter]:
         """Parameters whose rows a sampled objective (NCE) touches sparsely."""
         return [self.output_matrix, self.b]

@@ -234,7 +234,7 @@ class NeuralLM(LanguageModel):
     def _scored_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """log softmax(scores)[target] for a network without a linear output layer (the
         energy model), SCORE_BATCH rows at a time, normalized in float64."""
-        net, out = self.model, np.empty(len(targets))
+        net, out = self.model.eval(), np.empty(len(targets))
         for i in range(0, len(targets), SCORE_BATCH):
             ctx = self._tensor(contexts[i : i + SCORE_BATCH])
             t = self._tensor(targets[i : i + SCORE_BATCH])
@@ -299,6 +299,16 @@ class NeuralLM(LanguageModel):
                          len(log_z))
 
     # -- beyond scoring --------------------------------------------------------------
+    def add_words(self, words, contexts) -> NeuralLM:
+        """Add out-of-vocabulary ``words``, each with the context it occurred in (words,
+        oldest first; or a list of contexts, averaged): C(j) = sum_i C(i) P(i | context)
+        and the same combination of every output row (see ``open_vocab.py``). The model
+        grows in place (save it with ``save_model``); returns it."""
+        from .open_vocab import add_words
+
+        add_words(self, list(words), list(contexts))
+        return self
+
     def embed(self, sentences, normalize: bool = False, buckets: int | None = None,
               hash_fraction: float | None = None) -> np.ndarray:
         """One vector per sentence from the word features C: float32 (N, m). A str is one
