@@ -1,0 +1,104 @@
+"""What the command groups share: the parser class, argument groups, constants that
+must not import torch, and the helpers that load models for scoring."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..argtypes import (
+    fraction,
+    positive_int,
+    ranged,
+)
+from ..errors import NnlmError
+from ..neural.presets import PRESETS, RECIPES
+from ..ngram.train import METHODS
+
+DEVICES = ("cpu", "cuda", "auto")  # nnlm.neural.runtime.DEVICES, without importing torch
+OBJECTIVES = ("softmax", "nce", "selfnorm")  # nnlm.neural.objectives.OBJECTIVES
+DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION = 1000, 0.025  # nnlm.neural.sentence's
+
+PRESET_NAMES = list(PRESETS)
+__all__ = ["DEVICES", "METHODS", "OBJECTIVES", "PRESET_NAMES", "RECIPES"]
+
+
+def add_vocabulary_arguments(group) -> None:
+    """--min-count, --max-size and --vocab, the same for every command that builds one."""
+    group.add_argument("--vocab", type=Path, metavar="FILE",
+                       help="fix the vocabulary: a vocab.txt of another nnlm model (same ids: "
+                       "the models can be mixed) or a word list, one word a line; other words "
+                       "become <unk>")
+    group.add_argument("--min-count", type=positive_int, default=1, metavar="N",
+                       help="keep words seen at least N times (default: 1)")
+    group.add_argument("--max-size", type=ranged(int, 4), default=None, metavar="N",
+                       help="short-list: keep the N-3 most frequent words")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2."""
+
+    def error(self, message):
+        command = self.prog.removeprefix("nnlm").strip()  # "train", "ngram train", ...
+        where = f"{command}: " if command else ""
+        sys.stderr.write(f"nnlm: error: {where}{message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def add_device_argument(parser) -> None:
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="where neural models run: cpu (default), cuda, or auto (cuda "
+                        "when there is one); count-based models always run on the CPU")
+
+
+def add_sentence_arguments(parser) -> None:
+    parser.add_argument("--normalize", action="store_true",
+                        help="lowercase and drop punctuation first")
+    parser.add_argument("--buckets", type=positive_int, default=DEFAULT_BUCKETS, metavar="N",
+                        help=f"hash buckets shared by rare and unknown words (default: "
+                        f"{DEFAULT_BUCKETS})")
+    parser.add_argument("--hash-fraction", type=fraction, default=DEFAULT_HASH_FRACTION,
+                        metavar="F", help="the rarest fraction of the vocabulary that goes "
+                        f"to the buckets too, in [0, 1) (default: {DEFAULT_HASH_FRACTION})")
+
+
+def add_neural_scoring_arguments(parser) -> None:
+    group = parser.add_argument_group("neural models")
+    group.add_argument("--bf16", action="store_true",
+                       help="bfloat16 products, about 4x faster; perplexity within about "
+                       "0.01%% (per-token log-probabilities within ~0.05)")
+    group.add_argument("--self-normalized", action="store_true",
+                       help="score each word by its raw output y_w, without the sum over the "
+                       "vocabulary (Devlin et al. 2014): 20x faster or more, right only for a "
+                       "model trained to keep log Z near 0 (--objective selfnorm or nce). "
+                       "Reports the mean and spread of log Z measured on the text")
+    add_device_argument(group)
+    group.add_argument("--threads", type=positive_int, default=None,
+                       help="torch threads (default: all cores)")
+
+
+def fixed_vocabulary(args):
+    """The --vocab vocabulary, or None; it excludes --min-count and --max-size."""
+    if args.vocab is None:
+        return None
+    if args.min_count != 1 or args.max_size is not None:
+        raise NnlmError("--vocab fixes the vocabulary: drop --min-count and --max-size")
+    from ..vocab import Vocabulary
+
+    return Vocabulary.read(args.vocab)
+
+
+def load_for_scoring(args):
+    """The model of ``args.model``, its networks placed and set up as the options say;
+    returns (model, its neural parts)."""
+    from ..models import load_model
+
+    model = load_model(args.model)
+    parts = []
+    if args.device != "cpu" or args.bf16 or args.self_normalized or model.neural_parts():
+        from ..neural.runtime import configure_for_scoring
+
+        parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized,
+                                      args.threads)
+    return model, parts

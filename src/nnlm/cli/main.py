@@ -1,0 +1,108 @@
+"""The ``nnlm`` command: parses arguments and dispatches to the library; no logic here.
+One module per command group; this one builds the parser, locks outputs and turns every
+user error into one line, ``nnlm: error: ...``, with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import warnings
+
+from ..errors import NnlmError, NnlmWarning
+from ..fileio import check_distinct, os_error_message, output_lock, public_path
+from . import data, experiments, neural, ngram, scoring
+from .common import Parser
+
+GROUPS = (data, ngram, scoring, neural, experiments)  # the order of nnlm --help
+
+EPILOG = """\
+examples:
+  nnlm demo                                   # toy world, end to end, about a minute
+  nnlm prepare brown data/brown               # Brown, protocol v1: train/valid/test.txt
+  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5
+  nnlm eval runs/kn5 data/brown/test.txt      # perplexity, NLL, tokens, <unk> count
+  echo "the jury said" | nnlm score runs/kn5  # per-sentence log10 probability
+  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 -o runs/mlp1
+  nnlm reproduce brown --quick                # the paper's Table 1, reduced (minutes)
+
+conventions: natural logs inside; <s> is context only; </s> is predicted and counted;
+unknown words map to <unk> and are counted (as KenLM does); a blank line is not a
+sentence. Text and ARPA files may be gzip, bzip2 or xz compressed; - reads stdin.
+Outputs are written atomically and never over an input; errors are one line, exit 2.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = Parser(
+        prog="nnlm",
+        description="Neural probabilistic language models (Bengio et al. 2003) and the "
+        "count-based models they are measured against.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"nnlm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+HANDLERS = {name: fn for group in GROUPS for name, fn in group.HANDLERS.items()}
+# each command's (inputs, outputs): outputs are locked while it runs and may never
+# replace, hold or lie inside an input (nnlm.fileio.check_distinct)
+PATHS = {name: fn for group in GROUPS for name, fn in group.PATHS.items()}
+
+
+def command_paths(args) -> tuple[list, list]:
+    key = args.command + (f" {args.ngram_command}" if args.command == "ngram" else "")
+    inputs, outputs = PATHS[key](args) if key in PATHS else ([], [])
+    return [p for p in inputs if p is not None], [p for p in outputs if p is not None]
+
+
+def _show_warning(message, category, *args, **kwargs) -> None:
+    if issubclass(category, NnlmWarning):
+        print(f"nnlm: warning: {message}", file=sys.stderr)
+    else:  # a library's own warning: one line, not a traceback-like block
+        print(f"nnlm: warning: {category.__name__}: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
+        return e.code if isinstance(e.code, int) else 2
+    try:
+        inputs, outputs = command_paths(args)
+        check_distinct(inputs, outputs)
+        with contextlib.ExitStack() as locks, warnings.catch_warnings():
+            warnings.simplefilter("default", NnlmWarning)
+            warnings.showwarning = _show_warning
+            for path in outputs:
+                locks.enter_context(output_lock(path))
+            HANDLERS[args.command](args)
+    except NnlmError as e:
+        print(f"nnlm: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nnlm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as e:  # an OS error no layer below anticipated: still one line
+        where = public_path(e.filename) if e.filename else "(file)"
+        print(f"nnlm: error: {os_error_message(where, e, 'failed')}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("nnlm: error: out of memory; try a smaller model, --batch-size or corpus",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

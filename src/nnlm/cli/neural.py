@@ -1,0 +1,311 @@
+"""nnlm train, generate, neighbors, plot-embeddings, embed and similar: the neural family."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..argtypes import (
+    fraction,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    ranged,
+    seed,
+    unit_interval,
+)
+from ..errors import NnlmError
+from .common import (
+    OBJECTIVES,
+    PRESET_NAMES,
+    RECIPES,
+    add_device_argument,
+    add_sentence_arguments,
+    add_vocabulary_arguments,
+    fixed_vocabulary,
+)
+
+
+def add_parsers(sub) -> None:
+    # train (neural) ------------------------------------------------------------------
+    tr = sub.add_parser(
+        "train", help="train a neural probabilistic language model (NPLM)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train y = b + W x + U tanh(d + H x) (Bengio et al. 2003) on TRAIN, with "
+        "early stopping on VALID.\nThe checkpoint directory holds config.json, vocab.txt, "
+        "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
+        "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + "\n"
+        "  mlp1-mlp10: the networks of Table 1 of the paper; modern: n=6, m=h=256, output\n"
+        "  weights tied to C (U = C), dropout, AdamW; lbl: the log-bilinear model of Mnih &\n"
+        "  Hinton 2007; energy: the paper's energy-minimization variant (the target read\n"
+        "  through C too; train it with --objective nce); tiny: the toy world.\n"
+        "  --recipe paper trains with the paper's SGD.\n\n"
+        "The output layer is where the time goes; --objective nce samples it instead of "
+        "summing it,\n--objective selfnorm teaches it to need no sum when scoring, and "
+        "--shortlist K shrinks it.",
+        epilog="examples:\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      -o runs/mlp1            # add --resume to continue an interrupted run\n"
+        "  nnlm train data/toy/train.txt --valid data/toy/valid.txt --preset tiny -o runs/tiny\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      --objective nce --noise-samples 100 -o runs/mlp1-nce\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
+        "      --shortlist 4000 --shortlist-backoff runs/kn5 -o runs/mlp1-sl4k\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset energy \\\n"
+        "      --objective nce --noise-samples 100 -o runs/energy")
+    tr.add_argument("train", type=Path, metavar="TRAIN")
+    tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
+                    help="validation text (early stopping, learning-rate decay)")
+    tr.add_argument("-o", "--output", type=Path, required=True, metavar="CKPT",
+                    help="checkpoint directory")
+    tr.add_argument("--preset", default=None, metavar="NAME",
+                    help="start from a named architecture (default: mlp1)")
+    tr.add_argument("--recipe", default=None, choices=list(RECIPES),
+                    help="how to train: paper (the paper's SGD), fast (AdamW + dropout, the "
+                    "default for mlp presets), modern, tiny")
+    tr.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run in CKPT with its saved settings; only "
+                    "--lr, --clip, --epochs and --patience may change (say, to recover from a "
+                    "divergence); the change is logged and noted in metrics.csv")
+    arch = tr.add_argument_group("architecture (override the preset)")
+    arch.add_argument("--order", type=ranged(int, 2, 20), metavar="N",
+                      help="n: condition on N-1 words (2 to 20)")
+    arch.add_argument("--m", type=positive_int, metavar="M",
+                      help="feature vector size (columns of C)")
+    arch.add_argument("--h", type=nonnegative_int, metavar="H",
+                      help="hidden units (0: no hidden layer)")
+    arch.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None,
+                      help="direct connections W from x to the output")
+    arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
+                      help="U = C: the output layer reuses the word features (needs h = m, "
+                           "--no-direct; fewer parameters, often lower perplexity)")
+    arch.add_argument("--energy-v", choices=["shared", "per-word"],
+                      help="energy preset: one v for all words, or one per target word (the "
+                      "paper's suggestion: as many parameters as U)")
+    arch.add_argument("--dropout-x", type=fraction, metavar="P", help="dropout on x, in [0, 1)")
+    arch.add_argument("--dropout-h", type=fraction, metavar="P",
+                      help="dropout on the hidden layer, in [0, 1)")
+    opt = tr.add_argument_group("optimization (override the preset)")
+    opt.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                     help="sgd: the paper's (sparse rows of C, decay on weights only)")
+    opt.add_argument("--lr", type=positive_float, metavar="EPS",
+                     help="eps_0 > 0 (per example for sgd)")
+    opt.add_argument("--lr-decay", type=nonnegative_float, metavar="R",
+                     help="r >= 0 in eps_0 / (1 + r t)")
+    opt.add_argument("--weight-decay", type=nonnegative_float, metavar="L",
+                     help="on C, H, U, W only (>= 0)")
+    opt.add_argument("--batch-size", type=positive_int, metavar="B")
+    opt.add_argument("--epochs", type=positive_int, metavar="E")
+    opt.add_argument("--patience", type=positive_int, metavar="K",
+                     help="stop after K epochs without validation improvement")
+    opt.add_argument("--plateau-decay", type=ranged(float, 0, 1, low_open=True), metavar="F",
+                     help="multiply the learning rate by F in (0, 1] after a bad epoch "
+                     "(1: off)")
+    opt.add_argument("--clip", type=nonnegative_float, metavar="NORM",
+                     help="clip the gradient norm to NORM (0: off)")
+    opt.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                     help="bfloat16 for the |V|-wide matrix products")
+    opt.add_argument("--seed", type=seed, help="random seed, 0 to 2^32-1")
+    obj = tr.add_argument_group(
+        "objective (how the output layer learns; evaluation is always exact)")
+    obj.add_argument("--objective", choices=OBJECTIVES,
+                     help="softmax: maximum likelihood over all |V| outputs (default); nce: "
+                     "noise-contrastive estimation (Mnih & Teh 2012), K sampled words per "
+                     "batch instead of |V|, ~10x faster training; selfnorm: softmax plus "
+                     "alpha (log Z)^2 (Devlin et al. 2014), so the model can be scored fast "
+                     "with --self-normalized")
+    obj.add_argument("--noise-samples", type=positive_int, metavar="K",
+                     help="nce: noise words per batch (default: 25)")
+    obj.add_argument("--noise-power", type=unit_interval, metavar="P",
+                     help="nce: noise q proportional to count^P (default: 0.75)")
+    obj.add_argument("--noise-per-position", action=argparse.BooleanOptionalAction,
+                     default=None, help="nce: draw K noise words for each position instead of "
+                     "K shared by the batch (slower)")
+    obj.add_argument("--selfnorm-alpha", type=nonnegative_float, metavar="A",
+                     help="selfnorm: weight of (log Z)^2 (default: 0.1)")
+    sl = tr.add_argument_group("short-list (Schwenk 2007)")
+    sl.add_argument("--shortlist", type=positive_int, metavar="K",
+                    help="the network predicts only the K most frequent words (the specials "
+                    "included) and one 'elsewhere' output; the n-gram model scores the rest")
+    sl.add_argument("--shortlist-backoff", type=Path, metavar="MODEL",
+                    help="n-gram model (directory or ARPA, same vocabulary) for the words "
+                    "outside the short-list; copied into the checkpoint")
+    run_group = tr.add_argument_group("running")
+    run_group.add_argument("--threads", type=positive_int, default=None,
+                           help="torch threads (default: all cores)")
+    add_device_argument(run_group)
+    run_group.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+                           help="stop (and checkpoint) after N updates in all")
+    run_group.add_argument("--checkpoint-every", type=nonnegative_int, default=500, metavar="N",
+                           help="save the training state every N updates (default: 500; 0: "
+                           "at epoch ends only). A state is saved only while the loss is "
+                           "sane, so a diverging run keeps its last good one")
+    add_vocabulary_arguments(tr.add_argument_group("vocabulary"))
+
+    gen = sub.add_parser("generate", help="sample sentences from a model",
+                         description="Sample sentences from MODEL (any model): temperature, "
+                         "top-k, an optional prompt.")
+    gen.add_argument("model", type=Path, metavar="MODEL")
+    gen.add_argument("-n", type=positive_int, default=5, help="sentences (default: 5)")
+    gen.add_argument("--prompt", default="", help="words to continue")
+    gen.add_argument("--temperature", type=positive_float, default=1.0,
+                     help="divide log-probabilities by T > 0: below 1 sharper, above 1 "
+                     "flatter (default: 1)")
+    gen.add_argument("--top-k", type=nonnegative_int, default=0,
+                     help="sample among the K likeliest (0: all)")
+    gen.add_argument("--max-words", type=positive_int, default=50,
+                     help="stop a sentence after N words (default: 50)")
+    gen.add_argument("--seed", type=seed, default=None, help="random seed (default: random)")
+
+    nb = sub.add_parser("neighbors", help="nearest words by their feature vectors C",
+                        description="The words whose feature vectors (rows of C) are most "
+                        "similar (cosine) to each WORD.")
+    nb.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    nb.add_argument("words", nargs="+", metavar="WORD")
+    nb.add_argument("-k", type=positive_int, default=10, help="neighbours per word (default: 10)")
+
+    pe = sub.add_parser("plot-embeddings", help="a 2D map of chosen words' feature vectors",
+                        description="Project the feature vectors of WORDs to 2D (PCA or "
+                        "t-SNE) and write a PNG.")
+    pe.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    pe.add_argument("words", nargs="*", metavar="WORD",
+                    help="words to show (default: the 100 most frequent)")
+    pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
+    pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
+
+    em = sub.add_parser(
+        "embed", help="sentence embeddings: one vector per line, from the word features C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write one vector per line of FILE (default: stdin) to OUT.npy (float32, "
+        "lines x m):\nthe sum of the words' rows of C over the square root of their number "
+        "(a blank line:\nthe zero vector). The rarest words and every unknown word share "
+        "hash buckets, each\nstarting as the mean of the vectors of the words that hash to "
+        "it. In Python:\nNeuralLM.load(MODEL).embed(sentences).",
+        epilog="examples:\n"
+        "  nnlm embed runs/modern data/brown/test.txt -o test.npy\n"
+        "  nnlm embed runs/mlp1 notes.txt.gz --normalize -o notes.npy\n"
+        "  nnlm similar runs/modern \"the jury said\" data/brown/test.txt -k 5")
+    em.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    em.add_argument("file", type=Path, nargs="?", default=Path("-"), metavar="FILE",
+                    help="text, one sentence a line (.gz/.bz2/.xz; default or -: stdin)")
+    em.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.npy")
+    add_sentence_arguments(em)
+    si = sub.add_parser(
+        "similar", help="the lines of a file most similar to a sentence",
+        description="List the K lines of FILE whose embeddings (see nnlm embed) are nearest "
+        "to SENTENCE by cosine, best first: similarity, line number, line.")
+    si.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
+    si.add_argument("sentence", metavar="SENTENCE")
+    si.add_argument("file", type=Path, metavar="FILE")
+    si.add_argument("-k", type=positive_int, default=10, help="lines to list (default: 10)")
+    si.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_sentence_arguments(si)
+
+
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")
+TRAIN_FIELDS = ("optimizer", "lr", "lr_decay", "weight_decay", "batch_size", "epochs",
+                "patience", "plateau_decay", "clip", "bf16", "seed", "objective",
+                "noise_samples", "noise_power", "noise_per_position", "selfnorm_alpha")
+
+
+def cmd_train(args) -> None:
+    from ..neural.run import train_from_files
+
+    arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
+    if args.energy_v is not None:
+        arch["v_per_word"] = args.energy_v == "per-word"
+    train = {k: getattr(args, k) for k in TRAIN_FIELDS if getattr(args, k) is not None}
+    train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
+                     train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,
+                     max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+                     min_count=args.min_count, max_size=args.max_size, device=args.device,
+                     vocab=fixed_vocabulary(args),
+                     shortlist_backoff=args.shortlist_backoff)
+
+
+def cmd_generate(args) -> None:
+    from ..models import load_model
+
+    model = load_model(args.model)
+    for sentence in model.generate(args.n, args.prompt, temperature=args.temperature,
+                                   top_k=args.top_k, max_words=args.max_words, seed=args.seed):
+        print(sentence)
+
+
+def _load_neural(path: Path):
+    from ..neural.nplm_lm import NeuralLM
+
+    return NeuralLM.load(path)
+
+
+def cmd_neighbors(args) -> None:
+    model = _load_neural(args.model)
+    for word in args.words:
+        if word not in model.vocab:
+            raise NnlmError(f"{word!r} is not in the model's vocabulary ({len(model.vocab):,} "
+                            "words); rare words were merged into <unk>")
+        print(f"{word}: " + ", ".join(f"{w} ({s:.2f})" for w, s in model.neighbors(word, args.k)))
+
+
+def cmd_plot_embeddings(args) -> None:
+    from ..neural.embeddings import plot_embeddings
+
+    model = _load_neural(args.model)
+    words = args.words or model.vocab.words[3:103]
+    missing = [w for w in words if w not in model.vocab]
+    if missing:
+        raise NnlmError(f"not in the model's vocabulary: {', '.join(missing[:5])}")
+    plot_embeddings(model, words, args.output, args.method)
+    print(f"{args.output}: {len(words)} words, {args.method.upper()}")
+
+
+def _sentence_model(path: Path):
+    from ..models import load_model
+    from ..neural.nplm_lm import NeuralLM
+
+    model = load_model(path)
+    if not isinstance(model, NeuralLM):
+        raise NnlmError(f"{path}: a {model.kind} model has no word feature vectors C; "
+                        "embeddings need a neural checkpoint (nnlm train)")
+    return model
+
+
+def _sentence_settings(args) -> dict:
+    return {"normalize": args.normalize, "buckets": args.buckets,
+            "hash_fraction": args.hash_fraction}
+
+
+def cmd_embed(args) -> None:
+    from ..neural.sentence import embed_file
+
+    n, m = embed_file(_sentence_model(args.model), args.file, args.output,
+                      **_sentence_settings(args))
+    print(f"{args.output}: {n:,} vectors of {m}", file=sys.stderr)
+
+
+def cmd_similar(args) -> None:
+    from ..neural.sentence import similar_lines
+
+    found = similar_lines(_sentence_model(args.model), args.sentence, args.file, args.k,
+                          **_sentence_settings(args))
+    for line_no, sim, line in found:
+        if args.json:
+            print(json.dumps({"similarity": sim, "line": line_no, "text": line}))
+        else:
+            print(f"{sim:.4f}\t{line_no}\t{line}")
+
+
+HANDLERS = {
+    "train": cmd_train, "generate": cmd_generate, "neighbors": cmd_neighbors,
+    "plot-embeddings": cmd_plot_embeddings, "embed": cmd_embed, "similar": cmd_similar,
+}
+# (inputs, outputs) of each command: see nnlm.cli.main
+PATHS = {
+    "train": lambda a: ([a.train, a.valid, a.shortlist_backoff, a.vocab], [a.output]),
+    "plot-embeddings": lambda a: ([a.model], [a.output]),
+    "embed": lambda a: ([a.model, a.file], [a.output]),
+}

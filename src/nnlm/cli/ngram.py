@@ -1,0 +1,172 @@
+"""nnlm ngram: count-based models (train, cluster, prune, export-arpa)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..argtypes import (
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    ranged,
+)
+from ..errors import NnlmError
+from .common import (
+    METHODS,
+    add_vocabulary_arguments,
+    fixed_vocabulary,
+)
+
+
+def add_parsers(sub) -> None:
+    # ngram ---------------------------------------------------------------------------
+    ngram = sub.add_parser("ngram", help="train count-based models, cluster words, export ARPA",
+                           description="Count-based language models: the baselines of "
+                           "Bengio et al. 2003.")
+    ngram_sub = ngram.add_subparsers(dest="ngram_command", metavar="ACTION", required=True)
+    train = ngram_sub.add_parser(
+        "train", help="fit an n-gram model on a text file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fit a count-based model on TRAIN and save it as a model directory.\n\n"
+        "methods:\n" + "\n".join(f"  {name:<13} {text}" for name, text in METHODS.items()),
+        epilog="examples:\n"
+        "  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5 --arpa runs/kn5.arpa\n"
+        "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
+        "      --valid data/brown/valid.txt -o runs/delint3\n"
+        "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500")
+    train.add_argument("train", type=Path, metavar="TRAIN")
+    train.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL",
+                       help="model directory to write")
+    train.add_argument("--method", choices=list(METHODS), default="kn",
+                       help="smoothing method (default: kn)")
+    train.add_argument("--order", type=ranged(int, 1, 9), default=3, metavar="N",
+                       help="n, 1 to 9 (default: 3)")
+    train.add_argument("--valid", type=Path, metavar="VALID",
+                       help="held-out text (required by --method interpolated)")
+    train.add_argument("--arpa", type=Path, metavar="FILE",
+                       help="also write an ARPA file (kn only)")
+    kn = train.add_argument_group("kneser-ney")
+    kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
+                    help="when counts-of-counts leave discounts undefined (tiny data), use "
+                    "D1 D2 D3+ (default 0.5 1 1.5; 0 < Dk < k) instead of stopping")
+    kn.add_argument("--prune", nargs="+", type=nonnegative_int, metavar="T",
+                    help="count pruning, like lmplz --prune: drop n-grams of order k seen at "
+                    "most T_k times (one threshold per order from unigrams, which must be 0; "
+                    "non-decreasing; the last repeats), then renormalize")
+    cls = train.add_argument_group("class-based")
+    cls.add_argument("--classes", type=positive_int, default=500, metavar="C",
+                     help="number of word classes (default: 500)")
+    cls.add_argument("--clustering", type=Path, metavar="TSV",
+                     help="reuse a clustering (classes.tsv of an earlier class model, or the "
+                     "output of `nnlm ngram cluster`) instead of clustering again")
+    addk = train.add_argument_group("add-k")
+    addk.add_argument("--k", type=positive_float, default=1.0,
+                      help="add-k constant, > 0 (default: 1)")
+    add_vocabulary_arguments(train.add_argument_group("vocabulary"))
+
+    cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
+                                   description="Cluster TRAIN's words into C classes "
+                                   "(Kneser & Ney 1993) and write word<TAB>class lines.")
+    cluster.add_argument("train", type=Path, metavar="TRAIN")
+    cluster.add_argument("--classes", type=positive_int, default=500, metavar="C")
+    cluster.add_argument("--iterations", type=positive_int, default=15, metavar="N",
+                         help="at most N passes over the vocabulary (default: 15)")
+    cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
+
+    pr = ngram_sub.add_parser(
+        "prune", help="entropy-prune a back-off model (Stolcke 1998, SRILM's -prune)",
+        description="Drop every n-gram whose removal alone raises the model's perplexity by "
+        "less than THRESHOLD (relative; all judged on the unpruned model), then renormalize "
+        "the back-off weights. MODEL: a kn or backoff model directory, or an ARPA file.",
+        epilog="examples:\n  nnlm ngram prune runs/kn5 --threshold 1e-7 -o runs/kn5-p7 "
+        "--arpa runs/kn5-p7.arpa.gz")
+    pr.add_argument("model", type=Path, metavar="MODEL")
+    pr.add_argument("--threshold", type=positive_float, required=True, metavar="THETA",
+                    help="relative perplexity growth below which an n-gram goes (SRILM's "
+                    "-prune value; 1e-8 keeps almost everything, 1e-6 prunes hard)")
+    pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    pr.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
+
+    export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
+                                  description="Write MODEL (kn or backoff) as ARPA: log10 "
+                                  "probabilities and back-off weights, readable by KenLM.")
+    export.add_argument("model", type=Path, metavar="MODEL")
+    export.add_argument("output", type=Path, metavar="OUT.arpa")
+
+
+def cmd_ngram(args) -> None:
+    from ..models import load_model, save_model
+    from ..ngram import train as ngram_train
+
+    if args.ngram_command == "cluster":
+        from ..ngram.classes import save_classes
+
+        vocab, word_class = ngram_train.cluster_words(args.train, args.classes,
+                                                      max_iterations=args.iterations)
+        save_classes(word_class, vocab, args.output)
+        print(f"{args.output}: {len(vocab):,} words in {args.classes} classes "
+              "(+ one each for <unk>, <s>, </s>)")
+        return
+    if args.ngram_command == "prune":
+        from ..ngram.backoff import BackoffNgram
+        from ..ngram.prune import prune_entropy
+
+        model = load_model(args.model)
+        if not isinstance(model, BackoffNgram):
+            raise NnlmError(f"{args.model}: a {model.kind} model; pruning needs a back-off "
+                            "model (kn, backoff, or an ARPA file)")
+        pruned = prune_entropy(model, args.threshold)
+        save_model(pruned, args.output)
+        before, after = sum(model.num_ngrams()[1:]), sum(pruned.num_ngrams()[1:])
+        print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
+              f"({after / max(before, 1):.1%})")
+        if args.arpa:
+            from ..ngram.arpa import write_arpa
+
+            write_arpa(pruned, args.arpa)
+            print(f"{args.arpa}: ARPA")
+        return
+    if args.ngram_command == "export-arpa":
+        from ..ngram.arpa import write_arpa
+        from ..ngram.backoff import BackoffNgram
+
+        model = load_model(args.model)
+        if not isinstance(model, BackoffNgram):
+            raise NnlmError(f"{args.model}: a {model.kind} model has no back-off form; "
+                            "ARPA export needs a kn or backoff model")
+        write_arpa(model, args.output)
+        print(f"{args.output}: ARPA, orders 1-{model.order}")
+        return
+    fallback = args.discount_fallback
+    if fallback is not None:
+        if len(fallback) == 0:
+            fallback = True
+        elif len(fallback) != 3:
+            raise NnlmError("--discount-fallback takes three discounts, D1 D2 D3+, or none")
+    if args.prune and args.method != "kn":
+        raise NnlmError("--prune needs --method kn")
+    if args.arpa and args.method != "kn":
+        raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
+    model = ngram_train.train_ngram(
+        args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
+        min_count=args.min_count,
+        max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
+        discount_fallback=fallback, k=args.k, prune_counts=args.prune)
+    save_model(model, args.output)
+    print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
+    if args.arpa:
+        from ..ngram.arpa import write_arpa
+
+        write_arpa(model, args.arpa)
+        print(f"{args.arpa}: ARPA")
+
+
+HANDLERS = {"ngram": cmd_ngram}
+# (inputs, outputs) of each command: see nnlm.cli.main
+PATHS = {
+    "ngram train": lambda a: ([a.train, a.valid, a.clustering, a.vocab], [a.output, a.arpa]),
+    "ngram cluster": lambda a: ([a.train], [a.output]),
+    "ngram export-arpa": lambda a: ([a.model], [a.output]),
+    "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
+}

@@ -1,0 +1,192 @@
+"""nnlm score, eval and rescore: any model on a text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ..argtypes import (
+    finite_float,
+)
+from .common import (
+    add_neural_scoring_arguments,
+    load_for_scoring,
+)
+
+
+def add_parsers(sub) -> None:
+    # score ---------------------------------------------------------------------------
+    score = sub.add_parser("score", help="per-sentence log10 probability and perplexity",
+                           description="Score each line of FILE (default: stdin) as one "
+                           "sentence, like KenLM's query: log10 probability with </s> included, "
+                           "token count, OOVs, perplexity. A summary goes to stderr. A blank "
+                           "line is not a sentence (as everywhere in nnlm): it gets a row with "
+                           "0 tokens and perplexity '-', so rows stay aligned with the input "
+                           "lines.")
+    score.add_argument("model", type=Path, metavar="MODEL", help="model directory or ARPA file")
+    score.add_argument("file", type=Path, nargs="?", metavar="FILE")
+    score.add_argument("--per-token", action="store_true",
+                       help="also print word, log10 p, n-gram length used and OOV per token")
+    add_neural_scoring_arguments(score)
+
+    # rescore -------------------------------------------------------------------------
+    rs = sub.add_parser(
+        "rescore", help="add a model's score to n-best lists and re-rank them",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rescore NBEST (Moses 'id ||| hypothesis ||| features ||| score', or "
+        "'id<TAB>score<TAB>hypothesis'; - reads stdin)\nwith MODEL: new = score + "
+        "lm_weight * LM + word_penalty * words, LM the log10\nprobability (</s> included). "
+        "Within each id, best first. Moses output gains the feature 'nnlm= LM'.",
+        epilog="examples:\n"
+        "  nnlm rescore runs/kn5 nbest.txt --lm-weight 0.5 --word-penalty -0.1 -o rescored.txt\n"
+        "  nnlm rescore runs/mlp1 nbest.txt --best --bf16      # the best hypothesis per id")
+    rs.add_argument("model", type=Path, metavar="MODEL")
+    rs.add_argument("nbest", type=Path, metavar="NBEST")
+    rs.add_argument("-o", "--output", type=Path, metavar="OUT",
+                    help="write here (atomically) instead of stdout")
+    rs.add_argument("--lm-weight", type=finite_float, default=1.0, metavar="W",
+                    help="weight of the model's log10 probability (default: 1)")
+    rs.add_argument("--word-penalty", type=finite_float, default=0.0, metavar="P",
+                    help="added once per word; negative favours short hypotheses (default: 0)")
+    rs.add_argument("--best", action="store_true",
+                    help="print only the best hypothesis of each id, one line per id")
+    add_neural_scoring_arguments(rs)
+
+    # eval ----------------------------------------------------------------------------
+    ev = sub.add_parser("eval", help="perplexity of a model on a text file",
+                        description="Perplexity, NLL, predicted tokens and <unk> count of "
+                        "MODEL on TEXT. </s> is predicted and counted; <s> is context only.")
+    ev.add_argument("model", type=Path, metavar="MODEL")
+    ev.add_argument("text", type=Path, metavar="TEXT")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--open-vocab", action="store_true",
+                    help="neural models: give each new word a feature vector, the expected "
+                    "C under the model's prediction where it occurs (Bengio et al. 2003), and "
+                    "add it to the vocabulary as the text is read; its first occurrence is "
+                    "scored as <unk>, later ones with its own row")
+    add_neural_scoring_arguments(ev)
+
+
+def cmd_score(args) -> None:
+    from ..fileio import iter_lines
+    from ..scoring import score_sentences
+
+    model, parts = load_for_scoring(args)
+    source = str(args.file) if args.file is not None else "<stdin>"
+    lines = iter_lines(args.file if args.file is not None else sys.stdin.buffer, source)
+    total, tokens, oov, sentences = 0.0, 0, 0, 0
+    out = sys.stdout
+    if not args.per_token:
+        out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
+    seen: list = []  # (contexts, targets) of the first chunks, for the neural report
+    for s in score_sentences(model, lines, source, seen if parts else None):
+        total += s.log10_prob
+        tokens += len(s.log10_probs)
+        oov += int(s.oov.sum())
+        if s.blank:  # not a sentence: a row (or an empty block) keeps the lines aligned
+            out.write("\n" if args.per_token else "0.000000\t0\t0\t-\t\n")
+            continue
+        sentences += 1
+        if args.per_token:
+            for i, (w, p, o) in enumerate(zip(s.words, s.log10_probs, s.oov)):
+                order = "" if s.orders is None else f"\t{s.orders[i]}"
+                out.write(f"{w}\t{p:.6f}{order}\t{'OOV' if o else ''}\n".replace("\t\n", "\n"))
+            out.write(f"Total: {s.log10_prob:.6f}\n\n")
+        else:
+            out.write(f"{s.log10_prob:.6f}\t{len(s.log10_probs)}\t{int(s.oov.sum())}\t"
+                      f"{s.perplexity:.4f}\t{' '.join(s.words[:-1])}\n")
+    if sentences:
+        print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
+              f"log10 prob {total:.4f}, perplexity {10 ** (-total / tokens):.4f}",
+              file=sys.stderr)
+    if parts and seen:
+        import numpy as np
+
+        from ..neural.nplm_lm import describe_report, scoring_report
+
+        report, warnings = scoring_report(parts, np.concatenate([c for c, _ in seen]),
+                                          np.concatenate([t for _, t in seen]))
+        for line in [*describe_report(report), *(f"nnlm: warning: {w}" for w in warnings)]:
+            print(line, file=sys.stderr)
+
+
+def cmd_rescore(args) -> None:
+    from ..fileio import atomic_write_text
+    from ..rescore import format_ranked, read_nbest, rescore
+
+    model, _ = load_for_scoring(args)
+    hypotheses, moses = read_nbest(args.nbest)
+    groups = rescore(model, hypotheses, args.lm_weight, args.word_penalty)
+    lines = format_ranked(groups, moses, args.best)
+    if args.output is None:
+        for line in lines:
+            print(line)
+    else:
+        atomic_write_text(args.output, "".join(line + "\n" for line in lines))
+        print(f"{args.output}: {len(hypotheses):,} hypotheses of {len(groups):,} ids, rescored",
+              file=sys.stderr)
+
+
+def cmd_eval(args) -> None:
+    from ..corpus import read_stream
+    from ..lm import evaluate
+
+    model, parts = load_for_scoring(args)
+    if args.open_vocab:
+        return _eval_open_vocab(args, model)
+    stream = read_stream(args.text, model.vocab)
+    result = evaluate(model, stream).to_dict()
+    if parts:
+        from ..neural.nplm_lm import scoring_report
+
+        report, warnings = scoring_report(parts, stream.contexts(model.order), stream.ids)
+        result.update(report)
+        for w in warnings:
+            print(f"nnlm: warning: {w}", file=sys.stderr)
+    if args.json:  # strict JSON: a non-finite number becomes null
+        finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in result.items()}
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **finite},
+                         allow_nan=False))
+        return
+    print(f"model:       {args.model}\ntext:        {args.text}")
+    print(f"sentences:   {result['sentences']:,}")
+    print(f"tokens:      {result['tokens']:,} predicted (words + </s>), {result['unk']:,} <unk>")
+    print(f"NLL:         {result['nll']:,.2f} nats ({result['nll'] / result['tokens']:.4f} per "
+          "token)")
+    scoring = " (self-normalized: raw scores, no sum over the vocabulary)" \
+        if args.self_normalized else ""
+    print(f"perplexity:  {result['perplexity']:.3f}  "
+          f"(without <unk> tokens: {result['perplexity_without_unk']:.3f}){scoring}")
+    if parts:
+        from ..neural.nplm_lm import describe_report
+
+        print("\n".join(describe_report(result)))
+
+
+def _eval_open_vocab(args, model) -> None:
+    from ..neural.open_vocab import score_open_vocab
+
+    result = score_open_vocab(model, args.text).to_dict()
+    if args.json:
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **result}))
+        return
+    print(f"model:       {args.model}\ntext:        {args.text}")
+    print(f"sentences:   {result['sentences']:,}")
+    print(f"tokens:      {result['tokens']:,} predicted (words + </s>)")
+    print(f"perplexity:  {result['perplexity']:.3f}  (open vocabulary)")
+    print(f"new words:   {result['words_added']:,} added; {result['first_occurrences']:,} first "
+          f"occurrences scored as <unk>, {result['later_occurrences']:,} later ones with "
+          "their own rows")
+
+
+HANDLERS = {"eval": cmd_eval, "score": cmd_score, "rescore": cmd_rescore}
+# (inputs, outputs) of each command: see nnlm.cli.main
+PATHS = {
+    "score": lambda a: ([a.model, a.file], []),
+    "eval": lambda a: ([a.model, a.text], []),
+    "rescore": lambda a: ([a.model, a.nbest], [a.output]),
+}
