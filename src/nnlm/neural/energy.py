@@ -88,11 +88,11 @@ class EnergyLogits(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, a, G, v, bf16: bool):
+    def forward(ctx, a, G, v):
         B, J, h = len(a), len(G), a.shape[1]
         step = max(1, BLOCK_ELEMENTS // max(1, B * h))
         out = torch.empty(B, J, dtype=a.dtype, device=a.device)
-        dtype = a.dtype  # bf16 measured slower here (its element-wise ops convert)
+        dtype = a.dtype
         A, E = _exponentials(a, G)
         v_ = v.to(dtype)
         shared = v.dim() == 1
@@ -136,7 +136,7 @@ class EnergyLogits(torch.autograd.Function):
         if shared:
             ga.mul_(v)
             gG.mul_(v)
-        return ga, gG, gv, None
+        return ga, gG, gv
 
 
 def _exponentials(a: torch.Tensor, G: torch.Tensor):
@@ -156,9 +156,9 @@ def _half_sigmoid(A, E, a, G, blk: slice, dtype) -> torch.Tensor:
     return R.add_(1).reciprocal_()
 
 
-def energy_logits(a: torch.Tensor, G: torch.Tensor, v: torch.Tensor,
-                  bf16: bool = False) -> torch.Tensor:
-    return EnergyLogits.apply(a, G, v, bf16)
+def energy_logits(a: torch.Tensor, G: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """-v . tanh(a_b + G_j): (B, J); see :class:`EnergyLogits`."""
+    return EnergyLogits.apply(a, G, v)
 
 
 class EnergyNetwork(Network):
@@ -232,7 +232,7 @@ class EnergyNetwork(Network):
         H_t = self.H[:, :m]
         if rows is None:
             G = self.C @ H_t.t()  # (|V|, h): H_t C(j) for every word, once
-            y = energy_logits(a, G, self.v, bf16)
+            y = energy_logits(a, G, self.v)  # float32: bf16 measured slower (bench/energy.py)
             return y - (self.b + ctx_bias[:, None]) + self.mask
         flat = rows.reshape(-1)
         c = gather_rows(self.C, flat, sparse) @ H_t.t()  # (K', h)
