@@ -618,7 +618,46 @@ TEXT_CASES = [
     Case("eval arpa ok", **ev(lambda w, t: w / "kn3.arpa", expect="ok")),
 ]
 
-ALL_CASES = OPTION_CASES + OUTPUT_CASES + ARPA_CASES + CHECKPOINT_CASES + TEXT_CASES
+def _empty(w, t):
+    (t / "empty.txt").write_text("")
+
+
+FEATURE_CASES = [  # issue 11: embeddings, unknown words, the energy network
+    Case("embed n-gram model", argv=lambda w, t: ["embed", w / "kn3", w / "toy/test.txt", "-o",
+                                                  t / "e.npy"],
+         match="no word feature vectors C"),
+    Case("embed mixture", argv=lambda w, t: ["embed", w / "mix", w / "toy/test.txt", "-o",
+                                             t / "e.npy"], match="no word feature vectors C"),
+    Case("embed buckets 0", argv=lambda w, t: ["embed", w / "nplm", w / "toy/test.txt", "-o",
+                                               t / "e.npy", "--buckets", "0"]),
+    Case("embed hash fraction 1", argv=lambda w, t: ["embed", w / "nplm", w / "toy/test.txt",
+                                                     "-o", t / "e.npy", "--hash-fraction", "1"]),
+    Case("embed hash fraction -0.1", argv=lambda w, t: [
+        "embed", w / "nplm", w / "toy/test.txt", "-o", t / "e.npy", "--hash-fraction=-0.1"]),
+    Case("embed over its text", argv=lambda w, t: ["embed", w / "nplm", t / "x.txt", "-o",
+                                                   t / "x.txt"],
+         setup=lambda w, t: (t / "x.txt").write_text("the cat\n")),
+    Case("embed into the model", argv=lambda w, t: ["embed", t / "m", w / "toy/test.txt", "-o",
+                                                    t / "m/model.safetensors"],
+         setup=lambda w, t: copy(w / "nplm", t / "m"), match="inside the input"),
+    Case("embed empty file ok", argv=lambda w, t: ["embed", w / "nplm", t / "empty.txt", "-o",
+                                                   t / "e.npy"], setup=_empty, expect="ok",
+         output=lambda w, t: t / "e.npy"),
+    Case("similar k 0", argv=lambda w, t: ["similar", w / "nplm", "the cat", w / "toy/test.txt",
+                                           "-k", "0"]),
+    Case("similar missing file", argv=lambda w, t: ["similar", w / "nplm", "the cat",
+                                                    t / "none.txt"]),
+    Case("open vocab n-gram", **ev(lambda w, t: w / "kn3", extra=["--open-vocab"])),
+    Case("open vocab mixture", **ev(lambda w, t: w / "mix", extra=["--open-vocab"])),
+    Case("open vocab ok", **ev(lambda w, t: w / "nplm", extra=["--open-vocab", "--json"],
+                                expect="ok")),
+    Case("energy-v on nplm", **tr(["--energy-v", "per-word"], "do not apply")),
+    Case("energy with tied", **tr(["--preset", "energy", "--tied"], "do not apply")),
+    Case("energy-v bad value", **tr(["--preset", "energy", "--energy-v", "some"])),
+]
+
+ALL_CASES = (OPTION_CASES + OUTPUT_CASES + ARPA_CASES + CHECKPOINT_CASES + TEXT_CASES
+             + FEATURE_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
