@@ -60,16 +60,12 @@ class VocabularyGrowth:
             self.sums[k] += p
             self.seen[k] += 1
 
-    def weights(self, rows: list[int] | None = None) -> torch.Tensor:
-        """The convex weights (k, |V|) of the added words (all, or ``rows``)."""
-        ks = range(len(self.sums)) if rows is None else [r - self.base_size for r in rows]
-        w = np.stack([self.sums[k] / self.seen[k] for k in ks])
-        return torch.from_numpy(w)
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """Every per-word tensor with the added words' rows appended."""
-        W = self.weights()
-        return {k: torch.cat([t, _combine(W, t)]) for k, t in self.base.items()}
+    def rows(self, row: int) -> dict[str, torch.Tensor]:
+        """The per-word tensors' rows of added word ``row``: its mean weights times the
+        base rows."""
+        k = row - self.base_size
+        w = torch.from_numpy(self.sums[k] / self.seen[k])[None]
+        return {name: _combine(w, t) for name, t in self.base.items()}
 
 
 def _combine(W: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -77,33 +73,38 @@ def _combine(W: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return (W.to(t.dtype) @ t.reshape(len(t), -1)).reshape(-1, *t.shape[1:])
 
 
-def grow(lm, words: list[str]) -> None:
-    """Give ``lm`` (a NeuralLM) the added words' rows: a new vocabulary and network with
-    V + k rows, the base rows unchanged, the new rows from ``lm.growth``."""
-    growth: VocabularyGrowth = lm.growth
+def grow(lm, word: str) -> None:
+    """Give ``lm`` (a NeuralLM) one more word, the next row of ``lm.growth``: a new
+    vocabulary and a network with one more row in every per-word tensor, the other rows
+    and tensors unchanged."""
     net = lm.model
-    vocab = Vocabulary([*lm.vocab.words, *words],
-                       [*lm.vocab.counts.tolist(), *([0] * len(words))])
-    size = len(vocab)
-    config = replace(net.config, vocab_size=size)
-    new = build_network(config).to(net.C.device)
-    tensors = {k: t.detach() for k, t in net.named_tensors().items()}
-    tensors.update(growth.tensors())
-    new.load_named_tensors(tensors, "growing the vocabulary")
+    vocab = Vocabulary([*lm.vocab.words, word], [*lm.vocab.counts.tolist(), 0])
+    config = replace(net.config, vocab_size=len(vocab))
+    with torch.device("meta"):  # no random initialization of what is overwritten
+        new = build_network(config)
+    new.to_empty(device=net.C.device)
+    new.mask.zero_()
+    new.mask[BOS_ID] = float("-inf")
+    rows = lm.growth.rows(len(lm.vocab))
+    with torch.no_grad():
+        old, target = net.named_tensors(), new.named_tensors()
+        for name, t in target.items():
+            if name in rows:
+                t.copy_(torch.cat([old[name].detach(), rows[name].to(t.device, t.dtype)]))
+            else:
+                t.copy_(old[name].detach())
     new.eval()
     lm.vocab, lm.model = vocab, new
     lm.__dict__.pop("_encoder", None)
 
 
-def refresh(lm, rows: list[int]) -> None:
-    """Rewrite the rows of added words ``rows`` from their current means."""
-    W = lm.growth.weights(rows)
-    idx = torch.tensor(rows)
+def refresh(lm, row: int) -> None:
+    """Rewrite the rows of added word ``row`` from its current mean."""
+    rows = lm.growth.rows(row)
     with torch.no_grad():
         named = lm.model.named_tensors()
-        for k, t in lm.growth.base.items():
-            new = _combine(W, t)
-            named[k].index_copy_(0, idx.to(named[k].device), new.to(named[k].device))
+        for k, new in rows.items():
+            named[k][row] = new[0].to(named[k].device, named[k].dtype)
 
 
 def base_distribution(lm, context: np.ndarray) -> np.ndarray:
@@ -195,11 +196,11 @@ def _score_line(lm, tokens, k, base_words, lps, first, later, in_ctx, added) -> 
             row = lm.vocab.index.get(w)
             if row is None:
                 lm.growth.observe(len(lm.vocab), p)
-                grow(lm, [w])
+                grow(lm, w)
                 added.append(w)
             else:
                 lm.growth.observe(row, p)
-                refresh(lm, [row])
+                refresh(lm, row)
         pos = stop
 
 
@@ -232,7 +233,7 @@ def add_words(lm, words: list[str], contexts: list) -> None:
             row = lm.vocab.index.get(w)
             if row is None:
                 lm.growth.observe(len(lm.vocab), p)
-                grow(lm, [w])
+                grow(lm, w)
             else:
                 lm.growth.observe(row, p)
-                refresh(lm, [row])
+                refresh(lm, row)
