@@ -1,0 +1,111 @@
+"""The energy-minimization variant: what its scoring costs, and how it trains.
+
+``speed`` times, in one run on this machine, at Brown's size (|V| = 14,118, n = 5,
+m = 60, h = 50, B = 256):
+
+- the (B, |V|) energies -v . tanh(a + G): torch.tanh in float32 and bf16, against the
+  exponential form nnlm uses (tanh(x) = 1 - 2 / (1 + e^{2a} e^{2G}), no transcendental
+  per value), at several block sizes;
+- a training step (forward + backward) under the full softmax, self-normalization and
+  NCE (K = 100 shared), v shared and per word, as words/s.
+
+    python bench/energy.py speed [--threads 2] [--out bench/results/energy_speed.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nnlm.neural import energy
+from nnlm.neural.energy import EnergyConfig, EnergyNetwork
+from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
+
+V, N, M, H, B = 14118, 5, 60, 50, 256
+
+
+def best_of(fn, rounds: int = 3) -> float:
+    fn()
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def tanh_blocked(a, G, v, dtype, block: int):
+    out = torch.empty(len(a), len(G))
+    a_, G_, v_ = a.to(dtype), G.to(dtype), v.to(dtype)
+    step = max(1, block // (len(a) * a.shape[1]))
+    for j in range(0, len(G), step):
+        T = torch.tanh(a_[:, None, :] + G_[None, j : j + step])
+        out[:, j : j + step] = -(T @ v_).float()
+    return out
+
+
+def train_step(net, obj, ctx, tgt, sparse: bool) -> None:
+    net.zero_grad()
+    obj.loss(net, ctx, tgt, sparse=sparse).backward()
+
+
+def speed(args) -> dict:
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    a, G = torch.randn(B, H, generator=g), torch.randn(V, H, generator=g)
+    v = torch.randn(H, generator=g)
+    kernels = []
+    for block in (1 << 16, 1 << 18, 1 << 20, 1 << 22):
+        for name, dtype in (("torch.tanh fp32", torch.float32),
+                            ("torch.tanh bf16", torch.bfloat16)):
+            fn = partial(tanh_blocked, a, G, v, dtype, block)
+            kernels.append({"kernel": name, "block": block, "seconds": best_of(fn)})
+        energy.BLOCK_ELEMENTS = block
+        kernels.append({"kernel": "exp form fp32 (nnlm)", "block": block,
+                        "seconds": best_of(lambda: energy.energy_logits(a, G, v))})
+    energy.BLOCK_ELEMENTS = 1 << 20
+    ref = tanh_blocked(a, G, v, torch.float64, 1 << 20)
+    err = float((energy.energy_logits(a, G, v).double() - ref.double()).abs().max())
+    bf = float((tanh_blocked(a, G, v, torch.bfloat16, 1 << 20).double() - ref).abs().max())
+    counts = np.arange(V, 0, -1, dtype=np.float64)
+    steps = []
+    for per_word in (False, True):
+        for obj_name, obj in (("softmax", FullSoftmax()), ("selfnorm", SelfNormalized(0.1)),
+                              ("nce K=100", NCE(counts, samples=100))):
+            net = EnergyNetwork(EnergyConfig(vocab_size=V, order=N, m=M, h=H,
+                                             v_per_word=per_word))
+            with torch.no_grad():
+                net.v.normal_(generator=g)
+            ctx = torch.randint(3, V, (B, N - 1), generator=g)
+            tgt = torch.randint(3, V, (B,), generator=g)
+            sparse = obj_name.startswith("nce")
+
+            s = best_of(partial(train_step, net, obj, ctx, tgt, sparse))
+            steps.append({"objective": obj_name, "v": "per word" if per_word else "shared",
+                          "seconds_per_step": s, "words_per_second": B / s})
+    return {"machine_threads": args.threads, "shape": {"V": V, "n": N, "m": M, "h": H, "B": B},
+            "energies_max_abs_error": {"exp form fp32": err, "torch.tanh bf16": bf},
+            "energies": kernels, "training_steps": steps}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("speed")
+    sp.add_argument("--threads", type=int, default=2)
+    sp.add_argument("--out", type=Path, default=Path("bench/results/energy_speed.json"))
+    args = ap.parse_args()
+    out = speed(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Out-of-vocabulary feature vectors against ``<unk>``, on Brown test.
+
+A model trained with a small vocabulary (``--min-count 10``: words seen at least 10 times
+in train) meets many words it does not know. Scored two ways, token by token:
+
+- ``<unk>`` mapping: every unknown word is ``<unk>``, as context and as target;
+- open vocabulary (``nnlm eval --open-vocab``): each new word gets C(j) = sum_i C(i)
+  P(i | context) at its first occurrence (scored as ``<unk>``), joins the vocabulary, and
+  is read and predicted through its own rows afterwards.
+
+Two sets of tokens are compared:
+
+1. in-vocabulary targets whose context holds an unknown word;
+2. later occurrences of unknown words (``<unk>`` mapping: log p(<unk>); open: log p(j)).
+   p(<unk>) is the probability of the whole class of unknown words, so the table also
+   gives it spread evenly over the word types ``<unk>`` stands for in train.
+
+    NLTK_DATA=... python bench/open_vocab.py runs/mlp1-v10 data/brown/test.txt \\
+        --train data/brown/train.txt [--out JSON]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nnlm.corpus import count_words, read_stream
+from nnlm.models import load_model
+from nnlm.neural.open_vocab import score_open_vocab
+
+
+def summary(base: np.ndarray, open_: np.ndarray) -> dict:
+    return {"tokens": int(len(base)), "unk_mean_logprob": float(base.mean()),
+            "open_mean_logprob": float(open_.mean()),
+            "gain_nats_per_token": float((open_ - base).mean()),
+            "share_improved": float(np.mean(open_ > base))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", type=Path)
+    ap.add_argument("text", type=Path)
+    ap.add_argument("--train", type=Path, required=True,
+                    help="the training text (to count the types <unk> stands for)")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/open_vocab.json"))
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    lm = load_model(args.model)
+    t = time.perf_counter()
+    base = lm.logprobs(read_stream(args.text, lm.vocab))
+    base_s = time.perf_counter() - t
+    t = time.perf_counter()
+    res = score_open_vocab(load_model(args.model), args.text)
+    open_s = time.perf_counter() - t
+    assert len(base) == len(res.logprobs)
+    counts = count_words(args.train)
+    unk_types = sum(1 for w, c in counts.items() if w not in lm.vocab.index and w != "<unk>")
+    ctx, later = res.oov_in_context, res.later_oov
+    later_summary = summary(base[later], res.logprobs[later])
+    later_summary["unk_spread_mean_logprob"] = float(base[later].mean() - math.log(unk_types))
+    out = {"model": str(args.model), "text": str(args.text), "vocabulary": len(lm.vocab),
+           "unk_types_in_train": unk_types, "tokens": int(len(base)),
+           "words_added": len(res.added), "first_occurrences": int(res.first_oov.sum()),
+           "perplexity_unk": float(np.exp(-base.mean())),
+           "perplexity_open": res.perplexity,
+           "in_vocabulary_targets_with_new_word_in_context": summary(base[ctx],
+                                                                      res.logprobs[ctx]),
+           "later_occurrences_of_new_words": later_summary,
+           "seconds": {"unk": base_s, "open": open_s}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
