@@ -95,8 +95,20 @@ def add_parsers(sub) -> None:
     export.add_argument("output", type=Path, metavar="OUT.arpa")
 
 
+def _backoff_model(path, doing: str):
+    """The back-off model at ``path`` (a kn or backoff directory, or an ARPA file)."""
+    from ..models import load_model
+    from ..ngram.backoff import BackoffNgram
+
+    model = load_model(path)
+    if not isinstance(model, BackoffNgram):
+        raise NnlmError(f"{path}: a {model.kind} model has no back-off form; {doing} needs a "
+                        "kn or backoff model, or an ARPA file")
+    return model
+
+
 def cmd_ngram(args) -> None:
-    from ..models import load_model, save_model
+    from ..models import save_model
     from ..ngram import train as ngram_train
 
     if args.ngram_command == "cluster":
@@ -109,13 +121,9 @@ def cmd_ngram(args) -> None:
               "(+ one each for <unk>, <s>, </s>)")
         return
     if args.ngram_command == "prune":
-        from ..ngram.backoff import BackoffNgram
         from ..ngram.prune import prune_entropy
 
-        model = load_model(args.model)
-        if not isinstance(model, BackoffNgram):
-            raise NnlmError(f"{args.model}: a {model.kind} model; pruning needs a back-off "
-                            "model (kn, backoff, or an ARPA file)")
+        model = _backoff_model(args.model, "pruning")
         pruned = prune_entropy(model, args.threshold)
         save_model(pruned, args.output)
         before, after = sum(model.num_ngrams()[1:]), sum(pruned.num_ngrams()[1:])
@@ -129,12 +137,8 @@ def cmd_ngram(args) -> None:
         return
     if args.ngram_command == "export-arpa":
         from ..ngram.arpa import write_arpa
-        from ..ngram.backoff import BackoffNgram
 
-        model = load_model(args.model)
-        if not isinstance(model, BackoffNgram):
-            raise NnlmError(f"{args.model}: a {model.kind} model has no back-off form; "
-                            "ARPA export needs a kn or backoff model")
+        model = _backoff_model(args.model, "ARPA export")
         write_arpa(model, args.output)
         print(f"{args.output}: ARPA, orders 1-{model.order}")
         return
