@@ -102,3 +102,14 @@ def load_for_scoring(args):
         parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized,
                                       args.threads)
     return model, parts
+
+
+def load_model_as(path, cls, lacks: str, need: str):
+    """The model at ``path``, which must be a ``cls``; otherwise one line saying what it
+    lacks and what the command needs."""
+    from ..models import load_model
+
+    model = load_model(path)
+    if not isinstance(model, cls):
+        raise NnlmError(f"{path}: a {model.kind} model has no {lacks}; {need}")
+    return model

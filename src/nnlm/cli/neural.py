@@ -26,6 +26,7 @@ from .common import (
     add_sentence_arguments,
     add_vocabulary_arguments,
     fixed_vocabulary,
+    load_model_as,
 )
 
 
@@ -264,14 +265,10 @@ def cmd_plot_embeddings(args) -> None:
 
 
 def _sentence_model(path: Path):
-    from ..models import load_model
     from ..neural.nplm_lm import NeuralLM
 
-    model = load_model(path)
-    if not isinstance(model, NeuralLM):
-        raise NnlmError(f"{path}: a {model.kind} model has no word feature vectors C; "
-                        "embeddings need a neural checkpoint (nnlm train)")
-    return model
+    return load_model_as(path, NeuralLM, "word feature vectors C",
+                         "embeddings need a neural checkpoint (nnlm train)")
 
 
 def _sentence_settings(args) -> dict:

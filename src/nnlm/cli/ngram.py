@@ -16,6 +16,7 @@ from .common import (
     METHODS,
     add_vocabulary_arguments,
     fixed_vocabulary,
+    load_model_as,
 )
 
 
@@ -97,14 +98,10 @@ def add_parsers(sub) -> None:
 
 def _backoff_model(path, doing: str):
     """The back-off model at ``path`` (a kn or backoff directory, or an ARPA file)."""
-    from ..models import load_model
     from ..ngram.backoff import BackoffNgram
 
-    model = load_model(path)
-    if not isinstance(model, BackoffNgram):
-        raise NnlmError(f"{path}: a {model.kind} model has no back-off form; {doing} needs a "
-                        "kn or backoff model, or an ARPA file")
-    return model
+    return load_model_as(path, BackoffNgram, "back-off form",
+                         f"{doing} needs a kn or backoff model, or an ARPA file")
 
 
 def cmd_ngram(args) -> None:

@@ -171,16 +171,15 @@ def _score_line(lm, tokens, k, base_words, lps, first, later, in_ctx, added) -> 
     words = [*tokens, None]  # None: </s>
     new_flags = [w is not None and w not in base_words and w != "<unk>" for w in words]
     pos = 0
-    history = [BOS_ID] * k
+    padded = [BOS_ID] * k  # the line's ids so far, <s>-padded
     while pos < len(words):
         end = pos
         while end < len(words) and not new_flags[end]:
             end += 1
         stop = min(end + 1, len(words))  # the segment includes the first new word
-        ids = [_id(lm, w) for w in words[:stop]]
-        padded = history + ids
+        padded.extend(_id(lm, w) for w in words[pos:stop])
         ctx = np.array([padded[t : t + k] for t in range(pos, stop)], np.int64).reshape(-1, k)
-        tgt = np.array(ids[pos:stop], np.int64)
+        tgt = np.array(padded[k + pos : k + stop], np.int64)
         lps.extend(lm.target_logprobs(ctx, tgt).tolist())
         for t in range(pos, stop):
             w = words[t]
@@ -192,16 +191,23 @@ def _score_line(lm, tokens, k, base_words, lps, first, later, in_ctx, added) -> 
                 c is not None and new_flags[c] for c in range(max(0, t - k), t)))
         if stop > pos and new_flags[stop - 1]:
             w = words[stop - 1]
-            p = base_distribution(lm, ctx[-1])
-            row = lm.vocab.index.get(w)
-            if row is None:
-                lm.growth.observe(len(lm.vocab), p)
-                grow(lm, w)
+            if learn(lm, w, base_distribution(lm, ctx[-1])):
                 added.append(w)
-            else:
-                lm.growth.observe(row, p)
-                refresh(lm, row)
+            padded[k + stop - 1] = lm.vocab.index[w]  # read through its row from now on
         pos = stop
+
+
+def learn(lm, word: str, p: np.ndarray) -> bool:
+    """One occurrence of ``word`` where the model predicted ``p``: add it (True) or
+    refine its rows (False)."""
+    row = lm.vocab.index.get(word)
+    if row is None:
+        lm.growth.observe(len(lm.vocab), p)
+        grow(lm, word)
+        return True
+    lm.growth.observe(row, p)
+    refresh(lm, row)
+    return False
 
 
 def _id(lm, word) -> int:
@@ -229,11 +235,4 @@ def add_words(lm, words: list[str], contexts: list) -> None:
             ids = [lm.vocab.index.get(c, UNK_ID) for c in (ctx if not isinstance(ctx, str)
                                                           else ctx.split())]
             ids = ([BOS_ID] * k + ids)[-k:] if k else []
-            p = base_distribution(lm, np.array(ids, np.int64))
-            row = lm.vocab.index.get(w)
-            if row is None:
-                lm.growth.observe(len(lm.vocab), p)
-                grow(lm, w)
-            else:
-                lm.growth.observe(row, p)
-                refresh(lm, row)
+            learn(lm, w, base_distribution(lm, np.array(ids, np.int64)))
