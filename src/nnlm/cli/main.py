@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import warnings
 
@@ -70,6 +71,12 @@ def _show_warning(message, category, *args, **kwargs) -> None:
         print(f"nnlm: warning: {category.__name__}: {message}", file=sys.stderr)
 
 
+def _rank_prefix() -> str:
+    """Under torchrun, errors of ranks other than 0 say which rank they come from."""
+    rank = os.environ.get("RANK", "0") if "WORLD_SIZE" in os.environ else "0"
+    return "" if rank in ("", "0") else f"[rank {rank}] "
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -82,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as locks, warnings.catch_warnings():
             warnings.simplefilter("default", NnlmWarning)
             warnings.showwarning = _show_warning
-            for path in outputs:
+            for path in outputs if not _rank_prefix() else ():  # torchrun: rank 0 writes
                 locks.enter_context(output_lock(path))
             HANDLERS[args.command](args)
     except NnlmError as e:
-        print(f"nnlm: error: {e}", file=sys.stderr)
+        print(f"nnlm: error: {_rank_prefix()}{e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nnlm: interrupted", file=sys.stderr)

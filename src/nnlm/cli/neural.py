@@ -57,7 +57,10 @@ def add_parsers(sub) -> None:
         "      --shortlist 4000 --shortlist-backoff runs/kn5 -o runs/mlp1-sl4k\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset energy \\\n"
-        "      --objective nce --noise-samples 100 -o runs/energy")
+        "      --objective nce --noise-samples 100 -o runs/energy\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --workers 2 -o runs/async\n"
+        "  torchrun --nproc-per-node 2 -m nnlm train data/brown/train.txt \\\n"
+        "      --valid data/brown/valid.txt -o runs/ddp   # --output-parallel: split U, W, b")
     tr.add_argument("train", type=Path, metavar="TRAIN")
     tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
                     help="validation text (early stopping, learning-rate decay)")
@@ -145,6 +148,19 @@ def add_parsers(sub) -> None:
                            help="save the training state every N updates (default: 500; 0: "
                            "at epoch ends only). A state is saved only while the loss is "
                            "sane, so a diverging run keeps its last good one")
+    par = tr.add_argument_group(
+        "parallel training (section 3 of the paper; docs/scaling.md says which to pick)")
+    par.add_argument("--workers", type=positive_int, default=1, metavar="P",
+                     help="asynchronous data-parallel training on this machine (the paper's "
+                     "shared-memory scheme; Hogwild, Niu et al. 2011): P processes, one "
+                     "thread each, update the shared parameters without locks (default: 1, "
+                     "at most the cores)")
+    par.add_argument("--output-parallel", action="store_true",
+                     help="under torchrun: split the output layer (U, W, b) by vocabulary "
+                     "across the ranks, the paper's parameter-parallel scheme; every rank "
+                     "trains on the whole batch. Without it, torchrun trains synchronous "
+                     "data-parallel: each rank takes its share of every --batch-size batch "
+                     "and the gradients are summed, as in one process")
     add_vocabulary_arguments(tr.add_argument_group("vocabulary"))
 
     gen = sub.add_parser("generate", help="sample sentences from a model",
@@ -225,7 +241,8 @@ def cmd_train(args) -> None:
                      max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
                      min_count=args.min_count, max_size=args.max_size, device=args.device,
                      vocab=fixed_vocabulary(args),
-                     shortlist_backoff=args.shortlist_backoff)
+                     shortlist_backoff=args.shortlist_backoff, workers=args.workers,
+                     output_parallel=args.output_parallel)
 
 
 def cmd_generate(args) -> None:

@@ -70,6 +70,11 @@ def write_network(net: Network, path: Path, binding: str, bias_shift: float = 0.
     tensors = network_tensors(net)
     if bias_shift:
         tensors["b"] = net.bias_shifted(bias_shift)
+    write_tensors(tensors, path, binding)
+
+
+def write_tensors(tensors: dict[str, torch.Tensor], path: Path, binding: str) -> None:
+    """Write named CPU tensors to ``path`` atomically, bound to the model (``binding``)."""
     with atomic_path(path) as tmp:
         save_safetensors(tensors, tmp, binding)
 

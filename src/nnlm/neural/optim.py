@@ -213,11 +213,15 @@ def grad_norm(model: Network) -> float:
 def clip_gradients(model: Network, max_norm: float) -> float:
     norm = grad_norm(model)
     if norm > max_norm:
-        factor = max_norm / (norm + 1e-6)
-        for p in model.parameters():
-            if p.grad is not None:
-                p.grad.mul_(factor)
+        scale_gradients(model, max_norm / (norm + 1e-6))
     return norm
+
+
+@torch.no_grad()
+def scale_gradients(model: Network, factor: float) -> None:
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.mul_(factor)
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -1,5 +1,9 @@
 """``nnlm train``: resolve a preset and overrides, or a checkpoint to resume, then train.
 
+Under torchrun every rank runs this same function: they join one process group first
+(``distributed.py``), all check the inputs, then train; rank 0 alone logs and writes.
+``workers`` > 1 trains asynchronously in that many processes instead (``hogwild.py``).
+
 With ``--resume`` the settings come from the checkpoint. The ones that are safe to change
 mid-run (:data:`RESUMABLE`: learning rate, clipping, epochs, patience) may be given anew,
 for instance to recover from a divergence; the change is logged and recorded in
@@ -17,10 +21,11 @@ from ..errors import NnlmError
 from ..fileio import atomic_write_text
 from ..models import load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
+from .distributed import close_world, init_world, launched_by_torchrun
 from .nplm_lm import BACKOFF_DIR, check_backoff
 from .presets import PRESETS, RECIPES, resolved
 from .registry import network_config
-from .runtime import prepare_process
+from .runtime import available_cores, prepare_process, resolve_device
 from .train import TrainConfig, Trainer, output_counts
 
 DEFAULT_PRESET = "mlp1"
@@ -58,14 +63,48 @@ def check_objective(train: dict, model_config) -> None:
 def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, train=None,
                      recipe=None, resume=False, threads=None, max_steps=None, checkpoint_every=500,
                      min_count=1, max_size=None, device="cpu", shortlist_backoff=None,
-                     log=print, vocab=None) -> dict:
+                     log=print, vocab=None, workers=1, output_parallel=False) -> dict:
     """Train (or resume) a network of the family from text files into ``outdir``.
 
     ``vocab``: a fixed vocabulary (default: built from ``train_path``).
     ``arch`` may hold ``shortlist`` (K): the network then predicts the K most frequent words
     and one "elsewhere" output, and ``shortlist_backoff`` (a model path) scores the rest.
+    ``workers``: asynchronous data-parallel processes (Hogwild). Under torchrun the job is
+    synchronous data-parallel, or with ``output_parallel`` parameter-parallel.
     """
-    outdir = Path(outdir)
+    check_parallel(workers, output_parallel)
+    world = init_world(resolve_device(device)) if launched_by_torchrun() else None
+    try:
+        return _train(train_path, valid_path, Path(outdir), preset, arch, train, recipe, resume,
+                      threads, max_steps, checkpoint_every, min_count, max_size, device,
+                      shortlist_backoff, log, vocab, workers, output_parallel, world)
+    finally:
+        close_world()
+
+
+def check_parallel(workers: int, output_parallel: bool) -> None:
+    """The parallel settings against how this process was started (one line each)."""
+    torchrun = launched_by_torchrun()
+    if output_parallel and not torchrun:
+        raise NnlmError("--output-parallel splits the output layer over the ranks of a "
+                        "torchrun job: torchrun --nproc-per-node P -m nnlm train ... "
+                        "--output-parallel")
+    if workers < 1:
+        raise NnlmError(f"--workers {workers}: need at least 1")
+    if workers > 1 and torchrun:
+        raise NnlmError("--workers (asynchronous, one machine) and torchrun (synchronous) are "
+                        "two different schemes; use one")
+    cores = available_cores()
+    if workers > cores:
+        raise NnlmError(f"--workers {workers}: this machine gives the process {cores} cores; "
+                        "more workers than cores only take turns")
+
+
+def _train(train_path, valid_path, outdir, preset, arch, train, recipe, resume, threads,
+           max_steps, checkpoint_every, min_count, max_size, device, shortlist_backoff, log,
+           vocab, workers, output_parallel, world) -> dict:
+    if world is not None and not world.is_main:
+        log = _quiet
     arch, train = dict(arch or {}), dict(train or {})
     shortlist = arch.pop("shortlist", None)
     backoff = None
@@ -120,11 +159,23 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     if not resume:
         check_objective(train, model_config)
     device = prepare_process(threads, device)
+    if world is not None:
+        device = world.device
     train_stream = read_stream(train_path, vocab)
     valid_stream = read_stream(valid_path, vocab)
-    trainer = Trainer(vocab, model_config, train_config, outdir, preset=name, log=log,
-                      device=device, train_counts=output_counts(train_stream, model_config),
-                      backoff=backoff)
+    if world is not None:  # every rank has checked the inputs before rank 0 writes
+        world.barrier("checking the inputs")
+    if workers > 1:
+        from .hogwild import HogwildTrainer
+
+        trainer = HogwildTrainer(vocab, model_config, train_config, outdir, preset=name,
+                                 log=log, device=device, workers=workers,
+                                 train_counts=output_counts(train_stream, model_config),
+                                 backoff=backoff)
+    else:
+        trainer = Trainer(vocab, model_config, train_config, outdir, preset=name, log=log,
+                          device=device, train_counts=output_counts(train_stream, model_config),
+                          backoff=backoff, world=world, output_parallel=output_parallel)
     if resume:
         trainer.load_state(header)
         log(f"resuming {outdir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}")
@@ -132,8 +183,8 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
             trainer.apply_resume_changes(changes)
     else:
         log(f"training {name}: {describe(model_config)}, objective {train_config.objective}, "
-            f"{trainer.model.num_parameters():,} parameters, |V| = {len(vocab):,}, "
-            f"{len(train_stream):,} training tokens, on {device}")
+            f"{model_config.num_parameters():,} parameters, |V| = {len(vocab):,}, "
+            f"{len(train_stream):,} training tokens, on {device}{describe_parallel(trainer)}")
         if shortlist is not None:
             log(f"short-list of {shortlist:,} words covers "
                 f"{trainer.lm.coverage(train_stream.ids):.1%} of the training tokens")
@@ -144,8 +195,23 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     else:
         log(f"done: best validation perplexity {result['best_valid']:.2f}; "
             f"model in {outdir / 'model.safetensors'}")
-    atomic_write_text(outdir / "state" / "result.json", json.dumps(result, indent=1) + "\n")
+    if trainer.is_main:
+        atomic_write_text(outdir / "state" / "result.json", json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _quiet(message: str) -> None:
+    """The log of a rank other than 0."""
+
+
+def describe_parallel(trainer) -> str:
+    workers = getattr(trainer, "workers", 1)
+    if workers > 1:
+        return f", {workers} asynchronous workers (Hogwild)"
+    if trainer.world is None:
+        return ""
+    scheme = "output-parallel" if trainer.shard is not None else "data-parallel"
+    return f", {trainer.world.size} {scheme} ranks ({trainer.world.backend})"
 
 
 def check_new_output(outdir: Path) -> None:

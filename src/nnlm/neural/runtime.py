@@ -12,6 +12,8 @@ Model code never touches process-wide settings; the commands (``nnlm train``, ``
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..errors import NnlmError
@@ -45,10 +47,23 @@ def resolve_device(name: str | torch.device = "cpu") -> torch.device:
     return torch.device("cpu")
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def prepare_process(threads: int | None = None, device: str | torch.device = "cpu"
                     ) -> torch.device:
-    """Set the process up for a job on ``device``; returns the resolved device."""
+    """Set the process up for a job on ``device``; returns the resolved device. Under
+    torchrun the default thread count is this host's cores over its processes
+    (LOCAL_WORLD_SIZE), so P processes on a machine do not fight over its cores."""
     device = resolve_device(device)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    if not threads and local > 1:
+        threads = max(1, available_cores() // local)
     if threads:
         torch.set_num_threads(threads)
     if device.type == "cpu":

@@ -18,6 +18,7 @@ One :class:`Trainer` does it all, top to bottom:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -37,11 +38,13 @@ from ..models import new_model_id, save_model, write_header
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
-from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_network
+from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_tensors
+from .distributed import GradientSync, World, shard_range
 from .network import NetworkConfig
-from .nplm_lm import BACKOFF_DIR, NeuralLM
+from .nplm_lm import BACKOFF_DIR, LOG_Z_SAMPLE, NeuralLM
 from .objectives import OBJECTIVES, make_objective
-from .optim import AdamOptimizer, PaperSGD, clip_gradients
+from .optim import AdamOptimizer, PaperSGD, clip_gradients, scale_gradients
+from .output_parallel import OutputShard
 from .registry import build_network
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -152,21 +155,32 @@ class Trainer:
     ``train_counts``: each output's count in the training text (NCE's noise; computed
     from the training stream when not given). ``backoff``: a short-list's n-gram model.
     Process-wide settings (threads, allocator) are the caller's: see ``runtime.py``.
+
+    ``world``: the torch.distributed process group of a torchrun job (``distributed.py``):
+    each rank trains on its share of every batch and the gradients are summed over ranks;
+    with ``output_parallel`` every rank trains on the whole batch and owns a slice of the
+    output layer instead (``output_parallel.py``). Rank 0 alone logs and writes.
     """
 
     def __init__(self, vocab: Vocabulary, model_config: NetworkConfig, config: TrainConfig,
                  outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
                  device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
-                 backoff: LanguageModel | None = None, model_id: str | None = None):
+                 backoff: LanguageModel | None = None, model_id: str | None = None,
+                 world: World | None = None, output_parallel: bool = False):
         self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
         self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
+        self.world = world if world is not None and world.size > 1 else None
+        if output_parallel and self.world is None:
+            raise NnlmError("--output-parallel splits the output layer over the ranks of a "
+                            "torchrun job; start with torchrun --nproc-per-node P")
         torch.manual_seed(config.seed)
         self.model = build_network(model_config)
         self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
         self.objective = None
         if train_counts is not None or config.objective != "nce":
             self._make_objective(train_counts)
+        self.shard = OutputShard(self.world, self.model) if output_parallel else None
         self.model.to(self.device)
         self.lm = NeuralLM(vocab, self.model, bf16=config.bf16, backoff=backoff)
         self.state = TrainState()
@@ -187,6 +201,15 @@ class Trainer:
         # sparse rows: C's rows seen in a batch (paper's SGD, or any optimizer under a
         # sampled objective); under NCE the sampled output rows and biases too
         self.sparse = self.objective.sparse_output or (cfg.optimizer == "sgd" and not net.tied)
+        sparse_params = [net.C] if self.sparse else []
+        if self.objective.sparse_output:
+            sparse_params += net.sampled_params()
+        sparse_params = list({id(p): p for p in sparse_params}.values())
+        # data-parallel ranks sum their gradients; output-parallel ones need no sum (the
+        # replicated parameters get equal gradients, each rank owns its output rows)
+        self.sync = None
+        if self.world is not None and self.shard is None:
+            self.sync = GradientSync(self.world, list(net.parameters()), sparse_params)
         if cfg.optimizer == "sgd":
             self.optimizer = PaperSGD(net, cfg.lr, cfg.lr_decay, cfg.weight_decay)
             return
@@ -200,11 +223,29 @@ class Trainer:
             self._make_objective(output_counts(train, self.model.config))
             self._make_optimizer()
 
+    @property
+    def is_main(self) -> bool:
+        """True in the process that logs and writes (rank 0, or the only one)."""
+        return self.world is None or self.world.is_main
+
+    def _reseed(self) -> None:
+        """Under torchrun the global RNG (dropout) is reseeded from (seed, update, rank) at
+        the start and at every saved state, so a resumed job draws what an uninterrupted
+        one would. Data-parallel ranks draw different masks for their different examples;
+        output-parallel ranks the same ones, as they compute the same z."""
+        if self.world is None:
+            return
+        rank = 0 if self.shard is not None else self.world.rank
+        seq = np.random.SeedSequence([self.config.seed, self.state.step, rank])
+        torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
+
     # -- header and resume -------------------------------------------------------------
     def header_train_section(self) -> dict:
         return {"preset": self.preset, **asdict(self.config)}
 
     def write_header(self) -> None:
+        if not self.is_main:
+            return
         write_header(self.outdir, self.lm.kind, self.vocab, self.lm.config(), self.model_id,
                      train=self.header_train_section())
 
@@ -232,9 +273,12 @@ class Trainer:
         if binding is not None and info.get("binding") != binding:
             raise NnlmError(f"{where}: belongs to another training run; restore this run's "
                             "state/ or train into a new directory")
-        self.model.load_named_tensors(read_safetensors(state_dir / "model.safetensors", binding),
-                                      str(state_dir / "model.safetensors"))
+        model_tensors = read_safetensors(state_dir / "model.safetensors", binding)
+        if self.shard is not None:
+            model_tensors = self.shard.shard_tensors(model_tensors)
+        self.model.load_named_tensors(model_tensors, str(state_dir / "model.safetensors"))
         tensors = read_safetensors(state_dir / "optimizer.safetensors", binding)
+        tensors = self._own_optimizer_tensors(info.get("world") or {}, tensors, state_dir)
         try:
             self.optimizer.load_state(info["optimizer"], tensors)
             torch.set_rng_state(tensors.pop("__torch_rng__"))
@@ -246,6 +290,31 @@ class Trainer:
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
                             "; it was damaged or edited") from None
 
+    def _world_record(self) -> dict:
+        return {"size": self.world.size if self.world else 1,
+                "output_parallel": self.shard is not None}
+
+    def _own_optimizer_tensors(self, saved: dict, tensors: dict, state_dir: Path) -> dict:
+        """This process's optimizer tensors from a saved state. Output-parallel runs keep
+        Adam's moments of the output rows per rank: they resume only with the same ranks."""
+        size, split = int(saved.get("size", 1)), bool(saved.get("output_parallel", False))
+        moments = any(not k.startswith("__") for k in tensors)
+        now = self._world_record()
+        if moments and (split or now["output_parallel"]) and \
+                (split, size) != (now["output_parallel"], now["size"]):
+            was = f"{size} output-parallel ranks" if split else f"{size} data-parallel process(es)"
+            raise NnlmError(f"{state_dir}: saved by {was}; {self.config.optimizer}'s moments "
+                            "of the output rows are split by rank under --output-parallel, so "
+                            f"this run ({now['size']} process(es)"
+                            f"{', output-parallel' if now['output_parallel'] else ''}) cannot "
+                            f"take them over. Resume with the same layout ({was})")
+        if not split:
+            return tensors
+        prefix = f"rank{self.world.rank}."
+        own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        own.update({k: v for k, v in tensors.items() if k.startswith("__")})
+        return own
+
     def apply_resume_changes(self, changes: dict) -> None:
         """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
         follows a new lr (plateau decay kept), and the next metrics.csv row notes it."""
@@ -256,27 +325,46 @@ class Trainer:
         self.state.note = f"resumed at update {self.state.step}: {text}"
         self.log(f"changed on resume: {text}")
 
+    def model_tensors(self) -> dict[str, torch.Tensor]:
+        """The whole model's named tensors on the CPU (output-parallel: gathered over the
+        ranks, a collective every rank calls)."""
+        if self.shard is not None:
+            return self.shard.full_tensors(self.model)
+        return network_tensors(self.model)
+
     def save_state(self) -> None:
-        """The latest parameters, optimizer and counters, atomically, in CKPT/state/."""
+        """The latest parameters, optimizer and counters, atomically, in CKPT/state/.
+        Under torchrun every rank calls it (the gathers) and rank 0 writes."""
+        model = self.model_tensors()
+        opt_info, tensors = self.optimizer.state()
+        tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+        if self.shard is not None:  # each rank's moments of its own output rows
+            parts = self.world.gather_objects(tensors)
+            tensors = {f"rank{r}.{k}": v for r, part in enumerate(parts or []) for k, v in
+                       part.items()}
+        self._reseed()
+        if not self.is_main:
+            return
         with atomic_path(self.outdir / "state") as tmp:
             tmp.mkdir()
-            save_safetensors(network_tensors(self.model), tmp / "model.safetensors", self.binding)
-            opt_info, tensors = self.optimizer.state()
-            tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+            save_safetensors(model, tmp / "model.safetensors", self.binding)
             tensors["__torch_rng__"] = torch.get_rng_state()
             if hasattr(self.objective, "generator"):
                 tensors["__noise_rng__"] = self.objective.generator.get_state()
             save_safetensors(tensors, tmp / "optimizer.safetensors", self.binding)
-            info = {"trainer": asdict(self.state), "optimizer": opt_info, "binding": self.binding}
+            info = {"trainer": asdict(self.state), "optimizer": opt_info, "binding": self.binding,
+                    "world": self._world_record()}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
         return self.optimizer.lr_at(self.state.step)
 
-    def train_step(self, contexts: torch.Tensor, targets: torch.Tensor) -> float:
+    def train_step(self, contexts: torch.Tensor, targets: torch.Tensor) -> tuple[float, int]:
         """One update on a batch (ids on any device; targets are word ids: a short-list
-        network learns ``min(target, K)``). Returns the summed loss."""
+        network learns ``min(target, K)``). Returns the summed loss and the number of
+        examples, over all ranks of a data-parallel job (whose ``contexts`` and ``targets``
+        are this rank's share of the batch)."""
         cfg, net = self.config, self.model
         net.train()
         contexts = contexts.to(self.device, non_blocking=True)
@@ -284,18 +372,34 @@ class Trainer:
         if net.config.outputs < net.config.vocab_size:
             targets = targets.clamp(max=net.config.outputs - 1)
         sgd = isinstance(self.optimizer, PaperSGD)
-        loss = self.objective.loss(net, contexts, targets, bf16=cfg.bf16, sparse=self.sparse)
-        value = float(loss.detach())
-        per_token = value / len(targets)
+        loss = None
+        if self.shard is not None:
+            loss = self.shard.loss(self.objective, net, contexts, targets, bf16=cfg.bf16,
+                                   sparse=self.sparse)
+        elif len(targets):  # a data-parallel rank's share of a short last batch may be empty
+            loss = self.objective.loss(net, contexts, targets, bf16=cfg.bf16, sparse=self.sparse)
+        value, n = (float(loss.detach()) if loss is not None else 0.0), len(targets)
+        if self.sync is not None:  # every rank decides on the whole batch's loss
+            value, n = self.world.all_sum([value, n], "the loss sum")
+            n = int(n)
+        per_token = value / n
         if not math.isfinite(per_token) or per_token > self.objective.loss_limit(
                 net.config.outputs):
             self._diverged(f"loss {per_token:.4g} per token")
         self.optimizer.zero_grad()
-        (loss if sgd else loss / len(targets)).backward()
+        if loss is not None:
+            (loss if sgd else loss / n).backward()
+        if self.sync is not None:
+            self.sync()
         if cfg.clip:
-            clip_gradients(net, cfg.clip)
-        self.optimizer.step(self.state.step, len(targets))
-        return value
+            if self.shard is not None:
+                norm = self.shard.grad_norm_squared(net) ** 0.5
+                if norm > cfg.clip:
+                    scale_gradients(net, cfg.clip / (norm + 1e-6))
+            else:
+                clip_gradients(net, cfg.clip)
+        self.optimizer.step(self.state.step, n)
+        return value, n
 
     def _diverged(self, what: str) -> None:
         where = self.outdir / "state" / "trainer.json"
@@ -320,7 +424,10 @@ class Trainer:
         if not hasattr(self, "_sanity"):
             n = min(len(valid), self.SANITY_TOKENS)
             self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
-        nll = -float(np.mean(self.lm.target_logprobs(*self._sanity)))
+        if self.shard is not None:
+            nll = float(self._shard_nll(*self._sanity)[0].mean())
+        else:
+            nll = -float(np.mean(self.lm.target_logprobs(*self._sanity)))
         limit = math.log(self.model.config.vocab_size) + 1
         if not nll <= limit:  # NaN fails too
             self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
@@ -333,10 +440,41 @@ class Trainer:
         without it Z comes out lower (log-sum-exp is convex), so raw scores would be
         biased low. The best model is saved with its output biases shifted by this mean:
         exact probabilities do not change, and log Z is centred on held-out text."""
+        if self.shard is not None:
+            n = min(len(valid), LOG_Z_SAMPLE)
+            pos = np.linspace(0, len(valid) - 1, n).astype(np.int64)
+            return float(self._shard_nll(valid.contexts(self.lm.order, pos), valid.ids[pos])[1]
+                         .mean())
         return self.lm.log_z_stats(valid.contexts(self.lm.order)).mean
 
+    EVAL_BATCH = 4096
+
+    def _shard_nll(self, contexts: np.ndarray, targets: np.ndarray
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(-log p, log Z) per row from the output layer split over the ranks."""
+        self.model.eval()
+        out = [self.shard.nll_and_log_z(
+            self.model, torch.from_numpy(contexts[i : i + self.EVAL_BATCH].astype(np.int64)
+                                         ).to(self.device),
+            torch.from_numpy(targets[i : i + self.EVAL_BATCH].astype(np.int64)).to(self.device))
+            for i in range(0, len(targets), self.EVAL_BATCH)]
+        return torch.cat([a for a, _ in out]).cpu(), torch.cat([b for _, b in out]).cpu()
+
     def evaluate(self, stream: Stream) -> float:
-        """Exact perplexity (full normalization) of the current model on ``stream``."""
+        """Exact perplexity (full normalization) of the current model on ``stream``; under
+        torchrun every rank calls it (data-parallel ranks score a share each and the
+        NLL and token counts are all-reduced)."""
+        if self.shard is not None:
+            pos = np.arange(len(stream))
+            nll = float(self._shard_nll(stream.contexts(self.lm.order, pos), stream.ids)[0].sum())
+            return math.exp(nll / len(stream))
+        if self.world is not None:
+            lo, hi = shard_range(len(stream), self.world.size, self.world.rank)
+            pos = np.arange(lo, hi)
+            nll = -float(np.sum(self.lm.target_logprobs(stream.contexts(self.lm.order, pos),
+                                                        stream.ids[lo:hi]))) if hi > lo else 0.0
+            nll, n = self.world.all_sum([nll, hi - lo], "the validation sum")
+            return math.exp(nll / n)
         return evaluation_from_logprobs(stream, self.lm.logprobs(stream)).perplexity
 
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
@@ -344,24 +482,31 @@ class Trainer:
         """Train until done (or until ``max_steps`` updates: then save and return early)."""
         cfg, st = self.config, self.state
         self.ensure_ready(train)
-        self.outdir.mkdir(parents=True, exist_ok=True)
-        self.write_header()
-        self.vocab.save(self.outdir / "vocab.txt")
-        if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
-            save_model(self.backoff, self.outdir / BACKOFF_DIR)
+        if self.is_main:
+            self.outdir.mkdir(parents=True, exist_ok=True)
+            self.write_header()
+            self.vocab.save(self.outdir / "vocab.txt")
+            if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
+                save_model(self.backoff, self.outdir / BACKOFF_DIR)
+        self._reseed()
         order = self.model.config.order
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        # a data-parallel rank takes its share of each batch; output-parallel ranks all of it
+        part = (self.world.rank, self.world.size) if self.sync is not None else None
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
             perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
             started = time.perf_counter()
             words_at_start = st.step_in_epoch * cfg.batch_size
-            with progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
-                              "batch") as bar:
+            bar_context = progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
+                                       "batch") if self.is_main else \
+                contextlib.nullcontext(_SilentBar())
+            with bar_context as bar:
                 bar.update(st.step_in_epoch)
                 for _, contexts, targets in _batches(train, order, perm, cfg.batch_size,
-                                                     st.step_in_epoch, steps_per_epoch):
-                    st.train_nll += self.train_step(contexts, targets)
-                    st.train_tokens += len(targets)
+                                                     st.step_in_epoch, steps_per_epoch, part):
+                    loss, n = self.train_step(contexts, targets)
+                    st.train_nll += loss
+                    st.train_tokens += n
                     st.step += 1
                     st.step_in_epoch += 1
                     bar.update(1)
@@ -395,7 +540,7 @@ class Trainer:
         ppl = self.evaluate(valid)
         if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
             self._diverged(f"validation perplexity {ppl:.4g}")
-        write_network(self.model, self.outdir / "model.safetensors", self.binding)
+        self.write_model()
         self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
 
@@ -422,8 +567,7 @@ class Trainer:
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
             self.write_header()
-            write_network(self.model, self.outdir / "model.safetensors", self.binding,
-                          bias_shift=0.0 if math.isnan(log_z) else log_z)
+            self.write_model(bias_shift=0.0 if math.isnan(log_z) else log_z)
         else:
             st.bad_epochs += 1
             if cfg.plateau_decay < 1:
@@ -441,7 +585,20 @@ class Trainer:
     def _decay_lr(self, factor: float) -> None:
         self.optimizer.scale_lr(factor)
 
+    def write_model(self, bias_shift: float = 0.0) -> None:
+        """The current weights to CKPT/model.safetensors (every rank calls it; rank 0
+        writes); ``bias_shift`` is subtracted from the output biases b (see
+        ``valid_log_z``)."""
+        tensors = self.model_tensors()
+        if bias_shift:  # the network says which biases move (the energy model's differ)
+            tensors["b"] = (tensors["b"] - bias_shift if self.shard is not None
+                            else self.model.bias_shifted(bias_shift).cpu())
+        if self.is_main:
+            write_tensors(tensors, self.outdir / "model.safetensors", self.binding)
+
     def write_metrics(self) -> None:
+        if not self.is_main:
+            return
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, lineterminator="\n")
         writer.writeheader()
@@ -451,21 +608,39 @@ class Trainer:
         log_tensorboard(self.state.history[-1], self.outdir / "tensorboard")
 
 
+class _SilentBar:
+    """The progress bar of a rank that does not log."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **kwargs) -> None:
+        pass
+
+
 BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
 
 
 def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
-             last: int):
+             last: int, part: tuple[int, int] | None = None):
     """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
-    tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64)."""
+    tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64).
+    ``part`` (rank, ranks): only that rank's contiguous share of each batch."""
     for lo in range(first, last, BLOCK_BATCHES):
         hi = min(lo + BLOCK_BATCHES, last)
-        pos = perm[lo * batch_size : hi * batch_size]
+        spans = []
+        for i in range(lo, hi):
+            a, b = i * batch_size, min((i + 1) * batch_size, len(perm))
+            if part is not None:
+                a, b = (a + x for x in shard_range(b - a, part[1], part[0]))
+            spans.append((a, b))
+        pos = np.concatenate([perm[a:b] for a, b in spans])
         contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
         targets = torch.from_numpy(train.ids[pos].astype(np.int64))
-        for i in range(lo, hi):
-            a, b = (i - lo) * batch_size, (i - lo + 1) * batch_size
-            yield i, contexts[a:b], targets[a:b]
+        at = 0
+        for i, (a, b) in zip(range(lo, hi), spans):
+            yield i, contexts[at : at + b - a], targets[at : at + b - a]
+            at += b - a
 
 
 def log_tensorboard(row: dict, logdir: Path) -> None:
