@@ -310,7 +310,7 @@ class Trainer:
                             f"take them over. Resume with the same layout ({was})")
         if not split:
             return tensors
-        prefix = f"rank{self.world.rank}."
+        prefix = f"rank{self.world.rank if self.world else 0}."
         own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
         own.update({k: v for k, v in tensors.items() if k.startswith("__")})
         return own
@@ -489,10 +489,7 @@ class Trainer:
             if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
                 save_model(self.backoff, self.outdir / BACKOFF_DIR)
         self._reseed()
-        order = self.model.config.order
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
-        # a data-parallel rank takes its share of each batch; output-parallel ranks all of it
-        part = (self.world.rank, self.world.size) if self.sync is not None else None
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
             perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
             started = time.perf_counter()
@@ -502,19 +499,15 @@ class Trainer:
                 contextlib.nullcontext(_SilentBar())
             with bar_context as bar:
                 bar.update(st.step_in_epoch)
-                for _, contexts, targets in _batches(train, order, perm, cfg.batch_size,
-                                                     st.step_in_epoch, steps_per_epoch, part):
-                    loss, n = self.train_step(contexts, targets)
-                    st.train_nll += loss
-                    st.train_tokens += n
-                    st.step += 1
-                    st.step_in_epoch += 1
-                    bar.update(1)
-                    if st.step % 50 == 0:
-                        rate = (st.step_in_epoch * cfg.batch_size - words_at_start) / max(
-                            time.perf_counter() - started, 1e-9)
-                        bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
-                                        words_s=f"{rate:,.0f}")
+                while st.step_in_epoch < steps_per_epoch:
+                    # train up to the next stop: a checkpoint, --max-steps or the epoch's end
+                    until = steps_per_epoch
+                    if checkpoint_every:
+                        until = min(until, st.step_in_epoch + checkpoint_every
+                                    - st.step % checkpoint_every)
+                    if max_steps is not None:
+                        until = min(until, st.step_in_epoch + max(max_steps - st.step, 1))
+                    self._train_span(train, perm, until, bar, started, words_at_start)
                     stop = max_steps is not None and st.step >= max_steps
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
                         self.check_sane(valid)  # never save a state gone bad
@@ -531,6 +524,26 @@ class Trainer:
                             / max(seconds, 1e-9))
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
+
+    def _train_span(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
+                    words_at_start: int) -> None:
+        """Train on batches step_in_epoch .. until-1 of the epoch's permutation ``perm``,
+        one update each, advancing the counters (HogwildTrainer hands them to workers)."""
+        cfg, st = self.config, self.state
+        part = (self.world.rank, self.world.size) if self.sync is not None else None
+        for _, contexts, targets in _batches(train, self.model.config.order, perm,
+                                             cfg.batch_size, st.step_in_epoch, until, part):
+            loss, n = self.train_step(contexts, targets)
+            st.train_nll += loss
+            st.train_tokens += n
+            st.step += 1
+            st.step_in_epoch += 1
+            bar.update(1)
+            if st.step % 50 == 0:
+                rate = (st.step_in_epoch * cfg.batch_size - words_at_start) / max(
+                    time.perf_counter() - started, 1e-9)
+                bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
+                                words_s=f"{rate:,.0f}")
 
     def _save_unfinished(self, valid: Stream) -> None:
         """Stopped (--max-steps) before any epoch ended: model.safetensors still gets the
@@ -622,14 +635,18 @@ BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
 
 
 def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
-             last: int, part: tuple[int, int] | None = None):
+             last: int, part: tuple[int, int] | None = None,
+             stride: tuple[int, int] | None = None):
     """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
     tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64).
-    ``part`` (rank, ranks): only that rank's contiguous share of each batch."""
-    for lo in range(first, last, BLOCK_BATCHES):
-        hi = min(lo + BLOCK_BATCHES, last)
+    ``part`` (rank, ranks): only that rank's contiguous share of each batch. ``stride``
+    (worker, workers): only the batches i with (i - first) mod workers = worker."""
+    batches = range(first, last) if stride is None else range(first + stride[0], last,
+                                                               stride[1])
+    for at_block in range(0, len(batches), BLOCK_BATCHES):
+        block = batches[at_block : at_block + BLOCK_BATCHES]
         spans = []
-        for i in range(lo, hi):
+        for i in block:
             a, b = i * batch_size, min((i + 1) * batch_size, len(perm))
             if part is not None:
                 a, b = (a + x for x in shard_range(b - a, part[1], part[0]))
@@ -638,7 +655,7 @@ def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first
         contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
         targets = torch.from_numpy(train.ids[pos].astype(np.int64))
         at = 0
-        for i, (a, b) in zip(range(lo, hi), spans):
+        for i, (a, b) in zip(block, spans):
             yield i, contexts[at : at + b - a], targets[at : at + b - a]
             at += b - a
 

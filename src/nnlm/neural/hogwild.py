@@ -1,0 +1,225 @@
+"""Asynchronous data-parallel training on one machine: the paper's shared-memory scheme
+(Bengio et al. 2003, section 3.1), known since as Hogwild (Niu, Recht, Re & Wright 2011).
+
+``nnlm train ... --workers P`` keeps the parameters in shared memory and starts P worker
+processes (torch.multiprocessing, spawned), one thread each. Batch i of an epoch's seeded
+permutation goes to worker i mod P, which computes its gradient and writes its update
+into the shared parameters whenever it is done, without locks: an update may be lost or
+read half-written, which the paper found harmless and Niu et al. proved convergent when
+updates are sparse. Each worker runs the single-process ``Trainer.train_step``, so every
+objective and optimizer works:
+
+- the paper's SGD as it is (sparse rows of C, the learning-rate schedule at the global
+  update count);
+- Adam and AdamW with moments per worker: each worker's moments estimate the same
+  gradient statistics from its own batches. Sharing them would put a lock-free
+  read-modify-write race on every element of every moment at every step, for no gain in
+  what they estimate. Checkpoints keep worker 0's moments, and every worker resumes from
+  them.
+
+The process that started the workers (the coordinator) holds the same shared parameters.
+It hands out spans of batches up to the next checkpoint, --max-steps or the epoch's end,
+waits for them, then validates, logs and writes checkpoints: validation and checkpoints
+come from one process. ``--resume`` continues from the last checkpoint's parameters,
+optimizer state, schedule position and data position, with any number of workers (batch
+i is batch i whoever trains it). It is not bit-exact: the races make every run differ.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from ..errors import NnlmError
+from ..stream import Stream
+from .allocator import keep_freed_memory
+from .optim import PaperSGD
+from .train import Trainer, TrainingDiverged, _batches
+
+POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are alive
+
+
+class HogwildTrainer(Trainer):
+    """A Trainer whose batches are trained by ``workers`` processes on shared parameters."""
+
+    def __init__(self, *args, workers: int = 2, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.workers = workers
+        self._args = (args, kwargs)
+        self.model.share_memory()
+        self._pool = None
+
+    # -- the workers ---------------------------------------------------------------------
+    def _start(self, train: Stream) -> None:
+        ctx = mp.get_context("spawn")
+        args, kwargs = self._args
+        kwargs = {**kwargs, "log": None, "backoff": None, "model_id": self.model_id}
+        shared = {name: p.data for name, p in self.model.named_parameters()}
+        opt_state = self.optimizer.state()
+        self._outbox = ctx.Queue()
+        self._inboxes, self._procs = [], []
+        for rank in range(self.workers):
+            inbox = ctx.Queue()
+            proc = ctx.Process(target=_worker, daemon=True,
+                               args=(rank, self.workers, args, kwargs, shared, opt_state,
+                                     train, inbox, self._outbox))
+            proc.start()
+            self._inboxes.append(inbox)
+            self._procs.append(proc)
+        self._pool = True
+        self._wait()  # start-up (imports) is not training time
+
+    def _wait(self) -> list[dict]:
+        """One result from every worker (in rank order); a failed or dead worker raises."""
+        results = [None] * self.workers
+        while any(r is None for r in results):
+            try:
+                rank, result = self._outbox.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                self._check_alive()
+                continue
+            if "error" in result:
+                cls = TrainingDiverged if result["diverged"] else NnlmError
+                raise cls(result["error"])
+            results[rank] = result
+        return results
+
+    def _stop(self, kill: bool) -> None:
+        """Let the workers finish (or, after an error, kill them at once)."""
+        if not self._pool:
+            return
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for proc in self._procs:
+            if not kill:
+                proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._pool = None
+
+    def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
+            checkpoint_every: int = 0) -> dict:
+        self.ensure_ready(train)
+        self._start(train)
+        finished = False
+        try:
+            result = super().fit(train, valid, max_steps, checkpoint_every)
+            finished = True
+            return result
+        finally:
+            self._stop(kill=not finished)
+
+    def _train_span(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
+                    words_at_start: int) -> None:
+        """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P)
+        and wait for all of them; worker 0 returns its optimizer state for checkpoints."""
+        st = self.state
+        first = st.step_in_epoch
+        lr = _lr_state(self.optimizer)
+        for inbox in self._inboxes:
+            inbox.put((st.epoch, first, until, st.step, lr))
+        results = self._wait()
+        for result in results:
+            st.train_nll += result["nll"]
+            st.train_tokens += result["tokens"]
+        self.optimizer.load_state(*results[0]["optimizer"])
+        st.step += until - first
+        st.step_in_epoch = until
+        bar.update(until - first)
+        rate = (until * self.config.batch_size - words_at_start) / max(
+            time.perf_counter() - started, 1e-9)
+        bar.set_postfix(loss=f"{st.train_nll / max(st.train_tokens, 1):.3f}",
+                        words_s=f"{rate:,.0f}")
+
+    def _check_alive(self) -> None:
+        for rank, proc in enumerate(self._procs):
+            if not proc.is_alive():
+                try:  # a worker that failed says why before it exits
+                    _, result = self._outbox.get(timeout=POLL_SECONDS)
+                    if "error" in result:
+                        cls = TrainingDiverged if result["diverged"] else NnlmError
+                        raise cls(result["error"])
+                except queue.Empty:
+                    pass
+                code = proc.exitcode
+                how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                       else f"exit status {code}")
+                raise NnlmError(f"worker {rank} of {self.workers} died ({how}); the last "
+                                f"checkpoint in {self.outdir / 'state'} is kept: continue "
+                                "with --resume")
+
+
+def _lr_state(optimizer):
+    if isinstance(optimizer, PaperSGD):
+        return {"scale": optimizer.scale}
+    return {"lrs": [g["lr"] for g in optimizer.param_groups]}
+
+
+def _set_lr_state(optimizer, lr: dict) -> None:
+    if "scale" in lr:
+        optimizer.scale = lr["scale"]
+    else:
+        for g, value in zip(optimizer.param_groups, lr["lrs"]):
+            g["lr"] = value
+
+
+def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, train: Stream,
+            inbox, outbox) -> None:
+    """One Hogwild worker: a Trainer whose parameters are the shared ones."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    try:
+        trainer = Trainer(*args, **{**kwargs, "log": lambda message: None})
+        params = dict(trainer.model.named_parameters())
+        for name, tensor in shared.items():
+            params[name].data = tensor
+        trainer.ensure_ready(train)
+        trainer.optimizer.load_state(*opt_state)
+        cfg, order = trainer.config, trainer.model.config.order
+        outbox.put((rank, {"ready": True}))
+    except Exception as e:  # noqa: BLE001 - reported to the coordinator as one line
+        outbox.put((rank, {"error": f"worker {rank}: {_one_line(e)}", "diverged": False}))
+        return
+    while True:
+        task = inbox.get()
+        if task is None:
+            return
+        epoch, first, until, step0, lr = task
+        try:
+            _set_lr_state(trainer.optimizer, lr)
+            seq = np.random.SeedSequence([cfg.seed, step0, rank])
+            torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
+            perm = np.random.default_rng([cfg.seed, epoch]).permutation(len(train))
+            nll, tokens = 0.0, 0
+            for i, contexts, targets in _batches(train, order, perm, cfg.batch_size, first,
+                                                 until, stride=(rank, workers)):
+                trainer.state.step = step0 + (i - first)  # the schedule's t: global updates
+                loss, n = trainer.train_step(contexts, targets)
+                nll, tokens = nll + loss, tokens + n
+            result = {"nll": nll, "tokens": tokens}
+            if rank == 0:
+                info, tensors = trainer.optimizer.state()
+                result["optimizer"] = (info, {k: v.clone() for k, v in tensors.items()})
+            outbox.put((rank, result))
+        except Exception as e:  # noqa: BLE001
+            outbox.put((rank, {"error": _one_line(e),
+                               "diverged": isinstance(e, TrainingDiverged)}))
+            return
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, NnlmError):
+        return str(e)
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}{at}: {text}" if text else f"{type(e).__name__}{at}"
+
