@@ -270,3 +270,22 @@ def test_parallel_bad_input_is_one_line(toy_files, tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/ip").exists()
+                    and not Path("/sbin/ip").exists(),
+                    reason="two network namespaces need root and iproute2")
+def test_two_hosts_over_a_veth_pair(toy_files, tmp_path):
+    script = Path(__file__).resolve().parents[1] / "bench" / "two_hosts.sh"
+    out = tmp_path / "two"
+    run = subprocess.run(
+        ["bash", str(script), "--", str(toy_files / "train.txt"), str(toy_files / "valid.txt"),
+         str(out), "--preset", "tiny", "--epochs", "1"],
+        capture_output=True, text=True, timeout=300,
+        env=dict(_env(), PYTHON=sys.executable, PORT=str(_free_port())))
+    if run.returncode and "Operation not permitted" in run.stderr:
+        pytest.skip("this container may not create network namespaces")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "2 data-parallel ranks (gloo)" in run.stdout
+    assert _test_nll(out, toy_files) > 0  # an ordinary model that loads and scores

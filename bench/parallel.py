@@ -1,0 +1,102 @@
+"""Parallel training schemes on Brown v1 (issue 10), one run, JSON out: one process with 2
+threads against asynchronous workers (Hogwild), synchronous data-parallel ranks and
+output-parallel ranks under torchrun, each on the whole machine.
+
+    python bench/parallel.py --data data/brown --out bench/results/parallel.json
+
+Every scheme trains the same preset from the same seed on the same batches (--max-steps
+updates of --batch-size, or whole epochs with --epochs), through the real command line.
+Reported per run: training words/s (trainer.json's training seconds, start-up and
+validation excluded), validation perplexity of the weights at the end, and the bytes of
+output-layer parameters each rank holds. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SCHEMES = {
+    "single (2 threads)": {"prefix": [], "args": ["--threads", "2"]},
+    "async, 2 workers": {"prefix": [], "args": ["--workers", "2"]},
+    "sync DDP, 2 ranks": {"prefix": "torchrun", "args": []},
+    "output-parallel, 2 ranks": {"prefix": "torchrun", "args": ["--output-parallel"]},
+}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(data: Path, preset: str, scheme: str, out: Path, steps: list[str]) -> dict:
+    spec = SCHEMES[scheme]
+    cmd = [sys.executable, "-m", "nnlm"]
+    if spec["prefix"] == "torchrun":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+               "--master-port", str(_port()), "-m", "nnlm"]
+    cmd += ["train", str(data / "train.txt"), "--valid", str(data / "valid.txt"), "--preset",
+            preset, "-o", str(out), "--checkpoint-every", "0", *steps, *spec["args"]]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
+    env["NNLM_PROGRESS_SECONDS"] = "600"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise SystemExit(f"{scheme} failed:\n{proc.stderr[-3000:]}")
+    state = json.loads((out / "state" / "trainer.json").read_text())["trainer"]
+    config = json.loads((out / "config.json").read_text())
+    words = state["step"] * config["train"]["batch_size"]
+    ev = subprocess.run([sys.executable, "-m", "nnlm", "eval", str(out),
+                         str(data / "valid.txt"), "--json"], capture_output=True, text=True,
+                        check=True)
+    c = config["config"]
+    out_rows = c["vocab_size"] * ((0 if c.get("tied") else
+                                   (c["order"] - 1) * c["m"] * c.get("direct", 0) + c["h"]) + 1)
+    ranks = 2 if "output-parallel" in scheme else 1
+    return {"preset": preset, "scheme": scheme, "updates": state["step"], "words": words,
+            "train_seconds": state["elapsed"], "words_per_second": words / state["elapsed"],
+            "valid_ppl": json.loads(ev.stdout)["perplexity"],
+            "output_layer_bytes_per_rank": 4 * out_rows // ranks}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/parallel.json"))
+    ap.add_argument("--presets", nargs="+", default=["mlp1", "modern"])
+    ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES))
+    ap.add_argument("--max-steps", type=int, default=300)
+    ap.add_argument("--epochs", type=int, default=None,
+                    help="train whole epochs instead of --max-steps updates")
+    args = ap.parse_args()
+    steps = (["--epochs", str(args.epochs)] if args.epochs else
+             ["--max-steps", str(args.max_steps)])
+    rows = []
+    work = Path(tempfile.mkdtemp(prefix="nnlm-parallel-"))
+    try:
+        for preset in args.presets:
+            for scheme in args.schemes:
+                r = run(args.data, preset, scheme, work / f"{preset}-{len(rows)}", steps)
+                base = next((x for x in rows if x["preset"] == preset), r)
+                r["speedup"] = r["words_per_second"] / base["words_per_second"]
+                r["valid_ppl_ratio"] = r["valid_ppl"] / base["valid_ppl"]
+                rows.append(r)
+                print(f"{preset:7} {scheme:26} {r['words_per_second']:9,.0f} words/s "
+                      f"({r['speedup']:.2f}x)  valid ppl {r['valid_ppl']:8.2f} "
+                      f"({r['valid_ppl_ratio']:.3f})  after {r['words']:,} words", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"corpus": "Brown v1", "cores": os.cpu_count(),
+                                    "steps": steps, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
