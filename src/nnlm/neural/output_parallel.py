@@ -33,7 +33,6 @@ from ..errors import NnlmError
 from .distributed import World, shard_range
 from .network import Network
 from .objectives import NCE, FullSoftmax, Objective, SelfNormalized
-from .output import _matmul
 
 
 class OutputShard:
@@ -127,12 +126,13 @@ class OutputShard:
         """-log p(target | context) and log Z per row (float64), computed across ranks."""
         z = net.hidden_input(contexts)
         w, bias = self.weight_rows(net), net.b + net.mask
-        _, log_z, picked = self._softmax(z, w, bias, targets, False)
+        _, log_z, picked = self._softmax(z, w, bias, targets)
         return (log_z - picked).double(), log_z.double()
 
-    def _softmax(self, z, w, bias, targets, bf16):
-        """This rank's slice of softmax(y), the global log Z and y_target per row."""
-        logits = _matmul(z, w.t(), bf16) if bf16 else z @ w.t()
+    def _softmax(self, z, w, bias, targets):
+        """This rank's slice of softmax(y), the global log Z and y_target per row (w in
+        bfloat16: the product in bfloat16 with float32 accumulation)."""
+        logits = (z.to(w.dtype) @ w.t()).float() if w.dtype != z.dtype else z @ w.t()
         logits += bias  # (B, V_slice)
         local = targets - self.lo
         inside = (local >= 0) & (local < len(w))
@@ -156,7 +156,9 @@ class ParallelSoftmaxNLL(torch.autograd.Function):
     def forward(ctx, z, weight, bias, mask, targets, shard: OutputShard, bf16: bool,
                 alpha: float):
         w = weight[shard.lo : shard.hi] if shard.tied else weight
-        probs, log_z, picked = shard._softmax(z, w, bias + mask, targets, bf16)
+        if bf16:  # the products in bfloat16 (float32 accumulation), as output.py does
+            w = w.to(torch.bfloat16)
+        probs, log_z, picked = shard._softmax(z, w, bias + mask, targets)
         loss = (log_z - picked).sum()
         if alpha:
             loss = loss + alpha * log_z.square().sum()
@@ -174,9 +176,15 @@ class ParallelSoftmaxNLL(torch.autograd.Function):
         rows = torch.nonzero((local >= 0) & (local < len(w)))[:, 0]
         grad[rows, local[rows]] -= 1.0
         grad.mul_(grad_loss)
-        grad_z = grad @ w
+        if w.dtype == torch.bfloat16:
+            grad = grad.to(torch.bfloat16)
+            grad_z = (grad @ w).float()
+            grad_w = (grad.t() @ z.to(torch.bfloat16)).float()
+            grad = grad.float()
+        else:
+            grad_z = grad @ w
+            grad_w = grad.t() @ z
         shard.world.collective("the dL/dz all-reduce", dist.all_reduce, grad_z)
-        grad_w = grad.t() @ z
         if shard.tied:  # rows of C: every rank needs the whole output part of C's gradient
             grad_w = torch.cat(shard.world.all_gather_rows(grad_w, "the output-row gather"))
         return grad_z, grad_w, grad.sum(0), None, None, None, None, None
