@@ -131,6 +131,10 @@ def test_output_parallel_refusals():
     net = build_network(network_config({"vocab_size": len(vocab), "order": 3, "m": 8}))
     with pytest.raises(NnlmError, match="at least one row"):
         OutputShard(World(0, len(vocab) + 1, CPU, "gloo"), net)
+    short = build_network(network_config({"vocab_size": len(vocab), "order": 3, "m": 8,
+                                          "output_size": 10}))
+    with pytest.raises(NnlmError, match="short-list"):
+        OutputShard(World(0, 2, CPU, "gloo"), short)
     energy = build_network(network_config({"network": "energy", "vocab_size": len(vocab),
                                            "order": 3, "m": 8, "h": 8}))
     with pytest.raises(NnlmError, match="data-parallel"):

@@ -43,6 +43,10 @@ class OutputShard:
             raise NnlmError("--output-parallel splits a linear output layer; the "
                             f"{net.config.network_name} network scores its outputs another "
                             "way: train it data-parallel (torchrun without --output-parallel)")
+        if net.config.outputs < net.config.vocab_size:
+            raise NnlmError("--output-parallel with a short-list: its n-gram share is not "
+                            "split over the ranks; train the short-list network in one "
+                            "process or data-parallel")
         V = net.config.outputs
         if world.size > V:
             raise NnlmError(f"--output-parallel with {world.size} ranks for {V} output rows: "
