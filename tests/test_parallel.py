@@ -180,6 +180,13 @@ def _env():
     return env
 
 
+def _torchrun(*args) -> subprocess.CompletedProcess:
+    """``torchrun --nproc-per-node 2 -m nnlm ARGS`` on a free port."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), "-m", "nnlm", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+
+
 def _train_args(toy, out, *extra):
     return ["train", str(toy / "train.txt"), "--valid", str(toy / "valid.txt"), "--preset",
             "tiny", "-o", str(out), "--epochs", "2", *extra]
@@ -197,10 +204,7 @@ def _test_nll(model: Path, toy: Path) -> float:
 
 def test_torchrun_trains_as_one_process_does(toy_files, tmp_path):
     assert main(_train_args(toy_files, tmp_path / "one")) == 0
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(_free_port()), "-m", "nnlm",
-           *_train_args(toy_files, tmp_path / "ddp")]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+    run = _torchrun(*_train_args(toy_files, tmp_path / "ddp"))
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.count("epoch 2:") == 1  # rank 0 alone logs
     assert "2 data-parallel ranks (gloo)" in run.stdout
@@ -212,10 +216,7 @@ def test_torchrun_trains_as_one_process_does(toy_files, tmp_path):
 @pytest.mark.slow
 def test_torchrun_output_parallel_checkpoint_is_an_ordinary_model(toy_files, tmp_path):
     assert main(_train_args(toy_files, tmp_path / "one")) == 0
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(_free_port()), "-m", "nnlm",
-           *_train_args(toy_files, tmp_path / "op", "--output-parallel")]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+    run = _torchrun(*_train_args(toy_files, tmp_path / "op", "--output-parallel"))
     assert run.returncode == 0, run.stderr[-2000:]
     one, op = _test_nll(tmp_path / "one", toy_files), _test_nll(tmp_path / "op", toy_files)
     assert abs(one - op) / one < 1e-4

@@ -84,9 +84,7 @@ class HogwildTrainer(Trainer):
             except queue.Empty:
                 self._check_alive()
                 continue
-            if "error" in result:
-                cls = TrainingDiverged if result["diverged"] else NnlmError
-                raise cls(result["error"])
+            _raise_failure(result)
             results[rank] = result
         return results
 
@@ -142,10 +140,7 @@ class HogwildTrainer(Trainer):
         for rank, proc in enumerate(self._procs):
             if not proc.is_alive():
                 try:  # a worker that failed says why before it exits
-                    _, result = self._outbox.get(timeout=POLL_SECONDS)
-                    if "error" in result:
-                        cls = TrainingDiverged if result["diverged"] else NnlmError
-                        raise cls(result["error"])
+                    _raise_failure(self._outbox.get(timeout=POLL_SECONDS)[1])
                 except queue.Empty:
                     pass
                 code = proc.exitcode
@@ -154,6 +149,13 @@ class HogwildTrainer(Trainer):
                 raise NnlmError(f"worker {rank} of {self.workers} died ({how}); the last "
                                 f"checkpoint in {self.outdir / 'state'} is kept: continue "
                                 "with --resume")
+
+
+def _raise_failure(result: dict) -> None:
+    """A worker's report of a failure, raised in the coordinator as that failure."""
+    if "error" in result:
+        cls = TrainingDiverged if result["diverged"] else NnlmError
+        raise cls(result["error"])
 
 
 def _lr_state(optimizer):
