@@ -143,8 +143,6 @@ def main() -> None:
                     if key == "async" and "H100" in machine:
                         hours[key] = None  # one process per GPU: no shared memory
                         continue
-                    if key == "async" and P > 64:
-                        continue
                     per = step_seconds(key, s, B, P, t1, a, b) / B
                     hours[key] = words * per / 3600
                 out["projection"].append({"network": net_name, "machine": machine, "P": P,
