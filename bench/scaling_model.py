@@ -40,16 +40,39 @@ CORPUS_WORDS = {"AP News": 14e6, "1B words": 1e9}
 
 # the machines the model is applied to. flops: effective rate of these products per
 # worker; beta: bytes/s per link; alpha: seconds per message hop. Assumptions, not
-# measurements (H100: bf16 at ~40% of its dense peak; NVLink within a node of 8;
-# InfiniBand NDR across nodes; a 1 Gb/s Ethernet cluster of CPUs like this machine's cores).
+# measurements, except the H100's compute: measured on one H100 (bench/gpu.py --shapes;
+# 14 to 95 TFLOP/s effective, far below the chip's dense peak at these narrow products).
+# NVLink within a node of 8; InfiniBand NDR across nodes; a 1 Gb/s Ethernet cluster of CPUs
+# like this machine's cores.
 ASSUMED = {
     "H100, NVLink (P <= 8) / InfiniBand 400 Gb/s (P = 64)": {
-        "flops": 400e12, "beta": {2: 400e9, 8: 400e9, 64: 50e9},
+        "flops": "measured",  # bench/results/gpu.json's shapes, by network, |V| and batch
+        "beta": {2: 400e9, 8: 400e9, 64: 50e9},
         "alpha": {2: 10e-6, 8: 10e-6, 64: 20e-6}},
     "CPU cores like this machine's, 1 Gb/s Ethernet (async: one P-core machine)": {
         "flops": None, "beta": {2: 125e6, 8: 125e6, 64: 125e6},
         "alpha": {2: 50e-6, 8: 50e-6, 64: 50e-6}},
 }
+
+
+def gpu_rate(shapes: list[dict], net_name: str, V: int, B: int) -> float:
+    """Effective FLOP/s of one H100 on this network's update at batch B: measured
+    (bench/gpu.py --shapes) for the same network at the nearest measured |V|,
+    interpolated log-log between the measured batches (clamped at the ends)."""
+    import math
+
+    preset = "modern" if net_name.startswith("modern") else "mlp1"
+    rows = [r for r in shapes if r["preset"] == preset]
+    vocab = min({r["vocab"] for r in rows}, key=lambda v: abs(math.log(v / V)))
+    pts = sorted((r["batch"], r["effective_tflops"] * 1e12) for r in rows
+                 if r["vocab"] == vocab)
+    if B <= pts[0][0]:
+        return pts[0][1]
+    for (b0, r0), (b1, r1) in zip(pts, pts[1:]):
+        if B <= b1:
+            w = math.log(B / b0) / math.log(b1 / b0)
+            return math.exp((1 - w) * math.log(r0) + w * math.log(r1))
+    return pts[-1][1]
 
 
 def shape(net):
@@ -119,6 +142,8 @@ def main() -> None:
             print(f"| {net} | {scheme} | {model:,.0f} | {got:,.0f} | {got / model:.2f} |")
     # projections: hours per epoch, 256 examples per worker: async workers take their own
     # batches of 256; the synchronous schemes an update of B = 256 P (weak scaling)
+    gpu = RESULTS / "gpu.json"
+    shapes = json.loads(gpu.read_text()).get("shapes", []) if gpu.exists() else []
     flops_here = None
     if "mlp1 on Brown" in t1s:
         s = shape(NETWORKS["mlp1 on Brown"])
@@ -132,9 +157,8 @@ def main() -> None:
         s = shape(NETWORKS[net_name])
         for machine, m in ASSUMED.items():
             flops = m["flops"] or flops_here
-            if flops is None:
+            if flops is None or (flops == "measured" and not shapes):
                 continue
-            t1 = (s["f_out"] + s["f_rest"]) / flops
             for P in (2, 8, 64):
                 a, b = m["alpha"][P], m["beta"][P]
                 hours = {}
@@ -143,6 +167,11 @@ def main() -> None:
                     if key == "async" and "H100" in machine:
                         hours[key] = None  # one process per GPU: no shared memory
                         continue
+                    # a GPU's rate grows with the rows of its products: 256 per rank
+                    # under DDP, all B = 256 P under output-parallel
+                    rate = flops if flops != "measured" else gpu_rate(
+                        shapes, net_name, s["V"], 256 if key == "sync" else B)
+                    t1 = (s["f_out"] + s["f_rest"]) / rate
                     per = step_seconds(key, s, B, P, t1, a, b) / B
                     hours[key] = words * per / 3600
                 out["projection"].append({"network": net_name, "machine": machine, "P": P,

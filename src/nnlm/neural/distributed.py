@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from ..errors import NnlmError
 
+BACKEND_ENV = "NNLM_DIST_BACKEND"  # gloo or nccl; default: nccl on CUDA, gloo on the CPU
 TIMEOUT_SECONDS = float(os.environ.get("NNLM_DIST_TIMEOUT", 600))  # a stalled rank
 
 
@@ -115,18 +116,24 @@ class World:
 
 def init_world(device: torch.device) -> World:
     """Join the process group torchrun set up: gloo on the CPU, nccl on CUDA (each rank on
-    GPU LOCAL_RANK). Returns the World and the device this rank computes on."""
+    GPU LOCAL_RANK). Returns the World and the device this rank computes on.
+
+    ``NNLM_DIST_BACKEND=gloo`` keeps gloo on CUDA too; gloo then lets several ranks share
+    a GPU (rank r on GPU r mod the count), which nccl refuses: slow, but it runs every
+    scheme's CUDA code on a machine with one GPU (``tests/test_cuda.py``)."""
     rank, size = env_rank(), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
-    backend = "gloo"
+    backend = os.environ.get(BACKEND_ENV) or ("nccl" if device.type == "cuda" else "gloo")
+    if backend not in ("gloo", "nccl") or (backend == "nccl" and device.type != "cuda"):
+        raise NnlmError(f"{BACKEND_ENV}={backend}: choose gloo, or nccl with --device cuda")
     if device.type == "cuda":
-        if torch.cuda.device_count() <= local:
-            raise NnlmError(f"rank {rank}: --device cuda, but this host has "
-                            f"{torch.cuda.device_count()} GPU(s) for local rank {local}; "
-                            "start at most one process per GPU (--nproc-per-node)")
-        device = torch.device("cuda", local)
+        gpus = torch.cuda.device_count()
+        if backend == "nccl" and gpus <= local:
+            raise NnlmError(f"rank {rank}: --device cuda, but this host has {gpus} GPU(s) "
+                            f"for local rank {local}; start at most one process per GPU "
+                            f"(--nproc-per-node), or set {BACKEND_ENV}=gloo to share them")
+        device = torch.device("cuda", local % gpus)
         torch.cuda.set_device(device)
-        backend = "nccl"
     if not dist.is_initialized():
         try:
             dist.init_process_group(backend, rank=rank, world_size=size,

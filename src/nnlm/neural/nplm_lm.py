@@ -34,8 +34,18 @@ from .output import folded_input, folded_weight
 from .registry import build_network, network_config
 
 EVAL_BATCH = 2048  # full distributions (next_logprobs)
-SCORE_BATCH = 256  # per-token scoring: rows per output product
+SCORE_BATCH = 256  # per-token scoring: rows per output product (CPU: cache-sized)
 HIDDEN_BLOCK = 16384  # rows whose z = [x, tanh(d + H x)] is computed at once
+GPU_LOGITS = 2**26  # on a GPU: logits per product (256 MB in float32), fewer launches
+
+
+def score_rows(vocab_size: int, device: torch.device) -> int:
+    """Rows per output product when scoring: SCORE_BATCH on the CPU, where a product
+    that fits the caches is fastest; on a GPU as many as GPU_LOGITS logits allow (up to
+    HIDDEN_BLOCK), since there the time goes to launches, not to memory traffic."""
+    if device.type == "cpu":
+        return SCORE_BATCH
+    return int(min(HIDDEN_BLOCK, max(SCORE_BATCH, GPU_LOGITS // max(vocab_size, 1))))
 BACKOFF_BATCH = 512  # rows of the short-list's n-gram distributions at once
 LOG_Z_SAMPLE = 20000  # tokens whose log Z is measured for log_z_stats
 BACKOFF_DIR = "shortlist_backoff"  # where a short-list checkpoint keeps its n-gram model
@@ -208,7 +218,8 @@ class NeuralLM(LanguageModel):
         weight = folded_weight(net.output_matrix, net.b + net.mask, dtype)
         weight_t = weight.t()
         V = weight.shape[0]
-        logits = torch.empty(SCORE_BATCH, V, dtype=weight.dtype, device=weight.device)
+        batch = score_rows(V, weight.device)
+        logits = torch.empty(batch, V, dtype=weight.dtype, device=weight.device)
         out = np.empty(len(targets))
         for start in range(0, len(targets), HIDDEN_BLOCK):
             stop = min(start + HIDDEN_BLOCK, len(targets))
@@ -216,8 +227,9 @@ class NeuralLM(LanguageModel):
             tgt = self._tensor(targets[start:stop])
             z32 = net.hidden_input(ctx)
             z = folded_input(z32, weight.shape[1], dtype)
-            for i in range(0, len(z), SCORE_BATCH):
-                rows = min(SCORE_BATCH, len(z) - i)
+            block = torch.empty(stop - start, dtype=torch.float64, device=z.device)
+            for i in range(0, len(z), batch):
+                rows = min(batch, len(z) - i)
                 y, t = logits[:rows], tgt[i : i + rows]
                 torch.mm(z[i : i + rows], weight_t, out=y)
                 if self.bf16:
@@ -227,7 +239,8 @@ class NeuralLM(LanguageModel):
                     mx = y.amax(dim=1)
                     y.sub_(mx[:, None]).exp_()
                     lp = picked - (mx.double() + y.sum(dim=1, dtype=torch.float64).log())
-                out[start + i : start + i + rows] = lp.cpu().numpy()
+                block[i : i + rows] = lp
+            out[start:stop] = block.cpu().numpy()  # one copy (and wait) per block
         return out
 
     @torch.no_grad()

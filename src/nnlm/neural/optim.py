@@ -145,7 +145,10 @@ class AdamOptimizer:
         self.dense = None
         if dense:
             try:
-                self.dense = cls(dense, lr=lr, fused=True)  # one kernel per tensor: ~5x faster
+                # fused: one kernel per tensor, ~5x faster; capturable on a GPU: its step
+                # counts stay on the device, so a CUDA graph can hold the update
+                self.dense = cls(dense, lr=lr, fused=True,
+                                 capturable=dense[0]["params"][0].is_cuda)
             except (RuntimeError, TypeError, ValueError):
                 self.dense = cls(dense, lr=lr)
         self.lazy = LazyAdam(lazy, lr, decoupled=name == "adamw") if lazy else None

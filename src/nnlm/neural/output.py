@@ -90,7 +90,12 @@ class FusedOutputNLL(torch.autograd.Function):
             picked = probs.gather(1, targets[:, None]).squeeze(1).float()
             nll = -picked.log()
             bad = ~torch.isfinite(nll)
-            if bad.any():  # p(target) below bf16's range: log-sum-exp in float32
+            if nll.is_cuda:  # no host sync (a CUDA graph cannot hold one): an extra
+                # pass over the bf16 logits, cheap on a GPU, used where p underflowed
+                exact = torch.logsumexp(logits.float(), 1) - logits.gather(
+                    1, targets[:, None])[:, 0].float()
+                nll = torch.where(bad, exact, nll)
+            elif bad.any():  # p(target) below bf16's range: log-sum-exp in float32
                 rows = logits[bad].float()
                 nll[bad] = torch.logsumexp(rows, 1) - rows.gather(1, targets[bad, None])[:, 0]
             ctx.k = k
@@ -131,7 +136,7 @@ class FusedOutputNLL(torch.autograd.Function):
                 both = grad.t() @ (z_ * scale.to(torch.bfloat16))
                 grad_w, grad_b = both[:, :k].float(), both[:, k].float()
             return grad_z, grad_w, grad_b, None, None, None, None
-        if grad_loss.item() != 1.0:
+        if grad.is_cuda or grad_loss.item() != 1.0:  # .item() would sync a GPU
             grad.mul_(grad_loss)
         grad_z = grad @ w_ if ctx.needs_input_grad[0] else None
         grad_w = grad.t() @ z_ if ctx.needs_input_grad[1] else None

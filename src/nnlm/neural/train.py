@@ -39,6 +39,7 @@ from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
 from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_tensors
+from .cuda_graph import GraphedStep
 from .distributed import GradientSync, World, shard_range
 from .network import NetworkConfig
 from .nplm_lm import BACKOFF_DIR, LOG_Z_SAMPLE, NeuralLM
@@ -282,6 +283,9 @@ class Trainer:
         try:
             self.optimizer.load_state(info["optimizer"], tensors)
             torch.set_rng_state(tensors.pop("__torch_rng__"))
+            cuda_rng = tensors.pop("__cuda_rng__", None)
+            if cuda_rng is not None and self.device.type == "cuda":
+                torch.cuda.set_rng_state(cuda_rng, self.device)
             if "__noise_rng__" in tensors:
                 self.objective.generator.set_state(tensors.pop("__noise_rng__"))
             self.state = TrainState(**info["trainer"])
@@ -349,6 +353,8 @@ class Trainer:
             tmp.mkdir()
             save_safetensors(model, tmp / "model.safetensors", self.binding)
             tensors["__torch_rng__"] = torch.get_rng_state()
+            if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+                tensors["__cuda_rng__"] = torch.cuda.get_rng_state(self.device)
             if hasattr(self.objective, "generator"):
                 tensors["__noise_rng__"] = self.objective.generator.get_state()
             save_safetensors(tensors, tmp / "optimizer.safetensors", self.binding)
@@ -531,19 +537,52 @@ class Trainer:
         one update each, advancing the counters (HogwildTrainer hands them to workers)."""
         cfg, st = self.config, self.state
         part = (self.world.rank, self.world.size) if self.sync is not None else None
+        graphed = self._graphed_step()
         for _, contexts, targets in _batches(train, self.model.config.order, perm,
-                                             cfg.batch_size, st.step_in_epoch, until, part):
-            loss, n = self.train_step(contexts, targets)
-            st.train_nll += loss
+                                             cfg.batch_size, st.step_in_epoch, until, part,
+                                             pin=graphed is not None):
+            if graphed is not None and len(targets) == graphed.batch_size:
+                graphed(contexts, targets)  # its loss is read at the next flush
+                n = len(targets)
+            else:
+                self._flush_graphed()
+                loss, n = self.train_step(contexts, targets)
+                st.train_nll += loss
             st.train_tokens += n
             st.step += 1
             st.step_in_epoch += 1
             bar.update(1)
-            if st.step % 50 == 0:
+            if st.step % self.LOG_EVERY == 0:
+                self._flush_graphed()
                 rate = (st.step_in_epoch * cfg.batch_size - words_at_start) / max(
                     time.perf_counter() - started, 1e-9)
                 bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
                                 words_s=f"{rate:,.0f}")
+        self._flush_graphed()
+
+    LOG_EVERY = 50  # updates between progress updates (and reads of a CUDA graph's loss)
+
+    def _graphed_step(self) -> GraphedStep | None:
+        """The CUDA-graph update of full batches, where this run can use one."""
+        if not hasattr(self, "_graphed"):
+            self._graphed = GraphedStep(self, self.config.batch_size) \
+                if GraphedStep.supported(self) else None
+            if self._graphed is not None:
+                self.log("each full batch's update runs as one CUDA graph "
+                         "(NNLM_CUDA_GRAPHS=0 runs it kernel by kernel)")
+        return self._graphed
+
+    def _flush_graphed(self) -> None:
+        """Add the graphed updates' losses to the running sum; a non-finite or too large
+        loss among them means the run diverged."""
+        graphed = getattr(self, "_graphed", None)
+        if graphed is None or graphed.warm == 0:
+            return
+        total, worst = graphed.flush()
+        self.state.train_nll += total
+        limit = self.objective.loss_limit(self.model.config.outputs)
+        if not (math.isfinite(total) and worst <= limit):
+            self._diverged(f"loss {worst:.4g} per token in the last {self.LOG_EVERY} updates")
 
     def _save_unfinished(self, valid: Stream) -> None:
         """Stopped (--max-steps) before any epoch ended: model.safetensors still gets the
@@ -636,11 +675,12 @@ BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
 
 def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
              last: int, part: tuple[int, int] | None = None,
-             stride: tuple[int, int] | None = None):
+             stride: tuple[int, int] | None = None, pin: bool = False):
     """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
     tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64).
     ``part`` (rank, ranks): only that rank's contiguous share of each batch. ``stride``
-    (worker, workers): only the batches i with (i - first) mod workers = worker."""
+    (worker, workers): only the batches i with (i - first) mod workers = worker. ``pin``:
+    in page-locked memory, so that copies to a GPU overlap its work."""
     batches = range(first, last) if stride is None else range(first + stride[0], last,
                                                                stride[1])
     for at_block in range(0, len(batches), BLOCK_BATCHES):
@@ -654,6 +694,8 @@ def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first
         pos = np.concatenate([perm[a:b] for a, b in spans])
         contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
         targets = torch.from_numpy(train.ids[pos].astype(np.int64))
+        if pin:
+            contexts, targets = contexts.pin_memory(), targets.pin_memory()
         at = 0
         for i, (a, b) in zip(block, spans):
             yield i, contexts[at : at + b - a], targets[at : at + b - a]
