@@ -80,6 +80,15 @@ def rate(fn, seconds: float) -> float:
     return n / (time.perf_counter() - start)
 
 
+def pinned_batches(train, order: int, B: int, count: int = 64) -> list:
+    """``count`` batches of B random training positions as (contexts, targets) in
+    page-locked host memory, as nnlm train hands them to a GPU."""
+    pos = np.random.default_rng(0).permutation(len(train))[: count * B]
+    return [(torch.from_numpy(train.contexts(order, p).astype(np.int64)).pin_memory(),
+             torch.from_numpy(train.ids[p].astype(np.int64)).pin_memory())
+            for p in np.array_split(pos, count)]
+
+
 def matmul_tflops(a_shape, b_shape, dtype) -> float:
     a = torch.randn(*a_shape, device=CUDA, dtype=dtype)
     b = torch.randn(*b_shape, device=CUDA, dtype=dtype)
@@ -92,11 +101,7 @@ def bench_preset(preset: str, vocab, train, valid, rounds: int, profile: Path | 
     mc = network_config({"vocab_size": len(vocab), **arch})
     tc = TrainConfig(**rec)
     B, n = tc.batch_size, mc.order
-    rng = np.random.default_rng(0)
-    pos = rng.permutation(len(train))[: 64 * B]
-    batches = [(torch.from_numpy(train.contexts(n, p).astype(np.int64)).pin_memory(),
-                torch.from_numpy(train.ids[p].astype(np.int64)).pin_memory())
-               for p in np.array_split(pos, 64)]  # page-locked, as nnlm train's batches
+    batches = pinned_batches(train, n, B)
     it = iter(range(10**12))
 
     def next_batch():
@@ -250,20 +255,17 @@ def _bench_remedy(name: str, vocab, train, valid, seconds: float) -> dict:
                       device=CUDA, train_counts=output_counts(train, mc))
     graphed = trainer._graphed_step()
     B, n = tc.batch_size, mc.order
-    pos = np.random.default_rng(0).permutation(len(train))[: 64 * B]
-    batches = [(torch.from_numpy(train.contexts(n, p).astype(np.int64)).pin_memory(),
-                torch.from_numpy(train.ids[p].astype(np.int64)).pin_memory())
-               for p in np.array_split(pos, 64)]
+    batches = pinned_batches(train, n, B)
     it = iter(range(10**12))
 
     def step():
         i = next(it)
         if graphed is not None:
-            graphed(*batches[i % 64])
+            graphed(*batches[i % len(batches)])
             if i % 50 == 49:
                 graphed.flush()
         else:
-            trainer.train_step(*batches[i % 64])
+            trainer.train_step(*batches[i % len(batches)])
         trainer.state.step += 1
 
     row = {"name": name, "graphed": graphed is not None,
