@@ -88,10 +88,8 @@ def test_cuda_scores_are_distributions_and_match_cpu():
     lm = NeuralLM(trainer.vocab, trainer.model)
     ctx = valid.contexts(3)
     gpu = lm.target_logprobs(ctx, valid.ids)
-    dist = lm.next_logprobs(ctx[:64]) if hasattr(lm, "next_logprobs") else None
-    if dist is not None:
-        sums = np.exp(np.asarray(dist, dtype=np.float64)).sum(1)
-        np.testing.assert_allclose(sums, 1.0, atol=1e-6)
+    sums = np.exp(np.asarray(lm.next_logprobs(ctx[:64]), dtype=np.float64)).sum(1)
+    np.testing.assert_allclose(sums, 1.0, atol=1e-6)
     trainer.model.cpu()
     cpu = NeuralLM(trainer.vocab, trainer.model).target_logprobs(ctx, valid.ids)
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)

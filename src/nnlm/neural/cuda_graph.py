@@ -65,8 +65,7 @@ class GraphedStep:
         return (graphs_enabled() and trainer.device.type == "cuda" and trainer.world is None
                 and trainer.shard is None and not trainer.sparse
                 and not trainer.objective.sparse_output and isinstance(opt, AdamOptimizer)
-                and opt.lazy is None and opt.dense is not None and not trainer.config.clip
-                and getattr(trainer, "workers", 1) == 1)
+                and opt.lazy is None and opt.dense is not None and not trainer.config.clip)
 
     def _update(self) -> None:
         """Forward, backward and optimizer step on the static batch; the loss is added to
