@@ -75,6 +75,29 @@ def test_streamed_reading_equals_encoding_the_lines_in_memory(tmp_path, monkeypa
     assert got.num_unk == sum(w not in VOCAB for line in lines for w in line.split())
 
 
+@pytest.mark.parametrize("block_bytes", [5, 1 << 22])
+@pytest.mark.parametrize("min_count,max_size", [(1, None), (2, None), (1, 6), (3, 5)])
+def test_one_pass_reading_equals_counting_then_encoding(tmp_path, monkeypatch, block_bytes,
+                                                        min_count, max_size):
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(1)
+    words = ["the", "cat", "sat", "emu", "naïve", "<unk>", "b", "a"]
+    lines = [" ".join(rng.choice(words, size=rng.integers(0, 7))) for _ in range(300)]
+    path = write(tmp_path / "t.txt", "\n".join(lines) + "\n")
+    want_vocab = Vocabulary.from_counts(count_words(path), min_count, max_size)
+    want = read_stream(path, want_vocab)
+    vocab, got = corpus_mod.read_corpus(path, min_count, max_size)
+    assert vocab.words == want_vocab.words and vocab.counts.tolist() == want_vocab.counts.tolist()
+    assert np.array_equal(got.ids, want.ids) and np.array_equal(got.offsets, want.offsets)
+
+
+def test_one_pass_reading_refuses_boundaries_and_blank_files(tmp_path):
+    with pytest.raises(NnlmError, match=r"t\.txt:4: <s> may not occur"):
+        corpus_mod.read_corpus(write(tmp_path / "t.txt", "a b\n\nc\nd <s>\n"))
+    with pytest.raises(NnlmError, match="all 2 lines are blank"):
+        corpus_mod.read_corpus(write(tmp_path / "b.txt", "  \n\n"))
+
+
 # -- splitting -------------------------------------------------------------------------
 def test_split_by_tokens_keeps_the_crossing_line_on_the_earlier_side():
     lines = ["a b c", "d e", "f", "g h i j", "k"]  # sizes 3 2 1 4 1

@@ -76,6 +76,68 @@ def test_mle_bigrams_of_the_hand_worked_example():
     assert np.allclose(np.exp(model.target_logprobs(ctx, tgt)), [1 / 4, 1 / 2, 1 / 4, 2 / 3, 1 / 3])
 
 
+def brute_force_counts(lines, order):
+    """Every k-gram of ``<s> w1 .. wL </s>`` per line, counted with a Counter."""
+    from collections import Counter
+
+    out = [Counter() for _ in range(order)]
+    for line in lines:
+        seq = ["<s>", *line, "</s>"]
+        for k in range(1, order + 1):
+            out[k - 1].update(tuple(seq[i:i + k]) for i in range(len(seq) - k + 1))
+    return out
+
+
+@pytest.mark.parametrize("chunk,spill", [(1 << 21, False), (7, False), (50, True), (1, True)])
+def test_counts_in_chunks_and_spilled_to_disk_equal_a_brute_force_count(tmp_path, chunk, spill):
+    lines = zipf_corpus(seed=3, n_sentences=120)
+    stream, vocab = stream_and_vocab(lines)
+    V = len(vocab)
+    tables = count_ngrams(stream, 4, V, chunk=chunk, spill=tmp_path if spill else None)
+    want = brute_force_counts(lines, 4)
+
+    def words_of(k, i):  # the k-gram with id i, by walking its suffix chain
+        if k == 1:
+            return (vocab.words[tables[0].keys[i]],)
+        t = tables[k - 1]
+        return (vocab.words[t.keys[i] % V],) + words_of(k - 1, t.keys[i] // V)
+
+    for k in range(1, 5):
+        got = {words_of(k, i): int(c) for i, c in enumerate(tables[k - 1].counts)}
+        assert got == dict(want[k - 1])
+        if k > 1:  # each entry's prefix id names its first k-1 words
+            t = tables[k - 1]
+            assert all(words_of(k - 1, t.prefix[i]) == words_of(k, i)[:-1] for i in range(len(t)))
+    assert list(tmp_path.iterdir()) == []  # the spill folder is gone
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_unique_inverse_by_either_sort_equals_numpy(fast):
+    from nnlm.ngram.counts import unique_inverse
+
+    keys = np.random.default_rng(0).integers(0, 50, 1000) * 10**12  # wide, many repeats
+    want = np.unique(keys, return_inverse=True, return_counts=True)
+    got = unique_inverse(keys, fast)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert np.array_equal(got[0][got[1]], keys)
+
+
+def test_kneser_ney_under_a_memory_limit_equals_the_unlimited_fit(tmp_path, monkeypatch):
+    import nnlm.ngram.counts as counts_mod
+
+    lines = zipf_corpus(seed=4)
+    stream, vocab = stream_and_vocab(lines)
+    free = KneserNey(vocab, 4, discount_fallback=True).fit(stream)
+    monkeypatch.setattr(counts_mod, "CHUNK_POSITIONS", 64)  # many runs to merge
+    limited = KneserNey(vocab, 4, discount_fallback=True).fit(stream, memory=64 << 20,
+                                                           temp=tmp_path)
+    for a, b in zip(free.levels, limited.levels):
+        for name in ("keys", "logp", "log_bow", "prefix", "last"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+    with pytest.raises(NnlmError, match="--memory 10M is too small to make progress"):
+        KneserNey(vocab, 4).fit(stream, memory=10 << 20, temp=tmp_path)
+
+
 # -- Kneser-Ney against the loop-based reference -------------------------------------------
 @pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
 def test_modified_kneser_ney_matches_an_independent_loop_implementation(order):

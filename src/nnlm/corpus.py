@@ -22,6 +22,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ import numpy as np
 from .errors import NnlmError, where
 from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK, Vocabulary
+from .vocab import BOS, EOS, UNK, UNK_ID, Vocabulary
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -50,29 +51,73 @@ def count_words(path: str | os.PathLike) -> Counter:
     return counts
 
 
+class _FirstSeen(dict):
+    """word -> id in order of first occurrence; a lookup of a new word assigns the next id
+    (so ``map(d.__getitem__, tokens)`` encodes a text in C, calling Python once a type)."""
+
+    def __missing__(self, word: str) -> int:
+        i = self[word] = len(self)
+        return i
+
+
+class _Lookup(dict):
+    """word -> id of a fixed vocabulary; any other word is ``<unk>``."""
+
+    def __missing__(self, word: str) -> int:
+        return UNK_ID
+
+
+def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every token of a text file through ``table`` (see :class:`_FirstSeen`), streamed
+    block by block: (ids, lengths of the non-blank lines, lines read). ``<s>`` and
+    ``</s>`` are refused, naming their line."""
+    id_blocks: list[np.ndarray] = []
+    length_blocks: list[np.ndarray] = []
+    get = table.__getitem__
+    lines = 0
+    for first, block in iter_line_blocks(path):
+        lines += len(block)
+        tokenized = list(map(str.split, block))
+        lengths = np.fromiter(map(len, tokenized), np.int64, len(tokenized))
+        ids = np.fromiter(map(get, chain.from_iterable(tokenized)), np.int32,
+                          int(lengths.sum()))
+        special = [table[w] for w in (BOS, EOS) if w in table]
+        if special and np.isin(ids, special).any():
+            bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
+            raise NnlmError(special_error(where(path, first + bad), tokenized[bad]))
+        id_blocks.append(ids)
+        length_blocks.append(lengths[lengths > 0])
+    word_ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, np.int32)
+    if len(word_ids) == 0:
+        raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
+    return word_ids, np.concatenate(length_blocks), lines
+
+
 def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
     """Encode a text file with ``vocab``: unknown words become ``<unk>``.
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
-    id_blocks: list[np.ndarray] = []
-    length_blocks: list[np.ndarray] = []
-    get, unk = vocab.index.get, vocab.id(UNK)
-    lines = 0
-    for first, block in iter_line_blocks(path):
-        lines += len(block)
-        tokenized = [line.split() for line in block]
-        lengths = np.array([len(t) for t in tokenized], dtype=np.int64)
-        ids = np.array([get(w, unk) for t in tokenized for w in t], dtype=np.int32)
-        if np.any((ids == BOS_ID) | (ids == EOS_ID)):
-            bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
-            raise NnlmError(special_error(where(path, first + bad), tokenized[bad]))
-        id_blocks.append(ids)
-        length_blocks.append(lengths[lengths > 0])
-    word_ids = np.concatenate(id_blocks)
-    if len(word_ids) == 0:
-        raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
-    return Stream.from_ids(word_ids, np.concatenate(length_blocks))
+    word_ids, lengths, _ = _encode_blocks(path, _Lookup(vocab.index))
+    return Stream.from_ids(word_ids, lengths)
+
+
+def read_corpus(path: str | os.PathLike, min_count: int = 1,
+                max_size: int | None = None) -> tuple[Vocabulary, Stream]:
+    """The vocabulary of a text file and the file encoded with it, in one pass.
+
+    Equivalent to ``Vocabulary.from_counts(count_words(path), min_count, max_size)``
+    followed by ``read_stream``, at half the cost: words get ids in order of first
+    occurrence while the text is read, and one array lookup renumbers them at the end.
+    Reads standard input (``-``) too, since the text is read once.
+    """
+    first_seen = _FirstSeen()
+    word_ids, lengths, _ = _encode_blocks(path, first_seen)
+    words = list(first_seen)
+    counts = np.bincount(word_ids, minlength=len(words))
+    vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
+    renumber = np.fromiter(map(_Lookup(vocab.index).__getitem__, words), np.int32, len(words))
+    return vocab, Stream.from_ids(renumber[word_ids], lengths)
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

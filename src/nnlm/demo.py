@@ -11,13 +11,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .corpus import brown_available, count_words, read_stream, write_splits
+from .corpus import brown_available, read_corpus, read_stream, write_splits
 from .fileio import claim_workdir
 from .lm import evaluate
 from .models import save_model
 from .ngram import KneserNey
 from .toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
-from .vocab import Vocabulary
 
 
 def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = None) -> dict:
@@ -31,8 +30,7 @@ def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = No
         f"{name} {s.lines:,} sentences" for name, s in stats.items()))
     out("  some (subject, activity) pairs, e.g. dog + running, occur only in test\n")
 
-    vocab = Vocabulary.from_counts(count_words(data / "train.txt"))
-    train = read_stream(data / "train.txt", vocab)
+    vocab, train = read_corpus(data / "train.txt")
     test = read_stream(data / "test.txt", vocab)
     kn = KneserNey(vocab, 3, discount_fallback=True).fit(train)
     kn_dir = save_model(kn, workdir / "kn3")

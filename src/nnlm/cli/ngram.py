@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..argtypes import (
+    memory_size,
     nonnegative_int,
     positive_float,
     positive_int,
@@ -55,6 +56,13 @@ def add_parsers(sub) -> None:
                     help="count pruning, like lmplz --prune: drop n-grams of order k seen at "
                     "most T_k times (one threshold per order from unigrams, which must be 0; "
                     "non-decreasing; the last repeats), then renormalize")
+    kn.add_argument("--memory", type=memory_size, metavar="SIZE",
+                    help="bound counting's memory, like lmplz -S: its per-token arrays and "
+                    "sorted runs go to files in --temp and only a chunk of the corpus is in "
+                    "memory at a time (e.g. 1G, 500M, 40%%; the encoded corpus, 4 bytes a "
+                    "token, and the model itself stay in memory). Default: no limit, fastest")
+    kn.add_argument("--temp", type=Path, metavar="DIR",
+                    help="folder for --memory's files (default: $TMPDIR or /tmp)")
     cls = train.add_argument_group("class-based")
     cls.add_argument("--classes", type=positive_int, default=500, metavar="C",
                      help="number of word classes (default: 500)")
@@ -145,6 +153,10 @@ def cmd_ngram(args) -> None:
             fallback = True
         elif len(fallback) != 3:
             raise NnlmError("--discount-fallback takes three discounts, D1 D2 D3+, or none")
+    if (args.memory or args.temp) and args.method != "kn":
+        raise NnlmError("--memory and --temp go with --method kn")
+    if args.temp and not args.memory:
+        raise NnlmError("--temp names the folder for --memory's files: give --memory SIZE too")
     if args.prune and args.method != "kn":
         raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
@@ -153,7 +165,8 @@ def cmd_ngram(args) -> None:
         args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
         min_count=args.min_count,
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
-        discount_fallback=fallback, k=args.k, prune_counts=args.prune)
+        discount_fallback=fallback, k=args.k, prune_counts=args.prune, memory=args.memory,
+        temp=args.temp)
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if args.arpa:

@@ -33,15 +33,31 @@ class NgramLevel:
         self.log_bow = np.asarray(log_bow, np.float64)
         self.prefix = np.asarray(prefix, np.int64)
         self.last = np.asarray(last, np.int64)
+        self.n_prefixes = n_prefixes
         self._index: HashIndex | None = None
-        # entries grouped by context (CSR), for full next-word distributions
-        self.by_prefix = np.argsort(self.prefix, kind="stable")
-        self.prefix_offsets = np.searchsorted(
-            self.prefix[self.by_prefix], np.arange(n_prefixes + 1)
-        ).astype(np.int64)
+        self._by_prefix: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def _grouped(self) -> tuple[np.ndarray, np.ndarray]:
+        """Entries grouped by context (CSR), built on first use: only full next-word
+        distributions need it, and it costs 8 bytes an n-gram."""
+        if self._by_prefix is None:
+            order = np.argsort(self.prefix, kind="stable")
+            offsets = np.searchsorted(self.prefix[order], np.arange(self.n_prefixes + 1))
+            self._by_prefix = order, offsets.astype(np.int64)
+        return self._by_prefix
+
+    @property
+    def by_prefix(self) -> np.ndarray:
+        """Entry indices sorted by context."""
+        return self._grouped()[0]
+
+    @property
+    def prefix_offsets(self) -> np.ndarray:
+        """Where each context's entries start in :attr:`by_prefix` (one more than contexts)."""
+        return self._grouped()[1]
 
     def find(self, queries: np.ndarray) -> np.ndarray:
         """Index of each key in ``queries`` (-1 where absent), by a hash index built on

@@ -15,17 +15,22 @@ order, each extending the previous n-gram by one word on the left::
 
 Fitting needs no lookups at all: the id of the k-gram starting at position p follows
 from the id of the (k-1)-gram starting at p + 1 by one ``np.unique`` per order.
-Memory is proportional to the number of distinct n-grams plus 8 bytes a token per order.
+Memory is proportional to the number of distinct n-grams plus about 40 bytes a token.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import NnlmError
 from ..stream import Stream
-from ..vocab import BOS_ID
+from ..sysmem import release_free_memory
+from ..vocab import BOS_ID, EOS_ID
+from .workspace import Workspace
 
 
 @dataclass
@@ -33,60 +38,145 @@ class OrderTable:
     """The distinct k-grams of one order, sorted by key.
 
     keys: int64, ``suffix * |V| + first_word``.
-    counts: int64 raw occurrence counts.
-    suffix: int64 id of (g2..gk) in order k-1 (0 for unigrams).
-    prefix: int64 id of (g1..g_{k-1}) in order k-1, i.e. the n-gram's context (0 for unigrams).
+    counts: raw occurrence counts (int32 below 2^31 tokens, else int64).
+    prefix: id (int32 or int64) of (g1..g_{k-1}) in order k-1, i.e. the n-gram's context
+        (0 for unigrams).
+    vocab_size: |V|.
     """
 
     keys: np.ndarray
     counts: np.ndarray
-    suffix: np.ndarray
     prefix: np.ndarray
+    vocab_size: int
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    @property
+    def suffix(self) -> np.ndarray:
+        """id of (g2..gk) in order k-1 (0 for unigrams, whose keys are word ids < |V|),
+        computed on demand."""
+        return self.keys // self.vocab_size
 
     def first_word(self, V: int) -> np.ndarray:
         return self.keys % V
 
 
-def sentence_sequence(stream: Stream) -> tuple[np.ndarray, np.ndarray]:
-    """``<s> w1 ... wL </s>`` for every line, concatenated, and each position's line end.
+def sentence_sequence(stream: Stream) -> np.ndarray:
+    """``<s> w1 ... wL </s>`` for every line, concatenated (int32 ids)."""
+    return np.insert(stream.ids, stream.offsets[:-1], np.int32(BOS_ID))
 
-    Returns ``(seq, end)``: int64 ids and, for each position, the index one past the end
-    of its sentence.
+
+def unique_inverse(keys: np.ndarray, fast: bool = True) -> tuple[np.ndarray, ...]:
+    """``np.unique(keys, return_inverse=True, return_counts=True)`` for int64 keys; with
+    ``fast``, by torch's sort (3-5x numpy's on chunks of a million keys or more: a radix
+    sort on all threads), which is worth importing torch (1 s) only for large corpora."""
+    if not fast:
+        return np.unique(keys, return_inverse=True, return_counts=True)
+    import torch
+
+    uniq, inverse, counts = torch.unique(torch.from_numpy(keys), sorted=True,
+                                         return_inverse=True, return_counts=True)
+    return uniq.numpy(), inverse.numpy(), counts.numpy()
+
+
+TORCH_SORT_POSITIONS = 8_000_000  # positions x orders from which torch's import pays off
+
+
+CHUNK_POSITIONS = 1 << 21  # positions counted at once: ~0.1 GB of temporaries
+BYTES_PER_POSITION = 64  # a chunk's temporaries, per position (measured peak, rounded up)
+MIN_MEMORY = 64 << 20  # below this, --memory cannot hold a useful chunk
+
+
+def chunk_for(memory: int | None) -> int:
+    """Positions per chunk under a memory limit in bytes (None: no limit)."""
+    if memory is None:
+        return CHUNK_POSITIONS
+    if memory < MIN_MEMORY:
+        raise NnlmError(f"--memory {memory / 2**20:.0f}M is too small to make progress: "
+                        f"counting needs at least {MIN_MEMORY >> 20}M")
+    return int(min(CHUNK_POSITIONS, max(1 << 16, memory // 4 // BYTES_PER_POSITION)))
+
+
+def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK_POSITIONS,
+                 spill: str | os.PathLike | None = None) -> list[OrderTable]:
+    """Tables for orders 1..order (index 0 holds unigrams).
+
+    The k-gram starting at position p is (seq[p], the (k-1)-gram starting at p + 1); it
+    exists where that (k-1)-gram exists and seq[p] is not ``</s>`` (the k-gram would
+    cross a line end). So one int32 array of each position's (k-1)-gram id (-1: none) is
+    all the state carried from one order to the next.
+
+    Each order is counted ``chunk`` positions at a time into sorted runs, which are then
+    merged (as lmplz does), so the temporaries are bounded by the chunk, not the corpus.
+    With ``spill`` (a folder), the per-position arrays and the runs live in files there
+    (see :mod:`~nnlm.ngram.workspace`): memory then holds the tables and one chunk.
     """
-    starts = stream.offsets[:-1]
-    seq = np.insert(stream.ids.astype(np.int64), starts, BOS_ID)
-    new_offsets = stream.offsets + np.arange(len(stream.offsets))  # each line grew by one
-    lengths = np.diff(new_offsets)
-    end = np.repeat(new_offsets[1:], lengths)
-    return seq, end
-
-
-def count_ngrams(stream: Stream, order: int, vocab_size: int) -> list[OrderTable]:
-    """Tables for orders 1..order (index 0 holds unigrams)."""
     if order < 1:
         raise ValueError("order must be at least 1")
     V = vocab_size
-    seq, end = sentence_sequence(stream)
-    n = len(seq)
-    positions = np.arange(n, dtype=np.int64)
-    tables: list[OrderTable] = []
-    prev_ids = np.zeros(n + 1, dtype=np.int64)  # id_0: the empty n-gram, everywhere
-    for k in range(1, order + 1):
-        valid = positions + k <= end  # the k-gram starting at p fits in its sentence
-        p = positions[valid]
-        suffix = prev_ids[p + 1] if k > 1 else np.zeros(len(p), np.int64)
-        keys = suffix * V + seq[p]
-        uniq, first, inverse, counts = np.unique(
-            keys, return_index=True, return_inverse=True, return_counts=True
-        )
-        prefix = prev_ids[p[first]] if k > 1 else np.zeros(len(uniq), np.int64)
-        tables.append(OrderTable(uniq, counts.astype(np.int64), uniq // V, prefix))
-        ids = np.full(n + 1, -1, dtype=np.int64)
-        ids[p] = inverse
-        prev_ids = ids
+    with Workspace(spill) as work:
+        seq_all = sentence_sequence(stream)
+        n = len(seq_all)
+        counts = np.bincount(seq_all, minlength=V)
+        words = np.flatnonzero(counts)
+        tables = [OrderTable(words.astype(np.int64), counts[words],
+                             np.zeros(len(words), np.int32), V)]
+        rank = np.full(V, -1, np.int32)
+        rank[words] = np.arange(len(words), dtype=np.int32)
+        ids = work.holding(rank[seq_all], "ids")  # each position's unigram id
+        seq = work.holding(seq_all, "seq")
+        del seq_all
+        spans = [(a, min(a + chunk, n - 1)) for a in range(0, n - 1, chunk)]
+        small = np.int32 if n < 2**31 else np.int64  # counts and positions within a chunk
+        fast = "torch" in sys.modules or n * (order - 1) >= TORCH_SORT_POSITIONS
+
+        def starts(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """Offsets from a of the k-grams starting in [a, b), their first words, and
+            the ids of the (k-1)-grams that follow them."""
+            s, nxt = seq.read(a, b), ids.read(a + 1, b + 1)
+            p = np.flatnonzero((s != EOS_ID) & (nxt >= 0))
+            return p, s[p], nxt[p]
+
+        for k in range(2, order + 1):
+            runs = []  # per chunk: its distinct keys, their counts, each k-gram's run index
+            for a, b in spans:
+                _, first, rest = starts(a, b)
+                uniq, inverse, seen = unique_inverse(rest.astype(np.int64) * V + first, fast)
+                runs.append(work.put((uniq, inverse.astype(np.int32), seen.astype(small))))
+                del uniq, inverse, seen
+            if len(runs) == 1:
+                uniq, _, n_seen = work.get(runs[0])
+                to_global = [np.arange(len(uniq), dtype=np.int32)]
+            else:  # merge the sorted runs: distinct keys over all chunks, counts summed
+                merged = np.concatenate([work.get(r)[0] for r in runs])
+                merged.sort()
+                uniq = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+                del merged
+                id_type = np.int32 if len(uniq) < 2**31 else np.int64
+                n_seen = np.zeros(len(uniq), small)
+                to_global = []
+                for r in runs:
+                    run_keys, _, run_seen = work.get(r)
+                    glob = np.searchsorted(uniq, run_keys).astype(id_type)
+                    n_seen[glob] += run_seen  # distinct within a run: no repeated index
+                    to_global.append(glob)
+            new_ids = work.positions(n, np.int32 if len(uniq) < 2**31 else np.int64,
+                                     f"ids{k}")
+            prefix = np.empty(len(uniq), ids.dtype)
+            for (a, b), r, glob in zip(spans, runs, to_global):
+                p, _, _ = starts(a, b)
+                g = glob[work.get(r)[1]]
+                block = np.full(b - a, -1, new_ids.dtype)
+                block[p] = g
+                new_ids.write(a, block)
+                prefix[g] = ids.read(a, b)[p]  # the context (g1..g_{k-1}) starts there too
+                work.drop(r)
+            del runs, to_global
+            tables.append(OrderTable(uniq, n_seen, prefix, V))
+            ids.close()
+            ids = new_ids
+            release_free_memory()
     return tables
 
 

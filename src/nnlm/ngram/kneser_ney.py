@@ -20,13 +20,15 @@ probability and bow(h) = gamma(h), which is exact and what ARPA files hold.
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 
 from ..errors import NnlmError
 from ..stream import Stream
 from ..vocab import BOS_ID, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
-from .counts import OrderTable, count_ngrams
+from .counts import OrderTable, chunk_for, count_ngrams
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback defaults
 
@@ -118,66 +120,89 @@ class KneserNey(BackoffNgram):
                          np.zeros(len(vocab)), [])
         self.order = order
 
-    def fit(self, stream: Stream, prune_counts=None) -> KneserNey:
+    def fit(self, stream: Stream, prune_counts=None, memory: int | None = None,
+            temp=None) -> KneserNey:
         """Estimate from ``stream``; ``prune_counts``: per-order thresholds (lmplz's
         ``--prune``): n-grams of order >= 2 seen that many times or fewer are dropped
-        after estimation and the back-off weights renormalized (see ``prune.py``)."""
+        after estimation and the back-off weights renormalized (see ``prune.py``).
+        ``memory`` (bytes, like lmplz's ``-S``) bounds counting's intermediates, which
+        then spill to files in ``temp`` (default: the system's temporary folder)."""
         from .prune import check_thresholds, prune
 
         if prune_counts is not None:
             prune_counts = check_thresholds(prune_counts, self.order)
         V = len(self.vocab)
         N = self.order
-        tables = count_ngrams(stream, N, V)
+        if memory is not None:
+            tables = count_ngrams(stream, N, V, chunk_for(memory),
+                                  spill=temp if temp is not None else tempfile.gettempdir())
+        else:
+            tables = count_ngrams(stream, N, V)
         adjusted = adjusted_counts(tables, V)
         self.discounts = np.stack(
             [discounts_from(a, k, self.discount_fallback) for k, a in enumerate(adjusted, 1)]
         )
-        # interpolated probabilities, order by order, and gamma of each context
+        keep = None
+        if prune_counts is not None and any(prune_counts):
+            keep = [tables[k - 1].counts > prune_counts[k - 1] for k in range(2, N + 1)]
+        # Interpolated probabilities, order by order. Step k gives P of the k-grams and
+        # gamma of the (k-1)-grams as contexts, which completes order k - 1: it is stored
+        # then and its temporaries dropped, so at most two orders' arrays are alive.
         prob_lower = np.full(1, 1.0 / (V - 1))  # order 0: uniform over predictable words
-        gammas = []  # gammas[k-1]: gamma of each order-(k-1) entry as a context of order k
-        probs = []
-        for k, (table, a) in enumerate(zip(tables, adjusted), start=1):
-            n_ctx = 1 if k == 1 else len(tables[k - 2])
-            S = np.bincount(table.prefix, weights=a, minlength=n_ctx)
-            D = _discount(a, self.discounts[k - 1])
-            mass = np.bincount(table.prefix, weights=D, minlength=n_ctx)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                gamma = np.where(S > 0, mass / S, 1.0)
-                pdisc = np.where(S[table.prefix] > 0, (a - D) / S[table.prefix], 0.0)
-            p = pdisc + gamma[table.prefix] * prob_lower[table.suffix]
-            gammas.append(gamma)
-            probs.append(p)
-            prob_lower = p
-        # unigrams, dense over the vocabulary: unseen words get gamma_0 / (|V| - 1)
         words = tables[0].keys
-        uni = np.full(V, gammas[0][0] / (V - 1))
-        uni[words] = probs[0]
-        uni[BOS_ID] = 0.0
-        uni_bow = np.ones(V)
-        if N > 1:
-            uni_bow[words] = gammas[1]
-        with np.errstate(divide="ignore"):
-            self.unigram_logp = np.log(uni)
-        self.unigram_log_bow = np.log(uni_bow)
-        # higher orders: re-key order 2 by word ids (monotone in the unigram table order)
         self.levels = []
         last = words  # predicted word of each entry of the previous order
-        for k in range(2, N + 1):
-            table = tables[k - 1]
-            suffix, prefix = table.suffix, table.prefix
-            if k == 2:
-                suffix, prefix = words[suffix], words[prefix]
-            keys = suffix * V + table.first_word(V)
-            bow = gammas[k] if k < N else np.ones(len(table))
-            last_k = words[table.suffix] if k == 2 else last[table.suffix]
-            n_prefixes = V if k == 2 else len(tables[k - 2])
-            self.levels.append(NgramLevel(keys, np.log(probs[k - 1]), np.log(bow), prefix,
-                                          last_k, n_prefixes))
-            last = last_k
-        if prune_counts is not None and any(prune_counts):
-            t = prune_counts
-            pruned = prune(self, [tables[k - 1].counts > t[k - 1] for k in range(2, N + 1)])
+        for k in range(1, N + 2):
+            if k <= N:
+                table, a = tables[k - 1], adjusted[k - 1]
+                n_ctx = 1 if k == 1 else len(tables[k - 2])
+                prefix = table.prefix
+                S = np.bincount(prefix, weights=a, minlength=n_ctx)
+                D = _discount(a, self.discounts[k - 1])
+                mass = np.bincount(prefix, weights=D, minlength=n_ctx)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    gamma = np.where(S > 0, mass / S, 1.0)
+                    p = np.subtract(a, D, out=D)  # in place: these arrays are the big ones
+                    del D
+                    S_h = S[prefix]
+                    p /= S_h
+                    p[S_h == 0] = 0.0
+                del S, S_h, mass, a
+                adjusted[k - 1] = None
+                p += gamma[prefix] * prob_lower[table.suffix]
+            else:
+                # the top order backs off nowhere: bow 1, a read-only view of one number
+                gamma = np.broadcast_to(1.0, len(tables[N - 1]))
+            if k == 1:  # unseen words get gamma_0 / (|V| - 1)
+                uni = np.full(V, gamma[0] / (V - 1))
+            elif k == 2:  # unigrams, dense over the vocabulary
+                uni[words] = prob_lower
+                uni[BOS_ID] = 0.0
+                uni_bow = np.ones(V)
+                uni_bow[words] = gamma
+                with np.errstate(divide="ignore"):
+                    self.unigram_logp = np.log(uni)
+                self.unigram_log_bow = np.log(uni_bow)
+            else:  # order k - 1; order 2 is re-keyed by word ids (monotone in table order)
+                j = k - 1
+                done = tables[j - 1]
+                suffix, prefix = done.suffix, done.prefix
+                last_j = last[suffix]
+                if j == 2:
+                    suffix, prefix = words[suffix], words[prefix]
+                keys = suffix * V + done.first_word(V) if j == 2 else done.keys
+                del suffix
+                log_bow = np.log(gamma) if k <= N else np.broadcast_to(0.0, len(gamma))
+                self.levels.append(NgramLevel(keys, np.log(prob_lower), log_bow,
+                                              prefix, last_j, V if j == 2 else len(tables[j - 2])))
+                last = last_j
+                if j > 2:
+                    tables[j - 2] = None  # order j - 1 is no longer needed as context
+            if k <= N:
+                prob_lower = p
+        del tables
+        if keep is not None:
+            pruned = prune(self, keep)
             self.levels, self.unigram_log_bow = pruned.levels, pruned.unigram_log_bow
         return self
 

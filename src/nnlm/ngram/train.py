@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..corpus import count_words, read_stream
+from ..corpus import read_corpus, read_stream
 from ..errors import NnlmError
 from ..lm import LanguageModel
 from ..progress import progress_bar
@@ -35,8 +35,10 @@ METHODS = {
 def cluster_words(train_path, n_classes: int, vocab: Vocabulary | None = None,
                   max_iterations: int = 15):
     """Exchange clustering of a text file's words; returns (vocab, word_class)."""
-    vocab = vocab or Vocabulary.from_counts(count_words(train_path))
-    stream = read_stream(train_path, vocab)
+    if vocab is None:
+        vocab, stream = read_corpus(train_path)
+    else:
+        stream = read_stream(train_path, vocab)
     with progress_bar(max_iterations, f"clustering into {n_classes} classes", "pass") as bar:
         def report(it, moved, objective):
             bar.update(1)
@@ -60,6 +62,8 @@ def train_ngram(
     discount_fallback=None,
     k: float = 1.0,
     prune_counts=None,
+    memory: int | None = None,
+    temp: str | os.PathLike | None = None,
 ) -> LanguageModel:
     """Fit a count-based model on a text file (see the module docstring for methods)."""
     if method not in METHODS:
@@ -67,11 +71,13 @@ def train_ngram(
     if not 1 <= order <= 9:
         raise NnlmError(f"--order {order}: choose an order between 1 and 9")
     if vocab is None:
-        vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
-    train = read_stream(train_path, vocab)
+        vocab, train = read_corpus(train_path, min_count, max_size)
+    else:
+        train = read_stream(train_path, vocab)
     try:
         if method == "kn":
-            return KneserNey(vocab, order, discount_fallback).fit(train, prune_counts)
+            return KneserNey(vocab, order, discount_fallback).fit(train, prune_counts,
+                                                                  memory=memory, temp=temp)
         if method == "addk":
             return AddK(vocab, order, k).fit(train)
         if method == "interpolated":

@@ -1,0 +1,139 @@
+"""Where n-gram counting keeps its big intermediate arrays: in memory, or spilled to disk.
+
+Counting (see :mod:`nnlm.ngram.counts`) holds two kinds of intermediates besides the
+tables it returns: arrays with one entry per corpus position (the token sequence, each
+position's n-gram id) and sorted runs, one per chunk of positions. Both are only ever
+touched a chunk at a time, so under a memory limit (``--memory``, like lmplz's ``-S``)
+they go to files in a temporary folder (lmplz's ``-T``) and only the chunk being worked
+on is in memory. Without a limit they stay in memory, which is faster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NnlmError
+
+
+class PositionArray:
+    """An integer array over corpus positions, read and written a block at a time."""
+
+    def __init__(self, n: int, dtype, path: Path | None = None, fill: int = -1):
+        self.n, self.dtype, self.path = n, np.dtype(dtype), path
+        if path is None:
+            self.data = np.full(n, fill, self.dtype)
+        else:
+            self.data = None
+            with open(path, "wb") as f:
+                block = np.full(min(n, 1 << 20), fill, self.dtype)
+                for a in range(0, n, len(block)):
+                    block[:min(len(block), n - a)].tofile(f)
+            self._file = open(path, "r+b")
+
+    @classmethod
+    def holding(cls, values: np.ndarray, path: Path | None = None) -> PositionArray:
+        """A position array initialized with ``values`` (written out at once if on disk)."""
+        out = cls.__new__(cls)
+        out.n, out.dtype, out.path = len(values), values.dtype, path
+        if path is None:
+            out.data = values
+        else:
+            out.data = None
+            values.tofile(path)
+            out._file = open(path, "r+b")
+        return out
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Entries [a, b)."""
+        if self.data is not None:
+            return self.data[a:b]
+        self._file.seek(a * self.dtype.itemsize)
+        return np.fromfile(self._file, self.dtype, b - a)
+
+    def write(self, a: int, values: np.ndarray) -> None:
+        """Set entries [a, a + len(values))."""
+        if self.data is not None:
+            self.data[a:a + len(values)] = values
+            return
+        self._file.seek(a * self.dtype.itemsize)
+        np.ascontiguousarray(values, self.dtype).tofile(self._file)
+
+    def close(self) -> None:
+        """Free the array (delete its file)."""
+        self.data = None
+        if self.path is not None:
+            self._file.close()
+            self.path.unlink(missing_ok=True)
+
+
+class Workspace:
+    """Factory and owner of the intermediates: in memory (``folder=None``) or as files
+    in a fresh temporary folder inside ``folder``, removed on :meth:`close`."""
+
+    def __init__(self, folder: str | os.PathLike | None = None):
+        self.dir: Path | None = None
+        if folder is not None:
+            try:
+                self.dir = Path(tempfile.mkdtemp(prefix="nnlm-count-", dir=folder))
+            except OSError as e:
+                raise NnlmError(f"{folder}: cannot make a temporary folder for counting "
+                                f"({e.strerror or e}); give another with --temp DIR") from None
+        self._runs: dict[str, tuple[np.ndarray, ...]] = {}
+        self._count = 0
+
+    @property
+    def on_disk(self) -> bool:
+        return self.dir is not None
+
+    def _path(self, name: str) -> Path | None:
+        self._count += 1
+        return None if self.dir is None else self.dir / f"{self._count}-{name}.npy"
+
+    def positions(self, n: int, dtype, name: str) -> PositionArray:
+        """A new position array of -1s."""
+        return PositionArray(n, dtype, self._path(name))
+
+    def holding(self, values: np.ndarray, name: str) -> PositionArray:
+        return PositionArray.holding(values, self._path(name))
+
+    def put(self, arrays: tuple[np.ndarray, ...]) -> str:
+        """Keep a run (a tuple of arrays); returns its handle for :meth:`get`."""
+        path = self._path("run")
+        key = str(self._count)
+        if path is None:
+            self._runs[key] = arrays
+        else:
+            with open(path, "wb") as f:
+                for a in arrays:
+                    np.save(f, a, allow_pickle=False)
+            self._runs[key] = (path, len(arrays))
+        return key
+
+    def get(self, key: str) -> tuple[np.ndarray, ...]:
+        stored = self._runs[key]
+        if self.dir is None:
+            return stored
+        path, count = stored
+        with open(path, "rb") as f:
+            return tuple(np.load(f, allow_pickle=False) for _ in range(count))
+
+    def drop(self, key: str) -> None:
+        stored = self._runs.pop(key)
+        if self.dir is not None:
+            stored[0].unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._runs.clear()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
