@@ -280,7 +280,11 @@ def test_save_load_round_trip(tmp_path, name):
     assert np.array_equal(loaded.logprobs(stream), model.logprobs(stream))
 
 
-def test_arpa_round_trip_and_format(tmp_path):
+@pytest.mark.parametrize("block_bytes", [13, 1 << 22])
+def test_arpa_round_trip_and_format(tmp_path, monkeypatch, block_bytes):
+    from nnlm import fileio
+
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
     lines = zipf_corpus()
     stream, vocab = stream_and_vocab(lines)
     model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
@@ -308,7 +312,11 @@ def test_damaged_arpa_files(tmp_path, damage, message):
         read_arpa(tmp_path / "bad.arpa")
 
 
-def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path):
+@pytest.mark.parametrize("block_bytes", [1, 7, 40, 1 << 22])  # sections cross blocks
+def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path, monkeypatch, block_bytes):
+    from nnlm import fileio
+
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
     head = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
             "-1\t<unk>\n-99\t<s>\t0\n-0.5\t</s>\n-0.3\ta\t0\n\n\\2-grams:\n-0.2\ta </s>\n\n")
     write(tmp_path / "bad.arpa", head + "-0.2\tb a\n\\end\\\n")  # line 14; a blank line before

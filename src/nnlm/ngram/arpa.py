@@ -107,9 +107,17 @@ def _parse(path: Path):
     state = "start"
     current: list[str] | None = None
     for first, block in iter_line_blocks(path):
-        for i, line in enumerate(block):
+        start = 0
+        if state == "grams":  # the section's lines in bulk, up to the next line with a \
+            text = "\n".join(block)
+            at = 0 if text.startswith("\\") else text.find("\n\\") + 1
+            start = len(block) if at == 0 and not text.startswith("\\") else \
+                text.count("\n", 0, at)
+            current.extend(block[:start])  # blank lines too, so line numbers stay exact
+        for i in range(start, len(block)):
+            line = block[i]
             if state == "grams" and not line.startswith("\\"):
-                current.append(line)  # blank lines too, so line numbers stay exact
+                current.append(line)
                 continue
             n = first + i
             line = line.strip()
@@ -148,10 +156,10 @@ def _parse(path: Path):
 def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
     """(log10 p, words (M, k) as strings, log10 bow) of one section, parsed in bulk."""
     raw = lines
-    lines = [line for line in lines if line.strip()]
     tokens = " ".join(lines).split()
-    M = len(lines)
     per_line = _fields_per_line(lines)
+    per_line = per_line[per_line > 0]  # blank lines hold no entry
+    M = len(per_line)
     for fields in (k + 2, k + 1):
         # bulk split, valid only if every line has exactly this many fields
         if M and len(tokens) == M * fields and np.all(per_line == fields):
