@@ -67,9 +67,9 @@ class _Lookup(dict):
         return UNK_ID
 
 
-def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray, int]:
+def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray]:
     """Every token of a text file through ``table`` (see :class:`_FirstSeen`), streamed
-    block by block: (ids, lengths of the non-blank lines, lines read). ``<s>`` and
+    block by block: (ids, lengths of the non-blank lines). ``<s>`` and
     ``</s>`` are refused, naming their line."""
     id_blocks: list[np.ndarray] = []
     length_blocks: list[np.ndarray] = []
@@ -90,7 +90,7 @@ def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray, int]:
     word_ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, np.int32)
     if len(word_ids) == 0:
         raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
-    return word_ids, np.concatenate(length_blocks), lines
+    return word_ids, np.concatenate(length_blocks)
 
 
 def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
@@ -98,7 +98,7 @@ def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
-    word_ids, lengths, _ = _encode_blocks(path, _Lookup(vocab.index))
+    word_ids, lengths = _encode_blocks(path, _Lookup(vocab.index))
     return Stream.from_ids(word_ids, lengths)
 
 
@@ -112,7 +112,7 @@ def read_corpus(path: str | os.PathLike, min_count: int = 1,
     Reads standard input (``-``) too, since the text is read once.
     """
     first_seen = _FirstSeen()
-    word_ids, lengths, _ = _encode_blocks(path, first_seen)
+    word_ids, lengths = _encode_blocks(path, first_seen)
     words = list(first_seen)
     counts = np.bincount(word_ids, minlength=len(words))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)

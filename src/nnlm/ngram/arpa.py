@@ -110,9 +110,9 @@ def _parse(path: Path):
         start = 0
         if state == "grams":  # the section's lines in bulk, up to the next line with a \
             text = "\n".join(block)
-            at = 0 if text.startswith("\\") else text.find("\n\\") + 1
-            start = len(block) if at == 0 and not text.startswith("\\") else \
-                text.count("\n", 0, at)
+            if not text.startswith("\\"):
+                at = text.find("\n\\")  # the line end before the next line with a \
+                start = len(block) if at < 0 else text.count("\n", 0, at) + 1
             current.extend(block[:start])  # blank lines too, so line numbers stay exact
         for i in range(start, len(block)):
             line = block[i]

@@ -15,7 +15,8 @@ order, each extending the previous n-gram by one word on the left::
 
 Fitting needs no lookups at all: the id of the k-gram starting at position p follows
 from the id of the (k-1)-gram starting at p + 1 by one ``np.unique`` per order.
-Memory is proportional to the number of distinct n-grams plus about 40 bytes a token.
+Memory is the distinct n-grams (16 bytes each) plus 12 bytes a token for three int32
+position arrays (on disk instead with a spill folder) and one chunk's temporaries.
 """
 
 from __future__ import annotations

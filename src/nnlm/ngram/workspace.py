@@ -86,10 +86,6 @@ class Workspace:
         self._runs: dict[str, tuple[np.ndarray, ...]] = {}
         self._count = 0
 
-    @property
-    def on_disk(self) -> bool:
-        return self.dir is not None
-
     def _path(self, name: str) -> Path | None:
         self._count += 1
         return None if self.dir is None else self.dir / f"{self._count}-{name}.npy"
