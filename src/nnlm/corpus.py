@@ -116,8 +116,7 @@ def read_corpus(path: str | os.PathLike, min_count: int = 1,
     words = list(first_seen)
     counts = np.bincount(word_ids, minlength=len(words))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
-    renumber = np.fromiter(map(_Lookup(vocab.index).__getitem__, words), np.int32, len(words))
-    return vocab, Stream.from_ids(renumber[word_ids], lengths)
+    return vocab, Stream.from_ids(vocab.encode(words)[word_ids], lengths)
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

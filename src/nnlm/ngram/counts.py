@@ -125,8 +125,8 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                              np.zeros(len(words), np.int32), V)]
         rank = np.full(V, -1, np.int32)
         rank[words] = np.arange(len(words), dtype=np.int32)
-        ids = work.holding(rank[seq_all], "ids")  # each position's unigram id
-        seq = work.holding(seq_all, "seq")
+        ids = work.positions(n, np.int32, "ids", rank[seq_all])  # each one's unigram id
+        seq = work.positions(n, np.int32, "seq", seq_all)
         del seq_all
         spans = [(a, min(a + chunk, n - 1)) for a in range(0, n - 1, chunk)]
         small = np.int32 if n < 2**31 else np.int64  # counts and positions within a chunk
@@ -147,10 +147,10 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 runs.append(work.put((uniq, inverse.astype(np.int32), seen.astype(small))))
                 del uniq, inverse, seen
             if len(runs) == 1:
-                uniq, _, n_seen = work.get(runs[0])
+                uniq, n_seen = work.get(runs[0], 0), work.get(runs[0], 2)
                 to_global = [np.arange(len(uniq), dtype=np.int32)]
             else:  # merge the sorted runs: distinct keys over all chunks, counts summed
-                merged = np.concatenate([work.get(r)[0] for r in runs])
+                merged = np.concatenate([work.get(r, 0) for r in runs])
                 merged.sort()
                 uniq = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
                 del merged
@@ -158,21 +158,21 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 n_seen = np.zeros(len(uniq), small)
                 to_global = []
                 for r in runs:
-                    run_keys, _, run_seen = work.get(r)
-                    glob = np.searchsorted(uniq, run_keys).astype(id_type)
-                    n_seen[glob] += run_seen  # distinct within a run: no repeated index
+                    glob = np.searchsorted(uniq, work.get(r, 0)).astype(id_type)
+                    n_seen[glob] += work.get(r, 2)  # distinct within a run: no repeated index
                     to_global.append(glob)
             new_ids = work.positions(n, np.int32 if len(uniq) < 2**31 else np.int64,
                                      f"ids{k}")
             prefix = np.empty(len(uniq), ids.dtype)
             for (a, b), r, glob in zip(spans, runs, to_global):
                 p, _, _ = starts(a, b)
-                g = glob[work.get(r)[1]]
+                g = glob[work.get(r, 1)]
                 block = np.full(b - a, -1, new_ids.dtype)
                 block[p] = g
                 new_ids.write(a, block)
                 prefix[g] = ids.read(a, b)[p]  # the context (g1..g_{k-1}) starts there too
                 work.drop(r)
+            new_ids.write(n - 1, np.full(1, -1, new_ids.dtype))  # no k-gram starts at the end
             del runs, to_global
             tables.append(OrderTable(uniq, n_seen, prefix, V))
             ids.close()

@@ -21,32 +21,20 @@ from ..errors import NnlmError
 
 
 class PositionArray:
-    """An integer array over corpus positions, read and written a block at a time."""
+    """An integer array over corpus positions, read and written a block at a time: in
+    memory, or in the file ``path``. Without ``values`` its entries are undefined until
+    written (counting writes every block)."""
 
-    def __init__(self, n: int, dtype, path: Path | None = None, fill: int = -1):
+    def __init__(self, n: int, dtype, path: Path | None = None,
+                 values: np.ndarray | None = None):
         self.n, self.dtype, self.path = n, np.dtype(dtype), path
+        self.data = None
         if path is None:
-            self.data = np.full(n, fill, self.dtype)
+            self.data = values if values is not None else np.empty(n, self.dtype)
         else:
-            self.data = None
-            with open(path, "wb") as f:
-                block = np.full(min(n, 1 << 20), fill, self.dtype)
-                for a in range(0, n, len(block)):
-                    block[:min(len(block), n - a)].tofile(f)
-            self._file = open(path, "r+b")
-
-    @classmethod
-    def holding(cls, values: np.ndarray, path: Path | None = None) -> PositionArray:
-        """A position array initialized with ``values`` (written out at once if on disk)."""
-        out = cls.__new__(cls)
-        out.n, out.dtype, out.path = len(values), values.dtype, path
-        if path is None:
-            out.data = values
-        else:
-            out.data = None
-            values.tofile(path)
-            out._file = open(path, "r+b")
-        return out
+            self._file = open(path, "w+b")
+            if values is not None:
+                values.tofile(self._file)
 
     def read(self, a: int, b: int) -> np.ndarray:
         """Entries [a, b)."""
@@ -83,45 +71,40 @@ class Workspace:
             except OSError as e:
                 raise NnlmError(f"{folder}: cannot make a temporary folder for counting "
                                 f"({e.strerror or e}); give another with --temp DIR") from None
-        self._runs: dict[str, tuple[np.ndarray, ...]] = {}
+        self._runs: dict[str, tuple] = {}  # handle -> arrays, or their files on disk
         self._count = 0
 
     def _path(self, name: str) -> Path | None:
         self._count += 1
         return None if self.dir is None else self.dir / f"{self._count}-{name}.npy"
 
-    def positions(self, n: int, dtype, name: str) -> PositionArray:
-        """A new position array of -1s."""
-        return PositionArray(n, dtype, self._path(name))
-
-    def holding(self, values: np.ndarray, name: str) -> PositionArray:
-        return PositionArray.holding(values, self._path(name))
+    def positions(self, n: int, dtype, name: str, values=None) -> PositionArray:
+        """A new position array (see :class:`PositionArray`)."""
+        return PositionArray(n, dtype, self._path(name), values)
 
     def put(self, arrays: tuple[np.ndarray, ...]) -> str:
-        """Keep a run (a tuple of arrays); returns its handle for :meth:`get`."""
-        path = self._path("run")
+        """Keep a run (a tuple of arrays, one file each on disk); returns its handle."""
+        self._count += 1
         key = str(self._count)
-        if path is None:
+        if self.dir is None:
             self._runs[key] = arrays
         else:
-            with open(path, "wb") as f:
-                for a in arrays:
-                    np.save(f, a, allow_pickle=False)
-            self._runs[key] = (path, len(arrays))
+            paths = tuple(self.dir / f"{key}-run-{i}.npy" for i in range(len(arrays)))
+            for path, a in zip(paths, arrays):
+                np.save(path, a, allow_pickle=False)
+            self._runs[key] = paths
         return key
 
-    def get(self, key: str) -> tuple[np.ndarray, ...]:
-        stored = self._runs[key]
-        if self.dir is None:
-            return stored
-        path, count = stored
-        with open(path, "rb") as f:
-            return tuple(np.load(f, allow_pickle=False) for _ in range(count))
+    def get(self, key: str, i: int) -> np.ndarray:
+        """Array ``i`` of the run ``key`` (read from its file when on disk)."""
+        stored = self._runs[key][i]
+        return stored if self.dir is None else np.load(stored, allow_pickle=False)
 
     def drop(self, key: str) -> None:
         stored = self._runs.pop(key)
         if self.dir is not None:
-            stored[0].unlink(missing_ok=True)
+            for path in stored:
+                path.unlink(missing_ok=True)
 
     def close(self) -> None:
         self._runs.clear()
