@@ -21,3 +21,4 @@ def test_colliding_keys_all_found():
     index = HashIndex(keys)
     assert np.array_equal(index.lookup(keys), np.arange(len(keys)))
     assert np.all(index.lookup(keys + 1) == -1)
+    assert np.all(index.lookup(np.array([-1, -2, -1], np.int64)) == -1)  # -1 marks empty slots

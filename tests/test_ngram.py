@@ -157,6 +157,8 @@ def test_modified_kneser_ney_matches_an_independent_loop_implementation(order):
             words = words[1:]  # the reference pads with a single <s>, as KenLM does
         want.append(prob(vocab.words[target], words))
     assert np.allclose(got, want, rtol=1e-10, atol=0)
+    for batch_size in (3, 1 << 20):  # running text scored by one chain per token, in runs
+        assert np.allclose(np.exp(model.logprobs(test, batch_size)), want, rtol=1e-10, atol=0)
     full = np.exp(model.next_logprobs(contexts[:20]))
     for r in range(20):
         words = [vocab.words[i] for i in contexts[r]]

@@ -121,16 +121,22 @@ class Model:
         if np.any(ids == BOS_ID):
             raise NnlmError("<s> is context only and is never scored; use BeginSentenceWrite")
         oov = ids == UNK_ID
-        if hasattr(self.lm, "matched_orders"):
-            length = self.lm.matched_orders(contexts, ids)
-        else:
-            length = np.minimum((contexts != NO_WORD).sum(axis=1), k) + 1
         if np.any(contexts == NO_WORD) and not getattr(self.lm, "null_context", False):
             raise NnlmError(f"a {self.lm.kind} model has no null context")
-        log10 = self.lm.target_logprobs(contexts, ids) * LOG10_E
+        log10, length = self._scores(contexts, ids)
         nxt = np.concatenate([contexts[:, 1:], ids[:, None]], axis=1) if k else contexts
         return Advance(log10, np.asarray(length, np.int64), oov,
                        [State(tuple(row)) for row in nxt.tolist()])
+
+    def _scores(self, contexts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log10 p and n-gram length of each (context, word): the back-off model's longest
+        match, or for other models the context's length in words, plus one."""
+        if hasattr(self.lm, "target_logprobs_and_orders"):
+            logp, length = self.lm.target_logprobs_and_orders(contexts, ids)
+        else:
+            logp = self.lm.target_logprobs(contexts, ids)
+            length = np.minimum((contexts != NO_WORD).sum(axis=1), self.order - 1) + 1
+        return logp * LOG10_E, length
 
     # -- whole sentences -----------------------------------------------------------------
     def full_scores(self, sentence: str, bos: bool = True,
@@ -153,11 +159,7 @@ class Model:
         for i, w in enumerate(ids):  # the contexts of every position, then one batched call
             contexts[i] = history[len(history) - k:] if k else ()
             history.append(int(w))
-        log10 = self.lm.target_logprobs(contexts, ids) * LOG10_E
-        if hasattr(self.lm, "matched_orders"):
-            length = self.lm.matched_orders(contexts, ids)
-        else:
-            length = np.minimum((contexts != NO_WORD).sum(axis=1), k) + 1
+        log10, length = self._scores(contexts, ids)
         return iter([(float(p), int(n), bool(o))
                      for p, n, o in zip(log10, length, ids == UNK_ID)])
 

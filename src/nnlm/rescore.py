@@ -105,7 +105,7 @@ def lm_scores(model: LanguageModel, hypotheses: list[Hypothesis]) -> np.ndarray:
         chunk = hypotheses[lo : lo + BATCH_HYPOTHESES]
         lengths = np.array([len(h.words) for h in chunk], np.int64)
         stream = Stream.from_ids(model.vocab.encode(w for h in chunk for w in h.words), lengths)
-        lp = model.target_logprobs(stream.contexts(model.order), stream.ids) * LOG10_E
+        lp = model.logprobs(stream) * LOG10_E
         out[lo : lo + len(chunk)] = np.add.reduceat(lp, stream.offsets[:-1])
     return out
 

@@ -87,12 +87,13 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]],
     lengths = np.array([len(words) for words in sentences], np.int64)
     ids = model.vocab.encode(w for words in sentences for w in words)
     stream = Stream.from_ids(ids, lengths)  # an empty sentence is a single </s> slot
-    contexts = stream.contexts(model.order)
     if seen is not None and sum(len(t) for _, t in seen) < SAMPLE_TOKENS:
-        seen.append((contexts, stream.ids))
-    log10 = model.target_logprobs(contexts, stream.ids) * LOG10_E
-    orders = (model.matched_orders(contexts, stream.ids)
-              if hasattr(model, "matched_orders") else None)
+        seen.append((stream.contexts(model.order), stream.ids))
+    if hasattr(model, "logprobs_and_orders"):  # back-off models: one pass gives both
+        logp, orders = model.logprobs_and_orders(stream)
+    else:
+        logp, orders = model.logprobs(stream), None
+    log10 = logp * LOG10_E
     oov = stream.ids == UNK_ID
     for i, words in enumerate(sentences):
         lo, hi = stream.offsets[i], stream.offsets[i + 1]

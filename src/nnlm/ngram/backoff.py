@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..lm import LanguageModel
-from ..vocab import Vocabulary
+from ..stream import Stream
+from ..vocab import BOS_ID, Vocabulary
 from .counts import expand_ranges
 from .hashindex import HashIndex
 
@@ -88,49 +89,153 @@ class BackoffNgram(LanguageModel):
 
     def _context_ids(self, contexts: np.ndarray) -> list[np.ndarray]:
         """ids[j] = id at order j+1 of the context (c_{j+1} .. c1), -1 where not stored."""
-        V = len(self.vocab)
         contexts = np.asarray(contexts, np.int64)
-        out = []
         if self.order < 2:
-            return out
-        ids = contexts[:, -1].copy()
-        out.append(ids)
-        for j in range(2, self.order):
-            c = contexts[:, -j]
-            ids = self.levels[j - 2].find(np.where((ids >= 0) & (c >= 0), ids * V + c, -1))
-            out.append(ids)
+            return []
+        out = [contexts[:, -1].copy()]
+        for rows, ids in self._extend(out[0], lambda j, rows: contexts[rows, -j], self.order - 1):
+            full = np.full(len(contexts), -1, np.int64)
+            full[rows] = ids
+            out.append(full)
+        out.extend(np.full(len(contexts), -1, np.int64) for _ in range(self.order - 1 - len(out)))
+        return out
+
+    def _extend(self, ids: np.ndarray, word_at, max_order: int, null_words: bool = True):
+        """Grow n-grams leftwards one word at a time, as far as they are stored.
+
+        ``ids``: each row's unigram (word id; -1: none). ``word_at(k, rows)``: the word
+        that the rows' k-grams add on the left. Returns, for k = 2, 3, ...: (rows, ids)
+        of the rows whose k-gram is stored, and its id at order k (orders where none is
+        stored are left out, and so are all above them). A row stops at its
+        first miss: every stored n-gram's suffix is stored (ARPA's rule, and KN's), so a
+        k-gram that is absent has no stored extension. ``null_words=False`` promises
+        that ``word_at`` never gives -1 (KenLM's null context), which saves a pass.
+        """
+        V = len(self.vocab)
+        rows = np.flatnonzero(ids >= 0)
+        ids = ids[rows]
+        out = []
+        for k in range(2, max_order + 1):
+            words = word_at(k, rows)
+            query = ids * V + words
+            if null_words:
+                query[words < 0] = -1
+            found = self.levels[k - 2].find(query)
+            keep = np.flatnonzero(found >= 0)
+            if not len(keep):
+                break
+            rows, ids = rows[keep], found[keep]
+            out.append((rows, ids))
         return out
 
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        V = len(self.vocab)
-        contexts = np.asarray(contexts, np.int64)
-        targets = np.asarray(targets, np.int64)
-        logp = self.unigram_logp[targets].copy()
-        if self.order == 1:
-            return logp
-        ctx_ids = self._context_ids(contexts)
-        ngram = targets
-        acc_bow = np.zeros(len(targets))
-        for k in range(2, self.order + 1):
-            level = self.levels[k - 2]
-            c = contexts[:, -(k - 1)]
-            ngram = level.find(np.where((ngram >= 0) & (c >= 0), ngram * V + c, -1))
-            found = ngram >= 0
-            logp = np.where(found, level.logp[np.maximum(ngram, 0)], logp)
-            acc_bow = np.where(found, 0.0, acc_bow + self._log_bow(k - 1, ctx_ids[k - 2]))
-        return logp + acc_bow
+        return self.target_logprobs_and_orders(contexts, targets)[0]
 
     def matched_orders(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Length of the longest stored n-gram ending in each target (KenLM's ngram_length)."""
-        V = len(self.vocab)
+        return self.target_logprobs_and_orders(contexts, targets)[1]
+
+    def target_logprobs_and_orders(self, contexts: np.ndarray,
+                                   targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log p(targets[i] | contexts[i]) and the length of the longest stored n-gram
+        ending in targets[i]: P(h' w) of the longest stored (h' w), plus the log back-off
+        weights of every context c_j .. c_1 (stored ones) from that length up."""
         contexts = np.asarray(contexts, np.int64)
-        ngram = np.asarray(targets, np.int64)
-        length = np.ones(len(ngram), np.int64)
-        for k in range(2, self.order + 1):
-            c = contexts[:, -(k - 1)]
-            ngram = self.levels[k - 2].find(np.where((ngram >= 0) & (c >= 0), ngram * V + c, -1))
-            length[ngram >= 0] = k
-        return length
+        targets = np.asarray(targets, np.int64)
+        logp = self.unigram_logp[targets]
+        length = np.ones(len(targets), np.int64)
+        if self.order == 1:
+            return logp, length
+        for k, (rows, ids) in enumerate(
+                self._extend(targets, lambda k, rows: contexts[rows, -(k - 1)], self.order),
+                start=2):
+            logp[rows] = self.levels[k - 2].logp[ids]
+            length[rows] = k
+        last = contexts[:, -1]
+        rows = np.flatnonzero((last >= 0) & (length <= 1))
+        logp[rows] += self.unigram_log_bow[last[rows]]
+        for j, (rows, ids) in enumerate(
+                self._extend(last, lambda j, rows: contexts[rows, -j], self.order - 1), start=2):
+            use = np.flatnonzero(length[rows] <= j)
+            logp[rows[use]] += self.levels[j - 2].log_bow[ids[use]]
+        return logp, length
+
+    def logprobs(self, stream: Stream, batch_size: int = 1 << 20) -> np.ndarray:
+        """float64, one natural-log probability per predicted token of ``stream`` (see
+        :meth:`logprobs_and_orders`)."""
+        return self.logprobs_and_orders(stream, batch_size)[0]
+
+    def logprobs_and_orders(self, stream: Stream,
+                            batch_size: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+        """Per predicted token of ``stream``: the natural-log probability, and the length of
+        the longest stored n-gram ending in it (:meth:`matched_orders`).
+
+        Running text is scored in one chain of lookups per token rather than two: the
+        context of token t (the words before it, ``<s>``-padded) is the n-gram ending at
+        token t-1, so the ids that token t-1's lookups find are the ids of token t's
+        contexts, whose back-off weights it needs. Same numbers as
+        :meth:`target_logprobs` over :meth:`Stream.contexts`; ``batch_size`` tokens at a
+        time bound the memory.
+        """
+        n = self.order
+        if n == 1:
+            return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
+        pad = n  # <s> slots before the stream, so that every look-back index is >= 0
+        ids = np.concatenate([np.full(pad, BOS_ID, np.int64), stream.ids])
+        in_line = np.arange(len(stream)) - np.repeat(stream.offsets[:-1],
+                                                     np.diff(stream.offsets))
+        pos = np.concatenate([np.full(pad, -1), in_line])  # position in its line
+        start_bows = self._start_bows()
+        logp = np.empty(len(stream))
+        orders = np.empty(len(stream), np.int8)
+        for lo in range(0, len(stream), batch_size):
+            hi = min(lo + batch_size, len(stream))
+            logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, lo + pad - 1, hi + pad,
+                                                         start_bows)
+        return logp, orders
+
+    def _start_bows(self) -> np.ndarray:
+        """S[L] = the summed log bow of the all-``<s>`` context from order L up: what a
+        line's first word adds when its longest match has length L."""
+        n = self.order
+        bows = np.zeros(n + 1)
+        bos = np.array([BOS_ID], np.int64)
+        bows[1] = self.unigram_log_bow[BOS_ID]
+        for j, (_, ids) in enumerate(self._extend(bos, lambda j, rows: bos[rows], n - 1),
+                                     start=2):
+            bows[j] = self.levels[j - 2].log_bow[ids[0]]
+        bows[n:] = 0.0
+        return np.cumsum(bows[::-1])[::-1]
+
+    def _score_run(self, ids, pos, a: int, b: int, start_bows: np.ndarray):
+        """Log-probabilities and match lengths of the tokens at padded positions a+1 ..
+        b-1 (position a is only the context of a+1)."""
+        words = ids[a:b]
+        logp = self.unigram_logp[words]
+        m = b - a
+        length = np.ones(m + 1, np.int8)  # one sentinel row: "row r + 1" is always valid
+        starts = np.ones(m + 1, bool)
+        starts[:m] = pos[a:b] == 0  # first words: their context is all <s>, not the last line
+
+        def word_at(k, rows):  # the word k-1 back, <s> before the line's start
+            g = rows + a
+            return np.where(pos[g] >= k - 1, ids[g - (k - 1)], BOS_ID)
+
+        chain = self._extend(words, word_at, self.order, null_words=False)
+        for k, (rows, found) in enumerate(chain, start=2):
+            logp[rows] = self.levels[k - 2].logp[found]
+            length[rows] = k
+        # the context of row r + 1 is row r's n-gram: add its bow where r + 1 backs off
+        # past it (the sentinel row is a "start", so the last row adds nothing)
+        backs_off = ~starts[1:]
+        use = np.flatnonzero(backs_off & (length[1:] <= 1))
+        logp[use + 1] += self.unigram_log_bow[words[use]]
+        for j, (rows, found) in enumerate(chain[: self.order - 2], start=2):
+            use = np.flatnonzero(backs_off[rows] & (length[rows + 1] <= j))
+            logp[rows[use] + 1] += self.levels[j - 2].log_bow[found[use]]
+        first = np.flatnonzero(starts[:m])
+        logp[first] += start_bows[length[first]]
+        return logp[1:], length[1:m]
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts, np.int64)
