@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import write
 from kn_reference import modified_kn
@@ -282,11 +284,11 @@ def test_save_load_round_trip(tmp_path, name):
     assert np.array_equal(loaded.logprobs(stream), model.logprobs(stream))
 
 
-@pytest.mark.parametrize("block_bytes", [13, 1 << 22])
-def test_arpa_round_trip_and_format(tmp_path, monkeypatch, block_bytes):
-    from nnlm import fileio
+@pytest.mark.parametrize("read_bytes", [13, 1 << 24])  # lines and sections cross reads
+def test_arpa_round_trip_and_format(tmp_path, monkeypatch, read_bytes):
+    from nnlm.ngram import arpa
 
-    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(arpa, "READ_BYTES", read_bytes)
     lines = zipf_corpus()
     stream, vocab = stream_and_vocab(lines)
     model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
@@ -314,11 +316,11 @@ def test_damaged_arpa_files(tmp_path, damage, message):
         read_arpa(tmp_path / "bad.arpa")
 
 
-@pytest.mark.parametrize("block_bytes", [1, 7, 40, 1 << 22])  # sections cross blocks
-def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path, monkeypatch, block_bytes):
-    from nnlm import fileio
+@pytest.mark.parametrize("read_bytes", [1, 7, 40, 1 << 24])  # sections cross reads
+def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path, monkeypatch, read_bytes):
+    from nnlm.ngram import arpa
 
-    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(arpa, "READ_BYTES", read_bytes)
     head = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
             "-1\t<unk>\n-99\t<s>\t0\n-0.5\t</s>\n-0.3\ta\t0\n\n\\2-grams:\n-0.2\ta </s>\n\n")
     write(tmp_path / "bad.arpa", head + "-0.2\tb a\n\\end\\\n")  # line 14; a blank line before
@@ -376,6 +378,68 @@ def test_unknown_sentence_boundaries_in_scored_text():
     assert scores[2].oov.tolist() == [True, False]
     assert scores[0].log10_prob == pytest.approx(model.sentence_logprob("w1 w2") / math.log(10))
     assert scores[1].blank and not scores[0].blank
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(min_value=-1e300, max_value=1e300, allow_nan=False),
+       form=st.sampled_from(["{:.7g}", "{!r}", "{:e}", "{:+.3f}", "{:.20f}", "{:E}"]))
+def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
+    from nnlm.ngram.arpa_scan import _number
+
+    text = form.format(x).encode()
+    value, end, ok = _number(np.frombuffer(text + b"\t", np.uint8), 0, len(text) + 1)
+    assert ok and end == len(text)
+    assert value == pytest.approx(float(text), rel=1e-15, abs=1e-300)  # subnormals: abs
+
+
+@pytest.mark.parametrize("text", [b"", b"-", b".", b"e5", b"1e", b"1e+", b"nan", b"inf",
+                                  b"-inf", b"abc"])
+def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
+    from nnlm.ngram.arpa_scan import _number
+
+    _, _, ok = _number(np.frombuffer(text + b" ", np.uint8), 0, len(text) + 1)
+    assert not ok
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=40),
+       queries=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=40))
+def test_the_compiled_row_table_finds_what_a_dict_finds(rows, queries):
+    from nnlm.ngram.arpa_scan import find_rows, rows_table
+
+    first = {}
+    for i, r in enumerate(rows):
+        first.setdefault(r, i)
+    table_rows = np.array(rows, np.int64).reshape(-1, 2)
+    slots = rows_table(table_rows, 4 + 2)  # 64 slots: many collisions, never full
+    got = find_rows(slots, 6, table_rows, np.array(queries, np.int64).reshape(-1, 2))
+    assert got.tolist() == [first.get(q, -1) for q in queries]
+
+
+def test_arpa_files_in_the_forms_other_tools_write_read_alike(tmp_path):
+    """Blanks of any kind and number between fields, CRLF ends, a byte-order mark, no
+    final newline, blank lines inside a section, omitted zero back-off weights and
+    numbers in exponent form: the same model as the file nnlm writes."""
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
+    plain = write_arpa(model, tmp_path / "m.arpa").read_text().split("\n")
+    out = []
+    for i, line in enumerate(plain):
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0] != "":
+            fields[0] = f"{float(fields[0]):e}"
+            if len(fields) == 3 and float(fields[2]) == 0 and i % 2:
+                fields.pop()  # a zero back-off weight may be left out
+            line = (" \t " if i % 3 else "  ").join(fields) + (" " if i % 5 == 0 else "")
+        out.append(line)
+        if i % 17 == 0 and "\\" not in line and len(fields) >= 2:
+            out.append("")  # a blank line inside a section
+    text = "\ufeff" + "\r\n".join(out).rstrip()
+    other = read_arpa(write(tmp_path / "other.arpa", text))
+    back = read_arpa(tmp_path / "m.arpa")
+    assert other.vocab.words == back.vocab.words
+    test = Stream.from_lines(zipf_corpus(seed=4, n_sentences=50), back.vocab)
+    assert np.allclose(other.logprobs(test), back.logprobs(test), rtol=0, atol=1e-12)
 
 
 def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_path):

@@ -19,18 +19,19 @@ in KenLM (``kenlm.Model``) and give the same per-token log10 probabilities as nn
 
 from __future__ import annotations
 
+import lzma
 import math
 import os
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import NnlmError, warn, where
-from ..fileio import atomic_path, iter_line_blocks, open_text_for_writing
+from ..fileio import atomic_path, decode_block, open_for_reading, open_text_for_writing
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
-from .counts import lookup
 
 LOG10_E = math.log10(math.e)
 ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
@@ -98,161 +99,256 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
 
 _NGRAM_LINE = re.compile(r"^ngram (\d+)=(\d+)$")
 _SECTION = re.compile(r"^\\(\d+)-grams:$")
+READ_BYTES = 1 << 24  # the file is scanned 16 MiB at a time
 
 
-def _parse(path: Path):
-    """The declared counts and, per order, the section's lines and first line number."""
-    declared: dict[int, int] = {}
-    sections: dict[int, tuple[int, list[str]]] = {}
-    state = "start"
-    current: list[str] | None = None
-    for first, block in iter_line_blocks(path):
-        start = 0
-        if state == "grams":  # the section's lines in bulk, up to the next line with a \
-            text = "\n".join(block)
-            if not text.startswith("\\"):
-                at = text.find("\n\\")  # the line end before the next line with a \
-                start = len(block) if at < 0 else text.count("\n", 0, at) + 1
-            current.extend(block[:start])  # blank lines too, so line numbers stay exact
-        for i in range(start, len(block)):
-            line = block[i]
-            if state == "grams" and not line.startswith("\\"):
-                current.append(line)
-                continue
-            n = first + i
-            line = line.strip()
-            if not line:
-                continue
-            if state == "start":
-                state = "data" if line == "\\data\\" else "start"
-                continue
-            if state == "data":
-                m = _NGRAM_LINE.match(line)
-                if m:
-                    declared[int(m.group(1))] = int(m.group(2))
-                    continue
-            if line == "\\end\\":
-                state = "end"
-                break
-            m = _SECTION.match(line)
-            if not m:
-                got = line[:40]
-                raise NnlmError(f"{where(path, n)}: expected a \\N-grams: section, got {got!r}")
-            k = int(m.group(1))
-            if k not in declared:
-                raise NnlmError(f"{where(path, n)}: section {k}-grams not declared in \\data\\")
-            current = []
-            sections[k] = (n + 1, current)
-            state = "grams"
-        if state == "end":
-            break
-    if state == "start":
-        raise NnlmError(f"{path}: not an ARPA file (no \\data\\ line)")
-    if state != "end":
-        raise NnlmError(f"{path}: no \\end\\ line; the file may be truncated")
-    return declared, sections
+class _Section:
+    """One order's entries as read: log10 p, log10 bow, word ids (vocabulary ids) and
+    file line numbers; ``count`` may exceed the declared size the arrays have."""
+
+    def __init__(self, k: int, declared: int):
+        self.k = k
+        self.logp = np.empty(declared)
+        self.bow = np.empty(declared)
+        self.ids = np.empty((declared, 2 if k == 1 else k), np.int64)  # unigrams: spans
+        self.lines = np.empty(declared, np.int64)
+        self.count = 0
+        self.words: list[bytes] = []  # unigrams only
 
 
-def _parse_section(path: Path, k: int, first_line: int, lines: list[str]):
-    """(log10 p, words (M, k) as strings, log10 bow) of one section, parsed in bulk."""
-    raw = lines
-    tokens = " ".join(lines).split()
-    per_line = _fields_per_line(lines)
-    per_line = per_line[per_line > 0]  # blank lines hold no entry
-    M = len(per_line)
-    for fields in (k + 2, k + 1):
-        # bulk split, valid only if every line has exactly this many fields
-        if M and len(tokens) == M * fields and np.all(per_line == fields):
-            table = np.array(tokens, dtype=object).reshape(M, fields)
-            try:
-                logp = table[:, 0].astype(np.float64)
-                bow = table[:, -1].astype(np.float64) if fields == k + 2 else np.zeros(M)
-                return logp, table[:, 1 : k + 1], bow
-            except ValueError:
-                break
-    # slow path: find the first bad line and say which
-    out_p, out_w, out_b = [], [], []
-    for i, line in enumerate(raw):
-        parts = line.split()
-        if not parts:
-            continue
+class _ArpaScan:
+    """Reads an ARPA file: the header lines in Python, each section's n-gram lines with
+    the compiled scanner of :mod:`nnlm.ngram.arpa_scan`, the file 16 MiB at a time.
+
+    After reading: ``declared`` ({order: count}), ``sections`` ({order: _Section}),
+    ``file_words`` (the unigrams' words in file order) and ``vocab`` (specials first, then
+    the file's order), with ``remap`` from a unigram's file index to its vocabulary id.
+    """
+
+    def __init__(self, path: Path):
+        from . import arpa_scan
+
+        self.kernels = arpa_scan
+        self.path = path
+        self.declared: dict[int, int] = {}
+        self.sections: dict[int, _Section] = {}
+        self.table = None  # (words, starts, lengths, slots, bits) of the unigrams
+        self.vocab: Vocabulary | None = None
+        self.state = "start"
+        self.current: _Section | None = None
+        self._read()
+
+    def _read(self) -> None:
+        line, tail, first = 1, b"", True
+        with open_for_reading(self.path) as f:
+            while self.state != "end":
+                try:
+                    chunk = f.read(READ_BYTES)
+                except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
+                    raise NnlmError(f"{self.path}: corrupt or truncated compressed file "
+                                    f"around line {line} ({str(e) or type(e).__name__})") from None
+                data = tail + chunk
+                if first and data.startswith(BOM_BYTES):
+                    data = data[len(BOM_BYTES):]
+                first = False
+                if not chunk:  # the end of the file: its last line may lack a newline
+                    if data and not data.endswith(b"\n"):
+                        data += b"\n"
+                    cut = len(data)
+                else:
+                    cut = data.rfind(b"\n") + 1
+                line = self._lines(data, cut, line)
+                tail = data[cut:]
+                if not chunk:
+                    break
+        if self.state == "start":
+            raise NnlmError(f"{self.path}: not an ARPA file (no \\data\\ line)")
+        if self.state != "end":
+            raise NnlmError(f"{self.path}: no \\end\\ line; the file may be truncated")
+
+    def _lines(self, data: bytes, cut: int, line: int) -> int:
+        """Read the whole lines data[:cut], the first being file line ``line``; returns the
+        number of the line after them."""
+        kernels = self.kernels
+        buf = np.frombuffer(data, np.uint8)
+        pos = 0
+        while pos < cut and self.state != "end":
+            if self.state == "grams":
+                sec = self.current
+                before = sec.count
+                words, starts, lengths, slots, bits, remap = self.table or _NO_TABLE
+                pos, line, sec.count, status = kernels.scan(
+                    buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
+                    sec.lines, words, starts, lengths, slots, bits, remap)
+                if sec.k == 1:
+                    sec.words.extend(data[s : s + n] for s, n in sec.ids[before : min(
+                        sec.count, len(sec.ids))].tolist())
+                if status == kernels.DONE:
+                    break
+                if status != kernels.HEADER:
+                    end = data.find(b"\n", pos, cut)
+                    raise self._line_error(line, data[pos:end], status)
+            end = data.find(b"\n", pos, cut)
+            text = decode_block(data[pos:end], self.path, line)[0].strip()
+            self._header_line(text, line)
+            pos, line = end + 1, line + 1
+        return line
+
+    def _header_line(self, text: str, n: int) -> None:
+        """One line outside the n-gram lines: \\data\\, its counts, a section, \\end\\."""
+        if not text:
+            return
+        if self.state == "start":
+            if text == "\\data\\":
+                self.state = "data"
+            return
+        if self.state == "data":
+            m = _NGRAM_LINE.match(text)
+            if m:
+                self.declared[int(m.group(1))] = int(m.group(2))
+                return
+        if text == "\\end\\":
+            self._finish_section(n)
+            self.state = "end"
+            return
+        m = _SECTION.match(text)
+        if not m:
+            raise NnlmError(f"{where(self.path, n)}: expected a \\N-grams: section, "
+                            f"got {text[:40]!r}")
+        k = int(m.group(1))
+        if k not in self.declared:
+            raise NnlmError(f"{where(self.path, n)}: section {k}-grams not declared in \\data\\")
+        if k in self.sections or (k > 1 and 1 not in self.sections):
+            raise NnlmError(f"{where(self.path, n)}: section {k}-grams out of place (the "
+                            "sections come once each, the 1-grams first)")
+        self._finish_section(n)
+        self.current = self.sections[k] = _Section(k, self.declared[k])
+        self.state = "grams"
+
+    def _finish_section(self, n: int) -> None:
+        """At the line after a section: its count must be the declared one."""
+        sec = self.current
+        if sec is not None and sec.count != self.declared[sec.k]:
+            raise NnlmError(f"{self.path}: \\data\\ declares {self.declared[sec.k]:,} "
+                            f"{sec.k}-grams, the file has {sec.count:,}")
+        self._finish_unigrams(n)
+
+    def _finish_unigrams(self, n: int) -> None:
+        """At the end of the 1-grams: decode the words, refuse repeats, build the
+        vocabulary and the compiled scanner's word table."""
+        uni = self.sections.get(1)
+        if uni is None or self.vocab is not None:
+            return
+        words = uni.words
+        try:
+            file_words = [w.decode("utf-8") for w in words]
+        except UnicodeDecodeError:
+            bad = next(i for i, w in enumerate(words) if _undecodable(w))
+            decode_block(words[bad], self.path, int(uni.lines[bad]))  # raises, naming it
+            raise
+        lengths = np.array([len(w) for w in words], np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        flat = np.frombuffer(b"".join(words), np.uint8)
+        bits = max(4, int(np.ceil(np.log2(max(2 * len(words), 1)))))
+        slots, repeat = self.kernels.word_table(flat, starts, lengths, bits)
+        if repeat >= 0:
+            raise NnlmError(f"{where(self.path, int(uni.lines[repeat]))}: unigram "
+                            f"{file_words[repeat]!r} appears twice")
+        for special in (BOS, EOS):
+            if special not in file_words:
+                raise NnlmError(f"{self.path}: no {special} unigram; not a sentence-level "
+                                "ARPA model")
+        self.file_words = file_words
+        self.vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
+        self.remap = np.array([self.vocab.index[w] for w in file_words], np.int64)
+        self.table = (flat, starts, lengths, slots, bits, self.remap)
+
+    def _line_error(self, n: int, raw: bytes, status: int) -> NnlmError:
+        """What is wrong with line n, which the scanner could not read."""
+        text = decode_block(raw, self.path, n)[0]  # bad UTF-8 or a NUL raise here
+        k = self.current.k
+        if status == self.kernels.UNKNOWN_WORD:
+            return NnlmError(f"{where(self.path, n)}: word not among the unigrams")
+        parts = text.split()
         try:
             if len(parts) not in (k + 1, k + 2):
                 raise ValueError
-            out_p.append(float(parts[0]))
-            out_w.append(parts[1 : k + 1])
-            out_b.append(float(parts[k + 1]) if len(parts) == k + 2 else 0.0)
+            logp = np.array([float(parts[0])])
+            bow = np.array([float(parts[k + 1]) if len(parts) == k + 2 else 0.0])
         except ValueError:
-            raise NnlmError(f"{where(path, first_line + i)}: expected "
-                            f"'log10p w1 ... w{k} [log10bow]'") from None
-    return (np.array(out_p), np.array(out_w, dtype=object).reshape(len(out_w), k),
-            np.array(out_b))
+            return NnlmError(f"{where(self.path, n)}: expected 'log10p w1 ... w{k} [log10bow]'")
+        try:
+            _check_numbers(self.path, lambda i: " ".join(parts[1 : k + 1]), logp, bow,
+                           k < max(self.declared), np.array([n]))
+        except NnlmError as e:
+            return e
+        return NnlmError(f"{where(self.path, n)}: expected 'log10p w1 ... w{k} [log10bow]'")
+
+
+# the word table while reading the 1-grams: an empty one, its bytes read-only as the real
+# table's are, so that the scanner is compiled for one signature
+_NO_TABLE = (np.frombuffer(b"\0", np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64),
+             np.full(16, -1, np.int64), 4, np.zeros(1, np.int64))
+BOM_BYTES = "\ufeff".encode()
+
+
+def _undecodable(word: bytes) -> bool:
+    try:
+        word.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def read_arpa(path: str | os.PathLike) -> BackoffNgram:
-    """Read an ARPA file as a back-off model; its vocabulary is its unigrams."""
+    """Read an ARPA file (gzip, bzip2 or xz compressed too) as a back-off model; its
+    vocabulary is its unigrams. Pruned files load as KenLM loads them (see
+    :func:`missing_ngrams`); damaged ones are refused naming the line."""
     path = Path(path)
-    declared, sections = _parse(path)
-    parsed = {k: _parse_section(path, k, *sections[k]) for k in sorted(sections)}
+    scan = _ArpaScan(path)
+    declared, sections = scan.declared, scan.sections
     for k, count in declared.items():
-        got = len(parsed[k][0]) if k in parsed else 0
+        got = sections[k].count if k in sections else 0
         if got != count:
             raise NnlmError(f"{path}: \\data\\ declares {count:,} {k}-grams, the file has {got:,}")
     order = max(declared) if declared else 0
-    if order < 1:
+    if order < 1 or scan.vocab is None:
         raise NnlmError(f"{path}: no unigrams")
-    for k in sorted(parsed):
-        _check_numbers(path, k, sections[k], *parsed[k], has_bow=k < order)
-    uni_p, uni_words, uni_b = parsed[1]
-    file_words = uni_words[:, 0].tolist()
-    if len(set(file_words)) < len(file_words):
-        seen: set = set()
-        bad = next(i for i, w in enumerate(file_words) if w in seen or seen.add(w))
-        raise NnlmError(f"{where(path, _line_of_entry(*sections[1], bad))}: unigram "
-                        f"{file_words[bad]!r} appears twice")
-    for special in (BOS, EOS):
-        if special not in file_words:
-            raise NnlmError(f"{path}: no {special} unigram; not a sentence-level ARPA model")
-    vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
+    vocab = scan.vocab
+    file_words = scan.file_words
+    for k in sorted(sections):
+        sec = sections[k]
+        words_of = ((lambda i: file_words[i]) if k == 1 else
+                    (lambda i, sec=sec: " ".join(vocab.words[j] for j in sec.ids[i])))
+        _check_numbers(path, words_of, sec.logp, sec.bow, k < order, sec.lines)
     V = len(vocab)
     ln10 = math.log(10)
     uni_logp = np.full(V, ARPA_ZERO * ln10)
-    if UNK not in file_words:  # KenLM's choice for a file without <unk>, and its warning
+    if UNK not in vocab.index or UNK not in file_words:  # KenLM's choice, and its warning
         uni_logp[UNK_ID] = MISSING_UNK * ln10
         warn(f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
              f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
     uni_bow = np.zeros(V)
-    idx = np.array([vocab.index[w] for w in file_words])
-    uni_logp[idx] = uni_p * ln10
-    uni_bow[idx] = uni_b * ln10
+    uni_logp[scan.remap] = sections[1].logp * ln10
+    uni_bow[scan.remap] = sections[1].bow * ln10
     uni_logp[BOS_ID] = -np.inf
-    get = vocab.index.get
     file_ids = {}
     for k in range(2, order + 1):
-        words = parsed[k][1]
-        flat = words.ravel().tolist()
-        try:  # the fast path: every word known
-            ids = np.fromiter(map(vocab.index.__getitem__, flat), np.int64, len(flat))
-        except KeyError:
-            ids = np.array([get(w, -1) for w in flat], np.int64)
-        ids = ids.reshape(-1, k)
-        if np.any(ids < 0):
-            bad = int(np.flatnonzero((ids < 0).any(axis=1))[0])
-            line = _line_of_entry(*sections[k], bad)
-            raise NnlmError(f"{where(path, line)}: word not among the unigrams")
+        ids = sections[k].ids
         bad_rows = (ids[:, 1:] == BOS_ID).any(axis=1) | (ids[:, :-1] == EOS_ID).any(axis=1)
         if np.any(bad_rows):
             bad = int(np.flatnonzero(bad_rows)[0])
-            raise NnlmError(f"{where(path, _line_of_entry(*sections[k], bad))}: n-gram "
-                            f"'{' '.join(words[bad])}' has <s> after its first word or </s> "
-                            "before its last; <s> is only context and </s> only predicted")
+            raise NnlmError(f"{where(path, int(sections[k].lines[bad]))}: n-gram "
+                            f"'{' '.join(vocab.words[i] for i in ids[bad])}' has <s> after its "
+                            "first word or </s> before its last; <s> is only context and </s> "
+                            "only predicted")
         file_ids[k] = ids
     base = (vocab, uni_logp, uni_bow)
     try:
-        model, added = _build(path, base, parsed, sections, file_ids, {}), {}
+        model, added = _build(path, base, sections, file_ids, {}), {}
     except _Pruned:
         added = missing_ngrams(file_ids, order)
-        model = _build(path, base, parsed, sections, file_ids, added)
+        model = _build(path, base, sections, file_ids, added)
         n = sum(len(a) for a in added.values())
         warn(f"{path}: a pruned file: {n:,} n-grams that other n-grams need as context or "
              "suffix are missing; added with the probability of backing off and a back-off "
@@ -279,17 +375,19 @@ def missing_ngrams(file_ids: dict[int, np.ndarray], order: int) -> dict[int, np.
     return {k: np.array(sorted(a), np.int64).reshape(-1, k) for k, a in added.items() if a}
 
 
-def _build(path, base, parsed, sections, file_ids, added) -> BackoffNgram:
+def _build(path, base, sections, file_ids, added) -> BackoffNgram:
     """The back-off model of the parsed sections, orders ascending; ``added``: {k: (A, k)}
     n-grams missing from a pruned file, given p = bow(context) p(w | shorter context), the
     probability backing off gives them, and a back-off weight of 1 (KenLM's rule)."""
+    from . import arpa_scan
+
     vocab, uni_logp, uni_bow = base
     V, ln10 = len(vocab), math.log(10)
     model = BackoffNgram(vocab, uni_logp, uni_bow, [])
     prev_size = V
+    prev_rows = prev_rank = None  # order k-1: its n-grams' words, and each one's stored index
     for k in range(2, max(file_ids, default=1) + 1):
-        logp10, words, bow10 = parsed[k]
-        logp, bow, ids = logp10 * ln10, bow10 * ln10, file_ids[k]
+        logp, bow, ids = sections[k].logp * ln10, sections[k].bow * ln10, file_ids[k]
         n_file = len(ids)
         if k in added:
             extra = added[k]
@@ -299,8 +397,15 @@ def _build(path, base, parsed, sections, file_ids, added) -> BackoffNgram:
             logp = np.concatenate([logp, table[context] + lower])
             bow = np.concatenate([bow, np.zeros(len(extra))])
             ids = np.concatenate([ids, extra])
-        suffix = _chain_ids(model, ids[:, 1:])
-        prefix = _chain_ids(model, ids[:, :-1])
+        if k == 2:  # unigram ids are word ids
+            suffix, prefix = ids[:, 1].copy(), ids[:, 0].copy()
+        else:  # find the (k-1)-word suffix and context among order k-1's words at once
+            bits = max(4, int(np.ceil(np.log2(2 * len(prev_rows)))))
+            slots = arpa_scan.rows_table(prev_rows, bits)
+            suffix, prefix = (arpa_scan.find_rows(slots, bits, prev_rows, np.ascontiguousarray(w))
+                              for w in (ids[:, 1:], ids[:, :-1]))
+            suffix = np.where(suffix >= 0, prev_rank[suffix], -1)
+            prefix = np.where(prefix >= 0, prev_rank[prefix], -1)
         missing = (suffix < 0) | (prefix < 0)
         if np.any(missing):
             raise _Pruned
@@ -309,7 +414,7 @@ def _build(path, base, parsed, sections, file_ids, added) -> BackoffNgram:
         dup = np.flatnonzero(keys[sort][1:] == keys[sort][:-1])
         if len(dup):
             bad = int(max(sort[dup[0]], sort[dup[0] + 1]))
-            where_ = where(path, _line_of_entry(*sections[k], min(bad, n_file - 1)))
+            where_ = where(path, int(sections[k].lines[min(bad, n_file - 1)]))
             raise NnlmError(f"{where_}: n-gram '{' '.join(vocab.words[i] for i in ids[bad])}' "
                             "appears twice")
         mass = np.bincount(prefix, weights=np.exp(logp))
@@ -323,6 +428,8 @@ def _build(path, base, parsed, sections, file_ids, added) -> BackoffNgram:
                                        ids[sort, -1], prev_size))
         model.order = k
         prev_size = len(keys)
+        prev_rows, prev_rank = ids, np.empty(len(sort), np.int64)
+        prev_rank[sort] = np.arange(len(sort))
     return model
 
 
@@ -397,53 +504,31 @@ MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabu
 LOG10_LIMIT = 1000.0  # no real model has a log10 probability or weight beyond this
 
 
-def _check_numbers(path: Path, k: int, section, logp, words, bow, has_bow: bool) -> None:
+def _check_numbers(path: Path, words_of, logp, bow, has_bow: bool, lines) -> None:
     """Every log10 probability in [-LOG10_LIMIT, 0], every log10 back-off weight within
     +-LOG10_LIMIT (NaN, infinities and absurd magnitudes, which overflow once converted
-    to natural logs, are refused)."""
+    to natural logs, are refused). ``words_of(i)``: entry i's words; ``lines``: each
+    entry's line number."""
+    logp, bow = logp[: len(lines)], bow[: len(lines)]
     bad_p = ~((logp >= -LOG10_LIMIT) & (logp <= 0))
     if np.any(bad_p):
         i = int(np.flatnonzero(bad_p)[0])
-        raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: log10 probability "
-                        f"{logp[i]!r} of '{' '.join(words[i])}' is not a number in "
+        raise NnlmError(f"{where(path, int(lines[i]))}: log10 probability "
+                        f"{float(logp[i])!r} of '{words_of(i)}' is not a number in "
                         f"[-{LOG10_LIMIT:g}, 0]")
     bad_b = ~(np.abs(bow) <= LOG10_LIMIT)
     if has_bow and np.any(bad_b):
         i = int(np.flatnonzero(bad_b)[0])
-        raise NnlmError(f"{where(path, _line_of_entry(*section, i))}: back-off weight "
-                        f"{bow[i]!r} of '{' '.join(words[i])}' is not a finite log10 weight "
+        raise NnlmError(f"{where(path, int(lines[i]))}: back-off weight "
+                        f"{float(bow[i])!r} of '{words_of(i)}' is not a finite log10 weight "
                         f"within +-{LOG10_LIMIT:g}")
 
 
-def _fields_per_line(lines: list[str]) -> np.ndarray:
-    """Number of blank-separated fields on each line, counted with numpy over the bytes.
-
-    A field starts where a non-blank byte follows a blank or a line start. ``str.split``
-    also splits on Unicode spaces, so it never finds fewer fields on a line than this;
-    equal totals therefore mean equal counts on every line.
-    """
-    data = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
-    blank = (data == 32) | (data == 9) | (data == 10) | (data == 13) | (data == 11) | (data == 12)
-    starts = np.flatnonzero(~blank & np.concatenate([[True], blank[:-1]]))
-    newlines = np.flatnonzero(data == 10)
-    return np.bincount(np.searchsorted(newlines, starts), minlength=len(lines))
-
-
-def _line_of_entry(first_line: int, raw_lines: list[str], index: int) -> int:
-    """File line of the index-th non-blank line of a section."""
-    seen = -1
-    for i, line in enumerate(raw_lines):
-        seen += bool(line.strip())
-        if seen == index:
-            return first_line + i
-    return first_line
-
-
 def _chain_ids(model: BackoffNgram, words: np.ndarray) -> np.ndarray:
-    """Ids of the n-grams ``words`` (M, j) in ``model``'s stored orders; -1 where absent."""
+    """Ids of the n-grams ``words`` (M, j) in ``model``'s stored orders; -1 where absent.
+    By each level's hash index, which scoring then reuses."""
     V = len(model.vocab)
     ids = words[:, -1].copy()
     for j in range(2, words.shape[1] + 1):
-        c = words[:, -j]
-        ids = np.where(ids >= 0, lookup(model.levels[j - 2].keys, ids * V + c), -1)
+        ids = model.levels[j - 2].find(np.where(ids >= 0, ids * V + words[:, -j], -1))
     return ids

@@ -1,0 +1,118 @@
+"""Back-off models from Python against the kenlm module: ARPA load time and scoring speed.
+
+    python bench/query.py --data data/brown --out bench/results/query.json
+
+Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one run
+(ratios are what to compare on a noisy machine; best of --repeats):
+
+* load: ``nnlm.ngram.read_arpa`` against ``kenlm.Model`` on the same file, in this
+  process and in a fresh one (start and imports included);
+* scoring the test text repeated 6 times (~1M tokens): nnlm's ``logprobs`` on the
+  encoded stream (one call), ``target_logprobs`` on explicit (context, word) rows (what
+  a decoder's batched states use), against kenlm's ``score`` called per sentence, the
+  way its documentation shows, and ``full_scores``.
+
+Both give the same numbers (checked here to 1e-4 in log10 per token; KenLM sums a
+sentence in float32, so sentence totals differ by more). Without the
+kenlm module only nnlm's side is timed. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nnlm import Stream, read_stream
+from nnlm.corpus import read_corpus
+from nnlm.ngram import KneserNey, read_arpa, write_arpa
+
+
+def best_of(repeats: int, fn) -> tuple[object, float]:
+    out, best = None, math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return out, best
+
+
+def fresh_process(code: str, repeats: int) -> float:
+    """Best wall time of ``python -c code`` (interpreter start and imports included)."""
+    return best_of(repeats, lambda: subprocess.run([sys.executable, "-c", code], check=True,
+                                                   capture_output=True))[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("data/brown"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/query.json"))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    r = args.repeats
+
+    vocab, train = read_corpus(args.data / "train.txt")
+    model = KneserNey(vocab, 5).fit(train)
+    lines = [s for s in (args.data / "test.txt").read_text().splitlines() if s.split()] * 6
+    results: dict = {"python": platform.python_version(), "machine": platform.machine(),
+                     "model": "KN5 on Brown train", "ngrams": model.num_ngrams()}
+    try:
+        import kenlm
+    except ImportError:
+        kenlm = None
+        results["kenlm"] = "not installed: nnlm timed alone"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        arpa = write_arpa(model, Path(tmp) / "kn5.arpa")
+        results["arpa_bytes"] = arpa.stat().st_size
+        read_arpa(arpa)  # compiles the scanner once (then cached on disk)
+        loaded, t = best_of(r, lambda: read_arpa(arpa))
+        load = {"nnlm_seconds": t, "nnlm_fresh_process_seconds": fresh_process(
+            f"from nnlm.ngram import read_arpa; read_arpa({str(arpa)!r})", r)}
+        if kenlm:
+            k_model, t = best_of(r, lambda: kenlm.Model(str(arpa)))
+            load["kenlm_seconds"] = t
+            load["kenlm_fresh_process_seconds"] = fresh_process(
+                f"import kenlm; kenlm.Model({str(arpa)!r})", r)
+            load["nnlm_over_kenlm"] = load["nnlm_seconds"] / load["kenlm_seconds"]
+            load["fresh_nnlm_over_kenlm"] = (load["nnlm_fresh_process_seconds"]
+                                             / load["kenlm_fresh_process_seconds"])
+        results["load"] = load
+        print("load", json.dumps(load), flush=True)
+
+    test = read_stream(args.data / "test.txt", loaded.vocab)
+    stream = Stream.concatenate([test] * 6)
+    tokens = len(stream)
+    loaded.logprobs(stream)  # builds the lazy hash indexes
+    lp, t_stream = best_of(r, lambda: loaded.logprobs(stream))
+    contexts = stream.contexts(loaded.order)
+    _, t_rows = best_of(r, lambda: loaded.target_logprobs(contexts, stream.ids))
+    score = {"tokens": tokens, "nnlm_logprobs_tokens_per_second": tokens / t_stream,
+             "nnlm_target_logprobs_tokens_per_second": tokens / t_rows}
+    if kenlm:
+        _, t_k = best_of(r, lambda: [k_model.score(s) for s in lines])
+        full, t_full = best_of(r, lambda: [list(k_model.full_scores(s)) for s in lines])
+        score["kenlm_score_tokens_per_second"] = tokens / t_k
+        score["kenlm_full_scores_tokens_per_second"] = tokens / t_full
+        score["nnlm_logprobs_over_kenlm_score"] = t_k / t_stream
+        theirs = np.array([x[0] for sentence in full for x in sentence])
+        score["max_token_difference_log10"] = float(np.abs(lp / math.log(10) - theirs).max())
+        assert score["max_token_difference_log10"] < 1e-4
+    results["score"] = score
+    print("score", json.dumps(score), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
