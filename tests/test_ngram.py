@@ -416,6 +416,15 @@ def test_the_compiled_row_table_finds_what_a_dict_finds(rows, queries):
     assert got.tolist() == [first.get(q, -1) for q in queries]
 
 
+def test_an_arpa_file_with_empty_higher_sections_scores_by_its_unigrams(tmp_path):
+    text = ("\\data\\\nngram 1=4\nngram 2=0\nngram 3=0\n\n\\1-grams:\n-1\t<unk>\t0\n"
+            "-99\t<s>\t0\n-0.5\t</s>\t0\n-0.3\ta\t0\n\n\\2-grams:\n\n\\3-grams:\n\n\\end\\\n")
+    with pytest.warns(UserWarning, match="less than 1"):
+        model = read_arpa(write(tmp_path / "m.arpa", text))
+    assert model.order == 3 and model.num_ngrams() == [4, 0, 0]
+    assert model.perplexity("a a") == pytest.approx(10 ** ((0.3 + 0.3 + 0.5) / 3))
+
+
 def test_arpa_files_in_the_forms_other_tools_write_read_alike(tmp_path):
     """Blanks of any kind and number between fields, CRLF ends, a byte-order mark, no
     final newline, blank lines inside a section, omitted zero back-off weights and

@@ -400,7 +400,7 @@ def _build(path, base, sections, file_ids, added) -> BackoffNgram:
         if k == 2:  # unigram ids are word ids
             suffix, prefix = ids[:, 1].copy(), ids[:, 0].copy()
         else:  # find the (k-1)-word suffix and context among order k-1's words at once
-            bits = max(4, int(np.ceil(np.log2(2 * len(prev_rows)))))
+            bits = max(4, int(np.ceil(np.log2(max(2 * len(prev_rows), 1)))))
             slots = arpa_scan.rows_table(prev_rows, bits)
             suffix, prefix = (arpa_scan.find_rows(slots, bits, prev_rows, np.ascontiguousarray(w))
                               for w in (ids[:, 1:], ids[:, :-1]))

@@ -180,18 +180,18 @@ class BackoffNgram(LanguageModel):
         n = self.order
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
-        pad = n  # <s> slots before the stream, so that every look-back index is >= 0
-        ids = np.concatenate([np.full(pad, BOS_ID, np.int64), stream.ids])
-        in_line = np.arange(len(stream)) - np.repeat(stream.offsets[:-1],
-                                                     np.diff(stream.offsets))
-        pos = np.concatenate([np.full(pad, -1), in_line])  # position in its line
         start_bows = self._start_bows()
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):
             hi = min(lo + batch_size, len(stream))
-            logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, lo + pad - 1, hi + pad,
-                                                         start_bows)
+            # slots lo-n .. hi-1: every look-back of the run's n-grams lies inside
+            slots = np.arange(lo - n, hi)
+            inside = slots >= 0
+            ids = np.where(inside, stream.ids[np.maximum(slots, 0)], BOS_ID).astype(np.int64)
+            line = np.searchsorted(stream.offsets, slots, side="right") - 1
+            pos = np.where(inside, slots - stream.offsets[np.maximum(line, 0)], -1)
+            logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, n - 1, start_bows)
         return logp, orders
 
     def _start_bows(self) -> np.ndarray:
@@ -207,9 +207,11 @@ class BackoffNgram(LanguageModel):
         bows[n:] = 0.0
         return np.cumsum(bows[::-1])[::-1]
 
-    def _score_run(self, ids, pos, a: int, b: int, start_bows: np.ndarray):
-        """Log-probabilities and match lengths of the tokens at padded positions a+1 ..
-        b-1 (position a is only the context of a+1)."""
+    def _score_run(self, ids, pos, a: int, start_bows: np.ndarray):
+        """Log-probabilities and match lengths of the tokens ids[a+1:] (ids[a] is only the
+        context of ids[a+1]); ``pos``: each slot's position in its line (-1: before the
+        stream); ids[:a] are the words that the n-grams look back to."""
+        b = len(ids)
         words = ids[a:b]
         logp = self.unigram_logp[words]
         m = b - a
