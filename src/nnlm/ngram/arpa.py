@@ -324,7 +324,7 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
     V = len(vocab)
     ln10 = math.log(10)
     uni_logp = np.full(V, ARPA_ZERO * ln10)
-    if UNK not in vocab.index or UNK not in file_words:  # KenLM's choice, and its warning
+    if UNK not in file_words:  # KenLM's choice for a file without <unk>, and its warning
         uni_logp[UNK_ID] = MISSING_UNK * ln10
         warn(f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
              f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
@@ -509,7 +509,6 @@ def _check_numbers(path: Path, words_of, logp, bow, has_bow: bool, lines) -> Non
     +-LOG10_LIMIT (NaN, infinities and absurd magnitudes, which overflow once converted
     to natural logs, are refused). ``words_of(i)``: entry i's words; ``lines``: each
     entry's line number."""
-    logp, bow = logp[: len(lines)], bow[: len(lines)]
     bad_p = ~((logp >= -LOG10_LIMIT) & (logp <= 0))
     if np.any(bad_p):
         i = int(np.flatnonzero(bad_p)[0])
