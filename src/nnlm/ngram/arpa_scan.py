@@ -37,6 +37,14 @@ def _ends_field(c) -> bool:
     return c == 10 or _blank(c)
 
 
+@njit(inline="always")
+def _sign(buf, i, n):
+    """(negative, position after an optional '+' or '-')."""
+    if i < n and (buf[i] == 45 or buf[i] == 43):
+        return buf[i] == 45, i + 1
+    return False, i
+
+
 @njit
 def _number(buf, i, n):
     """The decimal number at buf[i:] (sign, digits, point, exponent) -> (value, end, ok).
@@ -44,10 +52,7 @@ def _number(buf, i, n):
     Up to 18 significant digits are kept exactly in an integer; the value is then one
     multiplication or division by an exact power of ten (correctly rounded for the
     seven-digit numbers ARPA files hold). ``nan`` and ``inf`` are not read here."""
-    neg = False
-    if i < n and (buf[i] == 45 or buf[i] == 43):
-        neg = buf[i] == 45
-        i += 1
+    neg, i = _sign(buf, i, n)
     mant = 0
     exp10 = 0
     digits = 0
@@ -69,11 +74,7 @@ def _number(buf, i, n):
     if digits == 0:
         return 0.0, i, False
     if i < n and (buf[i] == 101 or buf[i] == 69):
-        i += 1
-        eneg = False
-        if i < n and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
+        eneg, i = _sign(buf, i + 1, n)
         e = 0
         edigits = 0
         while i < n and 48 <= buf[i] <= 57:
