@@ -10,6 +10,10 @@ m = 60, h = 50, B = 256):
   NCE (K = 100 shared), v shared and per word, as words/s.
 
     python bench/energy.py speed [--threads 2] [--out bench/results/energy_speed.json]
+    python bench/energy.py speed --device cuda --out bench/results/energy_speed_cuda.json
+
+On CUDA the block sweep goes up to 2^28 values (1 GB in float32): a GPU wants few,
+large blocks, where a CPU core wants its cache's worth.
 """
 
 from __future__ import annotations
@@ -31,17 +35,21 @@ V, N, M, H, B = 14118, 5, 60, 50, 256
 
 
 def best_of(fn, rounds: int = 3) -> float:
+    """Fastest of ``rounds`` calls after a warm-up; GPU work included (synchronized)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     fn()
+    sync()
     times = []
     for _ in range(rounds):
         t = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t)
     return min(times)
 
 
 def tanh_blocked(a, G, v, dtype, block: int):
-    out = torch.empty(len(a), len(G))
+    out = torch.empty(len(a), len(G), device=a.device)
     a_, G_, v_ = a.to(dtype), G.to(dtype), v.to(dtype)
     step = max(1, block // (len(a) * a.shape[1]))
     for j in range(0, len(G), step):
@@ -57,11 +65,14 @@ def train_step(net, obj, ctx, tgt, sparse: bool) -> None:
 
 def speed(args) -> dict:
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
     g = torch.Generator().manual_seed(0)
-    a, G = torch.randn(B, H, generator=g), torch.randn(V, H, generator=g)
-    v = torch.randn(H, generator=g)
+    a, G = torch.randn(B, H, generator=g).to(dev), torch.randn(V, H, generator=g).to(dev)
+    v = torch.randn(H, generator=g).to(dev)
     kernels = []
-    for block in (1 << 16, 1 << 18, 1 << 20, 1 << 22):
+    blocks = range(16, 23, 2) if dev.type == "cpu" else range(20, 29, 2)
+    default_block = energy.block_elements(dev)
+    for block in (1 << k for k in blocks):
         for name, dtype in (("torch.tanh fp32", torch.float32),
                             ("torch.tanh bf16", torch.bfloat16)):
             fn = partial(tanh_blocked, a, G, v, dtype, block)
@@ -69,10 +80,11 @@ def speed(args) -> dict:
         energy.BLOCK_ELEMENTS = block
         kernels.append({"kernel": "exp form fp32 (nnlm)", "block": block,
                         "seconds": best_of(lambda: energy.energy_logits(a, G, v))})
-    energy.BLOCK_ELEMENTS = 1 << 20
-    ref = tanh_blocked(a, G, v, torch.float64, 1 << 20)
+    energy.BLOCK_ELEMENTS = None  # back to each device's default
+    ref = tanh_blocked(a, G, v, torch.float64, default_block)
     err = float((energy.energy_logits(a, G, v).double() - ref.double()).abs().max())
-    bf = float((tanh_blocked(a, G, v, torch.bfloat16, 1 << 20).double() - ref).abs().max())
+    bf = float((tanh_blocked(a, G, v, torch.bfloat16, default_block).double() - ref)
+               .abs().max())
     counts = np.arange(V, 0, -1, dtype=np.float64)
     steps = []
     for per_word in (False, True):
@@ -82,14 +94,18 @@ def speed(args) -> dict:
                                              v_per_word=per_word))
             with torch.no_grad():
                 net.v.normal_(generator=g)
-            ctx = torch.randint(3, V, (B, N - 1), generator=g)
-            tgt = torch.randint(3, V, (B,), generator=g)
+            net.to(dev)
+            ctx = torch.randint(3, V, (B, N - 1), generator=g).to(dev)
+            tgt = torch.randint(3, V, (B,), generator=g).to(dev)
             sparse = obj_name.startswith("nce")
+            obj = obj.to(dev)
 
             s = best_of(partial(train_step, net, obj, ctx, tgt, sparse))
             steps.append({"objective": obj_name, "v": "per word" if per_word else "shared",
                           "seconds_per_step": s, "words_per_second": B / s})
-    return {"machine_threads": args.threads, "shape": {"V": V, "n": N, "m": M, "h": H, "B": B},
+    return {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+            "default_block": default_block,
+            "machine_threads": args.threads, "shape": {"V": V, "n": N, "m": M, "h": H, "B": B},
             "energies_max_abs_error": {"exp form fp32": err, "torch.tanh bf16": bf},
             "energies": kernels, "training_steps": steps}
 
@@ -99,6 +115,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("speed")
     sp.add_argument("--threads", type=int, default=2)
+    sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     sp.add_argument("--out", type=Path, default=Path("bench/results/energy_speed.json"))
     args = ap.parse_args()
     out = speed(args)

@@ -32,6 +32,7 @@ CASES = [  # (network settings, objective, optimizer)
     ({"h": 8, "direct": False, "tied": True}, "softmax", "adamw"),
     ({"network": "lbl"}, "softmax", "adamw"),
     ({"network": "energy", "h": 8}, "nce", "adamw"),
+    ({"network": "energy", "h": 8}, "softmax", "adamw"),  # GPU: torch.tanh, CPU: exp form
 ]
 
 
@@ -188,13 +189,16 @@ def _metrics(run: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.parametrize("dropout", ["0", "0.2"])
-def test_cuda_graph_updates_equal_kernel_by_kernel(toy_files, tmp_path, dropout):
+@pytest.mark.parametrize("dropout,network", [
+    ("0", ["--preset", "tiny"]), ("0.2", ["--preset", "tiny"]),
+    ("0", ["--preset", "energy", "--objective", "softmax", "--m", "16", "--h", "8"])])
+def test_cuda_graph_updates_equal_kernel_by_kernel(toy_files, tmp_path, dropout, network):
     """A run whose updates replay a CUDA graph computes what the kernel-by-kernel run
     computes: the same training loss and validation perplexity at every epoch (with
-    dropout too: the graph draws from the generator as the kernels would)."""
+    dropout too: the graph draws from the generator as the kernels would). The energy
+    network's update is captured too (it once read a range check back to the host)."""
     args = [str(toy_files / "train.txt"), "--valid", str(toy_files / "valid.txt"),
-            "--preset", "tiny", "--epochs", "3", "--dropout-x", dropout, "--device", "cuda"]
+            *network, "--epochs", "3", "--dropout-x", dropout, "--device", "cuda"]
     rows = {}
     for graphs in ("1", "0"):
         out = _cli("train", *args, "-o", str(tmp_path / graphs),
@@ -222,3 +226,41 @@ def test_cuda_resume_continues_exactly(toy_files, tmp_path):
     a, b = _metrics(tmp_path / "whole"), _metrics(tmp_path / "part")
     assert [float(r["valid_ppl"]) for r in b] == pytest.approx(
         [float(r["valid_ppl"]) for r in a], rel=1e-6)
+
+
+def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
+    """An update that cannot be captured (here: one that reads a value back to the host)
+    is said in one log line and runs step by step, with the updates a run without graphs
+    makes: nothing ran during the failed capture."""
+    from nnlm.neural import energy
+    from nnlm.neural.cuda_graph import WARMUP, GraphedStep
+
+    def syncing(a, G):
+        float(a.abs().max())  # a host read: not allowed while a stream is capturing
+        return None, None
+
+    monkeypatch.setattr(energy, "_exponentials", syncing)
+    vocab, train, _ = toy_data()
+    mc = network_config({"network": "energy", "vocab_size": len(vocab), "order": 3, "m": 8,
+                         "h": 8})
+    cfg = TrainConfig(optimizer="adamw", objective="softmax", lr=0.01, batch_size=50, seed=3)
+    runs = {}
+    for graphs in (True, False):
+        logged = []
+        trainer = Trainer(vocab, mc, cfg, Path("/nonexistent"), log=logged.append,
+                          device="cuda", train_counts=output_counts(train, mc))
+        step = GraphedStep(trainer, cfg.batch_size) if graphs else None
+        perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
+        for _, ctx, tgt in _batches(train, 3, perm, cfg.batch_size, 0, WARMUP + 3):
+            if graphs:
+                step(ctx, tgt)
+            else:
+                trainer.train_step(ctx, tgt)
+        runs[graphs] = {k: v.detach().cpu().numpy() for k, v in
+                        trainer.model.named_tensors().items()}
+        if graphs:
+            assert step.eager and step.graph is None
+            assert sum("could not be captured" in line for line in logged) == 1, logged
+    for name in runs[True]:
+        np.testing.assert_allclose(runs[True][name], runs[False][name], rtol=1e-5,
+                                   atol=1e-6, err_msg=name)

@@ -11,7 +11,9 @@ What is captured: the full batches of a single-process run on CUDA whose gradien
 dense (the ``softmax`` and ``selfnorm`` objectives), trained with Adam or AdamW and no
 ``--clip``. NCE's sampled rows, the paper's sparse SGD, data- and output-parallel ranks,
 clipping and the shorter last batch of an epoch run as before, step by step. Set
-``NNLM_CUDA_GRAPHS=0`` to run everything step by step.
+``NNLM_CUDA_GRAPHS=0`` to run everything step by step. A network whose update cannot be
+captured (an operation that reads a value back to the host, say) is told in one log line
+and runs step by step: nothing runs during a capture, so the weights are untouched.
 
 The arithmetic is the same kernels in the same order, so a graphed run computes what the
 step-by-step run computes (``tests/test_cuda.py`` compares them). Two things move:
@@ -55,6 +57,7 @@ class GraphedStep:
         self.graph = None
         self.lr = None
         self.warm = 0
+        self.eager = False  # a capture failed: every update runs step by step
 
     @staticmethod
     def supported(trainer) -> bool:
@@ -91,6 +94,11 @@ class GraphedStep:
             self.graph = None
         self.contexts.copy_(contexts, non_blocking=True)
         self.targets.copy_(targets, non_blocking=True)
+        if self.eager:
+            t.optimizer.zero_grad()
+            self._update()
+            self.warm = max(self.warm, 1)  # flush reads the device-side loss sum
+            return
         if self.graph is None and self.warm < WARMUP:
             side = torch.cuda.Stream(device=t.device)
             side.wait_stream(torch.cuda.current_stream(t.device))
@@ -103,8 +111,18 @@ class GraphedStep:
         if self.graph is None:
             t.optimizer.zero_grad()  # the captured backward writes fresh gradients
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._update()
+            try:
+                with torch.cuda.graph(graph):
+                    self._update()
+            except RuntimeError as err:  # an operation that cannot be captured
+                # Nothing ran during the capture: the weights and the optimizer's state
+                # are as they were, so this update runs again, step by step.
+                torch.cuda.synchronize(t.device)
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                t.log(f"the update could not be captured as a CUDA graph ({reason}); "
+                      "running step by step")
+                self.eager = True
+                return self(contexts, targets)
             self.graph, self.lr = graph, lr
         self.graph.replay()
 
