@@ -519,3 +519,40 @@ def test_a_pruned_arpa_file_loads_and_scores_as_kenlm_does(tmp_path):
     ours = ours_model.logprobs(Stream.from_lines(test_lines, ours_model.vocab)) / math.log(10)
     theirs = kenlm_scores(path, test_lines)
     assert np.abs(ours - theirs).max() < 1e-5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merging_sorted_runs_equals_unique_over_their_concatenation(seed):
+    """The k-way merge of counting's runs against np.unique of all run entries: the same
+    distinct keys, counts summed over runs, and each entry's id naming its key. Runs may
+    be empty or hold a single key; keys repeat across runs, never within one."""
+    from nnlm.ngram.run_merge import merge_runs
+
+    rng = np.random.default_rng(seed)
+    keys = [np.unique(rng.integers(0, 2**40 if seed % 2 else 50, rng.integers(0, 40)))
+            for _ in range(int(rng.integers(2, 12)))]
+    seen = [rng.integers(1, 1000, len(k)).astype(np.int32) for k in keys]
+    starts = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
+    uniq, counts, ids = merge_runs(np.concatenate(keys), np.concatenate(seen), starts)
+    want, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    np.testing.assert_array_equal(uniq, want)
+    np.testing.assert_array_equal(counts, np.bincount(inverse, np.concatenate(seen),
+                                                      minlength=len(want)))
+    assert counts.dtype == np.int32 and ids.dtype == np.int32
+    np.testing.assert_array_equal(uniq[ids], np.concatenate(keys))
+
+
+def test_the_sentence_sequence_reads_any_block_of_the_stream_with_its_starts():
+    """Each block [a, b) of ``<s> w1 ... </s>`` per line, empty lines included, equals the
+    same block of the whole sequence built at once."""
+    from nnlm.ngram.counts import SentenceSequence
+
+    stream, _ = stream_and_vocab(["a b c", "", "b", "c a a b", ""])
+    whole = np.insert(stream.ids, stream.offsets[:-1], np.int32(BOS_ID))
+    seq = SentenceSequence(stream)
+    assert len(seq) == len(whole)
+    for a in range(len(whole) + 1):
+        for b in range(a, len(whole) + 1):
+            got = seq.read(a, b)
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, whole[a:b], err_msg=f"{a}:{b}")

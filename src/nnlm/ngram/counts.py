@@ -15,8 +15,11 @@ order, each extending the previous n-gram by one word on the left::
 
 Fitting needs no lookups at all: the id of the k-gram starting at position p follows
 from the id of the (k-1)-gram starting at p + 1 by one ``np.unique`` per order.
-Memory is the distinct n-grams (16 bytes each) plus 12 bytes a token for three int32
-position arrays (on disk instead with a spill folder) and one chunk's temporaries.
+Memory is the distinct n-grams (16 bytes each) plus 8 bytes a token for two int32
+position arrays (on disk instead with a spill folder), each order's runs, and one chunk's
+temporaries. The sentence sequence itself is never stored: it is read a block at a time
+from the stream's ids (:class:`SentenceSequence`), and the runs are merged in place by a
+k-way merge (:mod:`~nnlm.ngram.run_merge`), not concatenated and sorted again.
 """
 
 from __future__ import annotations
@@ -63,9 +66,25 @@ class OrderTable:
         return self.keys % V
 
 
-def sentence_sequence(stream: Stream) -> np.ndarray:
-    """``<s> w1 ... wL </s>`` for every line, concatenated (int32 ids)."""
-    return np.insert(stream.ids, stream.offsets[:-1], np.int32(BOS_ID))
+class SentenceSequence:
+    """``<s> w1 ... wL </s>`` for every line, concatenated (int32 ids), read a block at a
+    time from the stream's ids: stored whole it would repeat the corpus (4 bytes a token,
+    0.2 GB at 50 M tokens, a tenth of counting's peak)."""
+
+    def __init__(self, stream: Stream):
+        self.ids = stream.ids
+        lines = len(stream.offsets) - 1
+        self.bos = stream.offsets[:-1] + np.arange(lines)  # where each <s> lands
+        self.n = len(stream.ids) + lines
+
+    def __len__(self) -> int:
+        return self.n
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Entries [a, b)."""
+        i, j = np.searchsorted(self.bos, [a, b])  # the <s> in [a, b) are bos[i:j]
+        words = self.ids[a - i:b - j]
+        return np.insert(words, self.bos[i:j] - a - np.arange(j - i), np.int32(BOS_ID))
 
 
 def unique_inverse(keys: np.ndarray, fast: bool = True) -> tuple[np.ndarray, ...]:
@@ -117,18 +136,19 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
         raise ValueError("order must be at least 1")
     V = vocab_size
     with Workspace(spill) as work:
-        seq_all = sentence_sequence(stream)
-        n = len(seq_all)
-        counts = np.bincount(seq_all, minlength=V)
+        seq = SentenceSequence(stream)
+        n = len(seq)
+        counts = np.bincount(stream.ids, minlength=V)
+        counts[BOS_ID] += len(stream.offsets) - 1
         words = np.flatnonzero(counts)
         tables = [OrderTable(words.astype(np.int64), counts[words],
                              np.zeros(len(words), np.int32), V)]
         rank = np.full(V, -1, np.int32)
         rank[words] = np.arange(len(words), dtype=np.int32)
-        ids = work.positions(n, np.int32, "ids", rank[seq_all])  # each one's unigram id
-        seq = work.positions(n, np.int32, "seq", seq_all)
-        del seq_all
         spans = [(a, min(a + chunk, n - 1)) for a in range(0, n - 1, chunk)]
+        ids = work.positions(n, np.int32, "ids")  # each position's unigram id
+        for a in range(0, n, chunk):
+            ids.write(a, rank[seq.read(a, min(a + chunk, n))])
         small = np.int32 if n < 2**31 else np.int64  # counts and positions within a chunk
         fast = "torch" in sys.modules or n * (order - 1) >= TORCH_SORT_POSITIONS
 
@@ -140,40 +160,50 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
             return p, s[p], nxt[p]
 
         for k in range(2, order + 1):
-            runs = []  # per chunk: its distinct keys, their counts, each k-gram's run index
+            # Each chunk's run: its distinct keys (sorted) and their counts, the runs end
+            # to end in two arrays sized for the worst case (every position a k-gram of its
+            # own: pages never written cost nothing), and each k-gram's index in its run.
+            run_keys = work.positions(n, np.int64, f"keys{k}")
+            run_seen = work.positions(n, small, f"seen{k}")
+            run_starts, runs = [0], []
             for a, b in spans:
                 _, first, rest = starts(a, b)
                 uniq, inverse, seen = unique_inverse(rest.astype(np.int64) * V + first, fast)
-                runs.append(work.put((uniq, inverse.astype(np.int32), seen.astype(small))))
+                run_keys.write(run_starts[-1], uniq)
+                run_seen.write(run_starts[-1], seen.astype(small))
+                run_starts.append(run_starts[-1] + len(uniq))
+                runs.append(work.put((inverse.astype(np.int32),)))
                 del uniq, inverse, seen
+            total = run_starts[-1]
             if len(runs) == 1:
-                uniq, n_seen = work.get(runs[0], 0), work.get(runs[0], 2)
-                to_global = [np.arange(len(uniq), dtype=np.int32)]
+                uniq, n_seen = run_keys.read(0, total), run_seen.read(0, total)
+                table_ids = None  # a run's index is the table's id
             else:  # merge the sorted runs: distinct keys over all chunks, counts summed
-                merged = np.concatenate([work.get(r, 0) for r in runs])
-                merged.sort()
-                uniq = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
-                del merged
-                id_type = np.int32 if len(uniq) < 2**31 else np.int64
-                n_seen = np.zeros(len(uniq), small)
-                to_global = []
-                for r in runs:
-                    glob = np.searchsorted(uniq, work.get(r, 0)).astype(id_type)
-                    n_seen[glob] += work.get(r, 2)  # distinct within a run: no repeated index
-                    to_global.append(glob)
+                from .run_merge import merge_runs
+
+                uniq, n_seen, table_ids = merge_runs(run_keys.view(0, total),
+                                                     run_seen.view(0, total), run_starts)
+            run_keys.close()
+            run_seen.close()
+            # Exact sizes, now that the runs are gone: the views hold buffers with room for
+            # every run entry, and one small enough to come from the heap may sit on pages
+            # the process already holds, untouched or not.
+            uniq, n_seen = uniq.copy(), n_seen.copy()
             new_ids = work.positions(n, np.int32 if len(uniq) < 2**31 else np.int64,
                                      f"ids{k}")
             prefix = np.empty(len(uniq), ids.dtype)
-            for (a, b), r, glob in zip(spans, runs, to_global):
+            for i, ((a, b), r) in enumerate(zip(spans, runs)):
                 p, _, _ = starts(a, b)
-                g = glob[work.get(r, 1)]
+                g = work.get(r, 0)
+                if table_ids is not None:
+                    g = table_ids[run_starts[i]:run_starts[i + 1]][g]
                 block = np.full(b - a, -1, new_ids.dtype)
                 block[p] = g
                 new_ids.write(a, block)
                 prefix[g] = ids.read(a, b)[p]  # the context (g1..g_{k-1}) starts there too
                 work.drop(r)
             new_ids.write(n - 1, np.full(1, -1, new_ids.dtype))  # no k-gram starts at the end
-            del runs, to_global
+            del runs, table_ids
             tables.append(OrderTable(uniq, n_seen, prefix, V))
             ids.close()
             ids = new_ids

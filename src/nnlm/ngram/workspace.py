@@ -43,6 +43,17 @@ class PositionArray:
         self._file.seek(a * self.dtype.itemsize)
         return np.fromfile(self._file, self.dtype, b - a)
 
+    def view(self, a: int, b: int) -> np.ndarray:
+        """Entries [a, b) without reading them in: the file mapped read-only, paged in as
+        they are used (in memory: a slice). Valid until :meth:`close`."""
+        if self.data is not None:
+            return self.data[a:b]
+        if b <= a:
+            return np.empty(0, self.dtype)
+        self._file.flush()
+        return np.asarray(np.memmap(self.path, self.dtype, "r", a * self.dtype.itemsize,
+                                    (b - a,)))
+
     def write(self, a: int, values: np.ndarray) -> None:
         """Set entries [a, a + len(values))."""
         if self.data is not None:
