@@ -97,7 +97,6 @@ class GraphedStep:
         if self.eager:
             t.optimizer.zero_grad()
             self._update()
-            self.warm = max(self.warm, 1)  # flush reads the device-side loss sum
             return
         if self.graph is None and self.warm < WARMUP:
             side = torch.cuda.Stream(device=t.device)

@@ -1,8 +1,8 @@
 """Where n-gram counting keeps its big intermediate arrays: in memory, or spilled to disk.
 
 Counting (see :mod:`nnlm.ngram.counts`) holds two kinds of intermediates besides the
-tables it returns: arrays with one entry per corpus position (the token sequence, each
-position's n-gram id) and sorted runs, one per chunk of positions. Both are only ever
+tables it returns: arrays with one entry per corpus position (each position's n-gram id,
+each order's run entries end to end) and sorted runs, one per chunk of positions. Both are only ever
 touched a chunk at a time, so under a memory limit (``--memory``, like lmplz's ``-S``)
 they go to files in a temporary folder (lmplz's ``-T``) and only the chunk being worked
 on is in memory. Without a limit they stay in memory, which is faster.
@@ -22,19 +22,16 @@ from ..errors import NnlmError
 
 class PositionArray:
     """An integer array over corpus positions, read and written a block at a time: in
-    memory, or in the file ``path``. Without ``values`` its entries are undefined until
-    written (counting writes every block)."""
+    memory, or in the file ``path``. Its entries are undefined until written (counting
+    writes every block)."""
 
-    def __init__(self, n: int, dtype, path: Path | None = None,
-                 values: np.ndarray | None = None):
+    def __init__(self, n: int, dtype, path: Path | None = None):
         self.n, self.dtype, self.path = n, np.dtype(dtype), path
         self.data = None
         if path is None:
-            self.data = values if values is not None else np.empty(n, self.dtype)
+            self.data = np.empty(n, self.dtype)
         else:
             self._file = open(path, "w+b")
-            if values is not None:
-                values.tofile(self._file)
 
     def read(self, a: int, b: int) -> np.ndarray:
         """Entries [a, b)."""
@@ -89,9 +86,9 @@ class Workspace:
         self._count += 1
         return None if self.dir is None else self.dir / f"{self._count}-{name}.npy"
 
-    def positions(self, n: int, dtype, name: str, values=None) -> PositionArray:
+    def positions(self, n: int, dtype, name: str) -> PositionArray:
         """A new position array (see :class:`PositionArray`)."""
-        return PositionArray(n, dtype, self._path(name), values)
+        return PositionArray(n, dtype, self._path(name))
 
     def put(self, arrays: tuple[np.ndarray, ...]) -> str:
         """Keep a run (a tuple of arrays, one file each on disk); returns its handle."""
