@@ -3,6 +3,9 @@ threads against asynchronous workers (Hogwild), synchronous data-parallel ranks 
 output-parallel ranks under torchrun, each on the whole machine.
 
     python bench/parallel.py --data data/brown --out bench/results/parallel.json
+    python bench/parallel.py --data data/brown --presets mlp1 --epochs 1 \
+        --schemes "single (2 threads)" "async, 2 workers" --seeds 0 1 2 \
+        --out bench/results/parallel_epoch_seeds.json
 
 Every scheme trains the same preset from the same seed on the same batches (--max-steps
 updates of --batch-size, or whole epochs with --epochs), through the real command line.
@@ -79,6 +82,10 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=300)
     ap.add_argument("--epochs", type=int, default=None,
                     help="train whole epochs instead of --max-steps updates")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
+                    help="train each scheme once per seed (the baseline too): the spread "
+                    "of one scheme over seeds says how large a difference between schemes "
+                    "means something")
     args = ap.parse_args()
     steps = (["--epochs", str(args.epochs)] if args.epochs else
              ["--max-steps", str(args.max_steps)])
@@ -86,20 +93,43 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="nnlm-parallel-"))
     try:
         for preset in args.presets:
-            for scheme in args.schemes:
-                r = run(args.data, preset, scheme, work / f"{preset}-{len(rows)}", steps)
-                base = next((x for x in rows if x["preset"] == preset), r)
-                r["speedup"] = r["words_per_second"] / base["words_per_second"]
-                r["valid_ppl_ratio"] = r["valid_ppl"] / base["valid_ppl"]
-                rows.append(r)
-                print(f"{preset:7} {scheme:26} {r['words_per_second']:9,.0f} words/s "
-                      f"({r['speedup']:.2f}x)  valid ppl {r['valid_ppl']:8.2f} "
-                      f"({r['valid_ppl_ratio']:.3f})  after {r['words']:,} words", flush=True)
+            for seed in args.seeds:
+                for scheme in args.schemes:
+                    r = run(args.data, preset, scheme, work / f"{preset}-{len(rows)}",
+                            [*steps, "--seed", str(seed)])
+                    r["seed"] = seed
+                    base = next((x for x in rows if x["preset"] == preset
+                                 and x["seed"] == seed), r)
+                    r["speedup"] = r["words_per_second"] / base["words_per_second"]
+                    r["valid_ppl_ratio"] = r["valid_ppl"] / base["valid_ppl"]
+                    rows.append(r)
+                    print(f"{preset:7} seed {seed} {scheme:26} {r['words_per_second']:9,.0f} "
+                          f"words/s ({r['speedup']:.2f}x)  valid ppl {r['valid_ppl']:8.2f} "
+                          f"({r['valid_ppl_ratio']:.3f})  after {r['words']:,} words",
+                          flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    summary = []
+    for preset in args.presets:
+        for scheme in args.schemes:
+            runs = [r for r in rows if r["preset"] == preset and r["scheme"] == scheme]
+            ppl = [r["valid_ppl"] for r in runs]
+            summary.append({"preset": preset, "scheme": scheme, "seeds": len(runs),
+                            "valid_ppl_mean": sum(ppl) / len(ppl), "valid_ppl_min": min(ppl),
+                            "valid_ppl_max": max(ppl),
+                            "words_per_second_mean":
+                                sum(r["words_per_second"] for r in runs) / len(runs)})
+            base = next(x for x in summary if x["preset"] == preset)
+            summary[-1]["valid_ppl_mean_ratio"] = (summary[-1]["valid_ppl_mean"]
+                                                   / base["valid_ppl_mean"])
+            print(f"{preset:7} {scheme:26} mean over {len(runs)} seeds: valid ppl "
+                  f"{summary[-1]['valid_ppl_mean']:.2f} ({min(ppl):.2f}-{max(ppl):.2f}), "
+                  f"{summary[-1]['valid_ppl_mean_ratio']:.3f} of the baseline's mean",
+                  flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"corpus": "Brown v1", "cores": os.cpu_count(),
-                                    "steps": steps, "rows": rows}, indent=1) + "\n")
+                                    "steps": steps, "seeds": args.seeds, "rows": rows,
+                                    "summary": summary}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
