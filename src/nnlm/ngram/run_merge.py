@@ -84,8 +84,8 @@ def merge_runs(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray
     ``keys[starts[r]:starts[r + 1]]`` (int64, distinct within each run) with occurrence
     counts ``seen`` (summed in its dtype); ids are int32 below 2^31 entries."""
     total = int(starts[-1])
-    # Room for every entry; the pages past the distinct keys are never touched, so they
-    # cost address space, not memory.
+    # Room for every entry; the pages past the distinct keys are never written (the
+    # caller copies the table to its exact size once the runs are freed).
     uniq = np.empty(total, np.int64)
     counts = np.empty(total, seen.dtype)
     ids = np.empty(total, np.int32 if total < 2**31 else np.int64)
