@@ -10,7 +10,9 @@ from pathlib import Path
 
 from ..argtypes import (
     finite_float,
+    nonnegative_float,
 )
+from ..errors import NnlmError
 from .common import (
     add_neural_scoring_arguments,
     load_for_scoring,
@@ -63,10 +65,18 @@ def add_parsers(sub) -> None:
     ev.add_argument("text", type=Path, metavar="TEXT")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--open-vocab", action="store_true",
-                    help="neural models: give each new word a feature vector, the expected "
-                    "C under the model's prediction where it occurs (Bengio et al. 2003), and "
-                    "add it to the vocabulary as the text is read; its first occurrence is "
-                    "scored as <unk>, later ones with its own row")
+                    help="neural models: give each new word a feature vector, a convex "
+                    "combination of C under the model's prediction where it occurs (Bengio "
+                    "et al. 2003), and add it to the vocabulary as the text is read; its "
+                    "first occurrence is scored as <unk>, later ones with its own row")
+    ev.add_argument("--oov-prior", choices=("types", "tokens"), default=None,
+                    help="--open-vocab: the combination's weights: P(i | context) / P(i), "
+                    "the words whose contexts look like this one (types, default), or the "
+                    "paper's P(i | context), where frequent words win by frequency (tokens)")
+    ev.add_argument("--oov-lr", type=nonnegative_float, default=None, metavar="RATE",
+                    help="--open-vocab: after each scored stretch of text, one gradient step "
+                    "of this rate on the new words' rows only (0: the combination alone; "
+                    "default: 0.1, chosen on Brown valid)")
     add_neural_scoring_arguments(ev)
 
 
@@ -134,6 +144,8 @@ def cmd_eval(args) -> None:
     from ..corpus import read_stream
     from ..lm import evaluate
 
+    if not args.open_vocab and (args.oov_lr is not None or args.oov_prior is not None):
+        raise NnlmError("--oov-lr and --oov-prior apply only with --open-vocab")
     model, parts = load_for_scoring(args)
     if args.open_vocab:
         return _eval_open_vocab(args, model)
@@ -168,9 +180,12 @@ def cmd_eval(args) -> None:
 
 
 def _eval_open_vocab(args, model) -> None:
-    from ..neural.open_vocab import score_open_vocab
+    from ..neural.open_vocab import DEFAULT_LR, score_open_vocab
 
-    result = score_open_vocab(model, args.text).to_dict()
+    lr = DEFAULT_LR if args.oov_lr is None else args.oov_lr
+    prior = args.oov_prior or "types"
+    result = {**score_open_vocab(model, args.text, lr, prior).to_dict(),
+              "oov_prior": prior, "oov_lr": lr}
     if args.json:
         print(json.dumps({"model": str(args.model), "text": str(args.text), **result}))
         return
@@ -180,7 +195,7 @@ def _eval_open_vocab(args, model) -> None:
     print(f"perplexity:  {result['perplexity']:.3f}  (open vocabulary)")
     print(f"new words:   {result['words_added']:,} added; {result['first_occurrences']:,} first "
           f"occurrences scored as <unk>, {result['later_occurrences']:,} later ones with "
-          "their own rows")
+          f"their own rows (prior {prior}, step {lr:g})")
 
 
 HANDLERS = {"eval": cmd_eval, "score": cmd_score, "rescore": cmd_rescore}

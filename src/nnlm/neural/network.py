@@ -142,6 +142,15 @@ class Network(nn.Module):
                 and self.named_tensors()[k].shape[0] == self.config.vocab_size
                 and (k != "v" or self.named_tensors()[k].dim() == 2)]
 
+    def word_parameters(self) -> list[nn.Parameter]:
+        """The parameters whose rows are the per-word tensors (C, b and the output rows:
+        the NPLM's [W | U], the LBL's U, the energy model's per-word v): what an open
+        vocabulary learns for the words it adds."""
+        V = self.config.vocab_size
+        return [p for name, p in self.named_parameters()
+                if name in ("C", "b", "out_weight", "U", "v") and p.dim() >= 1
+                and p.shape[0] == V and (name != "v" or p.dim() == 2)]
+
     def sampled_params(self) -> list[nn.Parameter]:
         """Parameters whose rows a sampled objective (NCE) touches sparsely."""
         return [self.output_matrix, self.b]

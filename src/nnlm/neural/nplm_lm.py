@@ -312,14 +312,16 @@ class NeuralLM(LanguageModel):
                          len(log_z))
 
     # -- beyond scoring --------------------------------------------------------------
-    def add_words(self, words, contexts) -> NeuralLM:
+    def add_words(self, words, contexts, prior: str = "types") -> NeuralLM:
         """Add out-of-vocabulary ``words``, each with the context it occurred in (words,
-        oldest first; or a list of contexts, averaged): C(j) = sum_i C(i) P(i | context)
-        and the same combination of every output row (see ``open_vocab.py``). The model
-        grows in place (save it with ``save_model``); returns it."""
+        oldest first; or a list of contexts, averaged): C(j) = sum_i C(i) q(i | context)
+        and the same combination of every output row, q = P(i | context) / P(i) with
+        ``prior="types"`` or the paper's P(i | context) with ``"tokens"`` (see
+        ``open_vocab.py``). The model grows in place (save it with ``save_model``);
+        returns it."""
         from .open_vocab import add_words
 
-        add_words(self, list(words), list(contexts))
+        add_words(self, list(words), list(contexts), prior)
         return self
 
     def embed(self, sentences, normalize: bool = False, buckets: int | None = None,
