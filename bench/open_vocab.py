@@ -16,7 +16,8 @@ Two sets of tokens are compared:
 1. in-vocabulary targets whose context holds an unknown word;
 2. later occurrences of unknown words (``<unk>`` mapping: log p(<unk>); open: log p(j)).
    p(<unk>) is the probability of the whole class of unknown words, so the table also
-   gives it spread evenly over the word types ``<unk>`` stands for in train.
+   gives it spread evenly over the word types ``<unk>`` stands for in train, and the
+   perplexity of both with every new-word token scored as ``<unk>`` spread that way.
 
     NLTK_DATA=... python bench/open_vocab.py runs/mlp1-v10 data/brown/test.txt \\
         --train data/brown/train.txt [--variants] [--out JSON]
@@ -83,9 +84,19 @@ def main() -> None:
                                                          - math.log(unk_types))
         later_summary["gain_over_spread"] = float(res.logprobs[later].mean()
                                                   - later_summary["unk_spread_mean_logprob"])
+        # like for like: every token of a new word that is scored as <unk> (all of them
+        # under the <unk> mapping, the first occurrences in the open vocabulary) gets
+        # p(<unk>) shared evenly by the types <unk> stands for
+        new_word = res.first_oov | later
+        spread = math.log(unk_types)
         results.append({
             "prior": prior, "lr": lr, "words_added": len(res.added),
             "first_occurrences": int(res.first_oov.sum()), "perplexity_open": res.perplexity,
+            "perplexity_unk_spread": float(np.exp(-(base.sum() - spread * new_word.sum())
+                                                  / len(base))),
+            "perplexity_open_spread": float(np.exp(-(res.logprobs.sum()
+                                                     - spread * res.first_oov.sum())
+                                                   / len(base))),
             "in_vocabulary_targets_with_new_word_in_context": summary(base[ctx],
                                                                        res.logprobs[ctx]),
             "later_occurrences_of_new_words": later_summary,
@@ -95,7 +106,9 @@ def main() -> None:
             "seconds": seconds})
         print(f"prior={prior} lr={lr}: context "
               f"{results[-1]['in_vocabulary_targets_with_new_word_in_context']['gain_nats_per_token']:+.4f}"
-              f" later {later_summary['gain_over_spread']:+.3f} over the spread",
+              f" later {later_summary['gain_over_spread']:+.3f} over the spread, perplexity "
+              f"{results[-1]['perplexity_open_spread']:.1f} against "
+              f"{results[-1]['perplexity_unk_spread']:.1f} (unknown words spread)",
               file=sys.stderr)
     out = {"model": str(args.model), "text": str(args.text), "vocabulary": len(lm.vocab),
            "unk_types_in_train": unk_types, "tokens": int(len(base)),
