@@ -8,6 +8,7 @@ arithmetic, one process.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -230,8 +231,44 @@ def test_hogwild_workers_train_and_resume(toy_files, tmp_path, capsys):
     nll = _test_nll(out, toy_files)
     tokens = sum(len(s.split()) + 1 for s in (toy_files / "test.txt").read_text().splitlines())
     assert nll / tokens < 0.5 * np.log(51)  # far better than uniform: the workers learned
+    # one set of Adam moments for both workers: its step count is the number of updates
+    # (lock-free increments may lose a few), not each worker's half
+    from safetensors.torch import load_file
+
+    updates = json.loads((out / "state" / "trainer.json").read_text())["trainer"]["step"]
+    steps = [float(v) for k, v in load_file(out / "state" / "optimizer.safetensors").items()
+             if k.endswith(".step")]
+    assert steps and all(0.9 * updates <= s <= updates for s in steps), (steps, updates)
     assert main(_train_args(toy_files, out)[:-2] + ["--epochs", "3", "--resume"]) == 0
     assert "epoch 3:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sparse_rows", [False, True])
+def test_adam_moments_in_shared_memory_are_one_state_for_every_adopter(sparse_rows):
+    """What a Hogwild worker's optimizer does with the coordinator's ``share_memory``: its
+    steps land in the same moments and counts (dense torch Adam, and LazyAdam's for C's
+    sparse rows, as under NCE), in place."""
+    from nnlm.neural.network import NPLMConfig, NPLMNetwork
+    from nnlm.neural.optim import AdamOptimizer
+
+    net = NPLMNetwork(NPLMConfig(vocab_size=12, order=3, m=4, h=5))
+    sparse = [net.C] if sparse_rows else []
+    coordinator = AdamOptimizer(net, "adamw", 0.01, 0.01, sparse=sparse)
+    worker = AdamOptimizer(net, "adamw", 0.01, 0.01, sparse=sparse)
+    shared = coordinator.share_memory()
+    assert shared and all(t.is_shared() for t in shared)
+    worker.use_shared(shared)
+    ctx = torch.tensor([[3, 4], [5, 6]])
+    for _ in range(3):
+        worker.zero_grad()
+        y = net.scores(ctx, sparse=bool(sparse))
+        torch.nn.functional.cross_entropy(y, torch.tensor([7, 8])).backward()
+        worker.step()
+    info, tensors = coordinator.state()
+    counts = [float(v) for k, v in tensors.items() if k.endswith(".step")]
+    counts += [info["lazy"]["steps"]] if "lazy" in info else []
+    assert counts and all(c == 3 for c in counts)
+    assert all(float(v.abs().sum()) > 0 for k, v in tensors.items() if "exp_avg" in k)
 
 
 def test_a_rank_that_dies_stops_the_others_with_one_line(toy_files, tmp_path):

@@ -93,13 +93,22 @@ class LazyAdam:
         self.param_groups = [{"params": g["params"], "weight_decay": g["weight_decay"],
                               "lr": lr} for g in groups]
         self.decoupled, self.betas, self.eps = decoupled, betas, eps
-        self.steps = 0
+        # a tensor, so that Hogwild workers sharing the moments share the count too
+        self.step_count = torch.zeros((), dtype=torch.int64)
         self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p))
                         for g in self.param_groups for p in g["params"]}
 
+    @property
+    def steps(self) -> int:
+        return int(self.step_count)
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self.step_count.fill_(value)
+
     @torch.no_grad()
     def step(self) -> None:
-        self.steps += 1
+        self.step_count += 1
         b1, b2 = self.betas
         c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
         for group in self.param_groups:
@@ -175,6 +184,42 @@ class AdamOptimizer:
     def zero_grad(self) -> None:
         for p in self.model.parameters():
             p.grad = None
+
+    #: the per-parameter state of torch's Adam, in the order ``share_memory`` lists it
+    DENSE_STATE = ("step", "exp_avg", "exp_avg_sq")
+
+    def share_memory(self) -> list[torch.Tensor]:
+        """Move the moments and step counts to shared memory (creating them, as torch
+        would at the first step, if none has run) and list them in a fixed order: what
+        Hogwild workers adopt with ``use_shared``, so that all of them update one set of
+        moments, as one process would."""
+        tensors = []
+        if self.dense:
+            for group in self.dense.param_groups:
+                for p in group["params"]:
+                    state = self.dense.state[p]
+                    if not state:
+                        state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                        state["exp_avg"] = torch.zeros_like(p)
+                        state["exp_avg_sq"] = torch.zeros_like(p)
+                    tensors += [state[k].share_memory_() for k in self.DENSE_STATE]
+        if self.lazy:
+            for p in self.lazy.params():
+                tensors += [t.share_memory_() for t in self.lazy.moments[id(p)]]
+            tensors.append(self.lazy.step_count.share_memory_())
+        return tensors
+
+    def use_shared(self, tensors: list[torch.Tensor]) -> None:
+        """Make ``tensors`` (another process's ``share_memory``) this optimizer's state."""
+        it = iter(tensors)
+        if self.dense:
+            for group in self.dense.param_groups:
+                for p in group["params"]:
+                    self.dense.state[p] = {k: next(it) for k in self.DENSE_STATE}
+        if self.lazy:
+            for p in self.lazy.params():
+                self.lazy.moments[id(p)] = (next(it), next(it))
+            self.lazy.step_count = next(it)
 
     def state(self) -> tuple[dict, dict[str, torch.Tensor]]:
         info, tensors = {}, {}
