@@ -4,19 +4,20 @@
 ``nnlm train ... --workers P`` keeps the parameters in shared memory and starts P worker
 processes (torch.multiprocessing, spawned), one thread each. Batch i of an epoch's seeded
 permutation goes to worker i mod P, which computes its gradient and writes its update
-into the shared parameters whenever it is done, without locks: an update may be lost or
-read half-written, which the paper found harmless and Niu et al. proved convergent when
-updates are sparse. Each worker runs the single-process ``Trainer.train_step``, so every
-objective and optimizer works:
+into the shared parameters whenever it is done. Under the paper's SGD it writes without
+locks: an update may be lost or read half-written, which the paper found harmless and
+Niu et al. proved convergent when updates are sparse. Each worker runs the
+single-process ``Trainer.train_step``, so every objective and optimizer works:
 
 - the paper's SGD as it is (sparse rows of C, the learning-rate schedule at the global
-  update count);
-- Adam and AdamW with one set of moments (and step count) in shared memory, updated
-  by every worker without locks, as the parameters are. Moments per worker, each
-  seeing every other batch, cost 2.2% validation perplexity after mlp1's first epoch on
-  Brown; a gradient one update old (what the other worker's update makes it) costs
-  nothing (``bench/staleness.py`` simulates each in one process). Checkpoints hold the
-  shared moments.
+  update count), updates written without locks;
+- Adam and AdamW with one set of moments (and step count) in shared memory, and a lock
+  around each update: gradients are computed concurrently, on parameters that may be an
+  update old, and the updates take turns. On mlp1's first epoch on Brown, moments per
+  worker (each seeing every other batch) cost 2.2% validation perplexity, and shared
+  moments updated without the lock 6-30% (concurrent read-modify-writes of the same
+  moments); a gradient one update old costs nothing (``bench/staleness.py`` simulates
+  each departure in one process). Checkpoints hold the shared moments.
 
 The process that started the workers (the coordinator) holds the same shared parameters.
 It hands out spans of batches up to the next checkpoint, --max-steps or the epoch's end,
@@ -66,12 +67,13 @@ class HogwildTrainer(Trainer):
         opt_state = (self.optimizer.share_memory() if hasattr(self.optimizer, "share_memory")
                      else self.optimizer.state())
         self._outbox = ctx.Queue()
+        lock = ctx.Lock()  # one Adam update at a time on the shared moments
         self._inboxes, self._procs = [], []
         for rank in range(self.workers):
             inbox = ctx.Queue()
             proc = ctx.Process(target=_worker, daemon=True,
                                args=(rank, self.workers, args, kwargs, shared, opt_state,
-                                     train, inbox, self._outbox))
+                                     lock, train, inbox, self._outbox))
             proc.start()
             self._inboxes.append(inbox)
             self._procs.append(proc)
@@ -177,8 +179,8 @@ def _set_lr_state(optimizer, lr: dict) -> None:
             g["lr"] = value
 
 
-def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, train: Stream,
-            inbox, outbox) -> None:
+def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock,
+            train: Stream, inbox, outbox) -> None:
     """One Hogwild worker: a Trainer whose parameters are the shared ones."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     torch.set_num_threads(1)
@@ -191,6 +193,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, trai
         trainer.ensure_ready(train)
         if isinstance(opt_state, list):
             trainer.optimizer.use_shared(opt_state)
+            _serialize_steps(trainer.optimizer, lock)
         else:
             trainer.optimizer.load_state(*opt_state)
         cfg, order = trainer.config, trainer.model.config.order
@@ -222,6 +225,19 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, trai
             outbox.put((rank, {"error": _one_line(e),
                                "diverged": isinstance(e, TrainingDiverged)}))
             return
+
+
+def _serialize_steps(optimizer, lock) -> None:
+    """Make ``optimizer.step`` hold ``lock``: the workers' gradients are still computed
+    concurrently on parameters that may be an update old, but their Adam updates of the
+    shared moments and parameters take turns."""
+    step = optimizer.step
+
+    def locked_step(*args, **kwargs):
+        with lock:
+            return step(*args, **kwargs)
+
+    optimizer.step = locked_step
 
 
 def _one_line(e: BaseException) -> str:
