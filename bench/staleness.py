@@ -1,14 +1,16 @@
-"""Why asynchronous training ends its first epoch 2.2% behind one process: the
-asynchronous scheme's two departures from one process, each simulated alone in one
-process, without races or parallelism.
+"""Why asynchronous training with Adam moments per worker ended its first epoch 2.2%
+behind one process: the scheme's two departures from one process, each simulated alone
+in one process, without races or parallelism.
 
-With ``--workers 2`` (``nnlm.neural.hogwild``) every update differs from one process's in
-two ways:
+With ``--workers 2`` and a worker's own moments, every update differs from one process's
+in two ways:
 
 - staleness: a worker's gradient is computed at the parameters it read before the other
-  worker's update landed, so it is one update old when it is applied (``--delay 1``);
+  worker's update landed, so it is one update old when it is applied (delay 1 below);
 - moments per worker: each worker's Adam moments see every other batch
-  (``--moments 2``: two optimizers, taking the batches in turn).
+  (moments 2 below: two optimizers, taking the batches in turn).
+
+(The moments were the cost; ``nnlm.neural.hogwild`` now shares one set.)
 
 Each scheme here runs the single-process trainer for one epoch of the mlp1 preset with
 one, both or neither of them, for each seed, and writes the validation perplexities:

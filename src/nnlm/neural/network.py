@@ -146,10 +146,9 @@ class Network(nn.Module):
         """The parameters whose rows are the per-word tensors (C, b and the output rows:
         the NPLM's [W | U], the LBL's U, the energy model's per-word v): what an open
         vocabulary learns for the words it adds."""
-        V = self.config.vocab_size
-        return [p for name, p in self.named_parameters()
-                if name in ("C", "b", "out_weight", "U", "v") and p.dim() >= 1
-                and p.shape[0] == V and (name != "v" or p.dim() == 2)]
+        named = self.named_tensors()
+        storages = {named[k].untyped_storage().data_ptr() for k in self.word_tensor_names()}
+        return [p for p in self.parameters() if p.untyped_storage().data_ptr() in storages]
 
     def sampled_params(self) -> list[nn.Parameter]:
         """Parameters whose rows a sampled objective (NCE) touches sparsely."""
