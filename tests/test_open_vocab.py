@@ -10,6 +10,7 @@ import torch
 from conftest import write
 from nnlm import Vocabulary, load_model, save_model
 from nnlm.cli import main
+from nnlm.errors import NnlmError
 from nnlm.neural.energy import EnergyConfig, EnergyNetwork
 from nnlm.neural.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
@@ -188,3 +189,11 @@ def test_open_vocab_refuses_models_that_cannot_grow(tmp_path, capsys):
         assert main(["eval", str(tmp_path / name), str(text), "--open-vocab"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "cannot" in err[0], err
+
+
+def test_one_prior_for_all_the_words_a_model_adds():
+    lm = model("nplm").add_words(["zebra"], [["the", "cat"]], prior="tokens")
+    with pytest.raises(NnlmError, match="prior 'tokens'.*cannot add more with 'types'"):
+        lm.add_words(["gnu"], [["the", "cat"]])
+    lm.add_words(["gnu"], [["the", "cat"]], prior="tokens")
+    assert lm.vocab.words[-2:] == ["zebra", "gnu"]

@@ -69,7 +69,7 @@ class VocabularyGrowth:
             raise NnlmError("a short-list network cannot grow its vocabulary (its output "
                             "layer has no row per word)")
         self.base_size = len(lm.vocab)
-        self.prior = prior
+        self.prior = prior  # fixed for the words added to this model
         # the weight of each base word per unit of P(i | context): 1/P(i) or 1; none for
         # <s> and </s>
         counts = np.asarray(lm.vocab.counts[: self.base_size], np.float64)
@@ -81,7 +81,7 @@ class VocabularyGrowth:
         self.scale = scale
         self.base = {k: t.detach().clone() for k, t in net.named_tensors().items()
                      if k in net.word_tensor_names()}
-        self.sums: list[np.ndarray] = []  # per added word: sum of P(. | context) over V
+        self.sums: list[np.ndarray] = []  # per added word: sum of q(. | context) over V
         self.seen: list[int] = []
 
     def weights(self, p: np.ndarray) -> np.ndarray:
@@ -221,8 +221,7 @@ def score_open_vocab(lm, path, lr: float = DEFAULT_LR, prior: str = "types"
                         f"a {lm.kind} model cannot")
     if not (lr >= 0 and np.isfinite(lr)):
         raise NnlmError(f"the open-vocabulary learning rate must be >= 0, not {lr}")
-    if getattr(lm, "growth", None) is None:
-        lm.growth = VocabularyGrowth(lm, prior)
+    _growth(lm, prior)
     base_words = set(lm.vocab.words[: lm.growth.base_size])
     k = lm.model.config.order - 1
     lps, first, later, in_ctx, added = [], [], [], [], []
@@ -291,6 +290,17 @@ def learn(lm, word: str, p: np.ndarray) -> bool:
     return False
 
 
+def _growth(lm, prior: str) -> VocabularyGrowth:
+    """``lm``'s vocabulary growth, started with ``prior`` on first use; one prior for all
+    the words a model adds."""
+    if getattr(lm, "growth", None) is None:
+        lm.growth = VocabularyGrowth(lm, prior)
+    elif lm.growth.prior != prior:
+        raise NnlmError(f"this model's added words were combined with prior "
+                        f"{lm.growth.prior!r}; it cannot add more with {prior!r}")
+    return lm.growth
+
+
 def _id(lm, word) -> int:
     if word is None:
         return EOS_ID
@@ -299,12 +309,10 @@ def _id(lm, word) -> int:
 
 def add_words(lm, words: list[str], contexts: list, prior: str = "types") -> None:
     """``NeuralLM.add_words``: each word with the context(s) it occurred in (a sequence of
-    words, oldest first, or a list of such); a word already added is refined. ``prior``
-    applies to a model that has not grown yet."""
+    words, oldest first, or a list of such); a word already added is refined."""
     if len(words) != len(contexts):
         raise NnlmError(f"add_words: {len(words)} words but {len(contexts)} contexts")
-    if getattr(lm, "growth", None) is None:
-        lm.growth = VocabularyGrowth(lm, prior)
+    _growth(lm, prior)
     k = lm.model.config.order - 1
     for w, ctxs in zip(words, contexts):
         if not isinstance(w, str) or not w or w.split() != [w]:
