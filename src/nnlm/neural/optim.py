@@ -15,6 +15,11 @@ the output rows and biases) get *lazy* Adam: the moments and values of the rows 
 in the gradient are updated, the others left as they are (as TensorFlow's LazyAdam and
 torch's SparseAdam do), so a step costs O(rows touched) instead of O(|V|).
 
+Sparse updates of float32 CPU parameters run in compiled kernels (``compiled_updates``:
+no sort, no allocation, one pass over the rows), and so do Adam's updates of small dense
+float32 CPU tensors (torch.optim's per-call overhead exceeds their arithmetic); other
+parameters take torch's path, which the tests hold the kernels to.
+
 Both speak one small protocol the Trainer uses: ``step(t, batch_size)``, ``zero_grad()``,
 ``lr_at(t)`` / ``scale_lr(f)``, and ``state()`` / ``load_state(info, tensors)`` (JSON + named
 tensors for safetensors: no pickle).
@@ -37,10 +42,37 @@ def _row_counts(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return rows, g.values(), counts
 
 
+#: dense tensors up to this many values are cheaper in the compiled kernel (one thread)
+#: than in torch.optim's step (70-100 us of Python a call); larger ones are worth torch's
+#: fused, multithreaded kernel
+SMALL_DENSE = 1 << 16
+
+
+class _Scratch:
+    """Per-parameter buffers of the compiled sparse-row kernels, made on first use."""
+
+    def __init__(self):
+        self.buffers = {}
+
+    def kernels(self, p: torch.Tensor):
+        """(the kernel module, ``p``'s buffers) when the kernels can update ``p``'s
+        sparse gradient, else None."""
+        if not (p.grad is not None and p.grad.is_sparse and p.device.type == "cpu"):
+            return None
+        from . import compiled_updates as kernels  # numba: loaded only where used
+
+        if not kernels.supported(p):
+            return None
+        if id(p) not in self.buffers:
+            self.buffers[id(p)] = kernels.RowScratch(p)
+        return kernels, self.buffers[id(p)]
+
+
 class PaperSGD:
     def __init__(self, model: Network, lr: float, lr_decay: float, weight_decay: float):
         self.model, self.lr0, self.lr_decay, self.weight_decay = model, lr, lr_decay, weight_decay
         self.scale = 1.0  # multiplied down by plateau decay
+        self.scratch = _Scratch()
 
     def lr_at(self, t: int) -> float:
         return self.scale * self.lr0 / (1.0 + self.lr_decay * t)
@@ -58,14 +90,18 @@ class PaperSGD:
         for p in m.biases():
             self._update(p, eps, 0.0, batch_size)
 
-    @staticmethod
-    def _update(p: torch.Tensor, eps: float, wd: float, batch_size: int) -> None:
+    def _update(self, p: torch.Tensor, eps: float, wd: float, batch_size: int) -> None:
         if p.grad is None:
             return
         if not p.grad.is_sparse:
             if wd:
                 p.mul_(1.0 - eps * wd * batch_size)
             p.add_(p.grad, alpha=-eps)
+            return
+        compiled = self.scratch.kernels(p)
+        if compiled:
+            kernels, buffers = compiled
+            kernels.sgd_update(p, buffers, eps, wd)
             return
         rows, values, counts = _row_counts(p.grad)
         if wd:
@@ -97,6 +133,7 @@ class LazyAdam:
         self.step_count = torch.zeros((), dtype=torch.int64)
         self.moments = {id(p): (torch.zeros_like(p), torch.zeros_like(p))
                         for g in self.param_groups for p in g["params"]}
+        self.scratch = _Scratch()
 
     @property
     def steps(self) -> int:
@@ -117,6 +154,12 @@ class LazyAdam:
                 if p.grad is None:
                     continue
                 m, v = self.moments[id(p)]
+                compiled = self.scratch.kernels(p)
+                if compiled and m.is_contiguous() and v.is_contiguous():
+                    kernels, buffers = compiled
+                    kernels.adam_update(p, m, v, buffers, lr, self.betas, self.steps,
+                                        self.eps, wd, self.decoupled)
+                    continue
                 g = p.grad.coalesce()
                 rows, gv = g.indices()[0], g.values()
                 # row-wise kernels (index_select / index_copy_), not advanced indexing
@@ -176,10 +219,46 @@ class AdamOptimizer:
             group["lr"] *= factor
 
     def step(self, t: int = 0, batch_size: int = 0) -> None:
-        if self.dense:
+        if self.dense and self._compiled_dense_step():
             self.dense.step()
         if self.lazy:
             self.lazy.step()
+
+    @torch.no_grad()
+    def _compiled_dense_step(self) -> int:
+        """Update the small dense float32 CPU tensors with the compiled kernel, in the
+        state torch's Adam keeps for them, and take their gradients away so that torch's
+        step skips them; return how many tensors with gradients are left for it."""
+        left = 0
+        decoupled = isinstance(self.dense, torch.optim.AdamW)
+        for group in self.dense.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.device.type != "cpu" or p.numel() > SMALL_DENSE:
+                    left += 1
+                    continue
+                from . import compiled_updates as kernels  # numba: loaded only where used
+
+                state = self._dense_state(p)
+                if not kernels.supported_dense(p, state["exp_avg"], state["exp_avg_sq"]):
+                    left += 1
+                    continue
+                state["step"] += 1
+                kernels.adam_dense(p, state["exp_avg"], state["exp_avg_sq"], group["lr"],
+                                   group["betas"], int(state["step"]), group["eps"],
+                                   group["weight_decay"], decoupled)
+                p.grad = None
+        return left
+
+    def _dense_state(self, p: torch.Tensor) -> dict:
+        """torch's Adam state of ``p`` (step, moments), created as its first step would."""
+        state = self.dense.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
 
     def zero_grad(self) -> None:
         for p in self.model.parameters():
@@ -197,11 +276,7 @@ class AdamOptimizer:
         if self.dense:
             for group in self.dense.param_groups:
                 for p in group["params"]:
-                    state = self.dense.state[p]
-                    if not state:
-                        state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-                        state["exp_avg"] = torch.zeros_like(p)
-                        state["exp_avg_sq"] = torch.zeros_like(p)
+                    state = self._dense_state(p)
                     tensors += [state[k].share_memory_() for k in self.DENSE_STATE]
         if self.lazy:
             for p in self.lazy.params():
