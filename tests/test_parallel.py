@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -228,6 +229,9 @@ def test_hogwild_workers_train_and_resume(toy_files, tmp_path, capsys):
     assert main(_train_args(toy_files, out, "--workers", "2")) == 0
     out_text = capsys.readouterr().out
     assert "2 asynchronous workers" in out_text and "epoch 2:" in out_text
+    waited = re.search(r"workers: ([\d.]+)% of their training time waiting for the shared "
+                       r"Adam update, ([\d.]+)% updating under it", out_text)
+    assert waited and 0 <= float(waited[1]) < 100 and 0 < float(waited[2]) < 100
     nll = _test_nll(out, toy_files)
     tokens = sum(len(s.split()) + 1 for s in (toy_files / "test.txt").read_text().splitlines())
     assert nll / tokens < 0.5 * np.log(51)  # far better than uniform: the workers learned
