@@ -161,3 +161,15 @@ def test_small_dense_tensors_take_the_kernel_and_match_torch(monkeypatch, name):
     for p, q in zip(opt.dense.param_groups[0]["params"], fresh.dense.param_groups[0]["params"]):
         assert float(fresh.dense.state[q]["step"]) == 5
         assert torch.equal(fresh.dense.state[q]["exp_avg"], opt.dense.state[p]["exp_avg"])
+
+
+def test_a_row_outside_the_parameter_is_an_error_not_a_stray_write():
+    p = parameters("rows")
+    before = p.detach().clone()
+    p.grad = torch.sparse_coo_tensor(torch.tensor([[2, 10]]), torch.ones(2, 5), (10, 5),
+                                     check_invariants=False)  # row 10 of a 10-row tensor
+    sgd = PaperSGD(Net(p, parameters("bias")), lr=0.1, lr_decay=0.0, weight_decay=0.0)
+    with pytest.raises(IndexError, match="outside its parameter"):
+        sgd.step(0, batch_size=1)
+    assert torch.equal(p.detach(), before)
+    assert all((s.slot == -1).all() for s in sgd.scratch.buffers.values())

@@ -133,6 +133,10 @@ def _sum_rows(width, idx, values, slot, rows, counts, buf):
     distinct = 0
     for e in range(len(idx)):
         r = idx[e]
+        if r < 0 or r >= len(slot):  # never from autograd; a write out of bounds otherwise
+            for k in range(distinct):
+                slot[rows[k]] = -1  # the slot map stays clean for the next call
+            raise IndexError("a sparse gradient names a row outside its parameter")
         s = slot[r]
         if s < 0:
             s = distinct
