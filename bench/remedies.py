@@ -42,13 +42,14 @@ from nnlm.neural.runtime import prepare_process
 from nnlm.neural.train import TrainConfig, Trainer, output_counts
 
 # configurations whose training step costs what another's does (alpha changes no work)
-SAME_SPEED = {"selfnorm_a1": "selfnorm"}
+SAME_SPEED = {"selfnorm_a03": "selfnorm", "selfnorm_a1": "selfnorm"}
 # name -> (preset, architecture overrides, training overrides)
 CONFIGS = {
     "softmax": ("mlp1", {}, {}),
     "nce25": ("mlp1", {}, {"objective": "nce", "noise_samples": 25}),
     "nce100": ("mlp1", {}, {"objective": "nce", "noise_samples": 100}),
     "selfnorm": ("mlp1", {}, {"objective": "selfnorm"}),
+    "selfnorm_a03": ("mlp1", {}, {"objective": "selfnorm", "selfnorm_alpha": 0.3}),
     "selfnorm_a1": ("mlp1", {}, {"objective": "selfnorm", "selfnorm_alpha": 1.0}),
     "shortlist1k": ("mlp1", {"shortlist": 1000}, {}),
     "shortlist2k": ("mlp1", {"shortlist": 2000}, {}),
@@ -203,6 +204,7 @@ def plot(args) -> None:
 
 LABELS = {"softmax": "full softmax (mlp1)", "nce25": "NCE, K = 25", "nce100": "NCE, K = 100",
           "selfnorm": "self-normalized, alpha = 0.1",
+          "selfnorm_a03": "self-normalized, alpha = 0.3",
           "selfnorm_a1": "self-normalized, alpha = 1", "shortlist1k": "short-list 1k + KN5",
           "shortlist2k": "short-list 2k + KN5", "shortlist4k": "short-list 4k + KN5",
           "shortlist8k": "short-list 8k + KN5", "lbl": "LBL (n=5, m=100)"}
