@@ -12,7 +12,7 @@ from nnlm.neural.optim import AdamOptimizer, LazyAdam, PaperSGD, _Scratch
 
 
 def torch_path(monkeypatch):
-    monkeypatch.setattr(_Scratch, "kernels", lambda self, p: None)
+    monkeypatch.setattr(_Scratch, "kernels", lambda self, p, *moments: None)
 
 
 def sparse_grad(shape, rows, seed):

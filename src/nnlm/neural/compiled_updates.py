@@ -34,12 +34,14 @@ import torch
 from numba import njit
 
 
-def supported(p: torch.Tensor) -> bool:
-    """Whether the kernels can update ``p`` (and its sparse gradient) in place."""
+def supported(p: torch.Tensor, *moments: torch.Tensor) -> bool:
+    """Whether the sparse-row kernels can update ``p`` from its sparse gradient, and its
+    ``moments`` (Adam's, contiguous), in place."""
     g = p.grad
     return (p.device.type == "cpu" and p.dtype == torch.float32 and p.dim() in (1, 2)
             and p.stride(-1) == 1 and g is not None and g.is_sparse
-            and g.dtype == torch.float32 and g.sparse_dim() == 1)
+            and g.dtype == torch.float32 and g.sparse_dim() == 1
+            and all(t.is_contiguous() and t.dtype == torch.float32 for t in moments))
 
 
 def supported_dense(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> bool:

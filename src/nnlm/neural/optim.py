@@ -54,14 +54,14 @@ class _Scratch:
     def __init__(self):
         self.buffers = {}
 
-    def kernels(self, p: torch.Tensor):
-        """(the kernel module, ``p``'s buffers) when the kernels can update ``p``'s
-        sparse gradient, else None."""
-        if not (p.grad is not None and p.grad.is_sparse and p.device.type == "cpu"):
+    def kernels(self, p: torch.Tensor, *moments: torch.Tensor):
+        """(the kernel module, ``p``'s buffers) when the kernels can update ``p`` (and
+        its ``moments``) from its sparse gradient, else None."""
+        if p.device.type != "cpu":
             return None
         from . import compiled_updates as kernels  # numba: loaded only where used
 
-        if not kernels.supported(p):
+        if not kernels.supported(p, *moments):
             return None
         if id(p) not in self.buffers:
             self.buffers[id(p)] = kernels.RowScratch(p)
@@ -154,8 +154,8 @@ class LazyAdam:
                 if p.grad is None:
                     continue
                 m, v = self.moments[id(p)]
-                compiled = self.scratch.kernels(p)
-                if compiled and m.is_contiguous() and v.is_contiguous():
+                compiled = self.scratch.kernels(p, m, v)
+                if compiled:
                     kernels, buffers = compiled
                     kernels.adam_update(p, m, v, buffers, lr, self.betas, self.steps,
                                         self.eps, wd, self.decoupled)
