@@ -106,25 +106,30 @@ def adam_update(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, scratch: RowS
                 decoupled: bool) -> None:
     """Lazy Adam (or AdamW when ``decoupled``) at ``step`` on the rows of ``p``'s sparse
     gradient, moments ``m`` and ``v`` (contiguous) updated in place on the same rows."""
-    b1, b2 = betas
     idx, values = _entries(p)
     param, stride = _flat_rows(p)
-    f = np.float32
     _adam_rows(param, stride, _flat_rows(m)[0], _flat_rows(v)[0], scratch.width, idx, values,
                scratch.slot, scratch.rows, scratch.counts, scratch.sum_buffer(len(idx)),
-               f(lr / (1 - b1 ** step)), f(b1), f(b2), f(1 - b2 ** step), f(eps),
-               f(1 - lr * wd if decoupled else 1), f(0 if decoupled else wd))
+               *_adam_scalars(lr, betas, step, eps, wd, decoupled))
 
 
 def adam_dense(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, lr: float,
                betas: tuple[float, float], step: int, eps: float, wd: float,
                decoupled: bool) -> None:
     """Adam (AdamW when ``decoupled``) at ``step`` on all of ``p`` with its dense gradient."""
+    _adam_dense(p.detach().view(-1).numpy(), p.grad.view(-1).numpy(), m.view(-1).numpy(),
+                v.view(-1).numpy(), *_adam_scalars(lr, betas, step, eps, wd, decoupled))
+
+
+def _adam_scalars(lr: float, betas: tuple[float, float], step: int, eps: float, wd: float,
+                  decoupled: bool) -> tuple[np.float32, ...]:
+    """The kernels' Adam constants as float32 (so that their arithmetic stays float32):
+    lr / (1 - b1^t), b1, b2, 1 - b2^t, eps, the decoupled decay 1 - lr wd (AdamW, else 1)
+    and the coupled decay wd (Adam, else 0)."""
     b1, b2 = betas
     f = np.float32
-    _adam_dense(p.detach().view(-1).numpy(), p.grad.view(-1).numpy(), m.view(-1).numpy(),
-                v.view(-1).numpy(), f(lr / (1 - b1 ** step)), f(b1), f(b2), f(1 - b2 ** step),
-                f(eps), f(1 - lr * wd if decoupled else 1), f(0 if decoupled else wd))
+    return (f(lr / (1 - b1 ** step)), f(b1), f(b2), f(1 - b2 ** step), f(eps),
+            f(1 - lr * wd if decoupled else 1), f(0 if decoupled else wd))
 
 
 # error_model="numpy": a float division by zero gives inf instead of raising, which
