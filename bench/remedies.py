@@ -192,10 +192,19 @@ def plot(args) -> None:
         curve = sorted(v for k, v in points.items() if k.startswith("shortlist"))
         if curve:
             ax.plot(*zip(*curve), "-", color="tab:gray", alpha=0.5, zorder=1)
-        for name, (x, y) in points.items():
-            ax.scatter([x], [y], zorder=2)
-            ax.annotate(name, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
         ax.set_xscale("log")
+        for x, y in points.values():
+            ax.scatter([x], [y], zorder=2)
+        fig.canvas.draw()  # the data-to-pixel transform of the final axes
+        placed: list[tuple[float, float]] = []
+        for name, (x, y) in sorted(points.items(), key=lambda kv: -kv[1][1]):
+            px, py = ax.transData.transform((x, y))
+            # a label above-right of its point, unless another label already sits there:
+            # then below-right (NCE K = 25 and K = 100 lie a few pixels apart)
+            crowded = any(abs(px - qx) < 45 and abs(py - qy) < 14 for qx, qy in placed)
+            ax.annotate(name, (x, y), fontsize=8, xytext=(4, -11 if crowded else 4),
+                        textcoords="offset points")
+            placed.append((px, py - 15 if crowded else py))
         ax.set_xlabel("training words/s (mlp1 shape, AdamW, bf16, 2 threads)")
         perplexity_axis(ax, "exact test perplexity (Brown)")
         ax.set_title("output-layer remedies: speed against perplexity")
