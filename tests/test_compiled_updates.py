@@ -173,3 +173,43 @@ def test_a_row_outside_the_parameter_is_an_error_not_a_stray_write():
         sgd.step(0, batch_size=1)
     assert torch.equal(p.detach(), before)
     assert all((s.slot == -1).all() for s in sgd.scratch.buffers.values())
+
+
+LOAD_THEN_TRAIN = """
+import json, sys
+from nnlm.neural import compiled_updates as k
+from nnlm.neural.run import train_from_files
+toy, out = sys.argv[1], sys.argv[2]
+for name, recipe, train in (("sgd", "paper", {}), ("nce", None, {"objective": "nce"})):
+    train_from_files(f"{toy}/train.txt", f"{toy}/valid.txt", f"{out}/{name}", preset="tiny",
+                     recipe=recipe, train=train, max_steps=2, checkpoint_every=0,
+                     log=lambda message: None)
+print(json.dumps({"loaded": sorted(k._loaded),
+                  "signatures": {n: len(getattr(k, "_" + n).signatures) for n in k.KERNELS}}))
+"""
+
+
+def test_training_loads_the_kernels_it_uses_with_the_types_its_updates_pass(tmp_path):
+    """Training loads its kernels before its clock starts (``compiled_updates.load``): the
+    paper's SGD its sparse rows, Adam under NCE its lazy rows and small dense tensors. The
+    load's tiny update must pass the types the real updates pass, or their first call
+    would compile (or load) a second specialization, which is the cost it exists to move."""
+    import json
+    import subprocess
+    import sys
+
+    from nnlm.toyworld import toy_world
+
+    train, valid, _ = toy_world(seed=0, n_train=200, n_valid=40, n_test=10)
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n")
+    (tmp_path / "valid.txt").write_text("\n".join(valid) + "\n")
+    run = subprocess.run([sys.executable, "-c", LOAD_THEN_TRAIN, str(tmp_path),
+                          str(tmp_path / "runs")], capture_output=True, text=True, check=True)
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == sorted(compiled_updates.KERNELS)
+    assert got["signatures"] == {name: 1 for name in compiled_updates.KERNELS}
+
+
+def test_loading_an_unknown_kernel_is_refused():
+    with pytest.raises(ValueError, match="no compiled kernel 'adam_cols'"):
+        compiled_updates.load("adam_cols")

@@ -121,6 +121,36 @@ def adam_dense(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, lr: float,
                 v.view(-1).numpy(), *_adam_scalars(lr, betas, step, eps, wd, decoupled))
 
 
+KERNELS = ("sgd_rows", "adam_rows", "adam_dense")
+_loaded: set[str] = set()
+
+
+def load(*kernels: str) -> None:
+    """Load the named kernels (``KERNELS``) now, from numba's cache or by compiling them,
+    through one update of a tiny tensor of the types training passes: their first call
+    in a process otherwise takes about 0.4 s (0.9 s with numba's import). Training loads
+    them before its clock starts; a Hogwild worker before its first update, which would
+    otherwise hold the shared update lock while the other worker waits for it."""
+    for name in kernels:
+        if name in _loaded:
+            continue
+        if name not in KERNELS:
+            raise ValueError(f"no compiled kernel {name!r}; there are {', '.join(KERNELS)}")
+        p = torch.zeros(3, 2)
+        m, v = torch.zeros_like(p), torch.zeros_like(p)
+        if name == "adam_dense":
+            p.grad = torch.ones_like(p)
+            adam_dense(p, m, v, 1e-3, (0.9, 0.999), 1, 1e-8, 0.0, True)
+        else:
+            p.grad = torch.sparse_coo_tensor(torch.tensor([[1, 2, 1]]), torch.ones(3, 2),
+                                             p.shape, check_invariants=False)
+            if name == "sgd_rows":
+                sgd_update(p, RowScratch(p), 1e-3, 0.0)
+            else:
+                adam_update(p, m, v, RowScratch(p), 1e-3, (0.9, 0.999), 1, 1e-8, 0.0, True)
+        _loaded.add(name)
+
+
 def _adam_scalars(lr: float, betas: tuple[float, float], step: int, eps: float, wd: float,
                   decoupled: bool) -> tuple[np.float32, ...]:
     """The kernels' Adam constants as float32 (so that their arithmetic stays float32):

@@ -68,11 +68,26 @@ class _Scratch:
         return kernels, self.buffers[id(p)]
 
 
+def _load_kernels(params, *kernels: str) -> None:
+    """Load the compiled kernels now where ``params`` (some tensors) are ones they serve."""
+    if any(p.device.type == "cpu" and p.dtype == torch.float32 for p in params):
+        from . import compiled_updates  # numba: loaded only where used
+
+        compiled_updates.load(*kernels)
+
+
 class PaperSGD:
-    def __init__(self, model: Network, lr: float, lr_decay: float, weight_decay: float):
+    def __init__(self, model: Network, lr: float, lr_decay: float, weight_decay: float,
+                 sparse: list[torch.Tensor] = ()):
         self.model, self.lr0, self.lr_decay, self.weight_decay = model, lr, lr_decay, weight_decay
         self.scale = 1.0  # multiplied down by plateau decay
         self.scratch = _Scratch()
+        self.sparse = list(sparse)  # the parameters whose gradients will be sparse
+
+    def load_kernels(self) -> None:
+        """Load the compiled sparse-row update now if a step will use it (see
+        ``compiled_updates.load``)."""
+        _load_kernels(self.sparse, "sgd_rows")
 
     def lr_at(self, t: int) -> float:
         return self.scale * self.lr0 / (1.0 + self.lr_decay * t)
@@ -204,6 +219,15 @@ class AdamOptimizer:
             except (RuntimeError, TypeError, ValueError):
                 self.dense = cls(dense, lr=lr)
         self.lazy = LazyAdam(lazy, lr, decoupled=name == "adamw") if lazy else None
+
+    def load_kernels(self) -> None:
+        """Load the compiled updates a step will use now (see ``compiled_updates.load``):
+        lazy Adam's sparse rows, and Adam on the small dense tensors."""
+        if self.lazy:
+            _load_kernels(self.lazy.params(), "adam_rows")
+        if self.dense:
+            _load_kernels([p for g in self.dense.param_groups for p in g["params"]
+                           if p.numel() <= SMALL_DENSE], "adam_dense")
 
     @property
     def param_groups(self) -> list[dict]:
