@@ -14,6 +14,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
+	@# numba's cache of the compiled optimizer updates, built once here: processes that
+	@# start together (torchrun ranks, --workers) then load it instead of writing it at
+	@# the same moment, which can crash one of them (numba issue 4807)
+	$(BIN)/python -c "from nnlm.neural import compiled_updates as k; k.load(*k.KERNELS)"
 	touch $@
 
 demo: $(BIN)/.installed
