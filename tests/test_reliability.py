@@ -674,8 +674,117 @@ FEATURE_CASES = [  # issue 11: embeddings, unknown words, the energy network
     Case("energy-v bad value", **tr(["--preset", "energy", "--energy-v", "some"])),
 ]
 
+# -- issue 32, class 0: an output replaces only a model nnlm wrote of its family ----------------
+def _thesis(w, t):
+    """A folder of the user's own files, with a subfolder."""
+    (t / "out" / "sub").mkdir(parents=True)
+    write(t / "out" / "thesis.tex", "my thesis\n")
+    write(t / "out" / "sub" / "notes.txt", "notes\n")
+
+
+def _placed(name):
+    """Put a copy of the world's model ``name`` at the case's output ``out``."""
+    return lambda w, t: copy(w / name, t / "out")
+
+
+def _with_notes(name):
+    def setup(w, t):
+        copy(w / name, t / "out")
+        write(t / "out" / "notes.txt", "mine\n")
+    return setup
+
+
+def _abandoned_run(w, t):
+    """The start of a training run killed before its first checkpoint."""
+    (t / "out").mkdir()
+    copy(w / "nplm" / "config.json", t / "out" / "config.json")
+    copy(w / "nplm" / "vocab.txt", t / "out" / "vocab.txt")
+
+
+# every command whose -o is a model directory, as (name, argv with the output at t/out)
+MODEL_WRITERS = {
+    "ngram train": lambda w, t: ["ngram", "train", T(w), "--order", "2", "--discount-fallback",
+                                 "-o", t / "out"],
+    "ngram prune": lambda w, t: ["ngram", "prune", w / "kn3", "--threshold", "1e-6",
+                                 "-o", t / "out"],
+    "mix": lambda w, t: ["mix", w / "kn3", w / "addk", "--valid", V(w), "--iterations", "2",
+                         "-o", t / "out"],
+    "train": lambda w, t: ["train", T(w), "--valid", V(w), "--preset", "tiny", "--threads",
+                           "1", "--max-steps", "2", "-o", t / "out"],
+}
+# what each may replace: a model of its own family (train: only an unfinished start)
+REPLACES = {"ngram train": "kn2", "ngram prune": "kn2", "mix": "mix"}
+
+
+def _data_loss_cases():
+    cases = []
+    for name, argv in MODEL_WRITERS.items():
+        cases += [
+            Case(f"{name} -o over user files", argv=argv, setup=_thesis,
+                 match="not an nnlm model directory|not an unfinished training run"),
+            Case(f"{name} -o over a training run", argv=argv, setup=_placed("nplm"),
+                 match="training run"),
+            Case(f"{name} -o over a file", argv=argv,
+                 setup=lambda w, t: write(t / "out", "x\n"), match="is a file"),
+        ]
+        other = "kn2" if name in ("mix", "train") else "mix"
+        cases.append(Case(f"{name} -o over a {other} model", argv=argv, setup=_placed(other),
+                          match=r"holds a \w+ model|not an unfinished training run"))
+        if name in REPLACES:
+            cases += [
+                Case(f"{name} -o replaces its own kind", argv=argv, setup=_placed(REPLACES[name]),
+                     expect="ok", output=lambda w, t: t / "out"),
+                Case(f"{name} -o keeps a user file in a model", argv=argv,
+                     setup=_with_notes(REPLACES[name]), match="did not write.*notes.txt"),
+            ]
+        cases.append(Case(f"{name} -o into an empty folder", argv=argv,
+                          setup=lambda w, t: (t / "out").mkdir(), expect="ok",
+                          output=lambda w, t: t / "out"))
+    cases += [
+        Case("ngram train -o over another method's model", argv=MODEL_WRITERS["ngram train"],
+             setup=_placed("addk"), expect="ok", output=lambda w, t: t / "out"),
+        Case("train -o over an abandoned start", argv=MODEL_WRITERS["train"],
+             setup=_abandoned_run, expect="ok", output=lambda w, t: t / "out"),
+        Case("ngram train -o over an abandoned start", argv=MODEL_WRITERS["ngram train"],
+             setup=_abandoned_run, match="training run"),
+    ]
+    return cases
+
+
+def _mixture_of_copies(w, t):
+    copy(w / "kn3", t / "kn3")
+    copy(w / "kn3.arpa", t / "kn3.arpa")
+    assert main(["mix", str(t / "kn3"), str(w / "addk"), str(t / "kn3.arpa"), "--valid",
+                 str(V(w)), "--iterations", "2", "-o", str(t / "mx")]) == 0
+
+
+def _retrained_component(w, t):
+    _mixture_of_copies(w, t)
+    assert main(["ngram", "train", str(T(w)), "--order", "2", "--discount-fallback",
+                 "-o", str(t / "kn3")]) == 0
+
+
+def _edited_arpa_component(w, t):
+    _mixture_of_copies(w, t)
+    lines = (t / "kn3.arpa").read_text().split("\n")
+    i = _uni(lines)
+    set_field(lines, i, 2, str(float(lines[i].split("\t")[2]) - 0.5))  # less mass: valid
+    (t / "kn3.arpa").write_text("\n".join(lines))
+
+
+DATA_LOSS_CASES = _data_loss_cases() + [
+    Case("mixture of a retrained component", **ev(lambda w, t: t / "mx",
+                                                  setup=_retrained_component,
+                                                  match="kn3.*changed since the mixture")),
+    Case("mixture of an edited ARPA component", **ev(lambda w, t: t / "mx",
+                                                     setup=_edited_arpa_component,
+                                                     match="kn3.arpa.*changed since")),
+    Case("mixture of unchanged components", **ev(lambda w, t: t / "mx",
+                                                 setup=_mixture_of_copies, expect="ok")),
+]
+
 ALL_CASES = (OPTION_CASES + OUTPUT_CASES + ARPA_CASES + CHECKPOINT_CASES + TEXT_CASES
-             + FEATURE_CASES)
+             + FEATURE_CASES + DATA_LOSS_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
@@ -1006,3 +1115,27 @@ def test_a_corrupt_compressed_file_is_one_line(world, tmp_path, capsys, suffix):
         path = write(tmp_path / f"{name}{suffix}", damaged)
         code = main(["eval", str(world / "kn3"), str(path)])
         check_outcome(code, "", capsys.readouterr().err, "error", "corrupt|truncated|UTF-8")
+
+
+def test_a_reader_racing_a_writer_reads_one_whole_model(world, tmp_path):
+    """Issue 32: a model loaded while another process replaces it again and again loads
+    whole every time (old or new), never "mixed from two models"."""
+    import subprocess
+    import sys
+
+    from nnlm.models import load_model
+
+    model = copy(world / "kn2", tmp_path / "m")
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "from nnlm.models import load_model, save_model\n"
+        f"m = load_model({str(model)!r})\n"
+        f"for _ in range(300): save_model(m, {str(model)!r})\n")])
+    loads = 0
+    try:
+        while writer.poll() is None:
+            assert len(load_model(model).vocab) > 0
+            loads += 1
+    finally:
+        writer.kill() if writer.poll() is None else None
+        writer.wait()
+    assert writer.returncode == 0 and loads >= 20, (writer.returncode, loads)

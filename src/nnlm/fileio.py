@@ -223,6 +223,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 TEMP_TAG = ".nnlm-"  # hidden temporaries: .NAME.nnlm-PID-XXXX.tmp (and .old)
 _TEMP_RE = re.compile(r"^\..*\.nnlm-(\d+)-[^/]*\.(tmp|old)$")
+TEMP_NAME = re.compile(r"^\..*\.nnlm-(\d+-[^/]*\.(tmp|old)|lock)$")  # any of ours
 
 
 def _alive(pid: int) -> bool:

@@ -140,11 +140,14 @@ class Mixture(LanguageModel):
     def save(self, path, component_paths: Sequence[str | os.PathLike]) -> Path:
         """Write the mixture; components stay where they are, named relative to ``path``
         (``nnlm.save_model`` instead copies them into the mixture's directory)."""
-        from .models import new_model_id, write_header
+        from .models import check_model_output, model_identity, new_model_id, write_header
 
         path = Path(path)
+        check_model_output(path, self.kind)
         rel = [os.path.relpath(Path(p).resolve(), path.resolve()) for p in component_paths]
-        config, model_id = {**self.config(), "components": rel}, new_model_id()
+        ids = [model_identity(p, m) for p, m in zip(component_paths, self.components)]
+        config = {**self.config(), "components": rel, "component_ids": ids}
+        model_id = new_model_id()
         with atomic_path(path) as tmp:
             tmp.mkdir()
             self._write_arrays(tmp, array_binding(self.kind, self.vocab.fingerprint, config,
@@ -170,15 +173,24 @@ class Mixture(LanguageModel):
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab) -> Mixture:
-        from .models import load_model
+        from .models import load_model, model_identity
 
         cfg = header["config"]
+        ids = cfg.get("component_ids")  # absent in mixtures made before they were recorded
+        if ids is not None and (not isinstance(ids, list) or len(ids) != len(cfg["components"])):
+            raise NnlmError(f"{path / 'config.json'}: 'component_ids' should list one id per "
+                            "component; the file was edited or is damaged")
         components = []
-        for rel in cfg["components"]:
+        for i, rel in enumerate(cfg["components"]):
             target = (Path(path) / rel).resolve()
             if not target.exists():
                 raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) is missing")
-            components.append(load_model(target))
+            component = load_model(target)
+            if ids is not None and model_identity(target, component) != ids[i]:
+                raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) has "
+                                "changed since the mixture was made (retrained or replaced), "
+                                "so its weights no longer fit; mix the models again")
+            components.append(component)
         arrays = read_arrays(Path(path) / "arrays.npz", header_binding(header))
         buckets = None
         if cfg["bucketed"]:

@@ -22,6 +22,7 @@ Model kinds are registered below by import path, so loading an n-gram model neve
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -29,7 +30,7 @@ import uuid
 from pathlib import Path
 
 from .errors import NnlmError
-from .fileio import atomic_path, atomic_write_text, os_error_message, read_head
+from .fileio import TEMP_NAME, atomic_path, atomic_write_text, os_error_message, read_head
 from .lm import LanguageModel, array_binding
 from .vocab import Vocabulary
 
@@ -70,9 +71,78 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
     atomic_write_text(Path(directory) / "config.json", json.dumps(header, indent=2) + "\n")
 
 
-def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
-    """Write ``model`` (any kind) to the directory ``path`` atomically, replacing it."""
+# -- what an output may replace --------------------------------------------------------
+# kinds that may replace each other: retraining an n-gram model with another method is
+# ordinary; an n-gram model never silently replaces a network or a mixture
+FAMILIES = {"addk": "n-gram", "backoff": "n-gram", "kn": "n-gram", "interpolated": "n-gram",
+            "class": "n-gram", "nplm": "neural", "mixture": "mixture"}
+# every name nnlm writes inside a model directory (a training run's included)
+MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "classes.tsv",
+                           "components", "model.safetensors", "state", "shortlist_backoff",
+                           "metrics.csv", "learning_curve.png", "tensorboard"})
+
+
+def _foreign_entries(path: Path) -> list[str]:
+    """The names in ``path`` that nnlm does not write (its hidden temporaries aside)."""
+    return sorted(e.name for e in path.iterdir()
+                  if e.name not in MODEL_ENTRIES and not TEMP_NAME.match(e.name))
+
+
+def check_model_output(path: str | os.PathLike, kind: str, training_run: bool = False) -> None:
+    """Refuse to write a model directory over anything but a model nnlm wrote of the same
+    family (``FAMILIES``), or, for a training run (``training_run``), an unfinished start
+    of one that holds no trained weights yet.
+
+    A new or empty folder is always fine. Everything else, a folder of the user's own
+    files above all, is refused in one line before any work starts, so an output never
+    replaces what it should not: a model directory is swapped in whole, and whatever the
+    old folder held would be gone.
+    """
     path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_dir():
+        raise NnlmError(f"{path}: is a file; a model directory cannot replace it. Choose "
+                        "another output")
+    if not any(path.iterdir()):
+        return
+    try:
+        header = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        found = header["nnlm_model"] if isinstance(header, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        found = None
+    foreign = _foreign_entries(path)
+    if found not in FAMILIES:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise NnlmError(f"{path}: exists and is not an nnlm model directory"
+                        f"{f' (it holds {shown})' if shown else ''}; nnlm replaces only a "
+                        "model it wrote. Choose a new or empty output")
+    is_run = "train" in header
+    if training_run:
+        if (path / "state" / "trainer.json").exists():
+            raise NnlmError(f"{path}: already holds a training run; add --resume to continue "
+                            "it, or choose another output")
+        if not is_run or (path / "model.safetensors").exists() or foreign:
+            raise NnlmError(f"{path}: exists and is not an unfinished training run; choose a "
+                            "new or empty output (training would overwrite what is there)")
+        return
+    if is_run:
+        raise NnlmError(f"{path}: holds a neural training run; a {kind} model would replace "
+                        "its checkpoint. Choose another output")
+    if FAMILIES[found] != FAMILIES[kind]:
+        raise NnlmError(f"{path}: holds a {found} model; a {kind} model replaces only "
+                        f"{FAMILIES[kind]} models. Choose another output, or remove it first")
+    if foreign:
+        raise NnlmError(f"{path}: holds files nnlm did not write ({', '.join(foreign[:3])}"
+                        f"{', ...' if len(foreign) > 3 else ''}); replacing the model would "
+                        "delete them. Move them, or choose another output")
+
+
+def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
+    """Write ``model`` (any kind) to the directory ``path`` atomically, replacing an older
+    model of its family there (:func:`check_model_output` says what may be replaced)."""
+    path = Path(path)
+    check_model_output(path, model.kind)
     model_id = new_model_id()
     config = model.config()
     with atomic_path(path) as tmp:
@@ -140,27 +210,75 @@ def is_arpa(path: Path) -> bool:
 
 
 _LOADING: list[Path] = []  # model directories being loaded, to catch a cycle of mixtures
+LOAD_TRIES = 3  # a model replaced while it is read is read again, at most this often
 
 
 def load_model(path: str | os.PathLike) -> LanguageModel:
-    """Load any saved nnlm model directory, or an ARPA file."""
+    """Load any saved nnlm model directory, or an ARPA file.
+
+    A directory read while another process replaces it (an atomic swap between reading
+    config.json and the arrays) is read again from the start: the reader gets one whole
+    version, old or new, and a mismatch is blamed on the files only when the model did
+    not change meanwhile. The loaded model carries ``source_id``: the model_id of its
+    config.json (None for an ARPA file), which mixtures record for their components.
+    """
     path = Path(path)
     if is_arpa(path):
         from .ngram.arpa import read_arpa
 
-        return read_arpa(path)
-    header = read_header(path)
-    cls = _model_class(header["nnlm_model"])
-    vocab = load_vocab_for(path, header)
+        model = read_arpa(path)
+        model.source_id = None
+        return model
     real = Path(os.path.realpath(path))
     if real in _LOADING:
         raise NnlmError(f"{path / 'config.json'}: the model includes itself (a mixture whose "
                         "component is the mixture); rebuild it with other components")
     _LOADING.append(real)
     try:
+        for attempt in range(LOAD_TRIES):
+            header = read_header(path)
+            try:
+                model = _load_dir(path, header)
+                model.source_id = header.get("model_id")
+                return model
+            except NnlmError:
+                if attempt + 1 == LOAD_TRIES or not _replaced_since(path, header):
+                    raise
+        raise AssertionError("unreachable")
+    finally:
+        _LOADING.pop()
+
+
+def _load_dir(path: Path, header: dict) -> LanguageModel:
+    cls = _model_class(header["nnlm_model"])
+    vocab = load_vocab_for(path, header)
+    try:
         return cls.load_dir(path, header, vocab)
     except (KeyError, TypeError, ValueError, IndexError) as e:  # a field missing or mistyped
         raise NnlmError(f"{path / 'config.json'}: a setting is missing or has the wrong type "
                         f"({type(e).__name__}: {e}); the file was edited or is damaged") from None
-    finally:
-        _LOADING.pop()
+
+
+def _replaced_since(path: Path, header: dict) -> bool:
+    """Whether the model directory at ``path`` is no longer the one ``header`` came from."""
+    try:
+        now = read_header(path)
+    except NnlmError:
+        return False
+    return now.get("model_id") != header.get("model_id")
+
+
+def model_identity(path: str | os.PathLike, model: LanguageModel | None = None) -> str:
+    """What identifies the saved model at ``path``: its model_id (new at every save) for
+    a directory, a SHA-256 of the bytes for a file (ARPA). ``model``: the model loaded
+    from ``path``, whose ``source_id`` is used where it has one (no second read)."""
+    if model is not None and getattr(model, "source_id", None):
+        return model.source_id
+    path = Path(path)
+    if path.is_dir():
+        return str(read_header(path).get("model_id"))
+    try:
+        with open(path, "rb") as f:
+            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise NnlmError(os_error_message(path, e)) from None

@@ -66,8 +66,9 @@ def cmd_mix(args) -> None:
     from ..corpus import read_stream
     from ..lm import evaluation_from_logprobs
     from ..mixture import ContextBuckets, Mixture
-    from ..models import load_model
+    from ..models import check_model_output, load_model
 
+    check_model_output(args.output, Mixture.kind)
     models = [load_model(p) for p in args.models]
     buckets = None
     if args.per_bucket:

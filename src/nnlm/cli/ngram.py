@@ -113,7 +113,7 @@ def _backoff_model(path, doing: str):
 
 
 def cmd_ngram(args) -> None:
-    from ..models import save_model
+    from ..models import check_model_output, save_model
     from ..ngram import train as ngram_train
 
     if args.ngram_command == "cluster":
@@ -128,6 +128,7 @@ def cmd_ngram(args) -> None:
     if args.ngram_command == "prune":
         from ..ngram.prune import prune_entropy
 
+        check_model_output(args.output, "backoff")
         model = _backoff_model(args.model, "pruning")
         pruned = prune_entropy(model, args.threshold)
         save_model(pruned, args.output)
@@ -161,6 +162,7 @@ def cmd_ngram(args) -> None:
         raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
+    check_model_output(args.output, args.method)  # before the work, not after it
     model = ngram_train.train_ngram(
         args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
         min_count=args.min_count,

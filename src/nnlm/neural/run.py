@@ -19,7 +19,7 @@ from pathlib import Path
 from ..corpus import count_words, read_stream
 from ..errors import NnlmError
 from ..fileio import atomic_write_text
-from ..models import load_model, load_vocab_for, read_header
+from ..models import check_model_output, load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
 from .distributed import close_world, init_world, launched_by_torchrun
 from .nplm_lm import BACKOFF_DIR, check_backoff
@@ -138,7 +138,7 @@ def _train(train_path, valid_path, outdir, preset, arch, train, recipe, resume, 
             backoff = load_model(outdir / BACKOFF_DIR)
     else:
         changes = {}
-        check_new_output(outdir)
+        check_model_output(outdir, "nplm", training_run=True)
         name, arch, train = resolve(preset, arch, train, recipe)
         if vocab is None:
             vocab = Vocabulary.from_counts(count_words(train_path), min_count, max_size)
@@ -212,25 +212,6 @@ def describe_parallel(trainer) -> str:
         return ""
     scheme = "output-parallel" if trainer.shard is not None else "data-parallel"
     return f", {trainer.world.size} {scheme} ranks ({trainer.world.backend})"
-
-
-def check_new_output(outdir: Path) -> None:
-    """A new run's CKPT must be new, empty, or an abandoned start of a run (config.json with
-    a ``train`` section and nothing trained yet): never another model or the user's files."""
-    if (outdir / "state" / "trainer.json").exists():
-        raise NnlmError(f"{outdir}: already holds a training run; add --resume to continue "
-                        "it, or choose another -o")
-    if outdir.exists() and not outdir.is_dir():
-        raise NnlmError(f"{outdir}: is a file; -o needs a checkpoint directory")
-    if not outdir.is_dir() or not any(outdir.iterdir()):
-        return
-    try:
-        abandoned = "train" in json.loads((outdir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        abandoned = False
-    if not abandoned or (outdir / "model.safetensors").exists():
-        raise NnlmError(f"{outdir}: exists and is not an unfinished training run; choose a new "
-                        "or empty -o (training would overwrite what is there)")
 
 
 def describe(config) -> str:
