@@ -347,8 +347,9 @@ OUTPUT_CASES = [
 ]
 
 
-def _arpa_case(name, edit, match, expect="error", warns=None):
-    return Case(f"arpa {name}", argv=lambda w, t: ["eval", t / "bad.arpa", w / "toy/test.txt"],
+def _arpa_case(name, edit, match, expect="error", warns=None, extra=()):
+    return Case(f"arpa {name}", argv=lambda w, t: ["eval", t / "bad.arpa", w / "toy/test.txt",
+                                                   *extra],
                 setup=lambda w, t: tampered_arpa(w, t, edit), match=match, expect=expect,
                 warns=warns)
 
@@ -425,14 +426,25 @@ ARPA_CASES = [
     _arpa_case("duplicate unigram", _dup_unigram, "appears twice"),
     _arpa_case("duplicate bigram", _dup_bigram, "appears twice"),
     _arpa_case("predicts <s>", _predict_bos, "<s> is only context"),
-    _arpa_case("unigrams above 1", _heavy_unigrams, "sum to"),
-    _arpa_case("trigram context above 1", _heavy_trigram_context, "summing to"),
+    # issue 27: what KenLM loads loads, with a warning; --strict refuses it
+    _arpa_case("unigrams above 1", _heavy_unigrams, None, expect="ok",
+               warns="unigram probabilities sum to [\\d.]+, more than 1"),
+    _arpa_case("unigrams above 1 strict", _heavy_unigrams, "sum to", extra=["--strict"]),
+    _arpa_case("trigram context above 1", _heavy_trigram_context, None, expect="ok",
+               warns="summing to [\\d.]+, more than 1"),
+    _arpa_case("trigram context above 1 strict", _heavy_trigram_context, "summing to",
+               extra=["--strict"]),
     _arpa_case("without <unk>", _drop_unk, None, expect="ok", warns="no <unk>.*-100"),
     _arpa_case("unigrams below 1", _drop_unk, None, expect="ok",
-               warns="unigrams sum to 0.9.*less than 1"),
-    _arpa_case("bigram bow", lambda ls: set_field(ls, _bi_context(ls), 2, "0.3"),
-               "more than 1"),
-    _arpa_case("unigram bow up", lambda ls: set_field(ls, _uni(ls), 2, "0.5"), "more than 1"),
+               warns="unigram probabilities sum to 0.9.*less than 1"),
+    _arpa_case("bigram bow", lambda ls: set_field(ls, _bi_context(ls), 2, "0.3"), None,
+               expect="ok", warns="more than 1"),
+    _arpa_case("bigram bow strict", lambda ls: set_field(ls, _bi_context(ls), 2, "0.3"),
+               "more than 1", extra=["--strict"]),
+    _arpa_case("unigram bow up", lambda ls: set_field(ls, _uni(ls), 2, "0.5"), None,
+               expect="ok", warns="after 'dog' sum to [\\d.]+, more than 1"),
+    _arpa_case("unigram bow up strict", lambda ls: set_field(ls, _uni(ls), 2, "0.5"),
+               "more than 1", extra=["--strict"]),
     _arpa_case("unigram bow down", lambda ls: set_field(ls, _uni(ls), 2, "-0.5"), None,
                expect="ok", warns="after 'dog'.*less than 1"),
     _arpa_case("count mismatch", lambda ls: ls.__setitem__(1, "ngram 1=3"), "declares"),
@@ -813,9 +825,9 @@ def test_case(case: Case, world, tmp_path, capsys):
 @given(data=st.data())
 def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data):
     """Hypothesis: replace one number of a valid ARPA file by any float. Either loading
-    refuses the file in one line, or no next-word distribution sums to more than 1 and
-    one that sums to less is warned about (an independent check: the model's own full
-    distributions, summed in float64)."""
+    refuses the file in one line, or every next-word distribution that does not sum to 1
+    is warned about, above or below (an independent check: the model's own full
+    distributions, summed in float64); strict loading refuses every one above 1."""
     from nnlm.errors import NnlmError
     from nnlm.lm import logsumexp
     from nnlm.ngram.arpa import read_arpa
@@ -843,7 +855,11 @@ def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data
     contexts = np.array([[a, b] for a in words for b in words][:: 7], np.int64)
     dist = model.next_logprobs(contexts)
     sums = logsumexp(dist, axis=1)
-    assert np.all(sums < 2e-3)  # never more than 1: that would be an impossible model
+    if np.any(sums > 2e-3):  # more than 1 loads as KenLM loads it, said; strict refuses it
+        assert any("more than 1" in str(w.message) for w in caught)
+        with pytest.raises(NnlmError, match="more than 1"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_arpa(path, strict=True)
     if np.any(sums < -2e-3):  # less than 1 is allowed, and said
         assert any("less than 1" in str(w.message) for w in caught)
     assert np.isfinite(dist[:, 3:]).all()

@@ -213,8 +213,9 @@ _LOADING: list[Path] = []  # model directories being loaded, to catch a cycle of
 LOAD_TRIES = 3  # a model replaced while it is read is read again, at most this often
 
 
-def load_model(path: str | os.PathLike) -> LanguageModel:
-    """Load any saved nnlm model directory, or an ARPA file.
+def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
+    """Load any saved nnlm model directory, or an ARPA file (``strict``: refuse an ARPA
+    file whose distributions sum above 1, which KenLM loads; see :func:`read_arpa`).
 
     A directory read while another process replaces it (an atomic swap between reading
     config.json and the arrays) is read again from the start: the reader gets one whole
@@ -226,7 +227,7 @@ def load_model(path: str | os.PathLike) -> LanguageModel:
     if is_arpa(path):
         from .ngram.arpa import read_arpa
 
-        model = read_arpa(path)
+        model = read_arpa(path, strict=strict)
         model.source_id = None
         return model
     real = Path(os.path.realpath(path))

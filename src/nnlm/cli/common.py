@@ -64,6 +64,10 @@ def add_sentence_arguments(parser) -> None:
 
 
 def add_neural_scoring_arguments(parser) -> None:
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse an ARPA file whose next-word distributions sum above 1 "
+                        "(by default it loads as KenLM loads it, with a warning giving the "
+                        "largest sum)")
     group = parser.add_argument_group("neural models")
     group.add_argument("--bf16", action="store_true",
                        help="bfloat16 products, about 4x faster; perplexity within about "
@@ -94,7 +98,7 @@ def load_for_scoring(args):
     returns (model, its neural parts)."""
     from ..models import load_model
 
-    model = load_model(args.model)
+    model = load_model(args.model, strict=args.strict)
     parts = []
     if args.device != "cpu" or args.bf16 or args.self_normalized or model.neural_parts():
         from ..neural.runtime import configure_for_scoring

@@ -300,10 +300,16 @@ def _undecodable(word: bytes) -> bool:
     return False
 
 
-def read_arpa(path: str | os.PathLike) -> BackoffNgram:
+def read_arpa(path: str | os.PathLike, strict: bool = False) -> BackoffNgram:
     """Read an ARPA file (gzip, bzip2 or xz compressed too) as a back-off model; its
-    vocabulary is its unigrams. Pruned files load as KenLM loads them (see
-    :func:`missing_ngrams`); damaged ones are refused naming the line."""
+    vocabulary is its unigrams.
+
+    Whatever KenLM loads loads here, with a warning for what is odd: distributions that
+    sum above 1 (KenLM's own lm/test.arpa has unigrams summing to 1.0026) or below it, a
+    missing ``<unk>``, a pruned file's missing contexts (added as KenLM adds them, see
+    :func:`missing_ngrams`). ``strict=True`` refuses a distribution that sums above 1.
+    Refused always, naming the line: what KenLM refuses, non-finite or absurd numbers,
+    and duplicate n-grams."""
     path = Path(path)
     scan = _ArpaScan(path)
     declared, sections = scan.declared, scan.sections
@@ -345,15 +351,15 @@ def read_arpa(path: str | os.PathLike) -> BackoffNgram:
         file_ids[k] = ids
     base = (vocab, uni_logp, uni_bow)
     try:
-        model, added = _build(path, base, sections, file_ids, {}), {}
+        model, added = _build(path, base, sections, file_ids, {}, strict), {}
     except _Pruned:
         added = missing_ngrams(file_ids, order)
-        model = _build(path, base, sections, file_ids, added)
+        model = _build(path, base, sections, file_ids, added, strict)
         n = sum(len(a) for a in added.values())
         warn(f"{path}: a pruned file: {n:,} n-grams that other n-grams need as context or "
              "suffix are missing; added with the probability of backing off and a back-off "
              "weight of 1, as KenLM does")
-    check_normalized(model, path, skip=_added_masks(model, added))
+    check_normalized(model, path, skip=_added_masks(model, added), strict=strict)
     return model
 
 
@@ -375,7 +381,7 @@ def missing_ngrams(file_ids: dict[int, np.ndarray], order: int) -> dict[int, np.
     return {k: np.array(sorted(a), np.int64).reshape(-1, k) for k, a in added.items() if a}
 
 
-def _build(path, base, sections, file_ids, added) -> BackoffNgram:
+def _build(path, base, sections, file_ids, added, strict: bool = False) -> BackoffNgram:
     """The back-off model of the parsed sections, orders ascending; ``added``: {k: (A, k)}
     n-grams missing from a pruned file, given p = bow(context) p(w | shorter context), the
     probability backing off gives them, and a back-off weight of 1 (KenLM's rule)."""
@@ -422,8 +428,13 @@ def _build(path, base, sections, file_ids, added) -> BackoffNgram:
             ctx = int(np.argmax(mass))
             bad = int(np.flatnonzero(prefix == ctx)[0])
             words_ = " ".join(vocab.words[i] for i in ids[bad][:-1])
-            raise NnlmError(f"{path}: the {k}-grams after '{words_}' have probabilities "
-                            f"summing to {mass[ctx]:.6g}, more than 1")
+            what = (f"the {k}-grams after '{words_}' have probabilities summing to "
+                    f"{mass[ctx]:.6g}, more than 1")
+            if strict:
+                raise NnlmError(f"{path}: {what}")
+            over = int((mass > 1 + MASS_TOLERANCE).sum())
+            warn(f"{path}: {what}{f' ({_contexts(over - 1)} too)' if over > 1 else ''}; "
+                 "loaded as KenLM loads it, but its perplexities are too good")
         model.levels.append(NgramLevel(keys[sort], logp[sort], bow[sort], prefix[sort],
                                        ids[sort, -1], prev_size))
         model.order = k
@@ -443,11 +454,14 @@ def _added_masks(model: BackoffNgram, added: dict) -> dict[int, np.ndarray]:
     return masks
 
 
-def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> None:
-    """Every next-word distribution of a back-off model must sum to 1: more is an error
-    (an impossible model, whose perplexities would be too good), less a warning (a
-    deficient one; its perplexities are upper bounds). ``skip``: {order: bool mask} of
-    contexts not to check (entries added for a pruned file's missing contexts).
+def check_normalized(model: BackoffNgram, path, skip: dict | None = None,
+                     strict: bool = False) -> None:
+    """Every next-word distribution of a back-off model should sum to 1. Less gives a
+    warning (a deficient model, e.g. pruned without renormalizing: perplexities are upper
+    bounds); more gives a warning with the largest sum (KenLM loads such files, and files
+    from other tools round their numbers), or with ``strict`` an error (an impossible
+    model, whose perplexities would be too good). ``skip``: {order: bool mask} of contexts
+    not to check (entries added for a pruned file's missing contexts).
 
     For a context h stored at order k-1, its explicit k-grams carry P(h w) and the rest
     comes from backing off: sum = sum_w P(h w) + bow(h) (1 - sum_w p(w | h')), where
@@ -457,12 +471,9 @@ def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> Non
     """
     V = len(model.vocab)
     mass = float(np.sum(np.exp(np.delete(model.unigram_logp, BOS_ID))))
-    deficient = []  # (what, sum) of distributions summing to less than 1
-    if mass > 1 + MASS_TOLERANCE:
-        raise NnlmError(f"{path}: the unigram probabilities sum to {mass:.6g}, more than 1; "
-                        "not a valid language model")
-    if mass < 1 - MASS_TOLERANCE:
-        deficient.append(("the unigrams", mass))
+    found = {True: [], False: []}  # above 1 / below 1: (what, its sum, how many)
+    if abs(mass - 1) > MASS_TOLERANCE:
+        found[mass > 1].append(("the unigram probabilities", mass, 1))
     for k, level in enumerate(model.levels, start=2):
         if k == 2:
             low, ctx_bow, ctx_last = model.unigram_logp[level.last], model.unigram_log_bow, \
@@ -480,24 +491,36 @@ def check_normalized(model: BackoffNgram, path, skip: dict | None = None) -> Non
             used &= ~skip[k - 1]  # was added: a pruned file's sums hold only roughly
             if k >= 3:
                 used[level.prefix[skip[k - 1][level.keys // V]]] = False
-        for bad, above in ((used & (total > 1 + MASS_TOLERANCE), True),
-                           (used & (total < 1 - MASS_TOLERANCE), False)):
+        for above, bad in ((True, used & (total > 1 + MASS_TOLERANCE)),
+                           (False, used & (total < 1 - MASS_TOLERANCE))):
             if not np.any(bad):
                 continue
-            i = int(np.flatnonzero(bad)[0])
+            rows = np.flatnonzero(bad)
+            i = int(rows[np.argmax(total[rows])] if above else rows[0])
             words = (model.vocab.words[i] if k == 2
                      else " ".join(model.vocab.words[j] for j in ngram_words(model)[k - 3][i]))
-            if above:
-                raise NnlmError(f"{path}: the probabilities after '{words}' sum to "
-                                f"{total[i]:.6g}, more than 1: its n-grams and back-off weight "
-                                "disagree, so every score would be wrong. Not a valid "
-                                "language model")
-            deficient.append((f"'{words}' and {int(bad.sum()) - 1:,} other contexts", total[i]))
-    if deficient:
-        what, total = deficient[0]
-        warn(f"{path}: the probabilities after {what} sum to {total:.6g}, less than 1 (a "
-             "deficient model, e.g. pruned without renormalizing): perplexities are upper "
+            found[above].append((f"the probabilities after '{words}'", float(total[i]), len(rows)))
+    if found[True]:
+        what, total, _ = max(found[True], key=lambda x: x[1])
+        count = sum(c for *_, c in found[True])
+        others = f" ({_contexts(count - 1)} too)" if count > 1 else ""
+        if strict:
+            raise NnlmError(f"{path}: {what} sum to {total:.6g}, more "
+                            "than 1: its n-grams and back-off weights disagree. Not a valid "
+                            "language model")
+        warn(f"{path}: {what} sum to {total:.6g}, more than 1{others}; "
+             "loaded as KenLM loads it, but its perplexities are too good")
+    if found[False]:
+        what, total, count = found[False][0]
+        count = sum(c for *_, c in found[False])
+        others = f" and {_contexts(count - 1)}" if count > 1 else ""
+        warn(f"{path}: {what}{others} sum to {total:.6g}, less than 1 "
+             "(a deficient model, e.g. pruned without renormalizing): perplexities are upper "
              "bounds")
+
+
+def _contexts(n: int) -> str:
+    return f"{n:,} other context{'s' if n != 1 else ''}"
 
 
 MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary
