@@ -5,6 +5,7 @@ import os
 import pytest
 
 os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
+collect_ignore_glob = ["fixtures/*"]  # other projects' files (kenlm's example.py), not tests
 
 
 def write(path, text: str | bytes):

@@ -1,12 +1,13 @@
-"""Scoring inside a decoder: KenLM's Python API over any nnlm model, and a batched one.
+"""Scoring inside a decoder: a KenLM-like API over any nnlm model, and a batched one.
 
-A kenlm user changes one import::
+``nnlm.Model`` speaks nnlm's conventions (float64 log10 scores, a state of the last n-1
+word ids that starts at ``<s>``); a kenlm client wants :mod:`nnlm.kenlm` instead, which
+copies the kenlm module exactly (float32, minimized states, the null context)::
 
-    import nnlm as kenlm                      # instead of: import kenlm
-    model = kenlm.Model("runs/kn5")           # any model: ARPA, n-gram, neural, mixture
+    model = nnlm.Model("runs/kn5")            # any model: ARPA, n-gram, neural, mixture
     model.score("the jury said", bos=True, eos=True)      # log10, </s> included
     list(model.full_scores("the jury said"))  # (log10 p, n-gram length, oov) per word
-    state, out = kenlm.State(), kenlm.State()
+    state, out = nnlm.State(), nnlm.State()
     model.BeginSentenceWrite(state)
     model.BaseScore(state, "the", out)        # log10 p(the | <s>); out is the new state
 

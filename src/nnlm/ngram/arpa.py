@@ -360,6 +360,7 @@ def read_arpa(path: str | os.PathLike, strict: bool = False) -> BackoffNgram:
              "suffix are missing; added with the probability of backing off and a back-off "
              "weight of 1, as KenLM does")
     check_normalized(model, path, skip=_added_masks(model, added), strict=strict)
+    model.unk_extends = UNK not in file_words
     return model
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..lm import LanguageModel
 from ..stream import Stream
-from ..vocab import BOS_ID, Vocabulary
+from ..vocab import BOS_ID, UNK_ID, Vocabulary
 from .counts import expand_ranges
 from .hashindex import HashIndex
 
@@ -81,6 +81,9 @@ class BackoffNgram(LanguageModel):
         self.levels = levels
 
     null_context = True  # a context id of -1 means "no word" (KenLM's NullContext)
+    # KenLM gives an ARPA file's missing <unk> a back-off of +0.0, which it reads as "may
+    # extend", so a state after an unknown word keeps it; read_arpa sets this to match
+    unk_extends = False
 
     def _log_bow(self, k: int, ids: np.ndarray) -> np.ndarray:
         """log bow of order-k entries ``ids`` (0 where id is -1: not stored)."""
@@ -159,6 +162,35 @@ class BackoffNgram(LanguageModel):
             use = np.flatnonzero(length[rows] <= j)
             logp[rows[use]] += self.levels[j - 2].log_bow[ids[use]]
         return logp, length
+
+    def extends(self, k: int) -> np.ndarray:
+        """bool per stored k-gram (k < order): whether it can matter as context, i.e. its
+        back-off weight is not 1 or some stored (k+1)-gram has it as context. KenLM's
+        ``HasExtension`` (lm/blank.hh), on which its right-state minimization rests."""
+        cache = self.__dict__.setdefault("_extends", {})
+        if k not in cache:
+            bow = self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow
+            has_child = np.zeros(len(bow), bool)
+            if k < self.order:
+                has_child[self.levels[k - 1].prefix] = True
+            cache[k] = has_child | (bow != 0)
+            if k == 1 and self.unk_extends:
+                cache[k][UNK_ID] = True
+        return cache[k]
+
+    def state_lengths(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """How many of the last words (target included) a decoder's state must keep after
+        each target: the length of the longest stored n-gram ending in it that can still
+        extend (:meth:`extends`), at most order - 1 (Heafield 2011, KenLM's right state
+        minimization). Two hypotheses whose kept words are equal score every continuation
+        alike, so a decoder may recombine them; 0 means the null context."""
+        contexts = np.asarray(contexts, np.int64)
+        targets = np.asarray(targets, np.int64)
+        keep = np.where(self.extends(1)[targets], 1, 0)
+        chain = self._extend(targets, lambda k, rows: contexts[rows, -(k - 1)], self.order - 1)
+        for k, (rows, ids) in enumerate(chain, start=2):
+            keep[rows[self.extends(k)[ids]]] = k
+        return keep
 
     def logprobs(self, stream: Stream, batch_size: int = 1 << 20) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream`` (see

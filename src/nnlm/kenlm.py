@@ -1,0 +1,297 @@
+"""The kenlm module's Python API over any nnlm model: ``import nnlm.kenlm as kenlm``.
+
+A client of KenLM's Python module (pyctcdecode, a hand-written beam search, kenlm's own
+python/example.py) changes one import, or installs this module under kenlm's name
+before importing a library that imports kenlm::
+
+    import sys, nnlm.kenlm
+    sys.modules["kenlm"] = nnlm.kenlm
+
+The names (Model, LanguageModel, State, FullScoreReturn, Config, LoadMethod,
+ARPALoadComplain) and their behaviour are the kenlm module's (python/kenlm.pyx), odd
+parts included, so that numbers and states match it:
+
+* log10 probabilities, each rounded to float32 as KenLM stores them, and ``score`` sums
+  them in float32 as KenLM does;
+* ``path`` is the absolute path as bytes;
+* a fresh ``State()`` is the null context (no words), not ``<s>``;
+  ``BeginSentenceWrite`` makes it ``<s>``;
+* ``"<unk>" in model`` is False (KenLM asks whether a word has an id other than <unk>'s);
+* ``score``, ``full_scores``, ``perplexity`` and ``in`` take str or UTF-8 bytes;
+  ``BaseScore`` and ``BaseFullScore`` take str only; anything else is a TypeError;
+* ``full_scores`` flags ``</s>`` as never out of vocabulary;
+* a model that fails to load is an OSError, "Cannot read model ...".
+
+States are minimized as KenLM minimizes them (Heafield 2011, "KenLM: Faster and
+Smaller Language Model Queries", section 4.1): for back-off models a state keeps only the
+last words whose n-grams can still extend, so a decoder recombines the hypotheses
+KenLM's would. A network has no null context and never forgets: its state is the last
+n-1 words, and the empty state is the start of a sentence.
+
+Beyond kenlm: any nnlm model loads (a model directory, an ARPA file, a neural model, a
+mixture), or a loaded :class:`nnlm.LanguageModel` may be passed instead of a path; a
+State written by one model is refused by another (ValueError).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+
+from .errors import NnlmError
+from .lm import LOG10_E
+from .lm import LanguageModel as _LanguageModel
+from .vocab import BOS, BOS_ID, EOS_ID, UNK_ID
+
+NO_WORD = -1  # a context slot with no word (the null context of back-off models)
+_serials = itertools.count(1)
+
+
+def _as_str(data) -> str:
+    """kenlm's ``as_str``: str as it is, bytes decoded as UTF-8, anything else TypeError."""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, bytes):
+        return data.decode("utf-8")
+    raise TypeError(f"Cannot convert {type(data)} to string")
+
+
+class FullScoreReturn:
+    """What ``BaseFullScore`` returns: ``log_prob`` (log10), ``ngram_length``, ``oov``."""
+
+    __slots__ = ("log_prob", "ngram_length", "oov")
+
+    def __init__(self, log_prob, ngram_length, oov):
+        self.log_prob = float(np.float32(log_prob))
+        self.ngram_length = int(ngram_length)
+        self.oov = bool(oov)
+
+    def __repr__(self) -> str:
+        return f"FullScoreReturn({self.log_prob!r}, {self.ngram_length!r}, {self.oov!r})"
+
+
+class State:
+    """The words a model still needs to see (most recent last). Compares, orders, hashes
+    and copies as kenlm's State: by its length, then its words."""
+
+    __slots__ = ("_words", "_owner")
+
+    def __init__(self):
+        self._words: tuple[int, ...] = ()
+        self._owner = None  # the serial of the model that wrote it (None: fresh)
+
+    def _key(self):
+        return len(self._words), self._words[::-1]
+
+    def _check(self, other) -> State:
+        if not isinstance(other, State):
+            raise TypeError(f"'<' not supported between State and {type(other).__name__}")
+        return other
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, State) and self._words == other._words
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __lt__(self, other) -> bool:
+        return self._key() < self._check(other)._key()
+
+    def __le__(self, other) -> bool:
+        return self._key() <= self._check(other)._key()
+
+    def __gt__(self, other) -> bool:
+        return self._key() > self._check(other)._key()
+
+    def __ge__(self, other) -> bool:
+        return self._key() >= self._check(other)._key()
+
+    def __hash__(self) -> int:
+        return hash(self._words)
+
+    def __copy__(self) -> State:
+        out = State()
+        out._words, out._owner = self._words, self._owner
+        return out
+
+    def __deepcopy__(self, memo=None) -> State:
+        return self.__copy__()
+
+    def __repr__(self) -> str:
+        return f"State({len(self._words)} words)"
+
+
+class LoadMethod:
+    """kenlm's load methods; nnlm reads every model the same way and ignores them."""
+
+    LAZY, POPULATE_OR_LAZY, POPULATE_OR_READ, READ, PARALLEL_READ = range(5)
+
+
+class ARPALoadComplain:
+    """kenlm's ARPA complaint levels; nnlm warns through Python's warnings instead."""
+
+    ALL, EXPENSIVE, NONE = range(3)
+
+
+class Config:
+    """kenlm's load options. Accepted for compatibility; they change nothing here."""
+
+    def __init__(self):
+        self.load_method = LoadMethod.POPULATE_OR_READ
+        self.show_progress = True
+        self.arpa_complain = ARPALoadComplain.ALL
+
+
+class Model:
+    """A language model with kenlm's ``Model`` API (see the module docstring)."""
+
+    def __init__(self, path, config: Config | None = None):
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(f"Argument 'config' has incorrect type (expected Config, got "
+                            f"{type(config).__name__})")
+        if isinstance(path, _LanguageModel):
+            self._lm, self.path = path, b""
+        else:
+            text = os.fspath(path) if isinstance(path, os.PathLike) else _as_str(path)
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+            self.path = os.path.abspath(text).encode("utf-8")
+            from .models import load_model
+
+            try:
+                self._lm = load_model(text)
+            except NnlmError as e:
+                raise OSError(f"Cannot read model '{text}' ({e})") from None
+        self._serial = next(_serials)
+        self._index = self._lm.vocab.index
+        self._backoff = hasattr(self._lm, "state_lengths")  # null context, minimized states
+        self._k = self._lm.order - 1
+
+    @property
+    def order(self) -> int:
+        return self._lm.order
+
+    def __contains__(self, word) -> bool:
+        return self._index.get(_as_str(word), UNK_ID) != UNK_ID
+
+    def __repr__(self) -> str:
+        return f"<Model from {os.path.basename(self.path.decode('utf-8')) or self._lm.kind}>"
+
+    def __reduce__(self):
+        if not self.path:
+            raise TypeError("a Model made from a loaded model cannot be pickled; load it "
+                            "from a path")
+        return (Model, (self.path,))
+
+    # -- states --------------------------------------------------------------------------
+    def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (kenlm's names)
+        """Make ``state`` the start of a sentence: the context ``<s>``."""
+        self._own(state, write=True)._words = (BOS_ID,) if self._backoff else \
+            (BOS_ID,) * self._k
+
+    def NullContextWrite(self, state: State) -> None:  # noqa: N802
+        """Make ``state`` the null context: no words."""
+        self._own(state, write=True)._words = ()
+
+    def _own(self, state, write: bool = False, name: str = "state") -> State:
+        if not isinstance(state, State):
+            raise TypeError(f"Argument '{name}' has incorrect type (expected State, got "
+                            f"{type(state).__name__})")
+        if write:
+            state._owner = self._serial
+        elif state._owner not in (None, self._serial):
+            raise ValueError("this State was written by another model; states are the "
+                             "model's own word ids and cannot be shared")
+        return state
+
+    def _contexts(self, words: tuple[int, ...]) -> np.ndarray:
+        pad = NO_WORD if self._backoff else BOS_ID
+        return np.array([((pad,) * self._k + words)[len(words):]], np.int64) if self._k \
+            else np.empty((1, 0), np.int64)
+
+    def _id(self, word) -> int:
+        if not isinstance(word, str):
+            raise TypeError(f"Argument 'word' has incorrect type (expected str, got "
+                            f"{type(word).__name__})")
+        wid = self._index.get(word, UNK_ID)
+        if wid == BOS_ID:
+            raise ValueError(f"{BOS} is context only and is never scored; use "
+                             "BeginSentenceWrite")
+        return wid
+
+    def BaseFullScore(self, in_state: State, word: str,  # noqa: N802
+                      out_state: State) -> FullScoreReturn:
+        """log10 p(word | in_state), the n-gram length and whether ``word`` is unknown;
+        ``out_state`` becomes the state after ``word``."""
+        self._own(in_state, name="in_state")
+        self._own(out_state, name="out_state")
+        wid = self._id(word)
+        words = in_state._words
+        contexts = self._contexts(words)
+        targets = np.array([wid], np.int64)
+        logp, length = self._scores(contexts, targets)
+        if self._backoff:
+            keep = int(self._lm.state_lengths(contexts, targets)[0])
+            history = words + (wid,)
+            out_state._words = history[len(history) - keep:] if keep else ()
+        else:
+            out_state._words = (words + (wid,))[-self._k:] if self._k else ()
+        out_state._owner = self._serial
+        return FullScoreReturn(logp[0], length[0], wid == UNK_ID)
+
+    def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
+        """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
+        return self.BaseFullScore(in_state, word, out_state).log_prob
+
+    def _scores(self, contexts: np.ndarray, targets: np.ndarray):
+        """float32 log10 p and the n-gram length of each (context, target)."""
+        lm = self._lm
+        if hasattr(lm, "target_logprobs_and_orders"):
+            logp, length = lm.target_logprobs_and_orders(contexts, targets)
+        else:
+            logp = lm.target_logprobs(contexts, targets)
+            length = np.minimum((contexts != NO_WORD).sum(axis=1), self._k) + 1
+        return (np.asarray(logp) * LOG10_E).astype(np.float32), np.asarray(length)
+
+    # -- whole sentences -----------------------------------------------------------------
+    def full_scores(self, sentence, bos: bool = True, eos: bool = True):
+        """(log10 p, n-gram length, oov) for each word, then ``</s>`` if ``eos`` (its oov
+        is always False, as kenlm's)."""
+        words = _as_str(sentence).split()
+        ids = [self._index.get(w, UNK_ID) for w in words]
+        if BOS_ID in ids:
+            raise ValueError(f"{BOS} is context only and is never scored; never include it "
+                             "in a sentence (bos=True conditions on it)")
+        targets = ids + [EOS_ID] if eos else ids
+        if not targets:
+            return iter(())
+        k = self._k
+        pad = BOS_ID if bos or not self._backoff else NO_WORD
+        history = [pad] * k + targets
+        contexts = np.array([history[i:i + k] for i in range(len(targets))],
+                            np.int64).reshape(len(targets), k)
+        logp, length = self._scores(contexts, np.array(targets, np.int64))
+        oov = [w == UNK_ID for w in ids] + ([False] if eos else [])
+        return iter([(float(p), int(n), o) for p, n, o in zip(logp, length, oov)])
+
+    def score(self, sentence, bos: bool = True, eos: bool = True) -> float:
+        """log10 p(sentence), ``</s>`` included if ``eos``, conditioned on ``<s>`` if
+        ``bos``; summed in float32 as kenlm sums."""
+        total = np.float32(0)
+        for p, _, _ in self.full_scores(sentence, bos, eos):
+            total = np.float32(total + np.float32(p))
+        return float(total)
+
+    def perplexity(self, sentence) -> float:
+        """10^(-score / (words + 1)): ``</s>`` is counted (kenlm's ``perplexity``)."""
+        words = len(_as_str(sentence).split()) + 1
+        return 10.0 ** (-self.score(sentence) / words)
+
+
+class LanguageModel(Model):
+    """kenlm's backwards-compatibility name for :class:`Model`."""
+
+
+__all__ = ["ARPALoadComplain", "Config", "FullScoreReturn", "LanguageModel", "LoadMethod",
+           "Model", "State"]

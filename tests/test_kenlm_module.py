@@ -1,0 +1,188 @@
+"""Issue 27: ``nnlm.kenlm`` is the kenlm module's API, checked against the kenlm module.
+
+The oracle is kenlm itself where it is installed (scores, n-gram lengths, oov flags, and
+which states are equal), and kenlm's own python/example.py, which must run unchanged but
+for its import.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import nnlm.kenlm as nk
+from nnlm.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
+EXAMPLE = Path(__file__).parent / "fixtures" / "kenlm" / "example.py"  # kenlm's python/
+
+
+@pytest.fixture(scope="module")
+def toy_arpa(tmp_path_factory):
+    """A toy-world KN 4-gram as ARPA: contexts of every length, some that cannot extend."""
+    d = tmp_path_factory.mktemp("toy")
+    assert main(["prepare", "toy", str(d / "toy"), "--train-sentences", "400"]) == 0
+    assert main(["ngram", "train", str(d / "toy/train.txt"), "--order", "4",
+                 "--discount-fallback", "-o", str(d / "kn4"), "--arpa",
+                 str(d / "kn4.arpa")]) == 0
+    lines = (d / "toy/test.txt").read_text().split("\n")
+    return d / "kn4.arpa", [x for x in lines if x.strip()][:60]
+
+
+def _quiet_model(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nk.Model(str(path))
+
+
+def _walk(model, state_cls, sentence, bos):
+    """Every (score, length, oov) and state of a word-by-word walk through ``sentence``."""
+    state = state_cls()
+    (model.BeginSentenceWrite if bos else model.NullContextWrite)(state)
+    out, states = [], [state]
+    for word in [*sentence.split(), "</s>"]:
+        nxt = state_cls()
+        r = model.BaseFullScore(state, word, nxt)
+        out.append((round(r.log_prob, 4), r.ngram_length, r.oov))
+        states.append(nxt)
+        state = nxt
+    return out, states
+
+
+def _same_partition(ours, theirs):
+    """Equal states in one list exactly where they are equal in the other."""
+    n = len(ours)
+    assert len(theirs) == n
+    for i in range(n):
+        for j in range(i + 1, n):
+            assert (ours[i] == ours[j]) == (theirs[i] == theirs[j]), (i, j)
+            assert (hash(ours[i]) == hash(ours[j])) or ours[i] != ours[j]
+
+
+def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa):
+    kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    path, sentences = toy_arpa
+    cases = [(path, sentences)] + [(p, ["looking on a little the biarritz not_found more .",
+                                        "also would consider higher looking", "bugs bunny",
+                                        "a sentence ."]) for p in sorted(FIXTURES.glob("*.arpa"))]
+    for file, lines in cases:
+        ours, theirs = _quiet_model(file), kenlm.Model(str(file))
+        our_states, their_states = [], []
+        for line in lines:
+            for bos in (True, False):
+                a, sa = _walk(ours, nk.State, line, bos)
+                b, sb = _walk(theirs, kenlm.State, line, bos)
+                assert [x[1:] for x in a] == [x[1:] for x in b], (file, line)
+                assert [x[0] for x in a] == pytest.approx([x[0] for x in b], abs=2e-4)
+                our_states += sa
+                their_states += sb
+        _same_partition(our_states, their_states)
+        assert len(set(our_states)) == len(set(their_states)), file
+
+
+def test_minimized_states_recombine_more_than_last_words(toy_arpa):
+    """Without minimization every distinct last-3-words would be its own state."""
+    path, sentences = toy_arpa
+    model = _quiet_model(path)
+    states, last_words = set(), set()
+    for line in sentences:
+        _, sts = _walk(model, nk.State, line, True)
+        states.update(sts)
+        words = ["<s>"] * 3 + line.split() + ["</s>"]
+        last_words.update(tuple(words[i - 3:i]) for i in range(3, len(words) + 1))
+    assert len(states) < len(last_words)
+
+
+def test_kenlms_example_runs_with_the_import_changed(tmp_path):
+    script = EXAMPLE.read_text().replace("import kenlm\n", "import nnlm.kenlm as kenlm\n")
+    script = script.replace("LM = os.path.join(os.path.dirname(__file__), '..', 'lm', "
+                            "'test.arpa')", f"LM = {str(FIXTURES / 'test.arpa')!r}")
+    (tmp_path / "ours.py").write_text(script)
+    ours = subprocess.run([sys.executable, "-W", "ignore", str(tmp_path / "ours.py")],
+                          capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr
+    assert "5-gram model" in ours.stdout and '"modeling" is an OOV' in ours.stdout
+    try:
+        import kenlm  # noqa: F401
+    except ImportError:
+        return
+    (tmp_path / "theirs.py").write_text(script.replace("import nnlm.kenlm as kenlm\n",
+                                                       "import kenlm\n"))
+    theirs = subprocess.run([sys.executable, str(tmp_path / "theirs.py")],
+                            capture_output=True, text=True)
+    assert ours.stdout == theirs.stdout
+
+
+def test_the_api_conventions_are_kenlms():
+    model = _quiet_model(FIXTURES / "test.arpa")
+    assert isinstance(model.path, bytes) and model.path.endswith(b"test.arpa")
+    assert model.order == 5 and issubclass(nk.LanguageModel, nk.Model)
+    assert "<unk>" not in model and "looking" in model and b"looking" in model
+    assert "not_a_word" not in model
+    # a fresh State is the null context; BeginSentenceWrite is <s>
+    fresh, bos, out = nk.State(), nk.State(), nk.State()
+    model.BeginSentenceWrite(bos)
+    assert fresh != bos and fresh < bos and sorted([bos, fresh]) == [fresh, bos]
+    # from the null context a word gets its unigram probability, after <s> its bigram
+    assert model.BaseScore(fresh, "looking", out) == pytest.approx(-1.285941, abs=1e-6)
+    assert model.BaseScore(bos, "looking", out) == pytest.approx(-0.4846522, abs=1e-6)
+    null = nk.State()
+    model.NullContextWrite(null)
+    assert null == fresh and hash(null) == hash(fresh)
+    assert model.BaseScore(null, ",", out) == pytest.approx(-1.383514, abs=1e-6)
+    assert model.BaseScore(bos, ",", out) == pytest.approx(-1.383514 - 0.4149733, abs=1e-6)
+    r = model.BaseFullScore(bos, "looking", out)
+    assert (r.ngram_length, r.oov) == (2, False) and repr(r).startswith("FullScoreReturn(")
+    assert copy.copy(out) == out and copy.deepcopy(out) == out
+    # bytes: decoded where kenlm decodes them, refused where it refuses them
+    assert model.score(b"looking on a little") == model.score("looking on a little")
+    with pytest.raises(TypeError):
+        model.BaseScore(bos, b"looking", out)
+    for bad in (None, 3, ["a"]):
+        with pytest.raises(TypeError):
+            model.score(bad)
+        with pytest.raises(TypeError):
+            model.BaseScore(bos, bad, out)
+    with pytest.raises(TypeError):
+        model.BaseScore("not a state", "a", out)
+    with pytest.raises(TypeError):
+        nk.Model(None)
+    with pytest.raises(OSError, match="Cannot read model"):
+        nk.Model("/nonexistent/model.arpa")
+    # a state of another model is refused
+    other = _quiet_model(FIXTURES / "test_nounk.arpa")
+    with pytest.raises(ValueError, match="another model"):
+        other.BaseScore(out, "a", nk.State())
+    # score sums float32 values in float32, as kenlm does
+    total = sum(p for p, _, _ in model.full_scores("looking on a little"))
+    assert abs(model.score("looking on a little") - total) < 1e-4
+    assert pickle.loads(pickle.dumps(model)).path == model.path
+    assert isinstance(nk.Config().load_method, int) and nk.LoadMethod.LAZY == 0
+    assert model.perplexity("a") == pytest.approx(10 ** (-model.score("a") / 2))
+
+
+@pytest.mark.slow
+def test_brown_kn5_has_as_many_distinct_states_as_kenlms(brown_dir, tmp_path):
+    """Every prefix of every Brown test sentence, walked word by word: the same number of
+    distinct states as kenlm's, equal exactly where kenlm's are equal."""
+    kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    assert main(["ngram", "train", str(brown_dir / "train.txt"), "--order", "5", "-o",
+                 str(tmp_path / "kn5"), "--arpa", str(tmp_path / "kn5.arpa")]) == 0
+    ours, theirs = _quiet_model(tmp_path / "kn5.arpa"), kenlm.Model(str(tmp_path / "kn5.arpa"))
+    lines = [x for x in (brown_dir / "test.txt").read_text().split("\n") if x.strip()][:1500]
+    our_ids, their_ids = {}, {}
+    pairs = set()
+    for line in lines:
+        _, sa = _walk(ours, nk.State, line, True)
+        _, sb = _walk(theirs, kenlm.State, line, True)
+        for a, b in zip(sa, sb):
+            pairs.add((our_ids.setdefault(a, len(our_ids)),
+                       their_ids.setdefault(b, len(their_ids))))
+    # a bijection: each of our states pairs with exactly one of kenlm's and back
+    assert len(our_ids) == len(their_ids) == len(pairs)
