@@ -456,7 +456,7 @@ ARPA_CASES = [
                expect="ok"),
     _arpa_case("bom", lambda ls: ls.__setitem__(0, "\ufeff" + ls[0]), None, expect="ok"),
     Case("arpa empty", argv=lambda w, t: ["eval", t / "e.arpa", w / "toy/test.txt"],
-         setup=lambda w, t: write(t / "e.arpa", ""), match="not a model directory"),
+         setup=lambda w, t: write(t / "e.arpa", ""), match="e.arpa: empty file"),
     Case("arpa garbage", argv=lambda w, t: ["score", t / "g.arpa", w / "toy/test.txt"],
          setup=lambda w, t: write(t / "g.arpa", b"\\data\\\n\x00\xff\x00"), match="UTF-8|NUL"),
     Case("export of a bad arpa", argv=lambda w, t: ["ngram", "export-arpa", t / "bad.arpa",
@@ -552,7 +552,7 @@ CHECKPOINT_CASES = [
                                                      (t / "m/model.safetensors").unlink()))),
     Case("mixture includes itself", **ev(lambda w, t: t / "m", match="includes itself",
                                          setup=_self_mixture)),
-    Case("model is a text", **ev(lambda w, t: w / "toy/train.txt", match="not a model")),
+    Case("model is a text", **ev(lambda w, t: w / "toy/train.txt", match="neither an ARPA file nor an nnlm model directory")),
     Case("no such model", **ev(lambda w, t: t / "nothing", match="no such model")),
 ]
 
@@ -795,8 +795,68 @@ DATA_LOSS_CASES = _data_loss_cases() + [
                                                  setup=_mixture_of_copies, expect="ok")),
 ]
 
+# -- issue 32, classes 1, 4, 9: sizes, ARPA headers, small ones ----------------------------
+GAP_HEAD = "\\data\\\nngram 1=3\nngram 2=1\n{more}\n\\1-grams:\n-1\t<unk>\n-99\t<s>\t0\n" \
+    "-0.5\t</s>\n\n\\2-grams:\n-0.2\t<s> </s>\n\n{sections}\\end\\\n"
+
+
+def _arpa_text(text):
+    return lambda w, t: write(t / "x.arpa", text)
+
+
+def _nplm_with_m(m):
+    def setup(w, t):
+        copy(w / "nplm", t / "m")
+        edit_json(t / "m/config.json", lambda d: d["config"].__setitem__("m", m))
+    return setup
+
+
+def _kn_arpa_after_comments(w, t):
+    write(t / "x.arpa", "# written by hand\n\n#another\n" + (w / "kn3.arpa").read_text())
+
+
+def _eval_x(expect="error", match=None, setup=None):
+    return ev(lambda w, t: t / "x.arpa", expect=expect, match=match, setup=setup)
+
+
+SIZE_AND_SMALL_CASES = [
+    Case("train m 1e8", **tr(["--m", "100000000"], "needs [\\d.]+[GT] of memory.*smaller network")),
+    Case("checkpoint m 1e8", **ev(lambda w, t: t / "m", setup=_nplm_with_m(10**8),
+                                  match="needs [\\d.]+[GT] of memory.*config.json")),
+    Case("embed buckets 1e12", argv=lambda w, t: ["embed", w / "nplm", w / "toy/test.txt", "-o",
+                                                  t / "e.npy", "--buckets", "1000000000000"],
+         match="needs [\\d.]+[GT] of memory"),
+    Case("arpa orders with a gap", **_eval_x(
+        match=":5: 'ngram 12=0'.*without gaps",
+        setup=_arpa_text(GAP_HEAD.format(more="ngram 3=0\nngram 12=0\n", sections="")))),
+    Case("arpa empty order without its section", **_eval_x(
+        match="no \\\\3-grams: section",
+        setup=_arpa_text(GAP_HEAD.format(more="ngram 3=0\n", sections="")))),
+    Case("arpa empty higher orders", **_eval_x(expect="ok", setup=_arpa_text(
+        GAP_HEAD.format(more="ngram 3=0\nngram 4=0\n", sections="\\3-grams:\n\n\\4-grams:\n\n")))),
+    Case("arpa after comment lines", **_eval_x(expect="ok", setup=_kn_arpa_after_comments)),
+    Case("arpa empty file", **_eval_x(match="x.arpa: empty file", setup=_arpa_text(""))),
+    Case("arpa first line not data", **_eval_x(match="neither an ARPA file.*'hello'",
+                                               setup=_arpa_text("hello\n\\data\\\n"))),
+    Case("kenlm binary", **_eval_x(match="a KenLM binary file", setup=_arpa_text(
+        b"mmap lm http://kheafield.com/code\0\0\0"))),
+    Case("memory 1K", **ng(["--memory", "1K", "--discount-fallback"], "--memory 1K is too small")),
+    Case("memory 100K", **ng(["--memory", "100K", "--discount-fallback"],
+                             "--memory 100K is too small")),
+    Case("temp is a file", **ng(["--memory", "1G", "--temp", "VOCAB_TEXT", "--discount-fallback"],
+                                "is a file; --temp needs a folder")),
+    Case("prune threshold -1e-7", argv=lambda w, t: ["ngram", "prune", w / "kn3", "--threshold",
+                                                     "-1e-7", "-o", t / "p"],
+         match="threshold: -1e-7 is not in"),
+    Case("similar empty sentence", argv=lambda w, t: ["similar", w / "nplm", "",
+                                                      w / "toy/test.txt"], match="is empty"),
+    Case("similar <s>", argv=lambda w, t: ["similar", w / "nplm", "<s> the cat",
+                                           w / "toy/test.txt"], match="<s> may not occur"),
+]
+
 ALL_CASES = (OPTION_CASES + OUTPUT_CASES + ARPA_CASES + CHECKPOINT_CASES + TEXT_CASES
-             + FEATURE_CASES + DATA_LOSS_CASES)
+             + FEATURE_CASES + DATA_LOSS_CASES
+             + SIZE_AND_SMALL_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
@@ -1155,3 +1215,13 @@ def test_a_reader_racing_a_writer_reads_one_whole_model(world, tmp_path):
         writer.kill() if writer.poll() is None else None
         writer.wait()
     assert writer.returncode == 0 and loads >= 20, (writer.returncode, loads)
+
+
+def test_closed_standard_input_is_one_line(world, capsys, monkeypatch):
+    """A process started with stdin closed (``<&-``) has no sys.stdin at all."""
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", None)
+    for argv in (["score", str(world / "kn3")], ["eval", str(world / "kn3"), "-"]):
+        code = main(argv)
+        check_outcome(code, *capsys.readouterr(), "error", "standard input is closed")

@@ -56,9 +56,18 @@ STDIN = "-"
 _stdin_copy = None  # standard input, spooled to a temporary file on first use
 
 
+def stdin_binary() -> BinaryIO:
+    """Standard input as bytes; a clear error when the process was started with it closed
+    (``<&-``), where Python has no ``sys.stdin`` at all."""
+    if sys.stdin is None or not hasattr(sys.stdin, "buffer"):
+        raise NnlmError("standard input is closed, so there is no text to read; give a FILE "
+                        "or pipe text in")
+    return sys.stdin.buffer
+
+
 def _stdin_file():
     global _stdin_copy
-    source = sys.stdin.buffer
+    source = stdin_binary()
     if _stdin_copy is None or _stdin_copy[0] is not source:
         copy = tempfile.TemporaryFile()
         shutil.copyfileobj(source, copy, 1 << 20)

@@ -201,12 +201,36 @@ def load_vocab_for(path: Path, header: dict) -> Vocabulary:
     return vocab
 
 
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+
+
+def _first_line(path: Path) -> bytes:
+    """The first line of ``path``'s content that is neither blank nor a ``#`` comment
+    (KenLM allows both before an ARPA file's ``\\data\\``); b"" if there is none."""
+    head = read_head(path, 1 << 16).removeprefix(b"\xef\xbb\xbf")
+    for line in head.split(b"\n"):
+        line = line.strip()
+        if line and not line.startswith(b"#"):
+            return line
+    return b""
+
+
 def is_arpa(path: Path) -> bool:
     """Whether ``path`` is an ARPA file (plain or compressed)."""
-    if not path.is_file():
-        return False
-    head = read_head(path).removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head.startswith(b"\\data\\")
+    return path.is_file() and _first_line(path) == b"\\data\\"
+
+
+def _not_a_model(path: Path) -> NnlmError:
+    """Why the file ``path`` is no model nnlm reads, in one line."""
+    if read_head(path, 1) == b"":
+        return NnlmError(f"{path}: empty file; expected an ARPA file or an nnlm model "
+                         "directory")
+    if read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
+        return NnlmError(f"{path}: a KenLM binary file, which nnlm cannot read yet; give the "
+                         "ARPA file it was built from")
+    line = _first_line(path)[:40].decode("utf-8", "replace")
+    return NnlmError(f"{path}: neither an ARPA file nor an nnlm model directory (its first "
+                     f"line that is not blank or a # comment is {line!r}, not \\data\\)")
 
 
 _LOADING: list[Path] = []  # model directories being loaded, to catch a cycle of mixtures
@@ -224,6 +248,8 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     path = Path(path)
+    if path.is_file() and not is_arpa(path):
+        raise _not_a_model(path)
     if is_arpa(path):
         from .ngram.arpa import read_arpa
 

@@ -4,6 +4,7 @@ must not import torch, and the helpers that load models for scoring."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -37,7 +38,15 @@ def add_vocabulary_arguments(group) -> None:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2."""
+    """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2.
+
+    A negative number in scientific notation (``--threshold -1e-7``) is a value, not an
+    option: argparse's own pattern knows only ``-1`` and ``-0.5``, so such a value got
+    "expected one argument" instead of the option's range error."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
     def error(self, message):
         command = self.prog.removeprefix("nnlm").strip()  # "train", "ngram train", ...

@@ -81,12 +81,13 @@ def add_parsers(sub) -> None:
 
 
 def cmd_score(args) -> None:
-    from ..fileio import iter_lines
+    from ..fileio import iter_lines, stdin_binary
     from ..scoring import score_sentences
 
+    text = args.file if args.file is not None else stdin_binary()  # closed: say so first
     model, parts = load_for_scoring(args)
     source = str(args.file) if args.file is not None else "<stdin>"
-    lines = iter_lines(args.file if args.file is not None else sys.stdin.buffer, source)
+    lines = iter_lines(text, source)
     total, tokens, oov, sentences = 0.0, 0, 0, 0
     out = sys.stdout
     if not args.per_token:

@@ -82,6 +82,6 @@ def write_tensors(tensors: dict[str, torch.Tensor], path: Path, binding: str) ->
 def read_network(config: NetworkConfig, path: Path, binding: str | None = None) -> Network:
     """A network of ``config`` with the tensors of ``path`` (checked: binding, names,
     shapes, finite)."""
-    net = build_network(config)
+    net = build_network(config, hint=f"is {path.parent / 'config.json'} damaged or edited?")
     net.load_named_tensors(read_safetensors(path, binding), str(path))
     return net

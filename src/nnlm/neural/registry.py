@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from ..sysmem import check_allocation
 from .energy import EnergyConfig, EnergyNetwork
 from .network import LBLConfig, LBLNetwork, Network, NetworkConfig, NPLMConfig, NPLMNetwork
 
@@ -29,5 +30,18 @@ def network_config(settings: dict) -> NetworkConfig:
     return cls(**settings)
 
 
-def build_network(config: NetworkConfig) -> Network:
+FLOAT_BYTES = 4  # parameters are float32
+
+
+def build_network(config: NetworkConfig, copies: int = 1,
+                  hint: str = "choose a smaller network") -> Network:
+    """The network of ``config``, once its parameters are known to fit in memory: a
+    config asking for more than the process can have (a mistyped m, an edited
+    config.json) is refused in one line before torch allocates. ``copies``: how many
+    parameter-sized tensors the caller will hold in all (training: the weights, their
+    gradients and two optimizer moments)."""
+    n = config.num_parameters()
+    check_allocation(n * FLOAT_BYTES * copies,
+                     f"a {config.network_name} network of {n:,} parameters"
+                     + (" with its gradients and optimizer state" if copies > 1 else ""), hint)
     return NETWORKS[config.network_name][1](config)

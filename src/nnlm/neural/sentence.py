@@ -28,7 +28,8 @@ import torch.nn.functional as F
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, iter_line_blocks
-from ..vocab import SPECIALS, Vocabulary
+from ..sysmem import check_allocation
+from ..vocab import BOS, EOS, SPECIALS, Vocabulary
 
 DEFAULT_BUCKETS = 1000
 DEFAULT_HASH_FRACTION = 0.025
@@ -85,6 +86,9 @@ class SentenceEncoder:
         rare = math.ceil(hash_fraction * words) if hash_fraction else 0
         self.first_rare = V - rare  # ids at or above this share buckets
         kept = self.first_rare
+        # the table, and a list of member ids per bucket (an empty list is 56 bytes)
+        check_allocation((kept + buckets) * m * 4 + buckets * 64,
+                         f"a sentence-embedding table of {kept + buckets:,} rows of {m}")
         members: list[list[int]] = [[] for _ in range(buckets)]
         self.row_of: dict[str, int] = {}
         for i, w in enumerate(vocab.words):
@@ -178,6 +182,14 @@ def similar_lines(model, query: str, source, k: int = 10, **settings
                   ) -> list[tuple[int, float, str]]:
     """The k lines of ``source`` nearest to ``query`` by cosine of their embeddings, best
     first: (line number from 1, similarity, line)."""
+    words = query.split()
+    if not words:
+        raise NnlmError("the sentence to compare is empty: every line would be equally "
+                        "(un)similar to it; give some words")
+    if BOS in words or EOS in words:
+        from ..corpus import special_error
+
+        raise NnlmError(special_error("the sentence to compare", words))
     lines = [line for _, block in iter_line_blocks(source) for line in block]
     vectors = model.embed(lines, **settings)
     q = model.embed([query], **settings)[0]

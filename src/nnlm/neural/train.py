@@ -176,7 +176,8 @@ class Trainer:
             raise NnlmError("--output-parallel splits the output layer over the ranks of a "
                             "torchrun job; start with torchrun --nproc-per-node P")
         torch.manual_seed(config.seed)
-        self.model = build_network(model_config)
+        # weights, gradients and two Adam moments, all in this process's memory on a CPU
+        self.model = build_network(model_config, copies=4 if self.device.type == "cpu" else 1)
         self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
         self.objective = None
         if train_counts is not None or config.objective != "nce":

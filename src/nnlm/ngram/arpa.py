@@ -205,10 +205,21 @@ class _ArpaScan:
         if self.state == "data":
             m = _NGRAM_LINE.match(text)
             if m:
-                self.declared[int(m.group(1))] = int(m.group(2))
+                k = int(m.group(1))
+                if k != len(self.declared) + 1:  # KenLM's rule too
+                    raise NnlmError(f"{where(self.path, n)}: '{text}': \\data\\ must declare "
+                                    "the orders 1, 2, 3, ... in turn, without gaps (an empty "
+                                    "order is declared as ngram K=0)")
+                self.declared[k] = int(m.group(2))
                 return
         if text == "\\end\\":
             self._finish_section(n)
+            missing = [k for k in self.declared if k not in self.sections]
+            if missing:
+                raise NnlmError(f"{where(self.path, n)}: no \\{missing[0]}-grams: section, "
+                                f"though \\data\\ declares ngram {missing[0]}="
+                                f"{self.declared[missing[0]]} (an empty order still has its "
+                                "section header)")
             self.state = "end"
             return
         m = _SECTION.match(text)
@@ -218,9 +229,9 @@ class _ArpaScan:
         k = int(m.group(1))
         if k not in self.declared:
             raise NnlmError(f"{where(self.path, n)}: section {k}-grams not declared in \\data\\")
-        if k in self.sections or (k > 1 and 1 not in self.sections):
+        if k in self.sections or (k > 1 and k - 1 not in self.sections):
             raise NnlmError(f"{where(self.path, n)}: section {k}-grams out of place (the "
-                            "sections come once each, the 1-grams first)")
+                            "sections come once each, in order from the 1-grams)")
         self._finish_section(n)
         self.current = self.sections[k] = _Section(k, self.declared[k])
         self.state = "grams"

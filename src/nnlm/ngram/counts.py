@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import NnlmError
 from ..stream import Stream
-from ..sysmem import release_free_memory
+from ..sysmem import human_size, release_free_memory
 from ..vocab import BOS_ID, EOS_ID
 from .workspace import Workspace
 
@@ -113,7 +113,7 @@ def chunk_for(memory: int | None) -> int:
     if memory is None:
         return CHUNK_POSITIONS
     if memory < MIN_MEMORY:
-        raise NnlmError(f"--memory {memory / 2**20:.0f}M is too small to make progress: "
+        raise NnlmError(f"--memory {human_size(memory)} is too small to make progress: "
                         f"counting needs at least {MIN_MEMORY >> 20}M")
     return int(min(CHUNK_POSITIONS, max(1 << 16, memory // 4 // BYTES_PER_POSITION)))
 

@@ -20,6 +20,19 @@ import numpy as np
 from ..errors import NnlmError
 
 
+def _write_error(folder: Path, error: OSError) -> NnlmError:
+    """One line for a failed write of a temporary file in ``folder``. numpy's ``tofile``
+    reports a short write without an errno ("262144 requested and 16384 written"): a
+    full disk, which the free space then shows."""
+    cause = error.strerror
+    if cause is None:
+        free = shutil.disk_usage(folder).free
+        cause = "no space left on device" if free < (64 << 20) else str(error)
+    cause = cause[:1].lower() + cause[1:]
+    return NnlmError(f"{folder}: cannot write counting's temporary files ({cause}); free "
+                     "some space or give another folder with --temp DIR")
+
+
 class PositionArray:
     """An integer array over corpus positions, read and written a block at a time: in
     memory, or in the file ``path``. Its entries are undefined until written (counting
@@ -57,7 +70,11 @@ class PositionArray:
             self.data[a:a + len(values)] = values
             return
         self._file.seek(a * self.dtype.itemsize)
-        np.ascontiguousarray(values, self.dtype).tofile(self._file)
+        try:
+            np.ascontiguousarray(values, self.dtype).tofile(self._file)
+            self._file.flush()
+        except OSError as e:
+            raise _write_error(self.path.parent, e) from None
 
     def close(self) -> None:
         """Free the array (delete its file)."""
@@ -74,6 +91,9 @@ class Workspace:
     def __init__(self, folder: str | os.PathLike | None = None):
         self.dir: Path | None = None
         if folder is not None:
+            if Path(folder).exists() and not Path(folder).is_dir():
+                raise NnlmError(f"{folder}: is a file; --temp needs a folder for counting's "
+                                "temporary files")
             try:
                 self.dir = Path(tempfile.mkdtemp(prefix="nnlm-count-", dir=folder))
             except OSError as e:
@@ -98,8 +118,11 @@ class Workspace:
             self._runs[key] = arrays
         else:
             paths = tuple(self.dir / f"{key}-run-{i}.npy" for i in range(len(arrays)))
-            for path, a in zip(paths, arrays):
-                np.save(path, a, allow_pickle=False)
+            try:
+                for path, a in zip(paths, arrays):
+                    np.save(path, a, allow_pickle=False)
+            except OSError as e:
+                raise _write_error(self.dir, e) from None
             self._runs[key] = paths
         return key
 
