@@ -552,7 +552,8 @@ CHECKPOINT_CASES = [
                                                      (t / "m/model.safetensors").unlink()))),
     Case("mixture includes itself", **ev(lambda w, t: t / "m", match="includes itself",
                                          setup=_self_mixture)),
-    Case("model is a text", **ev(lambda w, t: w / "toy/train.txt", match="neither an ARPA file nor an nnlm model directory")),
+    Case("model is a text", **ev(lambda w, t: w / "toy/train.txt",
+                                 match="neither an ARPA file nor an nnlm model directory")),
     Case("no such model", **ev(lambda w, t: t / "nothing", match="no such model")),
 ]
 
@@ -621,7 +622,15 @@ TEXT_CASES = [
                                                  "not valid JSON")),
     Case("resume trainer.json no counters", **_resume(
         lambda t: edit_json(t / "ck/state/trainer.json", lambda d: d.pop("trainer")),
-        "does not fit")),
+        "field 'trainer' is missing")),
+    Case("resume trainer.json epoch -5", **_resume(
+        lambda t: edit_json(t / "ck/state/trainer.json",
+                            lambda d: d["trainer"].__setitem__("epoch", -5)),
+        "field 'trainer.epoch' should be an integer >= 0, got -5")),
+    Case("resume trainer.json step nan", **_resume(
+        lambda t: edit_json(t / "ck/state/trainer.json",
+                            lambda d: d["trainer"].__setitem__("elapsed", float("nan"))),
+        "field 'trainer.elapsed' should be a finite number")),
     Case("resume trainer.json other run", **_resume(
         lambda t: edit_json(t / "ck/state/trainer.json", lambda d: d.__setitem__("binding", "x")),
         "another training run")),
@@ -1225,3 +1234,95 @@ def test_closed_standard_input_is_one_line(world, capsys, monkeypatch):
     for argv in (["score", str(world / "kn3")], ["eval", str(world / "kn3"), "-"]):
         code = main(argv)
         check_outcome(code, *capsys.readouterr(), "error", "standard input is closed")
+
+
+# -- issue 32, class 2: every JSON file nnlm reads back, in random variants ------------------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                  max_size=3),
+    max_leaves=6)
+
+
+def _variant(data, draw):
+    """The JSON text of ``data`` with one field (at any depth) replaced by any JSON value,
+    deleted, or the whole text truncated."""
+    import copy as copy_
+
+    data = copy_.deepcopy(data)
+    paths = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                paths.append((*path, k))
+                walk(v, (*path, k))
+
+    walk(data, ())
+    how = draw(st.sampled_from(["replace", "delete", "truncate"]))
+    text = json.dumps(data)
+    if how == "truncate":
+        return text[:draw(st.integers(0, len(text) - 1))]
+    path = draw(st.sampled_from(paths))
+    parent = data
+    for k in path[:-1]:
+        parent = parent[k]
+    if how == "delete":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = draw(JSON_VALUES)
+    return json.dumps(data)  # NaN and Infinity as Python's json writes them
+
+
+def _one_line_or_ok(code, capsys):
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code != 0:
+        lines = [x for x in err.strip().split("\n") if not x.startswith("nnlm: warning:")]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("nnlm: error: "), err
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_config_json_loads_or_is_one_line(world, tmp_path_factory, capsys, data):
+    name = data.draw(st.sampled_from(["kn3", "nplm", "mix"]))
+    t = tmp_path_factory.mktemp("cfg")
+    model = copy(world / name, t / name)
+    original = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(_variant(original, data.draw))
+    _one_line_or_ok(main(["eval", str(model), str(world / "toy/test.txt")]), capsys)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_trainer_json_resumes_or_is_one_line(world, tmp_path_factory, capsys, data):
+    t = tmp_path_factory.mktemp("state")
+    run = copy(world / "nplm", t / "ck")
+    original = json.loads((run / "state/trainer.json").read_text())
+    (run / "state/trainer.json").write_text(_variant(original, data.draw))
+    code = main(["train", str(T(world)), "--valid", str(V(world)), "--resume", "--epochs", "1",
+                 "--threads", "1", "-o", str(run)])
+    _one_line_or_ok(code, capsys)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_result_and_eval_caches_are_redone_not_crashed(world, tmp_path_factory, data):
+    """reproduce's caches: a damaged one is said and its work done again."""
+    from nnlm.experiments.reproduce import _cached, training_done
+    from nnlm.jsonfiles import Float, Map
+
+    t = tmp_path_factory.mktemp("cache")
+    said = []
+    original = json.loads((world / "nplm/state/result.json").read_text())
+    write(t / "result.json", _variant(original, data.draw))
+    assert training_done(t / "result.json", said.append) in (True, False)
+    shape = {"stamp": float, "perplexity": Map(Float(min=1))}
+    write(t / "eval.json", _variant({"stamp": 1.5, "perplexity": {"test": 120.0}}, data.draw))
+    got = _cached(t / "eval.json", shape, {}, said.append)
+    if got:  # accepted: then it has the shape the reader relies on
+        assert all(isinstance(v, (int, float)) and v >= 1 for v in got["perplexity"].values())
+    assert all("\n" not in s for s in said)

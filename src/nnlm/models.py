@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .errors import NnlmError
 from .fileio import TEMP_NAME, atomic_path, atomic_write_text, os_error_message, read_head
+from .jsonfiles import Int, Optional, check_fields, read_json
 from .lm import LanguageModel, array_binding
 from .vocab import Vocabulary
 
@@ -154,8 +155,9 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     return path
 
 
-HEADER_FIELDS = {"nnlm_model": str, "format_version": int, "vocab_size": int,
-                 "vocab_fingerprint": str, "config": dict}
+HEADER_FIELDS = {"nnlm_model": str, "format_version": Int(min=1), "vocab_size": Int(min=3),
+                 "vocab_fingerprint": str, "config": dict,
+                 "model_id": Optional(str), "train": Optional(dict)}
 
 
 def read_header(path: str | os.PathLike) -> dict:
@@ -168,19 +170,10 @@ def read_header(path: str | os.PathLike) -> dict:
     config_path = path / "config.json"
     if not config_path.exists():
         raise NnlmError(f"{config_path}: missing; is {path} an nnlm model directory?")
-    try:
-        header = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise NnlmError(f"{config_path}: not valid JSON ({e}); the file may be truncated") from None
-    except OSError as e:
-        raise NnlmError(os_error_message(config_path, e)) from None
-    if not isinstance(header, dict) or "nnlm_model" not in header:
+    header = read_json(config_path, {"nnlm_model": Optional(str)}, "a model's header")
+    if "nnlm_model" not in header:
         raise NnlmError(f"{config_path}: not an nnlm model config (no 'nnlm_model' key)")
-    for key, kind in HEADER_FIELDS.items():
-        value = header.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise NnlmError(f"{config_path}: field {key!r} should be a {kind.__name__}, got "
-                            f"{value!r}")
+    check_fields(header, HEADER_FIELDS, str(config_path))
     if header["format_version"] > FORMAT_VERSION:
         raise NnlmError(f"{config_path}: format version {header['format_version']} is newer "
                         f"than this nnlm understands ({FORMAT_VERSION}); upgrade nnlm")

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..corpus import prepare_brown, read_stream, write_splits
 from ..errors import NnlmError
 from ..fileio import atomic_write_text, claim_workdir
+from ..jsonfiles import Float, Map, read_json
 from ..lm import evaluate
 from ..models import load_model, save_model
 from ..neural.presets import PRESETS
@@ -154,7 +155,7 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
         from ..neural.run import train_from_files
 
         result_file = model_dir / "state" / "result.json"
-        done = result_file.exists() and not json.loads(result_file.read_text())["interrupted"]
+        done = training_done(result_file, log)
         if not done:
             resume = (model_dir / "state" / "trainer.json").exists()
             log(f"{'resuming' if resume else 'training'} {row.name}")
@@ -185,14 +186,33 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
     return model_dir
 
 
+def training_done(result_file: Path, log) -> bool:
+    """Whether a run's state/result.json says it finished (a damaged one: not finished, so
+    the run is resumed, which rewrites it)."""
+    if not result_file.exists():
+        return False
+    return not _cached(result_file, {"interrupted": bool}, {"interrupted": True},
+                       log)["interrupted"]
+
+
+def _cached(path: Path, shape: dict, missing: dict, log) -> dict:
+    """A cache file of this command's, checked; a damaged one is said and counts as
+    ``missing`` (its work is done again)."""
+    try:
+        return read_json(path, shape)
+    except NnlmError as e:
+        log(f"  {e}; doing that work again")
+        return missing
+
+
 def _evaluate_row(name: str, model_dir: Path, workdir: Path, log,
                   parts=("train", "valid", "test")) -> dict:
     """Perplexities on train/valid/test, cached next to the model's modification time."""
     cache = workdir / "evals" / f"{name}.json"
     stamp = max(p.stat().st_mtime for p in model_dir.rglob("*") if p.is_file())
     if cache.exists():
-        cached = json.loads(cache.read_text())
-        if cached.get("stamp") == stamp:
+        cached = _cached(cache, {"stamp": float, "perplexity": Map(Float(min=1))}, {}, log)
+        if cached.get("stamp") == stamp and set(parts) <= set(cached["perplexity"]):
             return cached["perplexity"]
     model = load_model(model_dir)
     out = {}

@@ -33,6 +33,7 @@ import torch
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
+from ..jsonfiles import Fields, Float, Int, Optional, read_json
 from ..lm import LanguageModel, array_binding, evaluation_from_logprobs
 from ..models import new_model_id, save_model, write_header
 from ..progress import progress_bar
@@ -130,6 +131,15 @@ class TrainState:
     train_nll: float = 0.0  # running sums for the current epoch
     train_tokens: int = 0
     note: str = ""  # what changed on resume, for the next metrics.csv row
+
+
+# state/trainer.json, as save_state writes it: checked field by field when read back
+TRAINER_JSON = {
+    "trainer": Fields({"epoch": Int(min=0), "step_in_epoch": Int(min=0), "step": Int(min=0),
+                       "best_valid": Float(min=0, infinite=True), "bad_epochs": Int(min=0),
+                       "elapsed": Float(min=0), "history": list, "train_nll": Float(min=0),
+                       "train_tokens": Int(min=0), "note": Optional(str)}),
+    "optimizer": dict, "binding": Optional(str), "world": Optional(dict)}
 
 
 class TrainingDiverged(NnlmError):
@@ -269,10 +279,7 @@ class Trainer:
         if not (state_dir / "trainer.json").exists():
             raise NnlmError(f"{state_dir}: no training state to resume; start without --resume")
         where = state_dir / "trainer.json"
-        try:
-            info = json.loads(where.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise NnlmError(f"{where}: not valid JSON ({e})") from None
+        info = read_json(where, TRAINER_JSON, "the training state")
         if binding is not None and info.get("binding") != binding:
             raise NnlmError(f"{where}: belongs to another training run; restore this run's "
                             "state/ or train into a new directory")
@@ -291,7 +298,7 @@ class Trainer:
             if "__noise_rng__" in tensors:
                 self.objective.generator.set_state(tensors.pop("__noise_rng__"))
             self.state = TrainState(**info["trainer"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
             raise NnlmError(f"{state_dir}: the saved state does not fit this run "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
                             "; it was damaged or edited") from None
@@ -411,8 +418,11 @@ class Trainer:
 
     def _diverged(self, what: str) -> None:
         where = self.outdir / "state" / "trainer.json"
-        if where.exists():
-            saved = json.loads(where.read_text())["trainer"]
+        try:
+            saved = read_json(where, TRAINER_JSON)["trainer"] if where.exists() else None
+        except NnlmError:
+            saved = None
+        if saved is not None:
             kept = (f"the last good checkpoint ({self.outdir / 'state'}, update "
                     f"{saved['step']}) is kept. Continue from it with --resume and a lower "
                     f"--lr (now {self.config.lr:g}) or --clip 1.0")
