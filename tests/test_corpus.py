@@ -172,3 +172,24 @@ def test_toy_world_is_deterministic_and_holds_pairs_out_of_train():
     assert sum(map(has_held_out_pair, test)) >= 200
     train_words = {w for s in train for w in s.split()}
     assert {w for s in test for w in s.split()} <= train_words  # every test word is known
+
+
+@pytest.mark.parametrize("block_bytes", [1, 2, 3, 7, 1 << 22])
+def test_every_line_end_survives_any_block_boundary(tmp_path, monkeypatch, block_bytes):
+    """\\n, \\r\\n and a lone \\r end lines wherever the blocks are cut, a \\r\\n cut in
+    two included (it is one line end, not two), and the last line needs no line end."""
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", block_bytes)
+    path = write(tmp_path / "t.txt", b"a b\r\nc\rd e\n\r\nf\r\r\ng")
+    got = [line for _, block in fileio.iter_line_blocks(path) for line in block]
+    assert got == ["a b", "c", "d e", "", "f", "", "g"]
+
+
+def test_an_endless_line_is_one_line_not_all_of_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(fileio, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", 64)
+    path = write(tmp_path / "long.txt", "ok\n" + "w " * 600)
+    with pytest.raises(NnlmError, match=r"long\.txt:2: a line longer than"):
+        list(fileio.iter_line_blocks(path))
+    path = write(tmp_path / "zeros.bin", b"\x00" * 5000)
+    with pytest.raises(NnlmError, match=r"zeros\.bin:1: NUL byte"):
+        list(fileio.iter_line_blocks(path))

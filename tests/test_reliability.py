@@ -863,9 +863,88 @@ SIZE_AND_SMALL_CASES = [
                                            w / "toy/test.txt"], match="<s> may not occur"),
 ]
 
+# -- issue 32, classes 3 and 7: no non-finite number is ever printed -----------------------
+def _huge_biases(w, t):
+    copy(w / "nplm", t / "m")
+    safetensors_with(t / "m/model.safetensors",
+                     lambda d: d.__setitem__("b", torch_sign_pattern(d["b"], 3e38)))
+
+
+def torch_sign_pattern(like, value):
+    out = like.clone()
+    out[0::2], out[1::2] = value, -value
+    return out
+
+
+def _kn_with_neginf(name):
+    def setup(w, t):
+        copy(w / "kn3", t / "m")
+        npz_with(t / "m/arrays.npz", lambda a: a[name].__setitem__(0, -np.inf))
+    return setup
+
+
+def _new_words(w, t):
+    write(t / "new.txt", "the zork saw the zork\nthe blip and the zork ran\n")
+
+
+def _blank_text(w, t):
+    write(t / "blank.txt", "\n  \n\n")
+
+
+def _rs(extra):
+    def argv(w, t):
+        return ["rescore", w / "kn3", t / "nbest.txt", *extra]
+    return argv
+
+
+def _nbest(w, t):
+    write(t / "nbest.txt", "1\t-3.5\tthe cat sat\n1\t-2.0\tthe dog\n")
+
+
+NONFINITE_CASES = [
+    Case("nplm biases 3e38", **ev(lambda w, t: t / "m", setup=_huge_biases,
+                                  match="b holds values beyond")),
+    Case("kn logp -inf", **ev(lambda w, t: t / "m", setup=_kn_with_neginf("logp_2"),
+                              match="'logp_2' holds -inf")),
+    Case("kn unigram -inf", **ev(lambda w, t: t / "m", setup=_kn_with_neginf("unigram_logp"),
+                                 match="'unigram_logp' holds -inf")),
+    Case("kn bow -inf", **ev(lambda w, t: t / "m", setup=_kn_with_neginf("log_bow_2"),
+                             match="'log_bow_2' holds -inf")),
+    Case("kn finite logp that overflow", **ev(
+        lambda w, t: t / "m", match="probability 0|beyond floating point",
+        setup=lambda w, t: (copy(w / "kn3", t / "m"), npz_with(
+            t / "m/arrays.npz", lambda a: (a["logp_2"].__setitem__(slice(None), -1e308),
+                                           a["logp_3"].__setitem__(slice(None), -1e308)))))),
+    Case("score finite logp that overflow", argv=lambda w, t: ["score", t / "m",
+                                                              w / "toy/test.txt"],
+         match="beyond floating point|probability 0",
+         setup=lambda w, t: (copy(w / "kn3", t / "m"), npz_with(
+             t / "m/arrays.npz", lambda a: (a["logp_2"].__setitem__(slice(None), -1e308),
+                                            a["logp_3"].__setitem__(slice(None), -1e308))))),
+    Case("open vocab lr 10 diverges", **ev(lambda w, t: w / "nplm", lambda w, t: t / "new.txt",
+                                           extra=["--open-vocab", "--oov-lr", "10"],
+                                           setup=_new_words, match="diverged")),
+    Case("open vocab lr 1000", **ev(lambda w, t: w / "nplm", extra=["--open-vocab", "--oov-lr",
+                                                                    "1000"], match="oov-lr")),
+    Case("open vocab blank text", **ev(lambda w, t: w / "nplm", lambda w, t: t / "blank.txt",
+                                       extra=["--open-vocab", "--json"], setup=_blank_text,
+                                       match="no tokens")),
+    Case("open vocab self-normalized", **ev(lambda w, t: w / "nplm",
+                                            extra=["--open-vocab", "--self-normalized"],
+                                            match="drop --self-normalized")),
+    Case("open vocab new words ok", **ev(lambda w, t: w / "nplm", lambda w, t: t / "new.txt",
+                                         extra=["--open-vocab"], setup=_new_words, expect="ok")),
+    Case("rescore lm-weight 1e308", argv=_rs(["--lm-weight", "1e308"]), setup=_nbest,
+         match="overflows"),
+    Case("rescore word-penalty 1e308", argv=_rs(["--word-penalty", "1e308"]), setup=_nbest,
+         match="overflows"),
+    Case("eval /dev/zero", **ev(lambda w, t: w / "kn3", lambda w, t: Path("/dev/zero"),
+                                match="NUL byte")),
+]
+
 ALL_CASES = (OPTION_CASES + OUTPUT_CASES + ARPA_CASES + CHECKPOINT_CASES + TEXT_CASES
              + FEATURE_CASES + DATA_LOSS_CASES
-             + SIZE_AND_SMALL_CASES)
+             + SIZE_AND_SMALL_CASES + NONFINITE_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])

@@ -40,6 +40,7 @@ from typing import BinaryIO
 from .errors import NnlmError, where
 
 BLOCK_BYTES = 1 << 22  # lines are read in blocks of about 4 MiB
+MAX_LINE_BYTES = 1 << 26  # 64 MiB: a longer "line" is no text (/dev/zero, a binary file)
 STDIN_NAME = "<stdin>"
 BOM = "\ufeff"
 
@@ -163,18 +164,36 @@ def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = No
     with open_for_reading(source) if is_path else contextlib.nullcontext(source) as f:
         line_no = 1
         seen_any = False
+        pending = b""  # the start of a line whose end is not read yet
         while True:
             try:
-                raw_lines = f.readlines(BLOCK_BYTES)
+                chunk = f.read(BLOCK_BYTES)
             except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
                 raise NnlmError(f"{name}: corrupt or truncated compressed file around line "
                                 f"{line_no} ({str(e) or type(e).__name__})") from None
-            if not raw_lines:
+            data = pending + chunk
+            if not data:
                 break
             seen_any = True
-            lines = decode_block(b"".join(raw_lines), name, line_no)
+            # cut after the last line end; a \r at the very end may be half of a \r\n
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - bool(chunk))) + 1
+            if not chunk:
+                cut = len(data)  # end of file: the last line needs no line end
+            if cut == 0:
+                pending = data
+                if b"\x00" in pending:
+                    decode_block(pending, name, line_no)  # raises: a NUL byte, with its line
+                if len(pending) > MAX_LINE_BYTES:
+                    raise NnlmError(f"{where(name, line_no)}: a line longer than "
+                                    f"{MAX_LINE_BYTES >> 20} MiB; is this a text file? nnlm "
+                                    "reads one sentence a line")
+                continue
+            block, pending = data[:cut], data[cut:]
+            lines = decode_block(block, name, line_no)
             yield line_no, lines
             line_no += len(lines)
+            if not chunk:
+                break
         if not seen_any and is_path and str(source) != STDIN and not allow_empty:
             raise NnlmError(f"{name}: file is empty")
 

@@ -132,7 +132,16 @@ class LanguageModel(ABC):
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> LanguageModel:
         """The model saved in ``path`` (default: ``from_saved`` on its arrays.npz)."""
         arrays = read_arrays(Path(path) / "arrays.npz", header_binding(header))
+        problem = cls.saved_array_problem(arrays)
+        if problem:
+            raise NnlmError(f"{Path(path) / 'arrays.npz'}: {problem}; the model is corrupt")
         return cls.from_saved(vocab, header["config"], arrays)
+
+    @classmethod
+    def saved_array_problem(cls, arrays: dict) -> str | None:
+        """What is wrong with a model's saved arrays beyond NaN and +inf (which every load
+        refuses), or None; a kind whose arrays may not hold -inf says so here."""
+        return None
 
     @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict) -> LanguageModel:
@@ -241,11 +250,47 @@ class Evaluation:
         return {**asdict(self), "log10_prob": self.log10_prob}
 
 
-def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray) -> Evaluation:
-    """Totals from per-token log-probabilities (float64), as :func:`evaluate` reports them."""
+MAX_MEAN_NLL = 700.0  # exp(700) ~ 1e304: a perplexity beyond it is no float
+
+
+def check_logprobs(logprobs: np.ndarray, stream: Stream, vocab: Vocabulary | None = None
+                   ) -> np.ndarray:
+    """The one place where a model's per-token scores become numbers for the user: every
+    log-probability must be finite. A NaN or a probability of 0 (-inf) comes from a
+    damaged model (or one whose finite weights overflow), and is refused in one line
+    naming the token, never printed or summed into a perplexity. (Scores above 0 are let
+    through: self-normalized scoring gives them, and normalized models cannot.)"""
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    bad = ~np.isfinite(logprobs)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        value = float(logprobs[i])
+        what = ("NaN" if math.isnan(value) else "probability 0 (log -inf)" if value < 0
+                else "an infinite log-probability")
+        line = int(np.searchsorted(stream.offsets, i, side="right")) - 1
+        word = vocab.words[stream.ids[i]] if vocab is not None else f"id {int(stream.ids[i])}"
+        raise NnlmError(f"the model gives {what} to '{word}' (token {i - stream.offsets[line] + 1}"
+                        f" of sentence {line + 1}): it is damaged, or its weights overflow; "
+                        "no score is reported")
+    return logprobs
+
+
+def _perplexity(nll: float, tokens: int) -> float:
+    if not tokens:
+        return float("nan")
+    if nll / tokens > MAX_MEAN_NLL:
+        raise NnlmError(f"the perplexity, e^{nll / tokens:.4g}, is beyond floating point: "
+                        "the model gives these tokens vanishing probabilities")
+    return math.exp(nll / tokens)
+
+
+def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray,
+                             vocab: Vocabulary | None = None) -> Evaluation:
+    """Totals from per-token log-probabilities (float64), as :func:`evaluate` reports them;
+    the scores are checked first (:func:`check_logprobs`; ``vocab`` names the token)."""
     if len(logprobs) != len(stream):
         raise ValueError("one log-probability per predicted token expected")
-    logprobs = np.asarray(logprobs, dtype=np.float64)
+    logprobs = check_logprobs(logprobs, stream, vocab)
     known = stream.ids != UNK_ID
     nll = float(-logprobs.sum())
     n_known = int(known.sum())
@@ -255,11 +300,11 @@ def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray) -> Evaluation
         sentences=stream.num_lines,
         unk=len(stream) - n_known,
         nll=nll,
-        perplexity=math.exp(nll / len(stream)) if len(stream) else float("nan"),
-        perplexity_without_unk=math.exp(nll_known / n_known) if n_known else float("nan"),
+        perplexity=_perplexity(nll, len(stream)),
+        perplexity_without_unk=_perplexity(nll_known, n_known),
     )
 
 
 def evaluate(model: LanguageModel, stream: Stream) -> Evaluation:
     """Perplexity and totals of ``model`` on ``stream`` (see the module's conventions)."""
-    return evaluation_from_logprobs(stream, model.logprobs(stream))
+    return evaluation_from_logprobs(stream, model.logprobs(stream), model.vocab)

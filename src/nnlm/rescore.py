@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import NnlmError, where
 from .fileio import iter_line_blocks
-from .lm import LOG10_E, LanguageModel
+from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
 from .vocab import BOS, EOS
 
@@ -105,7 +105,7 @@ def lm_scores(model: LanguageModel, hypotheses: list[Hypothesis]) -> np.ndarray:
         chunk = hypotheses[lo : lo + BATCH_HYPOTHESES]
         lengths = np.array([len(h.words) for h in chunk], np.int64)
         stream = Stream.from_ids(model.vocab.encode(w for h in chunk for w in h.words), lengths)
-        lp = model.logprobs(stream) * LOG10_E
+        lp = check_logprobs(model.logprobs(stream), stream, model.vocab) * LOG10_E
         out[lo : lo + len(chunk)] = np.add.reduceat(lp, stream.offsets[:-1])
     return out
 
@@ -116,6 +116,10 @@ def rescore(model: LanguageModel, hypotheses: list[Hypothesis], lm_weight: float
     for h, lm in zip(hypotheses, lm_scores(model, hypotheses)):
         h.lm = float(lm)
         h.new_score = h.score + lm_weight * h.lm + word_penalty * len(h.words)
+        if not math.isfinite(h.new_score):
+            raise NnlmError(f"hypothesis {h.id} '{' '.join(h.words)[:40]}': score {h.score:g} + "
+                            f"{lm_weight:g} x LM {h.lm:g} + {word_penalty:g} x "
+                            f"{len(h.words)} words overflows; use weights of a sane size")
     groups: dict[str, list[Hypothesis]] = {}
     for h in hypotheses:
         groups.setdefault(h.id, []).append(h)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .corpus import special_error
 from .errors import NnlmError
-from .lm import LOG10_E, LanguageModel
+from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
 from .vocab import BOS, EOS, UNK_ID
 
@@ -30,7 +30,11 @@ class SentenceScore:
 
     @property
     def log10_prob(self) -> float:
-        return float(self.log10_probs.sum())
+        total = float(self.log10_probs.sum())
+        if not np.isfinite(total):  # finite scores whose sum overflows
+            raise NnlmError(f"the log10 probability of '{' '.join(self.words[:-1])[:40]}' "
+                            "sums beyond floating point: the model is damaged")
+        return total
 
     @property
     def blank(self) -> bool:
@@ -39,8 +43,14 @@ class SentenceScore:
 
     @property
     def perplexity(self) -> float:
-        return 10 ** (-self.log10_prob / len(self.log10_probs)) if len(self.log10_probs) \
-            else float("nan")
+        if not len(self.log10_probs):
+            return float("nan")
+        exponent = -self.log10_prob / len(self.log10_probs)
+        if exponent > 300:  # 10^300: beyond it a perplexity is no float
+            raise NnlmError(f"the perplexity of '{' '.join(self.words[:-1])[:40]}', "
+                            f"10^{exponent:.4g}, is beyond floating point: the model gives "
+                            "its words vanishing probabilities")
+        return 10 ** exponent
 
 
 _BLANK = SentenceScore([], np.zeros(0), None, np.zeros(0, bool))
@@ -93,7 +103,7 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]],
         logp, orders = model.logprobs_and_orders(stream)
     else:
         logp, orders = model.logprobs(stream), None
-    log10 = logp * LOG10_E
+    log10 = check_logprobs(logp, stream, model.vocab) * LOG10_E
     oov = stream.ids == UNK_ID
     for i, words in enumerate(sentences):
         lo, hi = stream.offsets[i], stream.offsets[i + 1]

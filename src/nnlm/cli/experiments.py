@@ -80,11 +80,12 @@ def cmd_mix(args) -> None:
     valid = read_stream(args.valid, mixture.vocab)
     lp = mixture.component_logprobs(valid)  # once: for the report, EM and the mixture
     for path, row in zip(args.models, lp):
-        ppl = evaluation_from_logprobs(valid, row).perplexity
+        ppl = evaluation_from_logprobs(valid, row, mixture.vocab).perplexity
         print(f"{str(path):<40} valid perplexity {ppl:.2f}")
     if not args.weights:
         mixture.fit_weights(valid, args.iterations, component_logprobs=lp)
-    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)))
+    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)),
+                                      mixture.vocab)
     mixture.save(args.output, args.models)
     mean = mixture.weights.mean(axis=0)
     print(f"{str(args.output):<40} valid perplexity {result.perplexity:.2f}  weights "

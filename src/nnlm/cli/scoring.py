@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..argtypes import (
     finite_float,
-    nonnegative_float,
+    ranged,
 )
 from ..errors import NnlmError
 from .common import (
@@ -73,10 +73,10 @@ def add_parsers(sub) -> None:
                     help="--open-vocab: the combination's weights: P(i | context) / P(i), "
                     "the words whose contexts look like this one (types, default), or the "
                     "paper's P(i | context), where frequent words win by frequency (tokens)")
-    ev.add_argument("--oov-lr", type=nonnegative_float, default=None, metavar="RATE",
+    ev.add_argument("--oov-lr", type=ranged(float, 0, 10), default=None, metavar="RATE",
                     help="--open-vocab: after each scored stretch of text, one gradient step "
-                    "of this rate on the new words' rows only (0: the combination alone; "
-                    "default: 0.1, chosen on Brown valid)")
+                    "of this rate, in [0, 10], on the new words' rows only (0: the combination "
+                    "alone; default: 0.1, chosen on Brown valid)")
     add_neural_scoring_arguments(ev)
 
 
@@ -110,6 +110,9 @@ def cmd_score(args) -> None:
             out.write(f"{s.log10_prob:.6f}\t{len(s.log10_probs)}\t{int(s.oov.sum())}\t"
                       f"{s.perplexity:.4f}\t{' '.join(s.words[:-1])}\n")
     if sentences:
+        if not -total / tokens <= 300:  # each sentence was finite; their sum may not be
+            raise NnlmError("the total log10 probability is beyond floating point: the model "
+                            "is damaged")
         print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
               f"log10 prob {total:.4f}, perplexity {10 ** (-total / tokens):.4f}",
               file=sys.stderr)
@@ -147,6 +150,9 @@ def cmd_eval(args) -> None:
 
     if not args.open_vocab and (args.oov_lr is not None or args.oov_prior is not None):
         raise NnlmError("--oov-lr and --oov-prior apply only with --open-vocab")
+    if args.open_vocab and args.self_normalized:
+        raise NnlmError("--open-vocab scores and learns the new words through the full "
+                        "softmax; drop --self-normalized")
     model, parts = load_for_scoring(args)
     if args.open_vocab:
         return _eval_open_vocab(args, model)

@@ -187,6 +187,16 @@ class Network(nn.Module):
                                 f"config says {tuple(t.shape)}; files from different runs?")
             if not torch.isfinite(tensors[name]).all():
                 raise NnlmError(f"{where}: {name} holds NaN or infinite values")
+            if tensors[name].numel() and tensors[name].abs().max() > WEIGHT_LIMIT:
+                raise NnlmError(f"{where}: {name} holds values beyond +-{WEIGHT_LIMIT:g} "
+                                f"(up to {float(tensors[name].abs().max()):.3g}), which no "
+                                "trained network has and which overflow in scoring; the "
+                                "file is damaged")
+
+
+# trained weights stay orders of magnitude below this; a file with larger ones
+# is damaged, and its finite values would overflow to inf/NaN once multiplied and summed
+WEIGHT_LIMIT = 1e6
 
 
 # -- the NPLM of Bengio et al. (2003) ------------------------------------------------------

@@ -238,7 +238,15 @@ def score_open_vocab(lm, path, lr: float = DEFAULT_LR, prior: str = "types"
                                 lr)
                 bar.update(1)
             bar.set_postfix(words_added=f"{len(added):,}")
-    return OpenVocabResult(np.array(lps), np.array(first, bool), np.array(later, bool),
+    if not lps:
+        raise NnlmError(f"{path}: no tokens: every line is blank")
+    logprobs = np.array(lps)
+    if not np.isfinite(logprobs).all():
+        i = int(np.flatnonzero(~np.isfinite(logprobs))[0])
+        raise NnlmError(f"{path}: open-vocabulary scoring diverged at token {i + 1} (a "
+                        f"log-probability of {logprobs[i]}): the step {lr:g} for the new words' "
+                        "rows is too large; use a smaller one")
+    return OpenVocabResult(logprobs, np.array(first, bool), np.array(later, bool),
                            np.array(in_ctx, bool), added, sentences)
 
 

@@ -34,7 +34,7 @@ import torch
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
 from ..jsonfiles import Fields, Float, Int, Optional, read_json
-from ..lm import LanguageModel, array_binding, evaluation_from_logprobs
+from ..lm import LanguageModel, array_binding
 from ..models import new_model_id, save_model, write_header
 from ..progress import progress_bar
 from ..stream import Stream
@@ -131,6 +131,13 @@ class TrainState:
     train_nll: float = 0.0  # running sums for the current epoch
     train_tokens: int = 0
     note: str = ""  # what changed on resume, for the next metrics.csv row
+
+
+def _perplexity(nll: float, tokens: int) -> float:
+    """exp(nll / tokens) for the training loop's own checks: NaN stays NaN and an overflow
+    is inf, which the divergence checks then catch (never an OverflowError)."""
+    mean = nll / tokens
+    return math.exp(mean) if mean <= 700 else (mean if math.isnan(mean) else math.inf)
 
 
 # state/trainer.json, as save_state writes it: checked field by field when read back
@@ -485,15 +492,15 @@ class Trainer:
         if self.shard is not None:
             pos = np.arange(len(stream))
             nll = float(self._shard_nll(stream.contexts(self.lm.order, pos), stream.ids)[0].sum())
-            return math.exp(nll / len(stream))
+            return _perplexity(nll, len(stream))
         if self.world is not None:
             lo, hi = shard_range(len(stream), self.world.size, self.world.rank)
             pos = np.arange(lo, hi)
             nll = -float(np.sum(self.lm.target_logprobs(stream.contexts(self.lm.order, pos),
                                                         stream.ids[lo:hi]))) if hi > lo else 0.0
             nll, n = self.world.all_sum([nll, hi - lo], "the validation sum")
-            return math.exp(nll / n)
-        return evaluation_from_logprobs(stream, self.lm.logprobs(stream)).perplexity
+            return _perplexity(nll, n)
+        return _perplexity(-float(np.sum(self.lm.logprobs(stream))), len(stream))
 
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
             checkpoint_every: int = 0) -> dict:

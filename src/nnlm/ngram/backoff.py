@@ -297,6 +297,21 @@ class BackoffNgram(LanguageModel):
         return out
 
     @classmethod
+    def saved_array_problem(cls, arrays: dict) -> str | None:
+        """Every log-probability and back-off weight is finite, but p(<s>) = 0: a -inf
+        elsewhere would give some token probability 0 and a perplexity of infinity."""
+        for name, a in arrays.items():
+            if not name.startswith(("unigram_logp", "unigram_log_bow", "logp_", "log_bow_")):
+                continue
+            bad = np.isneginf(a)
+            if name == "unigram_logp" and len(bad) > BOS_ID:
+                bad[BOS_ID] = False
+            if np.any(bad):
+                return (f"array {name!r} holds -inf at entry {int(np.flatnonzero(bad)[0])} (a "
+                        "probability or back-off weight of 0)")
+        return None
+
+    @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict):
         levels = []
         sizes = [len(vocab)]
