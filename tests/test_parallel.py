@@ -335,3 +335,117 @@ def test_two_hosts_over_a_veth_pair(toy_files, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "2 data-parallel ranks (gloo)" in run.stdout
     assert _test_nll(out, toy_files) > 0  # an ordinary model that loads and scores
+
+
+# -- issue 32, classes 6 and 8: workers that never outlive or hang their run -----------------
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _workers_of(pid: int) -> list[int]:
+    return [c for c in _children(pid)
+            if "spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+
+
+def _hogwild_run(toy, out, *extra) -> subprocess.Popen:
+    """A long --workers 2 run, returned once its first epoch is logged."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnlm", *_train_args(toy, out)[:-2], "--epochs", "500",
+         "--patience", "500", "--workers", "2", *extra], env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, line = time.monotonic() + 120, ""
+    while "epoch 1:" not in line and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+    assert "epoch 1:" in line, "training never started"
+    return proc
+
+
+def _gone_within(pids, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGSTOP", "SIGKILL"])
+def test_a_stopped_or_killed_worker_stops_the_run_and_leaves_nothing(toy_files, tmp_path, how):
+    proc = _hogwild_run(toy_files, tmp_path / "x", "--worker-timeout", "3")
+    try:
+        workers = _workers_of(proc.pid)
+        assert len(workers) == 2
+        os.kill(workers[1], getattr(signal, how))
+        _, err = proc.communicate(timeout=60)  # no hang
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("nnlm: error: worker 1 of 2"), err
+    assert ("has not finished an update" if how == "SIGSTOP" else "killed by SIGKILL") in err
+    assert "--resume" in err and (tmp_path / "x/state/trainer.json").exists()
+    assert _gone_within(workers, 10), "a worker outlived its run"
+
+
+@pytest.mark.slow
+def test_workers_die_with_a_killed_coordinator(toy_files, tmp_path):
+    """SIGKILL gives the coordinator no time to stop its workers: they must go anyway, so
+    a pipe reading the run's output (``nnlm train ... | tee log``) ends."""
+    proc = _hogwild_run(toy_files, tmp_path / "x")
+    workers = _workers_of(proc.pid)
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    try:
+        assert _gone_within(workers, 10), "workers outlived their coordinator"
+        proc.stdout.read()  # EOF: no process holds the pipe any more
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "resource_tracker" not in err, err
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_always_stops_a_run(toy_files, tmp_path, workers):
+    """SIGINT at an arbitrary moment of training: exit 130 every time, never 0 (a
+    KeyboardInterrupt landing in a weakref callback used to be swallowed)."""
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nnlm", *_train_args(toy_files, tmp_path / f"r{i}")[:-2],
+             "--epochs", "500", "--patience", "500", "--workers", workers], env=_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline, line = time.monotonic() + 120, ""
+            while "epoch 1:" not in line and time.monotonic() < deadline:
+                line = proc.stdout.readline()
+            time.sleep(float(rng.uniform(0, 1.5)))
+            kids = _children(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 130, err
+        assert "nnlm: interrupted" in err and "Traceback" not in err
+        assert _gone_within(kids, 10)

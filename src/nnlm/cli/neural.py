@@ -18,6 +18,7 @@ from ..argtypes import (
     unit_interval,
 )
 from ..errors import NnlmError
+from ..neural.heartbeat import WORKER_TIMEOUT
 from .common import (
     OBJECTIVES,
     PRESET_NAMES,
@@ -156,6 +157,11 @@ def add_parsers(sub) -> None:
                      "shared-memory scheme; Hogwild, Niu et al. 2011): P processes, one "
                      "thread each, update the shared parameters without locks (default: 1, "
                      "at most the cores)")
+    par.add_argument("--worker-timeout", type=ranged(float, 1, 86400), default=None,
+                     metavar="SECONDS",
+                     help="--workers: stop the run (keeping its last checkpoint) when a worker "
+                     "has not finished an update for this long: stopped, stuck or starved "
+                     f"(default: {WORKER_TIMEOUT:g})")
     par.add_argument("--output-parallel", action="store_true",
                      help="under torchrun: split the output layer (U, W, b) by vocabulary "
                      "across the ranks, the paper's parameter-parallel scheme; every rank "
@@ -243,6 +249,7 @@ def cmd_train(args) -> None:
                      min_count=args.min_count, max_size=args.max_size, device=args.device,
                      vocab=fixed_vocabulary(args),
                      shortlist_backoff=args.shortlist_backoff, workers=args.workers,
+                     worker_timeout=args.worker_timeout or WORKER_TIMEOUT,
                      output_parallel=args.output_parallel)
 
 

@@ -33,6 +33,7 @@ i is batch i whoever trains it). It is not bit-exact: the races make every run d
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import time
@@ -45,6 +46,7 @@ import torch.multiprocessing as mp
 from ..errors import NnlmError
 from ..stream import Stream
 from .allocator import keep_freed_memory
+from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
 from .optim import PaperSGD
 from .train import Trainer, TrainingDiverged, _batches
 
@@ -54,9 +56,10 @@ POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are aliv
 class HogwildTrainer(Trainer):
     """A Trainer whose batches are trained by ``workers`` processes on shared parameters."""
 
-    def __init__(self, *args, workers: int = 2, **kwargs):
+    def __init__(self, *args, workers: int = 2, worker_timeout: float = WORKER_TIMEOUT,
+                 **kwargs):
         super().__init__(*args, **kwargs)
-        self.workers = workers
+        self.workers, self.worker_timeout = workers, worker_timeout
         self._args = (args, kwargs)
         self.model.share_memory()
         self._pool = None
@@ -72,32 +75,57 @@ class HogwildTrainer(Trainer):
         # Adam's moments: one shared set; the paper's SGD: its state (the decay scale)
         opt_state = (self.optimizer.share_memory() if hasattr(self.optimizer, "share_memory")
                      else self.optimizer.state())
+        # a run killed by SIGKILL leaves its queues' semaphores to multiprocessing's
+        # resource tracker, which frees them and would print a warning saying so
+        quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+        if quiet not in os.environ.get("PYTHONWARNINGS", ""):
+            os.environ["PYTHONWARNINGS"] = ",".join(
+                x for x in (os.environ.get("PYTHONWARNINGS"), quiet) if x)
         self._outbox = ctx.Queue()
         lock = ctx.Lock()  # one Adam update at a time on the shared moments
+        self._beats = Heartbeats(ctx, self.workers)
         self._inboxes, self._procs = [], []
         for rank in range(self.workers):
             inbox = ctx.Queue()
             proc = ctx.Process(target=_worker, daemon=True,
                                args=(rank, self.workers, args, kwargs, shared, opt_state,
-                                     lock, train, inbox, self._outbox))
+                                     lock, train, inbox, self._outbox, self._beats,
+                                     os.getpid()))
             proc.start()
             self._inboxes.append(inbox)
             self._procs.append(proc)
         self._pool = True
-        self._wait()  # start-up (imports) is not training time
+        # start-up (imports) is not training time, and may be slow on a loaded machine
+        self._wait(max(self.worker_timeout, STARTUP_SECONDS))
 
-    def _wait(self) -> list[dict]:
-        """One result from every worker (in rank order); a failed or dead worker raises."""
+    def _wait(self, timeout: float | None = None) -> list[dict]:
+        """One result from every worker (in rank order); a failed, dead or silent worker
+        (no update finished for ``timeout`` seconds, default ``worker_timeout``) raises."""
+        timeout = self.worker_timeout if timeout is None else timeout
         results = [None] * self.workers
+        since = time.monotonic()
         while any(r is None for r in results):
+            self.interrupt.check()  # Ctrl-C: the workers are killed on the way out
             try:
                 rank, result = self._outbox.get(timeout=POLL_SECONDS)
             except queue.Empty:
                 self._check_alive()
+                self._check_answering([r for r in range(self.workers) if results[r] is None],
+                                      since, timeout)
                 continue
             _raise_failure(result)
             results[rank] = result
         return results
+
+    def _check_answering(self, ranks: list[int], since: float, timeout: float) -> None:
+        silent = self._beats.silent(ranks, since, timeout)
+        if silent is not None:
+            rank, seconds = silent
+            raise NnlmError(f"worker {rank} of {self.workers} (pid {self._procs[rank].pid}) has "
+                            f"not finished an update for {seconds:.0f} s (stopped, stuck or "
+                            f"starved; the limit is --worker-timeout {timeout:g}); the run is "
+                            f"stopped and the last checkpoint in {self.outdir / 'state'} is "
+                            "kept: continue with --resume")
 
     def _stop(self, kill: bool) -> None:
         """Let the workers finish (or, after an error, kill them at once)."""
@@ -140,6 +168,7 @@ class HogwildTrainer(Trainer):
         """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P)
         and wait for all of them (Adam's moments are shared; under the paper's SGD worker 0
         returns its state for checkpoints)."""
+        self.interrupt.check()
         st = self.state
         first = st.step_in_epoch
         lr = _lr_state(self.optimizer)
@@ -198,9 +227,12 @@ def _set_lr_state(optimizer, lr: dict) -> None:
 
 
 def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock,
-            train: Stream, inbox, outbox) -> None:
-    """One Hogwild worker: a Trainer whose parameters are the shared ones."""
+            train: Stream, inbox, outbox, beats: Heartbeats, parent: int) -> None:
+    """One Hogwild worker: a Trainer whose parameters are the shared ones. It beats after
+    every update and dies with its coordinator (see :mod:`nnlm.neural.heartbeat`)."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    beats.beat(rank)
     torch.set_num_threads(1)
     keep_freed_memory()
     try:
@@ -219,6 +251,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock
         else:
             trainer.optimizer.load_state(*opt_state)
         cfg, order = trainer.config, trainer.model.config.order
+        beats.beat(rank)
         outbox.put((rank, {"ready": True}))
     except Exception as e:  # noqa: BLE001 - reported to the coordinator as one line
         outbox.put((rank, {"error": f"worker {rank}: {_one_line(e)}", "diverged": False}))
@@ -227,6 +260,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock
         task = inbox.get()
         if task is None:
             return
+        beats.beat(rank)
         epoch, first, until, step0, lr = task
         try:
             _set_lr_state(trainer.optimizer, lr)
@@ -240,6 +274,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock
                 trainer.state.step = step0 + (i - first)  # the schedule's t: global updates
                 loss, n = trainer.train_step(contexts, targets)
                 nll, tokens = nll + loss, tokens + n
+                beats.beat(rank)
             result = {"nll": nll, "tokens": tokens,
                       "seconds": {**lock_seconds, "busy": time.perf_counter() - started}}
             if rank == 0 and isinstance(trainer.optimizer, PaperSGD):

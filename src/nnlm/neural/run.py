@@ -22,6 +22,7 @@ from ..fileio import atomic_write_text
 from ..models import check_model_output, load_model, load_vocab_for, read_header
 from ..vocab import Vocabulary
 from .distributed import close_world, init_world, launched_by_torchrun
+from .heartbeat import WORKER_TIMEOUT
 from .nplm_lm import BACKOFF_DIR, check_backoff
 from .presets import PRESETS, RECIPES, resolved
 from .registry import network_config
@@ -63,13 +64,15 @@ def check_objective(train: dict, model_config) -> None:
 def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, train=None,
                      recipe=None, resume=False, threads=None, max_steps=None, checkpoint_every=500,
                      min_count=1, max_size=None, device="cpu", shortlist_backoff=None,
-                     log=print, vocab=None, workers=1, output_parallel=False) -> dict:
+                     log=print, vocab=None, workers=1, output_parallel=False,
+                     worker_timeout=WORKER_TIMEOUT) -> dict:
     """Train (or resume) a network of the family from text files into ``outdir``.
 
     ``vocab``: a fixed vocabulary (default: built from ``train_path``).
     ``arch`` may hold ``shortlist`` (K): the network then predicts the K most frequent words
     and one "elsewhere" output, and ``shortlist_backoff`` (a model path) scores the rest.
-    ``workers``: asynchronous data-parallel processes (Hogwild). Under torchrun the job is
+    ``workers``: asynchronous data-parallel processes (Hogwild), each of which must finish
+    an update every ``worker_timeout`` seconds. Under torchrun the job is
     synchronous data-parallel, or with ``output_parallel`` parameter-parallel.
     """
     check_parallel(workers, output_parallel)
@@ -77,7 +80,8 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     try:
         return _train(train_path, valid_path, Path(outdir), preset, arch, train, recipe, resume,
                       threads, max_steps, checkpoint_every, min_count, max_size, device,
-                      shortlist_backoff, log, vocab, workers, output_parallel, world)
+                      shortlist_backoff, log, vocab, workers, output_parallel, world,
+                      worker_timeout)
     finally:
         close_world()
 
@@ -102,7 +106,7 @@ def check_parallel(workers: int, output_parallel: bool) -> None:
 
 def _train(train_path, valid_path, outdir, preset, arch, train, recipe, resume, threads,
            max_steps, checkpoint_every, min_count, max_size, device, shortlist_backoff, log,
-           vocab, workers, output_parallel, world) -> dict:
+           vocab, workers, output_parallel, world, worker_timeout=WORKER_TIMEOUT) -> dict:
     if world is not None and not world.is_main:
         log = _quiet
     arch, train = dict(arch or {}), dict(train or {})
@@ -170,6 +174,7 @@ def _train(train_path, valid_path, outdir, preset, arch, train, recipe, resume, 
 
         trainer = HogwildTrainer(vocab, model_config, train_config, outdir, preset=name,
                                  log=log, device=device, workers=workers,
+                                 worker_timeout=worker_timeout,
                                  train_counts=output_counts(train_stream, model_config),
                                  backoff=backoff)
     else:

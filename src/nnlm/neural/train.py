@@ -33,6 +33,7 @@ import torch
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, atomic_write_text
+from ..interrupts import StopOnInterrupt
 from ..jsonfiles import Fields, Float, Int, Optional, read_json
 from ..lm import LanguageModel, array_binding
 from ..models import new_model_id, save_model, write_header
@@ -439,6 +440,7 @@ class Trainer:
         raise TrainingDiverged(f"training diverged at update {self.state.step} ({what}); {kept}")
 
     SANITY_TOKENS = 4096
+    interrupt = StopOnInterrupt()  # replaced by fit's own while it runs
 
     def check_sane(self, valid: Stream) -> None:
         """Raise TrainingDiverged unless the current weights are sane: their exact NLL on
@@ -504,7 +506,14 @@ class Trainer:
 
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
             checkpoint_every: int = 0) -> dict:
-        """Train until done (or until ``max_steps`` updates: then save and return early)."""
+        """Train until done (or until ``max_steps`` updates: then save and return early).
+        Ctrl-C stops it after the current update, always (see :mod:`nnlm.interrupts`);
+        the last checkpoint is kept."""
+        with StopOnInterrupt() as self.interrupt:
+            return self._fit(train, valid, max_steps, checkpoint_every)
+
+    def _fit(self, train: Stream, valid: Stream, max_steps: int | None,
+             checkpoint_every: int) -> dict:
         cfg, st = self.config, self.state
         self.ensure_ready(train)
         if self.is_main:
@@ -566,6 +575,7 @@ class Trainer:
         for _, contexts, targets in _batches(train, self.model.config.order, perm,
                                              cfg.batch_size, st.step_in_epoch, until, part,
                                              pin=graphed is not None):
+            self.interrupt.check()
             if graphed is not None and len(targets) == graphed.batch_size:
                 graphed(contexts, targets)  # its loss is read at the next flush
                 n = len(targets)
