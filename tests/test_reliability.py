@@ -1405,3 +1405,27 @@ def test_random_result_and_eval_caches_are_redone_not_crashed(world, tmp_path_fa
     if got:  # accepted: then it has the shape the reader relies on
         assert all(isinstance(v, (int, float)) and v >= 1 for v in got["perplexity"].values())
     assert all("\n" not in s for s in said)
+
+
+def test_a_full_temp_disk_is_named_as_such(tmp_path, monkeypatch):
+    """numpy reports a short write without an errno ("262144 requested and 16384
+    written"); the message names the folder and says the disk is full."""
+    import shutil as shutil_
+
+    from nnlm.errors import NnlmError
+    from nnlm.ngram import workspace
+
+    monkeypatch.setattr(shutil_, "disk_usage",
+                        lambda p: shutil_._ntuple_diskusage(10**9, 10**9 - 4096, 4096))
+    monkeypatch.setattr(workspace.shutil, "disk_usage", shutil_.disk_usage)
+    with workspace.Workspace(tmp_path) as work:
+        array = work.positions(1000, np.int64, "ids")
+
+        class ShortWrite:
+            def tofile(self, f):
+                raise OSError("262144 requested and 16384 written")
+
+        monkeypatch.setattr(workspace.np, "ascontiguousarray", lambda *a, **k: ShortWrite())
+        with pytest.raises(NnlmError, match=r"cannot write counting's temporary files \(no "
+                           "space left on device\\); free some space or give another folder"):
+            array.write(0, np.arange(10))
