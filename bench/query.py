@@ -7,6 +7,8 @@ Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one
 
 * load: ``nnlm.ngram.read_arpa`` against ``kenlm.Model`` on the same file, in this
   process and in a fresh one (start and imports included);
+* per call (issue 27): ``nnlm.kenlm`` against the kenlm module, ``BaseScore`` and
+  ``BaseFullScore`` word by word through the test sentences and ``score`` a sentence;
 * scoring the test text repeated 6 times (~1M tokens): nnlm's ``logprobs`` on the
   encoded stream (one call), ``target_logprobs`` on explicit (context, word) rows (what
   a decoder's batched states use), against kenlm's ``score`` called per sentence, the
@@ -49,6 +51,53 @@ def fresh_process(code: str, repeats: int) -> float:
     """Best wall time of ``python -c code`` (interpreter start and imports included)."""
     return best_of(repeats, lambda: subprocess.run([sys.executable, "-c", code], check=True,
                                                    capture_output=True))[1]
+
+
+def _walk(model, state_cls, sentences, full: bool) -> int:
+    """Every word of ``sentences`` through BaseScore (or BaseFullScore), state to state,
+    as a decoder calls it; returns the number of calls."""
+    call = model.BaseFullScore if full else model.BaseScore
+    a, b = state_cls(), state_cls()
+    calls = 0
+    for words in sentences:
+        model.BeginSentenceWrite(a)
+        for w in words:
+            call(a, w, b)
+            a, b = b, a
+        calls += len(words)
+    return calls
+
+
+def per_call(loaded, k_model, kenlm, lines, r) -> dict:
+    """nnlm.kenlm against the kenlm module a call: BaseScore and BaseFullScore word by
+    word through the test sentences (with </s>), score() a sentence; and nnlm.kenlm's
+    Python path (what networks use, and back-off models without the C extension)."""
+    import nnlm.kenlm as nk
+
+    sentences = [[*s.split(), "</s>"] for s in lines]
+    ours = nk.Model(loaded)
+    out = {"compiled": ours._fast is not None}
+    sides = [("nnlm", ours, nk.State)] + ([("kenlm", k_model, kenlm.State)] if k_model else [])
+    for name, model, state_cls in sides:
+        calls, t = best_of(r, lambda: _walk(model, state_cls, sentences, False))
+        out[f"{name}_base_score_us"] = t / calls * 1e6
+        calls, t = best_of(r, lambda: _walk(model, state_cls, sentences, True))
+        out[f"{name}_base_full_score_us"] = t / calls * 1e6
+        _, t = best_of(r, lambda: [model.score(s) for s in lines])
+        out[f"{name}_score_us_per_sentence"] = t / len(lines) * 1e6
+    saved = nk._query
+    nk._query = lambda lm, serial: None
+    try:
+        slow = nk.Model(loaded)
+        few = sentences[: max(1, len(sentences) // 30)]
+        calls, t = best_of(1, lambda: _walk(slow, nk.State, few, False))
+        out["nnlm_python_path_base_score_us"] = t / calls * 1e6
+    finally:
+        nk._query = saved
+    if k_model:
+        for key in ("base_score_us", "base_full_score_us", "score_us_per_sentence"):
+            out[f"{key}_nnlm_over_kenlm"] = out[f"nnlm_{key}"] / out[f"kenlm_{key}"]
+    return out
 
 
 def main() -> None:
@@ -109,6 +158,8 @@ def main() -> None:
         assert score["max_token_difference_log10"] < 1e-4
     results["score"] = score
     print("score", json.dumps(score), flush=True)
+    results["per_call"] = per_call(loaded, k_model if kenlm else None, kenlm, lines, r)
+    print("per_call", json.dumps(results["per_call"]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -65,7 +65,18 @@ def _same_partition(ours, theirs):
             assert (hash(ours[i]) == hash(ours[j])) or ours[i] != ours[j]
 
 
-def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa):
+@pytest.fixture(params=["compiled", "python"])
+def query_path(request, monkeypatch):
+    """Both per-call paths of nnlm.kenlm: the compiled queries, and the Python one that
+    networks use (and back-off models where no C compiler built the extension)."""
+    if request.param == "python":
+        monkeypatch.setattr(nk, "_query", lambda lm, serial: None)
+    elif nk._fast is None:
+        pytest.skip("the compiled queries were not built (no C compiler at install)")
+    return request.param
+
+
+def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path):
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
     path, sentences = toy_arpa
     cases = [(path, sentences)] + [(p, ["looking on a little the biarritz not_found more .",
@@ -73,7 +84,17 @@ def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa):
                                         "a sentence ."]) for p in sorted(FIXTURES.glob("*.arpa"))]
     for file, lines in cases:
         ours, theirs = _quiet_model(file), kenlm.Model(str(file))
+        assert (ours._fast is not None) == (query_path == "compiled")
         our_states, their_states = [], []
+        for line in lines:  # whole sentences too, every bos/eos
+            for bos in (True, False):
+                for eos in (True, False):
+                    a = list(ours.full_scores(line, bos=bos, eos=eos))
+                    b = list(theirs.full_scores(line, bos=bos, eos=eos))
+                    assert [x[1:] for x in a] == [x[1:] for x in b], (file, line)
+                    assert [x[0] for x in a] == pytest.approx([x[0] for x in b], abs=2e-4)
+                    assert ours.score(line, bos=bos, eos=eos) == pytest.approx(
+                        theirs.score(line, bos=bos, eos=eos), abs=1e-3)
         for line in lines:
             for bos in (True, False):
                 a, sa = _walk(ours, nk.State, line, bos)
@@ -119,7 +140,7 @@ def test_kenlms_example_runs_with_the_import_changed(tmp_path):
     assert ours.stdout == theirs.stdout
 
 
-def test_the_api_conventions_are_kenlms():
+def test_the_api_conventions_are_kenlms(query_path):
     model = _quiet_model(FIXTURES / "test.arpa")
     assert isinstance(model.path, bytes) and model.path.endswith(b"test.arpa")
     assert model.order == 5 and issubclass(nk.LanguageModel, nk.Model)

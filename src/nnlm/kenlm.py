@@ -80,7 +80,7 @@ class State:
 
     def __init__(self):
         self._words: tuple[int, ...] = ()
-        self._owner = None  # the serial of the model that wrote it (None: fresh)
+        self._owner = 0  # the serial of the model that wrote it (0: fresh)
 
     def _key(self):
         return len(self._words), self._words[::-1]
@@ -121,6 +121,46 @@ class State:
 
     def __repr__(self) -> str:
         return f"State({len(self._words)} words)"
+
+
+try:  # the compiled per-call path (setup.py builds it; without a C compiler, Python's)
+    from . import _kenlm_query as _fast
+except ImportError:  # pragma: no cover - exercised where no compiler was found
+    _fast = None
+
+if _fast is not None:
+    State = _fast.State  # noqa: F811 - the same API, in C
+    FullScoreReturn = _fast.FullScoreReturn  # noqa: F811
+    MAX_ORDER = _fast.MAX_ORDER
+else:
+    MAX_ORDER = 1 << 30
+
+
+def _query(lm, serial: int):
+    """The compiled queries of a back-off model (None where there are none): KenLM's
+    numbers (log10 in float32, an extension flag per n-gram) over the model's own hash
+    indexes, which this builds if scoring has not yet."""
+    if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER:
+        return None
+    from .ngram.hashindex import HashIndex
+
+    def log10(a):
+        return np.ascontiguousarray(np.asarray(a) * LOG10_E, np.float32)
+
+    levels = []
+    for k, level in enumerate(lm.levels, start=2):
+        if level._index is None:
+            level._index = HashIndex(level.keys)
+        index = level._index
+        top = k == lm.order
+        levels.append((index.slot_keys, index.slot_values, index.bits, log10(level.logp),
+                       None if top else log10(level.log_bow),
+                       None if top else np.ascontiguousarray(lm.extends(k), np.uint8)))
+    uni_p = log10(lm.unigram_logp)
+    uni_p[BOS_ID] = -99.0  # never scored (refused), as KenLM's <s>; finite in float32
+    return _fast.Query(serial, lm.vocab.index, len(lm.vocab), BOS_ID, EOS_ID, UNK_ID, uni_p,
+                       log10(lm.unigram_log_bow), np.ascontiguousarray(lm.extends(1), np.uint8),
+                       levels)
 
 
 class LoadMethod:
@@ -167,6 +207,14 @@ class Model:
         self._index = self._lm.vocab.index
         self._backoff = hasattr(self._lm, "state_lengths")  # null context, minimized states
         self._k = self._lm.order - 1
+        if self._k > MAX_ORDER - 1:
+            raise ValueError(f"order {self._lm.order}: the kenlm API holds at most "
+                             f"{MAX_ORDER - 1} words of state")
+        self._fast = _query(self._lm, self._serial)
+        if self._fast is not None:  # the per-call methods, straight to C
+            for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
+                         "score"):
+                setattr(self, name, getattr(self._fast, name))
 
     @property
     def order(self) -> int:
@@ -200,7 +248,7 @@ class Model:
                             f"{type(state).__name__})")
         if write:
             state._owner = self._serial
-        elif state._owner not in (None, self._serial):
+        elif state._owner not in (0, self._serial):
             raise ValueError("this State was written by another model; states are the "
                              "model's own word ids and cannot be shared")
         return state
@@ -258,6 +306,8 @@ class Model:
     def full_scores(self, sentence, bos: bool = True, eos: bool = True):
         """(log10 p, n-gram length, oov) for each word, then ``</s>`` if ``eos`` (its oov
         is always False, as kenlm's)."""
+        if self._fast is not None:
+            return iter(self._fast.full_scores_list(sentence, bos, eos))
         words = _as_str(sentence).split()
         ids = [self._index.get(w, UNK_ID) for w in words]
         if BOS_ID in ids:

@@ -1,0 +1,587 @@
+/* nnlm._kenlm_query: the per-call path of nnlm.kenlm for back-off models, in C.
+ *
+ * KenLM's Python module answers BaseScore in about 0.4 us; a Python implementation
+ * spends 50-100 us making arrays and objects per call. This module keeps the model's
+ * numbers as KenLM does (log10 in float32, a flag per n-gram saying whether it can
+ * extend) and looks n-grams up in nnlm's own hash indexes (nnlm.ngram.hashindex:
+ * open addressing, Fibonacci hashing, linear probing) over the arrays it is given,
+ * without copying them and without making a Python object per call beyond the result.
+ *
+ * The algorithm is KenLM's (lm/model.cc, FullScore and ResumeScore; Heafield 2011):
+ * a State holds the last words, most recent first, and the log10 back-off weight of each
+ * context n-gram they form; scoring word w walks w, (c1 w), (c2 c1 w), ... as far as the
+ * n-grams are stored, takes the longest one's probability, adds the back-off weights of
+ * the context n-grams longer than it, and keeps in the new state only as many words as
+ * the longest stored n-gram ending in w that can still extend ("right state
+ * minimization"). Stored n-grams of order k are keyed by (id of their (k-1)-word suffix)
+ * * |V| + (their first word), as in nnlm.ngram.backoff.
+ *
+ * Types: State and FullScoreReturn (kenlm's), and Query, the model: built once from
+ * numpy arrays by nnlm.kenlm, which keeps them alive. The buffers are read-only views;
+ * the model must not change under a Query.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include "structmember.h"
+
+#define MAX_ORDER 12
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+/* -- State ---------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    long long owner;                  /* serial of the Query that wrote it; 0: fresh */
+    int length;                       /* words that matter (KenLM's state.length) */
+    int32_t words[MAX_ORDER - 1];     /* most recent first */
+    float backoff[MAX_ORDER - 1];     /* log10 bow of the context of length i + 1 */
+} StateObject;
+
+static PyTypeObject StateType;
+
+static int State_init(StateObject *self, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "State() takes no arguments");
+        return -1;
+    }
+    self->owner = 0;
+    self->length = 0;
+    return 0;
+}
+
+static int state_compare(const StateObject *a, const StateObject *b) {
+    if (a->length != b->length) return a->length < b->length ? -1 : 1;
+    for (int i = 0; i < a->length; i++)
+        if (a->words[i] != b->words[i]) return a->words[i] < b->words[i] ? -1 : 1;
+    return 0;
+}
+
+static PyObject *State_richcompare(PyObject *a, PyObject *b, int op) {
+    if (!PyObject_TypeCheck(a, &StateType) || !PyObject_TypeCheck(b, &StateType)) {
+        if (op == Py_EQ) Py_RETURN_FALSE;
+        if (op == Py_NE) Py_RETURN_TRUE;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int r = state_compare((StateObject *)a, (StateObject *)b);
+    Py_RETURN_RICHCOMPARE(r, 0, op);
+}
+
+static Py_hash_t State_hash(StateObject *self) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)self->length;
+    for (int i = 0; i < self->length; i++) {
+        h ^= (uint32_t)self->words[i];
+        h *= 0x100000001b3ULL;
+    }
+    Py_hash_t out = (Py_hash_t)(h >> 1);
+    return out == -1 ? -2 : out;
+}
+
+static PyObject *State_copy(StateObject *self, PyObject *unused) {
+    StateObject *out = PyObject_New(StateObject, &StateType);
+    if (!out) return NULL;
+    out->owner = self->owner;
+    out->length = self->length;
+    memcpy(out->words, self->words, sizeof(self->words));
+    memcpy(out->backoff, self->backoff, sizeof(self->backoff));
+    return (PyObject *)out;
+}
+
+static PyObject *State_deepcopy(StateObject *self, PyObject *memo) {
+    return State_copy(self, NULL);
+}
+
+static PyObject *State_repr(StateObject *self) {
+    return PyUnicode_FromFormat("State(%d words)", self->length);
+}
+
+static PyObject *State_words(StateObject *self, void *closure) {
+    /* the kept words' ids, oldest first (for tests and debugging) */
+    PyObject *t = PyTuple_New(self->length);
+    if (!t) return NULL;
+    for (int i = 0; i < self->length; i++)
+        PyTuple_SET_ITEM(t, i, PyLong_FromLong(self->words[self->length - 1 - i]));
+    return t;
+}
+
+static int State_set_words(StateObject *self, PyObject *value, void *closure) {
+    /* the Python path of nnlm.kenlm (networks) keeps its words here, oldest first */
+    PyObject *seq = PySequence_Fast(value, "State words must be a sequence of ids");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_ORDER - 1) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "a State holds at most %d words", MAX_ORDER - 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (id == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        self->words[n - 1 - i] = (int32_t)id;
+        self->backoff[n - 1 - i] = 0;
+    }
+    self->length = (int)n;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *State_get_owner(StateObject *self, void *closure) {
+    return PyLong_FromLongLong(self->owner);
+}
+
+static int State_set_owner(StateObject *self, PyObject *value, void *closure) {
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    self->owner = v;
+    return 0;
+}
+
+static PyMethodDef State_methods[] = {
+    {"__copy__", (PyCFunction)State_copy, METH_NOARGS, NULL},
+    {"__deepcopy__", (PyCFunction)State_deepcopy, METH_O, NULL},
+    {NULL}
+};
+
+static PyGetSetDef State_getset[] = {
+    {"_words", (getter)State_words, (setter)State_set_words, "the kept word ids, oldest first",
+     NULL},
+    {"_owner", (getter)State_get_owner, (setter)State_set_owner,
+     "the serial of the model that wrote it (0: fresh)", NULL},
+    {NULL}
+};
+
+static PyTypeObject StateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nnlm.kenlm.State",
+    .tp_doc = "The words a model still needs to see; compares, orders, hashes and copies "
+              "as kenlm's State. A fresh State is the null context.",
+    .tp_basicsize = sizeof(StateObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)State_init,
+    .tp_richcompare = State_richcompare,
+    .tp_hash = (hashfunc)State_hash,
+    .tp_repr = (reprfunc)State_repr,
+    .tp_methods = State_methods,
+    .tp_getset = State_getset,
+};
+
+/* -- FullScoreReturn ------------------------------------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    double log_prob;
+    int ngram_length;
+    int oov;
+} FullScoreObject;
+
+static PyTypeObject FullScoreType;
+
+static PyObject *FullScore_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    double p; int n; int oov;
+    static char *names[] = {"log_prob", "ngram_length", "oov", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "dip", names, &p, &n, &oov)) return NULL;
+    FullScoreObject *self = (FullScoreObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->log_prob = (float)p;
+    self->ngram_length = n;
+    self->oov = oov;
+    return (PyObject *)self;
+}
+
+static PyObject *FullScore_repr(FullScoreObject *self) {
+    PyObject *p = PyFloat_FromDouble(self->log_prob);
+    if (!p) return NULL;
+    PyObject *out = PyUnicode_FromFormat("FullScoreReturn(%R, %d, %s)", p, self->ngram_length,
+                                         self->oov ? "True" : "False");
+    Py_DECREF(p);
+    return out;
+}
+
+static PyObject *FullScore_get_oov(FullScoreObject *self, void *closure) {
+    return PyBool_FromLong(self->oov);
+}
+
+static PyMemberDef FullScore_members[] = {
+    {"log_prob", T_DOUBLE, offsetof(FullScoreObject, log_prob), READONLY, "log10 p"},
+    {"ngram_length", T_INT, offsetof(FullScoreObject, ngram_length), READONLY, NULL},
+    {NULL}
+};
+
+static PyGetSetDef FullScore_getset[] = {
+    {"oov", (getter)FullScore_get_oov, NULL, "whether the word is unknown", NULL},
+    {NULL}
+};
+
+static PyTypeObject FullScoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nnlm.kenlm.FullScoreReturn",
+    .tp_doc = "What BaseFullScore returns: log_prob (log10), ngram_length, oov.",
+    .tp_basicsize = sizeof(FullScoreObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = FullScore_new,
+    .tp_repr = (reprfunc)FullScore_repr,
+    .tp_members = FullScore_members,
+    .tp_getset = FullScore_getset,
+};
+
+/* -- Query ---------------------------------------------------------------------------- */
+typedef struct {
+    const int64_t *slot_keys, *slot_values;
+    uint64_t mask;
+    int bits;
+    const float *p, *b;      /* log10 probability and back-off (b: NULL at the top order) */
+    const uint8_t *ext;      /* 1: can extend (NULL at the top order) */
+} Level;
+
+typedef struct {
+    PyObject_HEAD
+    long long serial;
+    int order;
+    int64_t V;
+    int32_t bos, eos, unk;
+    PyObject *index;         /* dict: word -> id */
+    const float *uni_p, *uni_b;
+    const uint8_t *uni_ext;
+    Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
+    Py_buffer buffers[6 * MAX_ORDER + 3];
+    int n_buffers;
+} QueryObject;
+
+static PyTypeObject QueryType;
+
+static void Query_dealloc(QueryObject *self) {
+    for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
+    Py_XDECREF(self->index);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
+                        Py_ssize_t *count) {
+    Py_buffer *view = &self->buffers[self->n_buffers];
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    self->n_buffers++;
+    if (view->itemsize != itemsize) {
+        PyErr_Format(PyExc_ValueError, "an array of %zd-byte items was given where %zd-byte "
+                     "ones are needed", view->itemsize, itemsize);
+        return NULL;
+    }
+    *count = view->len / itemsize;
+    return view->buf;
+}
+
+static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *index, *uni_p, *uni_b, *uni_ext, *levels;
+    long long serial, V;
+    int bos, eos, unk;
+    if (!PyArg_ParseTuple(args, "LO!LiiiOOOO!", &serial, &PyDict_Type, &index, &V, &bos, &eos,
+                          &unk, &uni_p, &uni_b, &uni_ext, &PyList_Type, &levels))
+        return -1;
+    Py_ssize_t n_levels = PyList_GET_SIZE(levels);
+    if (n_levels + 1 > MAX_ORDER) {
+        PyErr_Format(PyExc_ValueError, "order %zd is above %d", n_levels + 1, MAX_ORDER);
+        return -1;
+    }
+    self->serial = serial;
+    self->V = V;
+    self->bos = bos; self->eos = eos; self->unk = unk;
+    self->order = (int)n_levels + 1;
+    Py_INCREF(index);
+    self->index = index;
+    Py_ssize_t n;
+    if (!(self->uni_p = take(self, uni_p, 4, &n)) || n != V) goto bad_size;
+    if (!(self->uni_b = take(self, uni_b, 4, &n)) || n != V) goto bad_size;
+    if (!(self->uni_ext = take(self, uni_ext, 1, &n)) || n != V) goto bad_size;
+    for (Py_ssize_t i = 0; i < n_levels; i++) {
+        PyObject *t = PyList_GET_ITEM(levels, i);
+        PyObject *keys, *values, *p, *b, *ext;
+        int bits;
+        if (!PyArg_ParseTuple(t, "OOiOOO", &keys, &values, &bits, &p, &b, &ext)) return -1;
+        Level *L = &self->levels[i + 2];
+        Py_ssize_t slots, m;
+        if (!(L->slot_keys = take(self, keys, 8, &slots))) return -1;
+        if (!(L->slot_values = take(self, values, 8, &n)) || n != slots) goto bad_size;
+        if (bits < 1 || bits > 62 || ((Py_ssize_t)1 << bits) != slots) goto bad_size;
+        L->bits = bits;
+        L->mask = ((uint64_t)1 << bits) - 1;
+        if (!(L->p = take(self, p, 4, &m))) return -1;
+        if (i + 2 < self->order) {
+            if (!(L->b = take(self, b, 4, &n)) || n != m) goto bad_size;
+            if (!(L->ext = take(self, ext, 1, &n)) || n != m) goto bad_size;
+        } else {
+            L->b = NULL; L->ext = NULL;
+        }
+    }
+    return 0;
+bad_size:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "array sizes do not agree");
+    return -1;
+}
+
+static inline int64_t find(const Level *L, int64_t key) {
+    uint64_t pos = ((uint64_t)key * GOLDEN) >> (64 - L->bits);
+    for (;;) {
+        int64_t k = L->slot_keys[pos];
+        if (k == key) return L->slot_values[pos];
+        if (k == -1) return -1;
+        pos = (pos + 1) & L->mask;
+    }
+}
+
+/* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length */
+static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
+                        StateObject *out, int *length) {
+    float prob = q->uni_p[w];
+    int ngram_length = 1;
+    int keep = q->uni_ext[w] ? 1 : 0;
+    float out_backoff[MAX_ORDER - 1];
+    out_backoff[0] = q->uni_b[w];
+    int64_t id = w;
+    for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
+        int k = j + 2;
+        const Level *L = &q->levels[k];
+        int64_t pos = find(L, id * q->V + in->words[j]);
+        if (pos < 0) break;
+        id = pos;
+        prob = L->p[pos];
+        ngram_length = k;
+        if (k < q->order) {
+            out_backoff[k - 1] = L->b[pos];
+            if (L->ext[pos]) keep = k;
+        }
+    }
+    for (int i = ngram_length - 1; i < in->length; i++) prob += in->backoff[i];
+    *length = ngram_length;
+    if (out) {
+        int32_t words[MAX_ORDER - 1];
+        words[0] = w;
+        for (int i = 1; i < keep; i++) words[i] = in->words[i - 1];
+        memcpy(out->words, words, sizeof(int32_t) * keep);
+        memcpy(out->backoff, out_backoff, sizeof(float) * keep);
+        out->length = keep;
+        out->owner = q->serial;
+    }
+    return prob;
+}
+
+static int check_state(const QueryObject *q, PyObject *s, const char *name) {
+    if (!PyObject_TypeCheck(s, &StateType)) {
+        PyErr_Format(PyExc_TypeError, "Argument '%s' has incorrect type (expected "
+                     "nnlm.kenlm.State, got %s)", name, Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    long long owner = ((StateObject *)s)->owner;
+    if (owner != 0 && owner != q->serial) {
+        PyErr_SetString(PyExc_ValueError, "this State was written by another model; states "
+                        "are the model's own word ids and cannot be shared");
+        return -1;
+    }
+    return 0;
+}
+
+/* a word's id: <unk>'s if unknown; -2 and an exception on error */
+static int32_t word_id(const QueryObject *q, PyObject *word) {
+    PyObject *id = PyDict_GetItemWithError(q->index, word);
+    if (id == NULL) return PyErr_Occurred() ? -2 : q->unk;
+    return (int32_t)PyLong_AsLong(id);
+}
+
+static int32_t scored_word_id(const QueryObject *q, PyObject *word) {
+    if (!PyUnicode_Check(word)) {
+        PyErr_Format(PyExc_TypeError, "Argument 'word' has incorrect type (expected str, got "
+                     "%s)", Py_TYPE(word)->tp_name);
+        return -2;
+    }
+    int32_t w = word_id(q, word);
+    if (w == q->bos) {
+        PyErr_SetString(PyExc_ValueError, "<s> is context only and is never scored; use "
+                        "BeginSentenceWrite");
+        return -2;
+    }
+    return w;
+}
+
+static PyObject *Query_BaseScore(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "BaseScore(in_state, word, out_state)");
+        return NULL;
+    }
+    if (check_state(self, args[0], "in_state") || check_state(self, args[2], "out_state"))
+        return NULL;
+    int32_t w = scored_word_id(self, args[1]);
+    if (w == -2) return NULL;
+    int length;
+    float p = score_word(self, (StateObject *)args[0], w, (StateObject *)args[2], &length);
+    return PyFloat_FromDouble(p);
+}
+
+static PyObject *Query_BaseFullScore(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "BaseFullScore(in_state, word, out_state)");
+        return NULL;
+    }
+    if (check_state(self, args[0], "in_state") || check_state(self, args[2], "out_state"))
+        return NULL;
+    int32_t w = scored_word_id(self, args[1]);
+    if (w == -2) return NULL;
+    int length;
+    float p = score_word(self, (StateObject *)args[0], w, (StateObject *)args[2], &length);
+    FullScoreObject *r = PyObject_New(FullScoreObject, &FullScoreType);
+    if (!r) return NULL;
+    r->log_prob = p;
+    r->ngram_length = length;
+    r->oov = w == self->unk;
+    return (PyObject *)r;
+}
+
+static void begin(const QueryObject *q, StateObject *s) {
+    s->owner = q->serial;
+    s->length = 1;
+    s->words[0] = q->bos;
+    s->backoff[0] = q->uni_b[q->bos];
+}
+
+static PyObject *Query_BeginSentenceWrite(QueryObject *self, PyObject *state) {
+    if (check_state(self, state, "state")) return NULL;
+    begin(self, (StateObject *)state);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Query_NullContextWrite(QueryObject *self, PyObject *state) {
+    if (check_state(self, state, "state")) return NULL;
+    ((StateObject *)state)->owner = self->serial;
+    ((StateObject *)state)->length = 0;
+    Py_RETURN_NONE;
+}
+
+/* the words of a sentence (a list of str): (log10 p, length, oov) each, or their sum */
+static PyObject *run_sentence(QueryObject *self, PyObject *words, int bos, int eos,
+                              int want_list) {
+    StateObject a, b;
+    StateObject *in = &a, *out = &b;
+    a.owner = 0;
+    a.length = 0;
+    if (bos) begin(self, &a);
+    Py_ssize_t n = PyList_GET_SIZE(words);
+    PyObject *list = want_list ? PyList_New(0) : NULL;
+    if (want_list && !list) return NULL;
+    float total = 0;
+    for (Py_ssize_t i = 0; i < n + (eos ? 1 : 0); i++) {
+        int32_t w;
+        int oov = 0;
+        if (i < n) {
+            w = word_id(self, PyList_GET_ITEM(words, i));
+            if (w == -2) goto fail;
+            if (w == self->bos) {
+                PyErr_SetString(PyExc_ValueError, "<s> is context only and is never scored; "
+                                "never include it in a sentence (bos=True conditions on it)");
+                goto fail;
+            }
+            oov = w == self->unk;
+        } else {
+            w = self->eos;
+        }
+        int length;
+        float p = score_word(self, in, w, out, &length);
+        total += p;
+        if (want_list) {
+            PyObject *t = Py_BuildValue("(diO)", (double)p, length, oov ? Py_True : Py_False);
+            if (!t || PyList_Append(list, t) < 0) { Py_XDECREF(t); goto fail; }
+            Py_DECREF(t);
+        }
+        StateObject *tmp = in; in = out; out = tmp;
+    }
+    return want_list ? list : PyFloat_FromDouble(total);
+fail:
+    Py_XDECREF(list);
+    return NULL;
+}
+
+static PyObject *split_words(PyObject *sentence) {
+    if (PyBytes_Check(sentence)) {
+        PyObject *text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(sentence),
+                                              PyBytes_GET_SIZE(sentence), "strict");
+        if (!text) return NULL;
+        PyObject *out = PyUnicode_Split(text, NULL, -1);
+        Py_DECREF(text);
+        return out;
+    }
+    if (!PyUnicode_Check(sentence)) {
+        PyErr_Format(PyExc_TypeError, "Cannot convert %s to string",
+                     Py_TYPE(sentence)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_Split(sentence, NULL, -1);
+}
+
+static PyObject *Query_sentence(QueryObject *self, PyObject *args, PyObject *kwds,
+                                int want_list) {
+    PyObject *sentence;
+    int bos = 1, eos = 1;
+    static char *names[] = {"sentence", "bos", "eos", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|pp", names, &sentence, &bos, &eos))
+        return NULL;
+    PyObject *words = split_words(sentence);
+    if (!words) return NULL;
+    PyObject *out = run_sentence(self, words, bos, eos, want_list);
+    Py_DECREF(words);
+    return out;
+}
+
+static PyObject *Query_score(QueryObject *self, PyObject *args, PyObject *kwds) {
+    return Query_sentence(self, args, kwds, 0);
+}
+
+static PyObject *Query_full_scores_list(QueryObject *self, PyObject *args, PyObject *kwds) {
+    return Query_sentence(self, args, kwds, 1);
+}
+
+static PyMethodDef Query_methods[] = {
+    {"BaseScore", (PyCFunction)(void (*)(void))Query_BaseScore, METH_FASTCALL,
+     "log10 p(word | in_state); out_state becomes the state after word"},
+    {"BaseFullScore", (PyCFunction)(void (*)(void))Query_BaseFullScore, METH_FASTCALL,
+     "FullScoreReturn(log10 p, n-gram length, oov); out_state becomes the state after word"},
+    {"BeginSentenceWrite", (PyCFunction)Query_BeginSentenceWrite, METH_O,
+     "make state the start of a sentence (<s>)"},
+    {"NullContextWrite", (PyCFunction)Query_NullContextWrite, METH_O,
+     "make state the null context"},
+    {"score", (PyCFunction)(void (*)(void))Query_score, METH_VARARGS | METH_KEYWORDS,
+     "log10 p(sentence), summed in float32"},
+    {"full_scores_list", (PyCFunction)(void (*)(void))Query_full_scores_list,
+     METH_VARARGS | METH_KEYWORDS, "[(log10 p, n-gram length, oov)] of a sentence"},
+    {NULL}
+};
+
+static PyTypeObject QueryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nnlm._kenlm_query.Query",
+    .tp_doc = "A back-off model's KenLM-style queries over nnlm's arrays (see the module).",
+    .tp_basicsize = sizeof(QueryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Query_init,
+    .tp_dealloc = (destructor)Query_dealloc,
+    .tp_methods = Query_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kenlm_query",
+    "KenLM's per-call queries over nnlm's back-off arrays, in C (see nnlm.kenlm).", -1, NULL
+};
+
+PyMODINIT_FUNC PyInit__kenlm_query(void) {
+    if (PyType_Ready(&StateType) < 0 || PyType_Ready(&FullScoreType) < 0 ||
+        PyType_Ready(&QueryType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *v = PyLong_FromLong(MAX_ORDER);
+    if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
+        PyModule_AddObjectRef(m, "FullScoreReturn", (PyObject *)&FullScoreType) < 0 ||
+        PyModule_AddObjectRef(m, "Query", (PyObject *)&QueryType) < 0 ||
+        PyModule_AddObject(m, "MAX_ORDER", v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
