@@ -79,11 +79,11 @@ def per_call(loaded, k_model, kenlm, lines, r) -> dict:
     out = {"compiled": ours._fast is not None}
     sides = [("nnlm", ours, nk.State)] + ([("kenlm", k_model, kenlm.State)] if k_model else [])
     for name, model, state_cls in sides:
-        calls, t = best_of(r, lambda: _walk(model, state_cls, sentences, False))
+        calls, t = best_of(r, lambda m=model, c=state_cls: _walk(m, c, sentences, False))
         out[f"{name}_base_score_us"] = t / calls * 1e6
-        calls, t = best_of(r, lambda: _walk(model, state_cls, sentences, True))
+        calls, t = best_of(r, lambda m=model, c=state_cls: _walk(m, c, sentences, True))
         out[f"{name}_base_full_score_us"] = t / calls * 1e6
-        _, t = best_of(r, lambda: [model.score(s) for s in lines])
+        _, t = best_of(r, lambda m=model: [m.score(s) for s in lines])
         out[f"{name}_score_us_per_sentence"] = t / len(lines) * 1e6
     saved = nk._query
     nk._query = lambda lm, serial: None
