@@ -207,3 +207,36 @@ def test_brown_kn5_has_as_many_distinct_states_as_kenlms(brown_dir, tmp_path):
                        their_ids.setdefault(b, len(their_ids))))
     # a bijection: each of our states pairs with exactly one of kenlm's and back
     assert len(our_ids) == len(their_ids) == len(pairs)
+
+
+def test_a_network_pays_one_pass_per_distinct_state(toy_arpa, tmp_path):
+    """A beam search asks for many words after one State: the network's next-word
+    distribution is computed once per State (an LRU cache), and word-by-word scores
+    equal the batched full_scores."""
+    toy = toy_arpa[0].parent / "toy"
+    assert main(["train", str(toy / "train.txt"), "--valid", str(toy / "valid.txt"),
+                 "--preset", "tiny", "--epochs", "1", "--threads", "1",
+                 "-o", str(tmp_path / "nplm")]) == 0
+    model = nk.Model(str(tmp_path / "nplm"))
+    passes = []
+    inner = model._lm.next_logprobs
+    model._lm.next_logprobs = lambda contexts: (passes.append(len(contexts)), inner(contexts))[1]
+    start = nk.State()
+    model.BeginSentenceWrite(start)
+    words = ["the", "cat", "dog", "man", "</s>", "the"]
+    scores = [model.BaseScore(start, w, nk.State()) for w in words]
+    assert passes == [1]  # one pass for six words after one state
+    assert scores[0] == scores[-1]
+    lines = toy_arpa[1][:15]
+    for line in lines:
+        state, got = nk.State(), []
+        model.BeginSentenceWrite(state)
+        for w in [*line.split(), "</s>"]:
+            nxt = nk.State()
+            got.append(model.BaseScore(state, w, nxt))
+            state = nxt
+        want = [p for p, _, _ in model.full_scores(line)]
+        assert got == pytest.approx(want, abs=1e-4)
+    distinct = {tuple((["<s>"] * 2 + line.split())[i:i + 2])
+                for line in lines for i in range(len(line.split()) + 1)}
+    assert len(passes) == len(distinct | {("<s>", "<s>")})

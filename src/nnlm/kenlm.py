@@ -26,7 +26,9 @@ States are minimized as KenLM minimizes them (Heafield 2011, "KenLM: Faster and
 Smaller Language Model Queries", section 4.1): for back-off models a state keeps only the
 last words whose n-grams can still extend, so a decoder recombines the hypotheses
 KenLM's would. A network has no null context and never forgets: its state is the last
-n-1 words, and the empty state is the start of a sentence.
+n-1 words, and the empty state is the start of a sentence. Through ``BaseScore`` its
+next-word distribution is computed once per State and kept in a bounded LRU cache, so a
+beam search that asks for many words after one State pays one network pass.
 
 Beyond kenlm: any nnlm model loads (a model directory, an ARPA file, a neural model, a
 mixture), or a loaded :class:`nnlm.LanguageModel` may be passed instead of a path; a
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -46,6 +49,7 @@ from .lm import LanguageModel as _LanguageModel
 from .vocab import BOS, BOS_ID, EOS_ID, UNK_ID
 
 NO_WORD = -1  # a context slot with no word (the null context of back-off models)
+CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
 _serials = itertools.count(1)
 
 
@@ -210,6 +214,7 @@ class Model:
         if self._k > MAX_ORDER - 1:
             raise ValueError(f"order {self._lm.order}: the kenlm API holds at most "
                              f"{MAX_ORDER - 1} words of state")
+        self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
         self._fast = _query(self._lm, self._serial)
         if self._fast is not None:  # the per-call methods, straight to C
             for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
@@ -276,6 +281,11 @@ class Model:
         self._own(out_state, name="out_state")
         wid = self._id(word)
         words = in_state._words
+        if not self._backoff:  # a network: its distribution after this state, cached
+            out_state._words = (words + (wid,))[-self._k:] if self._k else ()
+            out_state._owner = self._serial
+            return FullScoreReturn(self._distribution(words)[wid], self._lm.order,
+                                   wid == UNK_ID)
         contexts = self._contexts(words)
         targets = np.array([wid], np.int64)
         logp, length = self._scores(contexts, targets)
@@ -291,6 +301,22 @@ class Model:
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
         """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
         return self.BaseFullScore(in_state, word, out_state).log_prob
+
+    def _distribution(self, words: tuple[int, ...]) -> np.ndarray:
+        """float32 log10 p(. | words) over the vocabulary: one network pass per new state,
+        kept in a bounded LRU cache (``CACHE_BYTES``), so a decoder that scores a beam's
+        candidate words one call at a time pays one pass per distinct context, not one
+        per word."""
+        cache = self._cache
+        dist = cache.get(words)
+        if dist is not None:
+            cache.move_to_end(words)
+            return dist
+        dist = (self._lm.next_logprobs(self._contexts(words))[0] * LOG10_E).astype(np.float32)
+        cache[words] = dist
+        if len(cache) > max(16, CACHE_BYTES // max(dist.nbytes, 1)):
+            cache.popitem(last=False)
+        return dist
 
     def _scores(self, contexts: np.ndarray, targets: np.ndarray):
         """float32 log10 p and the n-gram length of each (context, target)."""
