@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # the CPU wheel of torch this project is tested with; override for a CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-all lint clean
+.PHONY: demo test test-slow test-all lint clean pyctcdecode-env
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,19 @@ $(BIN)/.installed: pyproject.toml
 	@# the same moment, which can crash one of them (numba issue 4807)
 	$(BIN)/python -c "from nnlm.neural import compiled_updates as k; k.load(*k.KERNELS)"
 	touch $@
+
+# pyctcdecode, the CTC decoder most Python speech systems use with KenLM, as a real client
+# of nnlm.kenlm (tests/test_kenlm_module.py): it pins numpy below 2, so it gets its own
+# environment, with the kenlm module beside it as the oracle and nnlm without torch
+PYCTC := .venv-pyctcdecode
+$(PYCTC)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(PYCTC)
+	$(PYCTC)/bin/python -m pip install --quiet --upgrade pip
+	$(PYCTC)/bin/python -m pip install --quiet "numpy<2" pyctcdecode kenlm numba tqdm
+	$(PYCTC)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+pyctcdecode-env: $(PYCTC)/.installed
 
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
@@ -37,4 +50,4 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(PYCTC) runs .pytest_cache

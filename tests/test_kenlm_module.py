@@ -8,6 +8,7 @@ for its import.
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import subprocess
 import sys
@@ -240,3 +241,28 @@ def test_a_network_pays_one_pass_per_distinct_state(toy_arpa, tmp_path):
     distinct = {tuple((["<s>"] * 2 + line.split())[i:i + 2])
                 for line in lines for i in range(len(line.split()) + 1)}
     assert len(passes) == len(distinct | {("<s>", "<s>")})
+
+
+PYCTC = Path(__file__).parents[1] / ".venv-pyctcdecode" / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_pyctcdecode_gives_kenlms_beams_with_nnlm_kenlm(toy_arpa, tmp_path):
+    """pyctcdecode, in its own environment (``make pyctcdecode-env``), decodes the same
+    synthetic CTC outputs with the kenlm module and with nnlm.kenlm installed under its
+    name: the same best beams and LM scores, and its save/load works (Model.path)."""
+    if not PYCTC.exists():
+        pytest.skip("no pyctcdecode environment: run `make pyctcdecode-env`")
+    arpa, _ = toy_arpa
+    text = arpa.parent / "toy" / "test.txt"
+    client = Path(__file__).parent / "pyctcdecode_client.py"
+    runs = {}
+    for which in ("kenlm", "nnlm"):
+        done = subprocess.run([str(PYCTC), str(client), which, str(arpa), str(text), "12"],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs[which] = json.loads(done.stdout.strip().splitlines()[-1])
+    ours, theirs = runs["nnlm"], runs["kenlm"]
+    assert ours["texts"] == theirs["texts"]
+    assert ours["lm_scores"] == pytest.approx(theirs["lm_scores"], abs=1e-3)
+    assert ours["save_load_round_trip"] and theirs["save_load_round_trip"]

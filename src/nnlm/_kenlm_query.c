@@ -240,16 +240,21 @@ typedef struct {
     int64_t V;
     int32_t bos, eos, unk;
     PyObject *index;         /* dict: word -> id */
+    const char *blob;        /* the vocabulary's words in UTF-8, end to end */
+    const int64_t *offsets;  /* word i is blob[offsets[i]:offsets[i + 1]] */
+    int32_t *table;          /* open addressing over the words' bytes: id, or -1 */
+    uint64_t table_mask;
     const float *uni_p, *uni_b;
     const uint8_t *uni_ext;
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[6 * MAX_ORDER + 3];
+    Py_buffer buffers[6 * MAX_ORDER + 5];
     int n_buffers;
 } QueryObject;
 
 static PyTypeObject QueryType;
 
 static void Query_dealloc(QueryObject *self) {
+    PyMem_Free(self->table);
     for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
     Py_XDECREF(self->index);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -269,12 +274,52 @@ static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
     return view->buf;
 }
 
+static inline uint64_t bytes_hash(const char *p, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h * GOLDEN;
+}
+
+static int build_table(QueryObject *self) {
+    uint64_t size = 16;
+    while (size < (uint64_t)self->V * 2) size <<= 1;
+    self->table = PyMem_Malloc(sizeof(int32_t) * size);
+    if (!self->table) { PyErr_NoMemory(); return -1; }
+    memset(self->table, 0xff, sizeof(int32_t) * size);
+    self->table_mask = size - 1;
+    for (int64_t id = 0; id < self->V; id++) {
+        const char *w = self->blob + self->offsets[id];
+        Py_ssize_t n = (Py_ssize_t)(self->offsets[id + 1] - self->offsets[id]);
+        uint64_t pos = bytes_hash(w, n) & self->table_mask;
+        while (self->table[pos] != -1) pos = (pos + 1) & self->table_mask;
+        self->table[pos] = (int32_t)id;
+    }
+    return 0;
+}
+
+/* the id of the word p[0:n] (UTF-8), <unk>'s if it is not in the vocabulary */
+static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n) {
+    uint64_t pos = bytes_hash(p, n) & q->table_mask;
+    for (;;) {
+        int32_t id = q->table[pos];
+        if (id < 0) return q->unk;
+        const char *w = q->blob + q->offsets[id];
+        if (q->offsets[id + 1] - q->offsets[id] == n && memcmp(w, p, (size_t)n) == 0)
+            return id;
+        pos = (pos + 1) & q->table_mask;
+    }
+}
+
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *index, *uni_p, *uni_b, *uni_ext, *levels;
+    PyObject *index, *blob, *offsets, *uni_p, *uni_b, *uni_ext, *levels;
     long long serial, V;
     int bos, eos, unk;
-    if (!PyArg_ParseTuple(args, "LO!LiiiOOOO!", &serial, &PyDict_Type, &index, &V, &bos, &eos,
-                          &unk, &uni_p, &uni_b, &uni_ext, &PyList_Type, &levels))
+    if (!PyArg_ParseTuple(args, "LO!OOLiiiOOOO!", &serial, &PyDict_Type, &index, &blob,
+                          &offsets, &V, &bos, &eos, &unk, &uni_p, &uni_b, &uni_ext,
+                          &PyList_Type, &levels))
         return -1;
     Py_ssize_t n_levels = PyList_GET_SIZE(levels);
     if (n_levels + 1 > MAX_ORDER) {
@@ -287,7 +332,13 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     self->order = (int)n_levels + 1;
     Py_INCREF(index);
     self->index = index;
-    Py_ssize_t n;
+    Py_ssize_t n, blob_size;
+    if (!(self->blob = take(self, blob, 1, &blob_size))) return -1;
+    if (!(self->offsets = take(self, offsets, 8, &n)) || n != V + 1) goto bad_size;
+    if (self->offsets[0] != 0 || self->offsets[V] != blob_size) goto bad_size;
+    for (int64_t i = 0; i < V; i++)
+        if (self->offsets[i + 1] < self->offsets[i]) goto bad_size;
+    if (build_table(self) < 0) return -1;
     if (!(self->uni_p = take(self, uni_p, 4, &n)) || n != V) goto bad_size;
     if (!(self->uni_b = take(self, uni_b, 4, &n)) || n != V) goto bad_size;
     if (!(self->uni_ext = take(self, uni_ext, 1, &n)) || n != V) goto bad_size;
@@ -453,32 +504,42 @@ static PyObject *Query_NullContextWrite(QueryObject *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
-/* the words of a sentence (a list of str): (log10 p, length, oov) each, or their sum */
-static PyObject *run_sentence(QueryObject *self, PyObject *words, int bos, int eos,
-                              int want_list) {
+static inline int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* the words of a sentence (UTF-8, split on ASCII whitespace, as KenLM splits):
+ * (log10 p, length, oov) each, or their float32 sum */
+static PyObject *run_sentence(QueryObject *self, const char *text, Py_ssize_t size, int bos,
+                              int eos, int want_list) {
     StateObject a, b;
     StateObject *in = &a, *out = &b;
     a.owner = 0;
     a.length = 0;
     if (bos) begin(self, &a);
-    Py_ssize_t n = PyList_GET_SIZE(words);
     PyObject *list = want_list ? PyList_New(0) : NULL;
     if (want_list && !list) return NULL;
     float total = 0;
-    for (Py_ssize_t i = 0; i < n + (eos ? 1 : 0); i++) {
+    Py_ssize_t i = 0;
+    for (;;) {
+        while (i < size && is_space(text[i])) i++;
         int32_t w;
         int oov = 0;
-        if (i < n) {
-            w = word_id(self, PyList_GET_ITEM(words, i));
-            if (w == -2) goto fail;
+        if (i < size) {
+            Py_ssize_t start = i;
+            while (i < size && !is_space(text[i])) i++;
+            w = bytes_id(self, text + start, i - start);
             if (w == self->bos) {
                 PyErr_SetString(PyExc_ValueError, "<s> is context only and is never scored; "
                                 "never include it in a sentence (bos=True conditions on it)");
                 goto fail;
             }
             oov = w == self->unk;
-        } else {
+        } else if (eos) {
             w = self->eos;
+            eos = 0;
+        } else {
+            break;
         }
         int length;
         float p = score_word(self, in, w, out, &length);
@@ -496,23 +557,6 @@ fail:
     return NULL;
 }
 
-static PyObject *split_words(PyObject *sentence) {
-    if (PyBytes_Check(sentence)) {
-        PyObject *text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(sentence),
-                                              PyBytes_GET_SIZE(sentence), "strict");
-        if (!text) return NULL;
-        PyObject *out = PyUnicode_Split(text, NULL, -1);
-        Py_DECREF(text);
-        return out;
-    }
-    if (!PyUnicode_Check(sentence)) {
-        PyErr_Format(PyExc_TypeError, "Cannot convert %s to string",
-                     Py_TYPE(sentence)->tp_name);
-        return NULL;
-    }
-    return PyUnicode_Split(sentence, NULL, -1);
-}
-
 static PyObject *Query_sentence(QueryObject *self, PyObject *args, PyObject *kwds,
                                 int want_list) {
     PyObject *sentence;
@@ -520,11 +564,24 @@ static PyObject *Query_sentence(QueryObject *self, PyObject *args, PyObject *kwd
     static char *names[] = {"sentence", "bos", "eos", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|pp", names, &sentence, &bos, &eos))
         return NULL;
-    PyObject *words = split_words(sentence);
-    if (!words) return NULL;
-    PyObject *out = run_sentence(self, words, bos, eos, want_list);
-    Py_DECREF(words);
-    return out;
+    const char *text;
+    Py_ssize_t size;
+    if (PyBytes_Check(sentence)) {  /* checked to be UTF-8, as nnlm.kenlm decodes bytes */
+        PyObject *decoded = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(sentence),
+                                                 PyBytes_GET_SIZE(sentence), "strict");
+        if (!decoded) return NULL;
+        Py_DECREF(decoded);
+        text = PyBytes_AS_STRING(sentence);
+        size = PyBytes_GET_SIZE(sentence);
+    } else if (PyUnicode_Check(sentence)) {
+        text = PyUnicode_AsUTF8AndSize(sentence, &size);
+        if (!text) return NULL;
+    } else {
+        PyErr_Format(PyExc_TypeError, "Cannot convert %s to string",
+                     Py_TYPE(sentence)->tp_name);
+        return NULL;
+    }
+    return run_sentence(self, text, size, bos, eos, want_list);
 }
 
 static PyObject *Query_score(QueryObject *self, PyObject *args, PyObject *kwds) {

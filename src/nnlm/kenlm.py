@@ -162,7 +162,14 @@ def _query(lm, serial: int):
                        None if top else np.ascontiguousarray(lm.extends(k), np.uint8)))
     uni_p = log10(lm.unigram_logp)
     uni_p[BOS_ID] = -99.0  # never scored (refused), as KenLM's <s>; finite in float32
-    return _fast.Query(serial, lm.vocab.index, len(lm.vocab), BOS_ID, EOS_ID, UNK_ID, uni_p,
+    try:  # the words' bytes, for sentences split and looked up without Python strings
+        encoded = [w.encode("utf-8") for w in lm.vocab.words]
+    except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
+        return None
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(w) for w in encoded], out=offsets[1:])
+    return _fast.Query(serial, lm.vocab.index, b"".join(encoded), offsets, len(lm.vocab),
+                       BOS_ID, EOS_ID, UNK_ID, uni_p,
                        log10(lm.unigram_log_bow), np.ascontiguousarray(lm.extends(1), np.uint8),
                        levels)
 

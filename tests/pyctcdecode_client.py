@@ -1,0 +1,75 @@
+"""pyctcdecode as a client of a kenlm module: run in pyctcdecode's own environment
+(``make pyctcdecode-env``: it pins numpy below 2), once with the real kenlm module and
+once with ``nnlm.kenlm`` installed under its name, on the same synthetic CTC outputs.
+
+    python tests/pyctcdecode_client.py {kenlm,nnlm} MODEL.arpa TEXT.txt N [BEAM]
+
+Prints one JSON object: for each of the first N lines of TEXT, the best beam's text and
+its LM score; the decode time; the peak memory of the process; and whether the
+decoder's save/load round trip (which reads ``Model.path`` as bytes) kept the text.
+Logits: per character of the line, 2-3 frames peaked on it (blanks between repeats),
+over a seeded noise floor, so both runs decode the same matrices.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+which, arpa, text, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+beam = int(sys.argv[5]) if len(sys.argv) > 5 else 50
+if which == "nnlm":
+    import warnings
+
+    import nnlm.kenlm
+
+    warnings.simplefilter("ignore")  # the fixture's odd sums: said once, not per load
+    sys.modules["kenlm"] = nnlm.kenlm
+
+from pyctcdecode import build_ctcdecoder  # noqa: E402 - after the kenlm module is chosen
+
+LABELS = ["", " ", "'"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
+INDEX = {c: i for i, c in enumerate(LABELS)}
+
+
+def logits_for(line: str, rng) -> np.ndarray:
+    frames = []
+    previous = None
+    for ch in line:
+        if ch not in INDEX:
+            continue
+        if ch == previous:
+            frames.append(0)  # a blank between repeated characters
+        frames += [INDEX[ch]] * int(rng.integers(2, 4))
+        previous = ch
+    probs = rng.uniform(0, 0.3, size=(len(frames), len(LABELS)))
+    for t, k in enumerate(frames):
+        probs[t, k] += rng.uniform(0.6, 1.5)
+        probs[t, int(rng.integers(len(LABELS)))] += rng.uniform(0, 0.6)  # confusions
+    probs /= probs.sum(axis=1, keepdims=True)
+    return np.log(probs).astype(np.float32)
+
+
+lines = [x.strip().lower() for x in open(text, encoding="utf-8") if x.strip()][:n]
+rng = np.random.default_rng(0)
+matrices = [logits_for(line, rng) for line in lines]
+decoder = build_ctcdecoder(LABELS, kenlm_model_path=arpa)
+decoder.decode_beams(matrices[0], beam_width=beam)  # warm-up: first-use costs
+started = time.perf_counter()
+beams = [decoder.decode_beams(m, beam_width=beam)[0] for m in matrices]
+seconds = time.perf_counter() - started
+with tempfile.TemporaryDirectory() as tmp:
+    decoder.save_to_dir(tmp)
+    reloaded = type(decoder).load_from_dir(tmp)
+    round_trip = (reloaded.decode(matrices[0], beam_width=beam)
+                  == decoder.decode(matrices[0], beam_width=beam))
+print(json.dumps({
+    "kenlm": which, "beam_width": beam, "sentences": len(lines),
+    "texts": [b[0] for b in beams], "lm_scores": [float(b[-1]) for b in beams],
+    "decode_seconds": seconds, "peak_rss_mb": resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss / 1024, "save_load_round_trip": round_trip}))
