@@ -1,0 +1,74 @@
+"""pyctcdecode with the kenlm module against pyctcdecode with nnlm.kenlm, in one run.
+
+    make pyctcdecode-env
+    python bench/pyctcdecode.py --data data/brown --out bench/results/pyctcdecode.json
+
+Estimates Brown's KN 5-gram as ARPA (or takes --arpa), then runs
+tests/pyctcdecode_client.py in pyctcdecode's environment for each kenlm module in turn,
+--rounds times, alternating: the same synthetic CTC outputs for the first --sentences
+test lines, beam --beam. Reports each side's best decode time, its peak memory (the
+whole process: interpreter, pyctcdecode, the model), whether the beams are the same,
+and the ratios. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
+CLIENT = ROOT / "tests" / "pyctcdecode_client.py"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("data/brown"))
+    parser.add_argument("--arpa", type=Path, help="an ARPA file (default: KN5 on --data)")
+    parser.add_argument("--sentences", type=int, default=40)
+    parser.add_argument("--beam", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/pyctcdecode.json"))
+    args = parser.parse_args()
+    if not PYCTC.exists():
+        sys.exit("no pyctcdecode environment: run `make pyctcdecode-env` first")
+    with tempfile.TemporaryDirectory() as tmp:
+        arpa = args.arpa
+        if arpa is None:
+            arpa = Path(tmp) / "kn5.arpa"
+            subprocess.run([sys.executable, "-m", "nnlm", "ngram", "train",
+                            str(args.data / "train.txt"), "--order", "5", "-o",
+                            str(Path(tmp) / "kn5"), "--arpa", str(arpa)], check=True)
+        runs: dict[str, list[dict]] = {"kenlm": [], "nnlm": []}
+        for _ in range(args.rounds):
+            for which in runs:
+                done = subprocess.run(
+                    [str(PYCTC), str(CLIENT), which, str(arpa), str(args.data / "test.txt"),
+                     str(args.sentences), str(args.beam)], capture_output=True, text=True,
+                    check=True)
+                runs[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(which, runs[which][-1]["decode_seconds"], flush=True)
+    best = {w: min(r, key=lambda x: x["decode_seconds"]) for w, r in runs.items()}
+    k, n = best["kenlm"], best["nnlm"]
+    out = {"model": str(args.arpa or "KN5 on Brown train"), "sentences": args.sentences,
+           "beam_width": args.beam, "rounds": args.rounds,
+           "same_beams": k["texts"] == n["texts"],
+           "max_lm_score_difference": max(abs(a - b) for a, b in
+                                          zip(k["lm_scores"], n["lm_scores"])),
+           "kenlm_decode_seconds": k["decode_seconds"],
+           "nnlm_decode_seconds": n["decode_seconds"],
+           "decode_time_nnlm_over_kenlm": n["decode_seconds"] / k["decode_seconds"],
+           "kenlm_peak_rss_mb": k["peak_rss_mb"], "nnlm_peak_rss_mb": n["peak_rss_mb"],
+           "save_load_round_trip": n["save_load_round_trip"]}
+    print(json.dumps(out, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
