@@ -229,8 +229,10 @@ typedef struct {
     const int64_t *slot_keys, *slot_values;
     uint64_t mask;
     int bits;
-    const float *p, *b;      /* log10 probability and back-off (b: NULL at the top order) */
-    const uint8_t *ext;      /* 1: can extend (NULL at the top order) */
+    const float *pb;         /* per n-gram: log10 probability, then (below the top order)
+                                its log10 back-off, whose -0.0 says "cannot extend" (KenLM's
+                                kNoExtensionBackoff): one cache line holds both */
+    int stride;              /* 2 below the top order, 1 at it */
 } Level;
 
 typedef struct {
@@ -244,8 +246,7 @@ typedef struct {
     const int64_t *offsets;  /* word i is blob[offsets[i]:offsets[i + 1]] */
     int32_t *table;          /* open addressing over the words' bytes: id, or -1 */
     uint64_t table_mask;
-    const float *uni_p, *uni_b;
-    const uint8_t *uni_ext;
+    const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
     Py_buffer buffers[6 * MAX_ORDER + 5];
     int n_buffers;
@@ -314,12 +315,11 @@ static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n
 }
 
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *index, *blob, *offsets, *uni_p, *uni_b, *uni_ext, *levels;
+    PyObject *index, *blob, *offsets, *uni_pb, *levels;
     long long serial, V;
     int bos, eos, unk;
-    if (!PyArg_ParseTuple(args, "LO!OOLiiiOOOO!", &serial, &PyDict_Type, &index, &blob,
-                          &offsets, &V, &bos, &eos, &unk, &uni_p, &uni_b, &uni_ext,
-                          &PyList_Type, &levels))
+    if (!PyArg_ParseTuple(args, "LO!OOLiiiOO!", &serial, &PyDict_Type, &index, &blob,
+                          &offsets, &V, &bos, &eos, &unk, &uni_pb, &PyList_Type, &levels))
         return -1;
     Py_ssize_t n_levels = PyList_GET_SIZE(levels);
     if (n_levels + 1 > MAX_ORDER) {
@@ -339,14 +339,13 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (int64_t i = 0; i < V; i++)
         if (self->offsets[i + 1] < self->offsets[i]) goto bad_size;
     if (build_table(self) < 0) return -1;
-    if (!(self->uni_p = take(self, uni_p, 4, &n)) || n != V) goto bad_size;
-    if (!(self->uni_b = take(self, uni_b, 4, &n)) || n != V) goto bad_size;
-    if (!(self->uni_ext = take(self, uni_ext, 1, &n)) || n != V) goto bad_size;
+    if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) goto bad_size;
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
-        PyObject *keys, *values, *p, *b, *ext;
+        PyObject *keys, *values, *pb;
         int bits;
-        if (!PyArg_ParseTuple(t, "OOiOOO", &keys, &values, &bits, &p, &b, &ext)) return -1;
+        Py_ssize_t entries;
+        if (!PyArg_ParseTuple(t, "OOinO", &keys, &values, &bits, &entries, &pb)) return -1;
         Level *L = &self->levels[i + 2];
         Py_ssize_t slots, m;
         if (!(L->slot_keys = take(self, keys, 8, &slots))) return -1;
@@ -354,18 +353,23 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
         if (bits < 1 || bits > 62 || ((Py_ssize_t)1 << bits) != slots) goto bad_size;
         L->bits = bits;
         L->mask = ((uint64_t)1 << bits) - 1;
-        if (!(L->p = take(self, p, 4, &m))) return -1;
-        if (i + 2 < self->order) {
-            if (!(L->b = take(self, b, 4, &n)) || n != m) goto bad_size;
-            if (!(L->ext = take(self, ext, 1, &n)) || n != m) goto bad_size;
-        } else {
-            L->b = NULL; L->ext = NULL;
-        }
+        L->stride = i + 2 < self->order ? 2 : 1;
+        if (!(L->pb = take(self, pb, 4, &m)) || m != L->stride * entries) goto bad_size;
+        for (Py_ssize_t j = 0; j < slots; j++)  /* every value must index an entry */
+            if (L->slot_keys[j] != -1 && (L->slot_values[j] < 0 || L->slot_values[j] >= entries))
+                goto bad_size;
     }
     return 0;
 bad_size:
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "array sizes do not agree");
     return -1;
+}
+
+/* KenLM's HasExtension: a back-off of -0.0 marks an n-gram that cannot extend */
+static inline int extends(float backoff) {
+    uint32_t bits;
+    memcpy(&bits, &backoff, 4);
+    return bits != 0x80000000u;
 }
 
 static inline int64_t find(const Level *L, int64_t key) {
@@ -381,11 +385,11 @@ static inline int64_t find(const Level *L, int64_t key) {
 /* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length */
 static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
                         StateObject *out, int *length) {
-    float prob = q->uni_p[w];
+    float prob = q->uni_pb[2 * w];
     int ngram_length = 1;
-    int keep = q->uni_ext[w] ? 1 : 0;
     float out_backoff[MAX_ORDER - 1];
-    out_backoff[0] = q->uni_b[w];
+    out_backoff[0] = q->uni_pb[2 * w + 1];
+    int keep = extends(out_backoff[0]) ? 1 : 0;
     int64_t id = w;
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
         int k = j + 2;
@@ -393,11 +397,12 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
         int64_t pos = find(L, id * q->V + in->words[j]);
         if (pos < 0) break;
         id = pos;
-        prob = L->p[pos];
+        const float *e = L->pb + L->stride * pos;
+        prob = e[0];
         ngram_length = k;
         if (k < q->order) {
-            out_backoff[k - 1] = L->b[pos];
-            if (L->ext[pos]) keep = k;
+            out_backoff[k - 1] = e[1];
+            if (extends(e[1])) keep = k;
         }
     }
     for (int i = ngram_length - 1; i < in->length; i++) prob += in->backoff[i];
@@ -488,7 +493,7 @@ static void begin(const QueryObject *q, StateObject *s) {
     s->owner = q->serial;
     s->length = 1;
     s->words[0] = q->bos;
-    s->backoff[0] = q->uni_b[q->bos];
+    s->backoff[0] = q->uni_pb[2 * q->bos + 1];
 }
 
 static PyObject *Query_BeginSentenceWrite(QueryObject *self, PyObject *state) {

@@ -149,7 +149,16 @@ def _query(lm, serial: int):
     from .ngram.hashindex import HashIndex
 
     def log10(a):
-        return np.ascontiguousarray(np.asarray(a) * LOG10_E, np.float32)
+        return np.asarray(a, np.float64) * LOG10_E
+
+    def entries(logp, log_bow=None, ext=None):
+        """float32 (p) or (p, b) per entry, b's sign of zero saying whether it extends."""
+        if log_bow is None:
+            return np.ascontiguousarray(log10(logp), np.float32)
+        pb = np.empty((len(logp), 2), np.float32)
+        pb[:, 0] = log10(logp)
+        pb[:, 1] = np.where(ext, log10(log_bow) + 0.0, -0.0)  # + 0.0: -0.0 becomes +0.0
+        return pb
 
     levels = []
     for k, level in enumerate(lm.levels, start=2):
@@ -157,11 +166,11 @@ def _query(lm, serial: int):
             level._index = HashIndex(level.keys)
         index = level._index
         top = k == lm.order
-        levels.append((index.slot_keys, index.slot_values, index.bits, log10(level.logp),
-                       None if top else log10(level.log_bow),
-                       None if top else np.ascontiguousarray(lm.extends(k), np.uint8)))
-    uni_p = log10(lm.unigram_logp)
-    uni_p[BOS_ID] = -99.0  # never scored (refused), as KenLM's <s>; finite in float32
+        levels.append((index.slot_keys, index.slot_values, index.bits, len(level),
+                       entries(level.logp) if top else
+                       entries(level.logp, level.log_bow, lm.extends(k))))
+    uni_logp = np.asarray(lm.unigram_logp, np.float64).copy()
+    uni_logp[BOS_ID] = -99.0 / LOG10_E  # never scored (refused), as KenLM's <s>: finite
     try:  # the words' bytes, for sentences split and looked up without Python strings
         encoded = [w.encode("utf-8") for w in lm.vocab.words]
     except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
@@ -169,9 +178,8 @@ def _query(lm, serial: int):
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(w) for w in encoded], out=offsets[1:])
     return _fast.Query(serial, lm.vocab.index, b"".join(encoded), offsets, len(lm.vocab),
-                       BOS_ID, EOS_ID, UNK_ID, uni_p,
-                       log10(lm.unigram_log_bow), np.ascontiguousarray(lm.extends(1), np.uint8),
-                       levels)
+                       BOS_ID, EOS_ID, UNK_ID,
+                       entries(uni_logp, lm.unigram_log_bow, lm.extends(1)), levels)
 
 
 class LoadMethod:
