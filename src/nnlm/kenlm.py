@@ -304,12 +304,9 @@ class Model:
         contexts = self._contexts(words)
         targets = np.array([wid], np.int64)
         logp, length = self._scores(contexts, targets)
-        if self._backoff:
-            keep = int(self._lm.state_lengths(contexts, targets)[0])
-            history = words + (wid,)
-            out_state._words = history[len(history) - keep:] if keep else ()
-        else:
-            out_state._words = (words + (wid,))[-self._k:] if self._k else ()
+        keep = int(self._lm.state_lengths(contexts, targets)[0])  # a back-off model here
+        history = words + (wid,)
+        out_state._words = history[len(history) - keep:] if keep else ()
         out_state._owner = self._serial
         return FullScoreReturn(logp[0], length[0], wid == UNK_ID)
 
