@@ -6,6 +6,8 @@ import pytest
 
 os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
 collect_ignore_glob = ["fixtures/*"]  # other projects' files (kenlm's example.py), not tests
+# a script run in pyctcdecode's own environment; importing it under pytest would run it
+collect_ignore = ["pyctcdecode_client.py"]
 
 
 def write(path, text: str | bytes):
