@@ -1,8 +1,11 @@
-"""The one compiled part of nnlm: nnlm._kenlm_query, the per-call path of nnlm.kenlm (see
-its source). Everything else is in pyproject.toml. ``optional``: without a C compiler the
-install still succeeds and nnlm.kenlm answers from its Python path, slower."""
+"""nnlm's two compiled parts: nnlm._kenlm_query, the per-call path of nnlm.kenlm, and
+nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie (see their sources).
+Everything else is in pyproject.toml. ``optional``: without a C compiler the install
+still succeeds and both answer from their numpy paths, slower."""
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("nnlm._kenlm_query", ["src/nnlm/_kenlm_query.c"],
+                             extra_compile_args=["-O3"], optional=True),
+                   Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
                              extra_compile_args=["-O3"], optional=True)])

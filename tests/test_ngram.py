@@ -281,7 +281,10 @@ def test_save_load_round_trip(tmp_path, name):
     save_model(model, tmp_path / "m")
     loaded = load_model(tmp_path / "m")
     assert type(loaded) is type(model)
-    assert np.array_equal(loaded.logprobs(stream), model.logprobs(stream))
+    if name == "kn3":  # back-off models are stored in float32 (nnlm.ngram.store.trie)
+        np.testing.assert_allclose(loaded.logprobs(stream), model.logprobs(stream), atol=2e-6)
+    else:
+        assert np.array_equal(loaded.logprobs(stream), model.logprobs(stream))
 
 
 @pytest.mark.parametrize("read_bytes", [13, 1 << 24])  # lines and sections cross reads

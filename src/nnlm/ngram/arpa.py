@@ -40,37 +40,50 @@ MISSING_UNK = -100.0  # KenLM's log10 p(<unk>) for a file that lists no <unk>
 
 def ngram_words(model: BackoffNgram) -> list[np.ndarray]:
     """For each order k >= 2, an int64 (M_k, k) array of each stored n-gram's word ids."""
+    return [words_of(model, k, np.arange(len(level)))
+            for k, level in enumerate(model.levels, start=2)]
+
+
+def words_of(model: BackoffNgram, k: int, ids: np.ndarray) -> np.ndarray:
+    """The word ids (g1..gk) of the order-k entries ``ids``, an int64 (len(ids), k) array:
+    g1 from the entry, the rest from its suffix g2..gk one order down."""
     V = len(model.vocab)
-    out = []
-    lower = None
-    for k, level in enumerate(model.levels, start=2):
-        first = level.keys % V
-        suffix = level.keys // V
-        rest = suffix[:, None] if k == 2 else lower[suffix]
-        words = np.column_stack([first, rest])
-        out.append(words)
-        lower = words
+    ids = np.asarray(ids, np.int64)
+    out = np.empty((len(ids), k), np.int64)
+    for j in range(k, 1, -1):  # column k - j is g_{k-j+1}
+        first, ids = model.levels[j - 2].first_and_suffix(ids, V)
+        out[:, k - j] = first
+    out[:, k - 1] = ids
     return out
 
 
 def _fmt(values: np.ndarray) -> list[str]:
-    log10 = np.where(np.isneginf(values), ARPA_ZERO, values * LOG10_E)
+    log10 = np.where(np.isneginf(values), ARPA_ZERO, np.asarray(values, np.float64) * LOG10_E)
     return [f"{x:.7g}" for x in log10.tolist()]
+
+
+WRITE_CHUNK = 1 << 16  # n-grams formatted at a time: the writer's memory stays flat
 
 
 def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> Path:
     """Write ``model`` as an ARPA file (atomically; gzip, bzip2 or xz for a ``.gz``,
-    ``.bz2`` or ``.xz`` name). ``progress(k)`` is called per order."""
+    ``.bz2`` or ``.xz`` name). ``progress(k)`` is called per order.
+
+    Streams: each order is written WRITE_CHUNK n-grams at a time, their words found
+    from the model (:func:`words_of`), so the writer adds a few MB to the model's
+    memory at any size, not a copy of every n-gram's words and text."""
     path = Path(path)
-    for name, a in [("unigram", model.unigram_logp), *((f"{k}-gram", level.logp) for k, level
-                                                      in enumerate(model.levels, start=2))]:
-        if np.isnan(a).any() or (a > 1e-9).any():
-            raise NnlmError(f"{path}: not written: the model's {name} log-probabilities hold "
-                            "NaN or values above 0")
+    for name, level_logp in [("unigram", model.unigram_logp),
+                             *((f"{k}-gram", level.logp) for k, level
+                               in enumerate(model.levels, start=2))]:
+        for lo in range(0, len(level_logp), 1 << 22):
+            a = np.asarray(level_logp[lo:lo + (1 << 22)])
+            if np.isnan(a).any() or (a > 1e-9).any():
+                raise NnlmError(f"{path}: not written: the model's {name} log-probabilities "
+                                "hold NaN or values above 0")
     words = model.vocab.words
-    all_words = ngram_words(model)
     word_array = np.array(words, dtype=object)
-    counts = [len(words)] + [len(w) for w in all_words]
+    counts = model.num_ngrams()
     with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f:
         f.write("\\data\\\n")
         for k, n in enumerate(counts, start=1):
@@ -80,19 +93,22 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
         bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
         for i, w in enumerate(words):
             f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
-        for k, (level, ids) in enumerate(zip(model.levels, all_words), start=2):
+        for k, level in enumerate(model.levels, start=2):
             if progress:
                 progress(k)
             f.write(f"\n\\{k}-grams:\n")
-            probs = _fmt(level.logp)
-            texts = word_array[ids[:, 0]]
-            for j in range(1, k):
-                texts = texts + " " + word_array[ids[:, j]]
-            if k < model.order:
-                bows = _fmt(level.log_bow)
-                f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
-            else:
-                f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+            for lo in range(0, len(level), WRITE_CHUNK):
+                hi = min(len(level), lo + WRITE_CHUNK)
+                ids = words_of(model, k, np.arange(lo, hi))
+                probs = _fmt(level.logp[lo:hi])
+                texts = word_array[ids[:, 0]]
+                for j in range(1, k):
+                    texts = texts + " " + word_array[ids[:, j]]
+                if k < model.order:
+                    bows = _fmt(level.log_bow[lo:hi])
+                    f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+                else:
+                    f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
         f.write("\n\\end\\\n")
     return path
 

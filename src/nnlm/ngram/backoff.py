@@ -16,9 +16,12 @@ Storage, per order k >= 2, sorted by the suffix key of :mod:`nnlm.ngram.counts`
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from ..lm import LanguageModel
+from ..errors import NnlmError
+from ..lm import LanguageModel, header_binding
 from ..stream import Stream
 from ..vocab import BOS_ID, UNK_ID, Vocabulary
 from .counts import expand_ranges
@@ -66,6 +69,17 @@ class NgramLevel:
         if self._index is None:
             self._index = HashIndex(self.keys)
         return self._index.lookup(queries)
+
+    def first_and_suffix(self, ids: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
+        """g1 and id(g2..gk) (one order down) of the entries ``ids``."""
+        return np.divmod(self.keys[ids], V)[::-1]
+
+    def find_pairs(self, ids: np.ndarray, words: np.ndarray, V: int) -> np.ndarray:
+        """Index of each n-gram (words[i] followed by the (k-1)-gram ids[i]), -1 where
+        absent or where a word is -1 (no word: KenLM's null context)."""
+        query = ids * V + words
+        query[words < 0] = -1
+        return self.find(query)
 
 
 class BackoffNgram(LanguageModel):
@@ -119,11 +133,7 @@ class BackoffNgram(LanguageModel):
         ids = ids[rows]
         out = []
         for k in range(2, max_order + 1):
-            words = word_at(k, rows)
-            query = ids * V + words
-            if null_words:
-                query[words < 0] = -1
-            found = self.levels[k - 2].find(query)
+            found = self.levels[k - 2].find_pairs(ids, word_at(k, rows), V)
             keep = np.flatnonzero(found >= 0)
             if not len(keep):
                 break
@@ -213,6 +223,13 @@ class BackoffNgram(LanguageModel):
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
         start_bows = self._start_bows()
+        native = self.__dict__.get("_native_scorer", False)
+        if native is False:  # a mapped trie scores in C, token by token (same numbers)
+            from .store.trie import native_scorer
+
+            native = self._native_scorer = native_scorer(self)
+        if native is not None:
+            return native(stream, start_bows, BOS_ID)
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):
@@ -295,6 +312,40 @@ class BackoffNgram(LanguageModel):
             for name in ("keys", "logp", "log_bow", "prefix", "last"):
                 out[f"{name}_{k}"] = getattr(level, name)
         return out
+
+    # the on-disk form: nnlm's mapped trie (nnlm.ngram.store.trie); (P, B) quantizes it
+    store_quantize: tuple[int, int] | None = None
+
+    def save_files(self, directory: Path, binding: str) -> None:
+        """The model as ``ngrams.trie`` (mapped when loaded, float32 or quantized)."""
+        from .store.trie import FILE_NAME, write_trie
+
+        write_trie(self, Path(directory) / FILE_NAME, binding, self.store_quantize)
+        if hasattr(self, "write_extra_files"):
+            self.write_extra_files(directory)
+
+    @classmethod
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> BackoffNgram:
+        """A model directory holding ``ngrams.trie`` (mapped: memory grows only with the
+        pages that queries touch, and processes share them), or, as saved before the
+        trie existed, ``arrays.npz`` (read whole)."""
+        from .store.trie import FILE_NAME, map_trie
+
+        trie = Path(path) / FILE_NAME
+        if not trie.exists():
+            return super().load_dir(path, header, vocab)
+        mapped = map_trie(trie, header_binding(header), len(vocab))
+        if mapped["order"] != header["config"].get("order"):
+            raise NnlmError(f"{trie}: holds an order-{mapped['order']} model, config.json says "
+                            f"{header['config'].get('order')}; the directory was mixed")
+        model = cls.__new__(cls)
+        BackoffNgram.__init__(model, vocab, mapped["unigram_logp"], mapped["unigram_log_bow"],
+                              mapped["levels"])
+        model.unk_extends = mapped["unk_extends"]
+        model.store_quantize = tuple(mapped["quantize"]) if mapped["quantize"] else None
+        model.children = mapped["children"]
+        model._restore_config(header["config"])
+        return model
 
     @classmethod
     def saved_array_problem(cls, arrays: dict) -> str | None:

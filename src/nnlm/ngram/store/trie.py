@@ -1,0 +1,483 @@
+"""nnlm's compact n-gram file: a memory-mapped trie of reversed n-grams, as KenLM's.
+
+A back-off model's n-grams of order k >= 2 are sorted by ``key = id(g2..gk) * |V| + g1``
+(:mod:`nnlm.ngram.backoff`): each stored (k-1)-gram's extensions one word further left
+are one contiguous run, sorted by that word. That is KenLM's trie over reversed n-grams
+(Heafield 2011, section 3.2), and it needs no keys at all: per order, only
+
+* ``word_k``: g1 of every entry, bit-packed in ceil(log2 |V|) bits;
+* ``child_{k-1}``: where each (k-1)-gram's run starts in order k (one more entry than
+  the order has; the run ends where the next starts), bit-packed too;
+* ``logp_k`` and ``log_bow_k``: float32 natural logs, or with ``quantize=(P, B)``
+  codes of P and B bits into per-order tables of 2^P and 2^B centers, binned as KenLM's
+  ``build_binary -q P -b B`` does (equal-count bins, each the mean of its values;
+  Federico & Bertoldi 2006). Unigrams stay float32, as in KenLM; so does the top
+  order's lack of back-offs.
+
+Finding the k-gram (g1, g2..gk) is a binary search for g1 in the run of g2..gk, so
+lookups chain exactly as the hash index's did. Entry numbers (ids) are the same as
+the in-memory model's, so every scorer in :class:`BackoffNgram` works unchanged.
+
+The file: ``NNLMTRIE``, the uint32 0x01020304 in the writer's byte order (a file from
+a big-endian machine is named as such, not misread), a uint32 format version, a uint64
+length and a JSON header (sizes, bit widths, the binding to config.json, and each
+section's offset and length), then the sections, each 64-byte aligned. Every section
+is checked against the file's size before anything is mapped, so a truncated file is
+one line, never a read past the end; corrupt pointers are clamped to their order, so
+that no lookup reads outside the mapping either.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import NnlmError
+from ...jsonfiles import Int, Optional, check_fields
+from ..backoff import NgramLevel
+from . import bits as bitpack
+
+MAGIC = b"NNLMTRIE"
+BYTE_ORDER_MARK = 0x01020304
+FORMAT_VERSION = 1
+FILE_NAME = "ngrams.trie"
+ALIGN = 64
+_PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON length
+
+HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
+                 "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
+                 "child_bits": list, "quantize": Optional(list), "unk_extends": bool}
+
+
+# -- quantization ----------------------------------------------------------------------
+def make_centers(values: np.ndarray, bins: int) -> np.ndarray:
+    """``bins`` float32 centers of equal-count bins of the sorted ``values``, each the
+    mean of its bin (KenLM's ``MakeBins``); an empty bin repeats the previous center."""
+    v = np.sort(np.asarray(values, np.float64))
+    ends = (len(v) * np.arange(1, bins + 1, dtype=np.int64)) // bins
+    starts = np.r_[0, ends[:-1]]
+    sums = np.r_[0.0, np.cumsum(v)]
+    counts = ends - starts
+    centers = np.full(bins, -np.inf)
+    full = counts > 0
+    centers[full] = (sums[ends[full]] - sums[starts[full]]) / counts[full]
+    for i in np.flatnonzero(~full):  # KenLM: an empty bin repeats the one before
+        centers[i] = centers[i - 1] if i else -np.inf
+    return centers.astype(np.float32)
+
+
+def encode(values: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """The code of the nearest center to each value (centers sorted)."""
+    values = np.asarray(values, np.float32)
+    hi = np.clip(np.searchsorted(centers, values), 1, len(centers) - 1)
+    lo = hi - 1
+    nearer_lo = np.abs(values - centers[lo]) <= np.abs(centers[hi] - values)
+    return np.where(nearer_lo, lo, hi).astype(np.int64)
+
+
+def quantize_backoffs(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and centers for back-offs: code 0 is exactly 0 (a back-off of 1, the most
+    common one, kept exact as KenLM's reserved values keep it); the rest are binned."""
+    values = np.asarray(values, np.float32)
+    nonzero = values != 0
+    centers = np.r_[np.float32(0.0), make_centers(values[nonzero], bins - 1)] if nonzero.any() \
+        else np.zeros(bins, np.float32)
+    tail = np.sort(centers[1:])
+    centers = np.r_[np.float32(0.0), tail].astype(np.float32)
+    codes = np.zeros(len(values), np.int64)
+    codes[nonzero] = 1 + encode(values[nonzero], tail)
+    return codes, centers
+
+
+class Quantized:
+    """A read-only array of float32 values stored as bit-packed codes into ``centers``:
+    indexing decodes only the entries asked for; ``np.asarray`` decodes all."""
+
+    def __init__(self, codes: np.ndarray, bits: int, centers: np.ndarray, n: int):
+        self.codes, self.bits, self.centers, self.n = codes, bits, centers, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        return self.centers[bitpack.unpack(self.codes, self.bits, index)]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.centers[bitpack.unpack_all(self.codes, self.bits, self.n)]
+        return out if dtype is None else out.astype(dtype)
+
+
+# -- the mapped level ------------------------------------------------------------------
+class TrieLevel(NgramLevel):
+    """Order k >= 2 of a mapped trie, with :class:`NgramLevel`'s interface: ``find``,
+    ``logp``, ``log_bow`` read the mapping; ``keys``, ``prefix`` and ``last`` (only
+    pruning, ARPA output and full next-word distributions need them) are rebuilt from
+    the trie on first use and kept."""
+
+    def __init__(self, k: int, vocab_size: int, words: np.ndarray, word_bits: int,
+                 parents: np.ndarray, parent_bits: int, n_prefixes: int, n: int,
+                 logp, log_bow, lower: TrieLevel | None):
+        self.k, self.V, self.n = k, vocab_size, n
+        self.words, self.word_bits = words, word_bits
+        self.parents, self.parent_bits = parents, parent_bits  # child pointers of order k-1
+        self.n_prefixes = n_prefixes
+        self.logp = logp
+        self._log_bow = log_bow
+        self.lower = lower
+        self._lazy: dict[str, np.ndarray] = {}
+        self._by_prefix = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def log_bow(self):
+        if self._log_bow is None:  # the top order: every back-off is 1
+            self._log_bow = np.zeros(self.n, np.float32)
+        return self._log_bow
+
+    @log_bow.setter
+    def log_bow(self, value):
+        self._log_bow = value
+
+    def runs(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[start, end) of each parent's run of children in this order, clamped to it."""
+        start = bitpack.unpack(self.parents, self.parent_bits, parents)
+        end = bitpack.unpack(self.parents, self.parent_bits, parents + 1)
+        start = np.minimum(start, self.n)
+        return start, np.clip(end, start, self.n)
+
+    def find(self, queries: np.ndarray) -> np.ndarray:
+        """Index of each key (``id(g2..gk) * |V| + g1``) in this order, -1 where absent."""
+        q = np.asarray(queries, np.int64)
+        parent, word = np.divmod(q, self.V)
+        return self.find_pairs(np.where(q >= 0, parent, -1), word)
+
+    def find_pairs(self, ids: np.ndarray, words: np.ndarray, V: int | None = None) -> np.ndarray:
+        """Index of each n-gram (words[i] followed by the (k-1)-gram ids[i]), -1 where
+        absent or where an id or word is -1: a binary search in the run of ids[i]."""
+        ids = np.ascontiguousarray(ids, np.int64)
+        words = np.ascontiguousarray(words, np.int64)
+        if _native is not None:
+            out = np.empty(len(ids), np.int64)
+            _native.find(self.words, self.word_bits, self.parents, self.parent_bits,
+                         self.n_prefixes, self.n, ids, words, out)
+            return out
+        out = np.full(len(ids), -1, np.int64)
+        idx = np.flatnonzero((ids >= 0) & (ids < self.n_prefixes) & (words >= 0))
+        parent, word = ids[idx], words[idx]
+        lo, end = self.runs(parent)
+        hi = end.copy()
+        act = np.flatnonzero(lo < hi)
+        while len(act):  # every unresolved query halves its run at once
+            mid = (lo[act] + hi[act]) >> 1
+            less = bitpack.unpack(self.words, self.word_bits, mid) < word[act]
+            lo[act] = np.where(less, mid + 1, lo[act])
+            hi[act] = np.where(less, hi[act], mid)
+            act = act[lo[act] < hi[act]]
+        inside = np.flatnonzero(lo < end)
+        hit = bitpack.unpack(self.words, self.word_bits, lo[inside]) == word[inside]
+        out[idx[inside[hit]]] = lo[inside[hit]]
+        return out
+
+    def _run_starts(self) -> np.ndarray:
+        """Where each (k-1)-gram's run starts, unpacked (8 bytes a (k-1)-gram), checked."""
+        if "starts" not in self._lazy:
+            starts = bitpack.unpack_all(self.parents, self.parent_bits, self.n_prefixes + 1)
+            if np.any(np.diff(starts) < 0) or starts[-1] != self.n or starts[0] != 0:
+                raise NnlmError(f"order {self.k}: its run pointers are not increasing; the "
+                                "model file is corrupt")
+            self._lazy["starts"] = starts
+        return self._lazy["starts"]
+
+    def first_and_suffix(self, ids: np.ndarray, V: int | None = None):
+        """g1 and id(g2..gk) (one order down) of the entries ``ids``."""
+        ids = np.asarray(ids, np.int64)
+        first = bitpack.unpack(self.words, self.word_bits, ids)
+        if len(first) and int(first.max()) >= self.V:
+            raise NnlmError(f"order {self.k}: a word id is past the vocabulary; the model "
+                            "file is corrupt")
+        return first, np.searchsorted(self._run_starts(), ids, side="right") - 1
+
+    def _parent_of_each(self) -> np.ndarray:
+        """id(g2..gk) of every entry: the run each entry lies in."""
+        if "suffix" not in self._lazy:
+            starts = self._run_starts()
+            self._lazy["suffix"] = np.repeat(np.arange(self.n_prefixes, dtype=np.int64),
+                                             np.diff(starts))
+        return self._lazy["suffix"]
+
+    def first_words(self) -> np.ndarray:
+        """g1 of every entry."""
+        if "first" not in self._lazy:
+            first = bitpack.unpack_all(self.words, self.word_bits, self.n)
+            if len(first) and int(first.max()) >= self.V:
+                raise NnlmError(f"order {self.k}: a word id is past the vocabulary; the "
+                                "model file is corrupt")
+            self._lazy["first"] = first
+        return self._lazy["first"]
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._parent_of_each() * self.V + self.first_words()
+
+    @property
+    def last(self) -> np.ndarray:
+        if "last" not in self._lazy:
+            suffix = self._parent_of_each()
+            self._lazy["last"] = suffix if self.lower is None else self.lower.last[suffix]
+        return self._lazy["last"]
+
+    @property
+    def prefix(self) -> np.ndarray:
+        """id(g1..g_{k-1}) at order k-1: for k = 2 the word g1; above, the extension by
+        g1 of the prefix of g2..gk (every stored n-gram's prefix is stored)."""
+        if "prefix" not in self._lazy:
+            first = self.first_words()
+            if self.lower is None:
+                self._lazy["prefix"] = first
+            else:
+                inner = self.lower.prefix[self._parent_of_each()]
+                found = self.lower.find(inner * self.V + first)
+                if np.any(found < 0):
+                    raise NnlmError(f"order {self.k}: an n-gram's context is not stored; the "
+                                    "model file is corrupt")
+                self._lazy["prefix"] = found
+        return self._lazy["prefix"]
+
+
+def _value_spec(values) -> tuple:
+    """(array, centers, bits) of a level's values for the C scorer: bits 0 is float32."""
+    if values is None:
+        return b"", b"", 0
+    if isinstance(values, Quantized):
+        return values.codes, values.centers, values.bits
+    return values, b"", 0
+
+
+def native_scorer(model):
+    """A function scoring a whole stream in C (:func:`score_stream`), or None where the
+    extension is not built or ``model`` is not all mapped trie."""
+    if _native is None or not model.levels or not all(
+            isinstance(level, TrieLevel) for level in model.levels):
+        return None
+    specs = []
+    for level in model.levels:
+        logp, logp_centers, logp_bits = _value_spec(level.logp)
+        bow, bow_centers, bow_bits = _value_spec(level._log_bow)
+        specs.append((level.words, level.word_bits, level.parents, level.parent_bits,
+                      level.n_prefixes, level.n, logp, bow, logp_centers, bow_centers,
+                      logp_bits, bow_bits))
+    specs = tuple(specs)
+    uni_logp = np.ascontiguousarray(model.unigram_logp, np.float64)
+    uni_bow = np.ascontiguousarray(model.unigram_log_bow, np.float64)
+
+    def score_stream(stream, start_bows: np.ndarray, bos: int):
+        logp = np.empty(len(stream.ids), np.float64)
+        orders = np.empty(len(stream.ids), np.int8)
+        start = np.zeros(max(model.order + 1, len(start_bows)), np.float64)
+        start[:len(start_bows)] = start_bows
+        _native.score(specs, uni_logp, uni_bow, start, bos,
+                      np.ascontiguousarray(stream.ids, np.int32),
+                      np.ascontiguousarray(stream.offsets, np.int64), logp, orders)
+        return logp, orders
+
+    return score_stream
+
+
+try:  # the C loops; without a compiler, the numpy search above does the work
+    from . import _trie as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
+
+
+# -- writing ---------------------------------------------------------------------------
+def _child_pointers(model, k: int) -> np.ndarray:
+    """Where each order-k entry's run of extensions starts in order k+1 (n_k + 1 values)."""
+    n_k = len(model.vocab) if k == 1 else len(model.levels[k - 2])
+    upper = model.levels[k - 1]
+    suffix = upper.keys // len(model.vocab)
+    return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
+
+
+def write_trie(model, path: str | os.PathLike, binding: str,
+               quantize: tuple[int, int] | None = None) -> int:
+    """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
+    :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes."""
+    V = len(model.vocab)
+    n = model.order
+    counts = model.num_ngrams()
+    word_bits = bitpack.width(V - 1)
+    sections: list[tuple[str, np.ndarray]] = [
+        ("unigram_logp", model.unigram_logp.astype(np.float32)),
+        ("unigram_log_bow", model.unigram_log_bow.astype(np.float32))]
+    child_bits = []
+    for k in range(1, n + 1):
+        if k < n:
+            pointers = _child_pointers(model, k)
+            child_bits.append(bitpack.width(int(pointers[-1])))
+            sections.append((f"child_{k}", bitpack.pack(pointers, child_bits[-1])))
+        if k == 1:
+            continue
+        level = model.levels[k - 2]
+        sections.append((f"word_{k}", bitpack.pack(level.keys % V, word_bits)))
+        fields = [("logp", np.asarray(level.logp))] + \
+            ([("log_bow", np.asarray(level.log_bow))] if k < n else [])
+        for name, values in fields:
+            if quantize is None:
+                sections.append((f"{name}_{k}", values.astype(np.float32)))
+                continue
+            b = quantize[0] if name == "logp" else quantize[1]
+            if name == "logp":
+                centers = make_centers(values, 1 << b)
+                codes = encode(values, centers)
+            else:
+                codes, centers = quantize_backoffs(values, 1 << b)
+            sections.append((f"{name}_codes_{k}", bitpack.pack(codes, b)))
+            sections.append((f"{name}_centers_{k}", centers))
+    table = {}
+    offset = 0
+    for name, a in sections:
+        table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
+        offset += -(-a.nbytes // ALIGN) * ALIGN
+    header = {"order": n, "vocab_size": V, "counts": counts, "binding": binding,
+              "word_bits": word_bits, "child_bits": child_bits,
+              "quantize": list(quantize) if quantize else None,
+              "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
+    text = json.dumps(header).encode()
+    start = -(-(_PREFIX.size + len(text)) // ALIGN) * ALIGN
+    with open(path, "wb") as f:
+        f.write(_PREFIX.pack(MAGIC, BYTE_ORDER_MARK, FORMAT_VERSION, len(text)) + text)
+        for name, a in sections:
+            f.seek(start + table[name][0])
+            f.write(np.ascontiguousarray(a).tobytes())
+        f.truncate(start + offset)
+    return start + offset
+
+
+# -- mapping ---------------------------------------------------------------------------
+def read_trie_header(path: Path) -> tuple[dict, int]:
+    """The JSON header of a trie file and where its sections start, checked."""
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(_PREFIX.size)
+            if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
+                raise NnlmError(f"{path}: not an nnlm trie file (no NNLMTRIE at the start)")
+            magic, mark, version, length = _PREFIX.unpack(prefix)
+            if mark != BYTE_ORDER_MARK:
+                raise NnlmError(f"{path}: written on a machine of the other byte order; "
+                                "convert it there to ARPA (nnlm ngram convert)")
+            if version > FORMAT_VERSION:
+                raise NnlmError(f"{path}: trie format version {version} is newer than this "
+                                f"nnlm reads ({FORMAT_VERSION}); upgrade nnlm")
+            size = os.fstat(f.fileno()).st_size
+            if _PREFIX.size + length > size:
+                raise NnlmError(f"{path}: truncated inside its header ({size} bytes)")
+            text = f.read(length)
+    except OSError as e:
+        raise NnlmError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        header = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NnlmError(f"{path}: its header is damaged ({e})") from None
+    if not isinstance(header, dict):
+        raise NnlmError(f"{path}: its header is damaged (not a JSON object)")
+    check_fields(header, HEADER_FIELDS, str(path))
+    start = -(-(_PREFIX.size + length) // ALIGN) * ALIGN
+    return header, start
+
+
+def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
+    """name -> (dtype, length) of every section the header's sizes call for."""
+    n, V, counts = header["order"], header["vocab_size"], header["counts"]
+    q = header["quantize"]
+    out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
+    for k in range(1, n + 1):
+        if k < n:
+            out[f"child_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1] + 1,
+                                                             header["child_bits"][k - 1]))
+        if k == 1:
+            continue
+        out[f"word_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1], header["word_bits"]))
+        for name, b in [("logp", q and q[0])] + ([("log_bow", q and q[1])] if k < n else []):
+            if q is None:
+                out[f"{name}_{k}"] = ("<f4", counts[k - 1])
+            else:
+                out[f"{name}_codes_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1], b))
+                out[f"{name}_centers_{k}"] = ("<f4", 1 << b)
+    return out
+
+
+def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> dict:
+    """Map a trie file; returns the header plus ``unigram_logp``, ``unigram_log_bow``
+    (float64 copies: small, and summed in) and ``levels`` (:class:`TrieLevel`).
+    Sizes, bit widths, the binding and every section's bounds are checked first."""
+    path = Path(path)
+    header, start = read_trie_header(path)
+    n, counts = header["order"], header["counts"]
+    if len(counts) != n or not all(isinstance(c, int) and c >= 0 for c in counts):
+        raise NnlmError(f"{path}: its header's n-gram counts do not match its order {n}")
+    if header["vocab_size"] != vocab_size or counts[0] != vocab_size:
+        raise NnlmError(f"{path}: made for a vocabulary of {header['vocab_size']} words, not "
+                        f"this model's {vocab_size}; the model directory was mixed")
+    if binding is not None and header["binding"] != binding:
+        raise NnlmError(f"{path}: belongs to another model (fingerprint {header['binding']}, "
+                        f"config.json wants {binding}); retrain or restore the directory")
+    q = header["quantize"]
+    if len(header["child_bits"]) != n - 1 or not all(
+            isinstance(b, int) and 1 <= b <= 64 for b in header["child_bits"]) or (
+            q is not None and (len(q) != 2 or not all(isinstance(b, int) and 1 <= b <= 25
+                                                     for b in q))):
+        raise NnlmError(f"{path}: its header's bit widths are damaged")
+    size = path.stat().st_size
+    expected = _expected_sections(header)
+    table = header["sections"]
+    for name, (dtype, length) in expected.items():
+        entry = table.get(name)
+        if not (isinstance(entry, list) and len(entry) == 4 and entry[2] == dtype
+                and entry[3] == length and isinstance(entry[0], int) and entry[0] >= 0
+                and entry[1] == length * np.dtype(dtype).itemsize):
+            raise NnlmError(f"{path}: section {name} is missing or has the wrong shape; the "
+                            "file is damaged")
+        if start + entry[0] + entry[1] > size:
+            raise NnlmError(f"{path}: truncated ({size} bytes; section {name} ends at byte "
+                            f"{start + entry[0] + entry[1]}); copy or write it again")
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def section(name):
+        dtype, length = expected[name]
+        return np.frombuffer(mapping, dtype, length, start + table[name][0])
+
+    def values(name, k):
+        if q is None:
+            return section(f"{name}_{k}")
+        b = q[0] if name == "logp" else q[1]
+        return Quantized(section(f"{name}_codes_{k}"), b, section(f"{name}_centers_{k}"),
+                         counts[k - 1])
+
+    unigram_logp = section("unigram_logp").astype(np.float64)
+    unigram_log_bow = section("unigram_log_bow").astype(np.float64)
+    if np.isnan(unigram_logp).any() or np.isnan(unigram_log_bow).any():
+        raise NnlmError(f"{path}: a unigram probability is NaN; the file is damaged")
+    levels: list[TrieLevel] = []
+    for k in range(2, n + 1):
+        levels.append(TrieLevel(
+            k, vocab_size, section(f"word_{k}"), header["word_bits"],
+            section(f"child_{k - 1}"), header["child_bits"][k - 2], counts[k - 2],
+            counts[k - 1], values("logp", k), values("log_bow", k) if k < n else None,
+            levels[-1] if levels else None))
+    return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
+            "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
+            "file_bytes": size}
+
+
+def bytes_per_ngram(path: str | os.PathLike) -> float:
+    """The file's size over its number of n-grams (all orders)."""
+    header, _ = read_trie_header(Path(path))
+    return Path(path).stat().st_size / max(1, sum(header["counts"]))
