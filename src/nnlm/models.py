@@ -78,7 +78,7 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
 FAMILIES = {"addk": "n-gram", "backoff": "n-gram", "kn": "n-gram", "interpolated": "n-gram",
             "class": "n-gram", "nplm": "neural", "mixture": "mixture"}
 # every name nnlm writes inside a model directory (a training run's included)
-MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "classes.tsv",
+MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.trie", "classes.tsv",
                            "components", "model.safetensors", "state", "shortlist_backoff",
                            "metrics.csv", "learning_curve.png", "tensorboard"})
 
@@ -218,9 +218,6 @@ def _not_a_model(path: Path) -> NnlmError:
     if read_head(path, 1) == b"":
         return NnlmError(f"{path}: empty file; expected an ARPA file or an nnlm model "
                          "directory")
-    if read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
-        return NnlmError(f"{path}: a KenLM binary file, which nnlm cannot read yet; give the "
-                         "ARPA file it was built from")
     line = _first_line(path)[:40].decode("utf-8", "replace")
     return NnlmError(f"{path}: neither an ARPA file nor an nnlm model directory (its first "
                      f"line that is not blank or a # comment is {line!r}, not \\data\\)")
@@ -231,8 +228,9 @@ LOAD_TRIES = 3  # a model replaced while it is read is read again, at most this 
 
 
 def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
-    """Load any saved nnlm model directory, or an ARPA file (``strict``: refuse an ARPA
-    file whose distributions sum above 1, which KenLM loads; see :func:`read_arpa`).
+    """Load any saved nnlm model directory, an ARPA file or a KenLM trie binary
+    (``strict``: refuse a file whose distributions sum above 1, which KenLM loads; see
+    :func:`read_arpa`).
 
     A directory read while another process replaces it (an atomic swap between reading
     config.json and the arrays) is read again from the start: the reader gets one whole
@@ -241,6 +239,12 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     path = Path(path)
+    if path.is_file() and read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
+        from .ngram.store.kenlm_binary import read_kenlm_binary
+
+        model = read_kenlm_binary(path, strict=strict)
+        model.source_id = None
+        return model
     if path.is_file() and not is_arpa(path):
         raise _not_a_model(path)
     if is_arpa(path):

@@ -1,8 +1,9 @@
-"""nnlm ngram: count-based models (train, cluster, prune, export-arpa)."""
+"""nnlm ngram: count-based models (train, cluster, prune, convert, export-arpa)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from ..argtypes import (
@@ -97,6 +98,31 @@ def add_parsers(sub) -> None:
     pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
     pr.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
 
+    conv = ngram_sub.add_parser(
+        "convert", help="convert a back-off model: ARPA <-> nnlm's mapped format",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Convert the back-off model IN into OUT.\n\n"
+        "IN:  an ARPA file (plain, .gz, .bz2, .xz), or a kn/backoff model directory\n"
+        "     (also one saved by an older nnlm, with arrays.npz).\n"
+        "OUT: an ARPA file if its name ends in .arpa (or .gz, .bz2, .xz); otherwise a\n"
+        "     model directory in nnlm's mapped format: a trie of bit-packed word ids\n"
+        "     and pointers with float32 values, which opens without being read (memory\n"
+        "     grows with the pages that queries touch, and processes share them).",
+        epilog="examples:\n"
+        "  nnlm ngram convert lm.arpa.gz runs/lm          # ARPA -> nnlm, float32\n"
+        "  nnlm ngram convert lm.arpa runs/lm-q8 --quantize 8 8   # as build_binary -q 8 -b 8\n"
+        "  nnlm ngram convert runs/lm lm.arpa            # back to ARPA")
+    conv.add_argument("input", type=Path, metavar="IN")
+    conv.add_argument("output", type=Path, metavar="OUT")
+    conv.add_argument("--quantize", nargs=2, type=ranged(int, 1, 25), metavar=("P", "B"),
+                      help="store probabilities in P bits and back-off weights in B bits "
+                      "(1-25; per-order equal-count bins, as KenLM's build_binary -q P -b B; "
+                      "unigrams stay float32). Default: float32, lossless for back-offs")
+    conv.add_argument("--strict", action="store_true",
+                      help="refuse an ARPA file whose probabilities sum above 1 (KenLM loads "
+                      "it, and so does nnlm by default, with a warning)")
+    conv.add_argument("--json", action="store_true", help="print one JSON object")
+
     export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
                                   description="Write MODEL (kn or backoff) as ARPA: log10 "
                                   "probabilities and back-off weights, readable by KenLM.")
@@ -141,6 +167,18 @@ def cmd_ngram(args) -> None:
             write_arpa(pruned, args.arpa)
             print(f"{args.arpa}: ARPA")
         return
+    if args.ngram_command == "convert":
+        from ..ngram.store.convert import convert
+
+        done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
+                       strict=args.strict)
+        if args.json:
+            print(json.dumps(done))
+        else:
+            print(f"{done['target']}: {done['format']}, orders 1-{done['order']}, "
+                  f"{done['ngrams']:,} n-grams, {done['bytes'] / 1e6:.1f} MB "
+                  f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
+        return
     if args.ngram_command == "export-arpa":
         from ..ngram.arpa import write_arpa
 
@@ -184,5 +222,6 @@ PATHS = {
     "ngram train": lambda a: ([a.train, a.valid, a.clustering, a.vocab], [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
+    "ngram convert": lambda a: ([a.input], [a.output]),
     "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
 }

@@ -347,8 +347,16 @@ def read_arpa(path: str | os.PathLike, strict: bool = False) -> BackoffNgram:
     order = max(declared) if declared else 0
     if order < 1 or scan.vocab is None:
         raise NnlmError(f"{path}: no unigrams")
-    vocab = scan.vocab
-    file_words = scan.file_words
+    return assemble(path, scan.vocab, scan.file_words, scan.remap, sections, order, strict)
+
+
+def assemble(path: Path, vocab: Vocabulary, file_words: list[str], remap: np.ndarray,
+             sections: dict, order: int, strict: bool = False) -> BackoffNgram:
+    """The back-off model of a file's n-grams, checked as KenLM checks them: ``sections``
+    maps k to an object with ``logp`` and ``bow`` (log10, float64), ``lines`` (where each
+    n-gram is in the file, for error messages) and, for k >= 2, ``ids``: (n, k) word ids
+    of ``vocab``; unigrams are in the file's order, ``remap`` giving their ids. Shared by
+    ARPA files and KenLM's binary files (:mod:`nnlm.ngram.store.kenlm_binary`)."""
     for k in sorted(sections):
         sec = sections[k]
         words_of = ((lambda i: file_words[i]) if k == 1 else
@@ -362,8 +370,8 @@ def read_arpa(path: str | os.PathLike, strict: bool = False) -> BackoffNgram:
         warn(f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
              f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
     uni_bow = np.zeros(V)
-    uni_logp[scan.remap] = sections[1].logp * ln10
-    uni_bow[scan.remap] = sections[1].bow * ln10
+    uni_logp[remap] = sections[1].logp * ln10
+    uni_bow[remap] = sections[1].bow * ln10
     uni_logp[BOS_ID] = -np.inf
     file_ids = {}
     for k in range(2, order + 1):

@@ -179,7 +179,7 @@ class BackoffNgram(LanguageModel):
         ``HasExtension`` (lm/blank.hh), on which its right-state minimization rests."""
         cache = self.__dict__.setdefault("_extends", {})
         if k not in cache:
-            bow = self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow
+            bow = np.asarray(self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow)
             has_child = np.zeros(len(bow), bool)
             if k < self.order:
                 has_child[self.levels[k - 1].prefix] = True
@@ -223,13 +223,6 @@ class BackoffNgram(LanguageModel):
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
         start_bows = self._start_bows()
-        native = self.__dict__.get("_native_scorer", False)
-        if native is False:  # a mapped trie scores in C, token by token (same numbers)
-            from .store.trie import native_scorer
-
-            native = self._native_scorer = native_scorer(self)
-        if native is not None:
-            return native(stream, start_bows, BOS_ID)
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):

@@ -15,7 +15,11 @@ are one contiguous run, sorted by that word. That is KenLM's trie over reversed 
   order's lack of back-offs.
 
 Finding the k-gram (g1, g2..gk) is a binary search for g1 in the run of g2..gk, so
-lookups chain exactly as the hash index's did. Entry numbers (ids) are the same as
+lookups chain exactly as the hash index's did. Bigrams are the exception: their runs
+are the longest (every left neighbour of a frequent word; 9 halvings on average in
+running Brown text, 60% of all the search steps), so order 2 also has ``slots``, an
+open-addressing table (load 0.6, linear probing) of entry numbers + 1, bit-packed: one
+or two probes instead, for about 4 bytes a bigram. Entry numbers (ids) are the same as
 the in-memory model's, so every scorer in :class:`BackoffNgram` works unchanged.
 
 The file: ``NNLMTRIE``, the uint32 0x01020304 in the writer's byte order (a file from
@@ -51,7 +55,8 @@ _PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON lengt
 
 HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
                  "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
-                 "child_bits": list, "quantize": Optional(list), "unk_extends": bool}
+                 "child_bits": list, "quantize": Optional(list), "unk_extends": bool,
+                 "slots": dict, "values": dict}
 
 
 # -- quantization ----------------------------------------------------------------------
@@ -96,7 +101,8 @@ def quantize_backoffs(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.nda
 
 class Quantized:
     """A read-only array of float32 values stored as bit-packed codes into ``centers``:
-    indexing decodes only the entries asked for; ``np.asarray`` decodes all."""
+    indexing (by ids or a slice) decodes only the entries asked for; ``np.asarray``
+    decodes all. Whole-array arithmetic goes through ``np.asarray``."""
 
     def __init__(self, codes: np.ndarray, bits: int, centers: np.ndarray, n: int):
         self.codes, self.bits, self.centers, self.n = codes, bits, centers, n
@@ -105,11 +111,46 @@ class Quantized:
         return self.n
 
     def __getitem__(self, index):
+        if isinstance(index, slice):
+            index = np.arange(self.n)[index]
         return self.centers[bitpack.unpack(self.codes, self.bits, index)]
 
     def __array__(self, dtype=None, copy=None):
         out = self.centers[bitpack.unpack_all(self.codes, self.bits, self.n)]
         return out if dtype is None else out.astype(dtype)
+
+
+# -- the bigram table ------------------------------------------------------------------
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+SLOT_LOAD = 0.6
+
+
+def home_slots(keys: np.ndarray, size: int) -> np.ndarray:
+    """Each key's first slot in a table of ``size``: the top 32 bits of key * golden
+    ratio (mod 2^64), scaled to the table (Lemire's multiply-shift; _trie.c agrees)."""
+    h = (np.asarray(keys, np.int64).view(np.uint64) * GOLDEN) >> np.uint64(32)
+    return ((h * np.uint64(size)) >> np.uint64(32)).astype(np.int64)
+
+
+def build_slots(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """The table of order 2: slot -> entry number + 1 (0: empty), for ``keys``
+    (``word2 * |V| + word1``, distinct). Vectorized linear probing, as HashIndex."""
+    n = len(keys)
+    size = max(16, int(np.ceil(n / SLOT_LOAD)))
+    table = np.zeros(size, np.int64)
+    pending = np.arange(n, dtype=np.int64)
+    pos = home_slots(keys, size)
+    while len(pending):
+        p = pos[pending]
+        free = table[p] == 0
+        cand, cpos = pending[free], p[free]
+        table[cpos] = cand + 1  # several may want one slot: the last write wins it
+        won = table[cpos] == cand + 1
+        placed = np.zeros(n, bool)
+        placed[cand[won]] = True
+        pending = pending[~placed[pending]]
+        pos[pending] = (pos[pending] + 1) % size
+    return table, size
 
 
 # -- the mapped level ------------------------------------------------------------------
@@ -121,8 +162,10 @@ class TrieLevel(NgramLevel):
 
     def __init__(self, k: int, vocab_size: int, words: np.ndarray, word_bits: int,
                  parents: np.ndarray, parent_bits: int, n_prefixes: int, n: int,
-                 logp, log_bow, lower: TrieLevel | None):
+                 logp, log_bow, lower: TrieLevel | None, slots=None, slot_bits: int = 0,
+                 n_slots: int = 0):
         self.k, self.V, self.n = k, vocab_size, n
+        self.slots, self.slot_bits, self.n_slots = slots, slot_bits, n_slots
         self.words, self.word_bits = words, word_bits
         self.parents, self.parent_bits = parents, parent_bits  # child pointers of order k-1
         self.n_prefixes = n_prefixes
@@ -165,13 +208,18 @@ class TrieLevel(NgramLevel):
         words = np.ascontiguousarray(words, np.int64)
         if _native is not None:
             out = np.empty(len(ids), np.int64)
+            slots = b"" if self.slots is None else self.slots
             _native.find(self.words, self.word_bits, self.parents, self.parent_bits,
-                         self.n_prefixes, self.n, ids, words, out)
+                         self.n_prefixes, self.n, ids, words, out, slots, self.slot_bits,
+                         self.n_slots, self.V)
             return out
         out = np.full(len(ids), -1, np.int64)
         idx = np.flatnonzero((ids >= 0) & (ids < self.n_prefixes) & (words >= 0))
         parent, word = ids[idx], words[idx]
         lo, end = self.runs(parent)
+        if self.slots is not None:
+            out[idx] = self._probe(parent, word, lo, end)
+            return out
         hi = end.copy()
         act = np.flatnonzero(lo < hi)
         while len(act):  # every unresolved query halves its run at once
@@ -183,6 +231,29 @@ class TrieLevel(NgramLevel):
         inside = np.flatnonzero(lo < end)
         hit = bitpack.unpack(self.words, self.word_bits, lo[inside]) == word[inside]
         out[idx[inside[hit]]] = lo[inside[hit]]
+        return out
+
+    def _probe(self, parent, word, lo, end) -> np.ndarray:
+        """Order 2's table lookups (numpy): probe until an empty slot or the entry in
+        ``parent``'s run [lo, end) whose word is ``word``."""
+        out = np.full(len(parent), -1, np.int64)
+        pos = home_slots(parent * self.V + word, self.n_slots)
+        rest = np.arange(len(parent))
+        rounds = 0
+        while len(rest):
+            entry = bitpack.unpack(self.slots, self.slot_bits, pos[rest]) - 1
+            empty = entry < 0
+            inside = ~empty & (entry >= lo[rest]) & (entry < end[rest]) & (entry < self.n)
+            hit = inside.copy()
+            hit[inside] = bitpack.unpack(self.words, self.word_bits,
+                                         entry[inside]) == word[rest[inside]]
+            out[rest[hit]] = entry[hit]
+            rest = rest[~hit & ~empty]
+            pos[rest] = (pos[rest] + 1) % self.n_slots
+            rounds += 1
+            if rounds > self.n_slots:  # no empty slot at all: a corrupt table
+                raise NnlmError("order 2: its table has no empty slot; the model file is "
+                                "corrupt")
         return out
 
     def _run_starts(self) -> np.ndarray:
@@ -251,45 +322,6 @@ class TrieLevel(NgramLevel):
         return self._lazy["prefix"]
 
 
-def _value_spec(values) -> tuple:
-    """(array, centers, bits) of a level's values for the C scorer: bits 0 is float32."""
-    if values is None:
-        return b"", b"", 0
-    if isinstance(values, Quantized):
-        return values.codes, values.centers, values.bits
-    return values, b"", 0
-
-
-def native_scorer(model):
-    """A function scoring a whole stream in C (:func:`score_stream`), or None where the
-    extension is not built or ``model`` is not all mapped trie."""
-    if _native is None or not model.levels or not all(
-            isinstance(level, TrieLevel) for level in model.levels):
-        return None
-    specs = []
-    for level in model.levels:
-        logp, logp_centers, logp_bits = _value_spec(level.logp)
-        bow, bow_centers, bow_bits = _value_spec(level._log_bow)
-        specs.append((level.words, level.word_bits, level.parents, level.parent_bits,
-                      level.n_prefixes, level.n, logp, bow, logp_centers, bow_centers,
-                      logp_bits, bow_bits))
-    specs = tuple(specs)
-    uni_logp = np.ascontiguousarray(model.unigram_logp, np.float64)
-    uni_bow = np.ascontiguousarray(model.unigram_log_bow, np.float64)
-
-    def score_stream(stream, start_bows: np.ndarray, bos: int):
-        logp = np.empty(len(stream.ids), np.float64)
-        orders = np.empty(len(stream.ids), np.int8)
-        start = np.zeros(max(model.order + 1, len(start_bows)), np.float64)
-        start[:len(start_bows)] = start_bows
-        _native.score(specs, uni_logp, uni_bow, start, bos,
-                      np.ascontiguousarray(stream.ids, np.int32),
-                      np.ascontiguousarray(stream.offsets, np.int64), logp, orders)
-        return logp, orders
-
-    return score_stream
-
-
 try:  # the C loops; without a compiler, the numpy search above does the work
     from . import _trie as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
@@ -305,6 +337,31 @@ def _child_pointers(model, k: int) -> np.ndarray:
     return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
 
 
+HASHED_ORDERS = (2, 3)  # orders with a table beside their runs (see the module docstring)
+MAX_CODE_BITS = 25  # as KenLM's quantizer: the C scorer reads codes of at most 25 bits
+
+
+def _code_values(values: np.ndarray, name: str, quantize):
+    """(codes, centers, bits) for one order's probabilities or back-offs, or None to
+    store them as float32. Quantized when asked; otherwise losslessly when the order has
+    few distinct float32 values: KN back-offs gamma(h) depend only on small counts, so
+    an order of 700k has a few hundred (9-12 bits each, not 32)."""
+    if quantize is not None:
+        b = quantize[0] if name == "logp" else quantize[1]
+        if name == "logp":
+            centers = make_centers(values, 1 << b)
+            return encode(values, centers), centers, b
+        codes, centers = quantize_backoffs(values, 1 << b)
+        return codes, centers, b
+    as32 = values.astype(np.float32)
+    centers, codes = np.unique(as32, return_inverse=True)
+    b = bitpack.width(max(len(centers) - 1, 0))
+    if len(centers) == 0 or b > MAX_CODE_BITS or \
+            b * len(values) + 32 * len(centers) >= 0.9 * 32 * len(values):
+        return None
+    return codes.astype(np.int64), centers.astype(np.float32), b
+
+
 def write_trie(model, path: str | os.PathLike, binding: str,
                quantize: tuple[int, int] | None = None) -> int:
     """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
@@ -317,6 +374,7 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         ("unigram_logp", model.unigram_logp.astype(np.float32)),
         ("unigram_log_bow", model.unigram_log_bow.astype(np.float32))]
     child_bits = []
+    slots, values_coding = {}, {}
     for k in range(1, n + 1):
         if k < n:
             pointers = _child_pointers(model, k)
@@ -326,26 +384,28 @@ def write_trie(model, path: str | os.PathLike, binding: str,
             continue
         level = model.levels[k - 2]
         sections.append((f"word_{k}", bitpack.pack(level.keys % V, word_bits)))
+        if k in HASHED_ORDERS:
+            table, n_slots = build_slots(level.keys)
+            slots[str(k)] = [n_slots, bitpack.width(len(level))]
+            sections.append((f"slots_{k}", bitpack.pack(table, slots[str(k)][1])))
         fields = [("logp", np.asarray(level.logp))] + \
             ([("log_bow", np.asarray(level.log_bow))] if k < n else [])
         for name, values in fields:
-            if quantize is None:
+            coded = _code_values(values, name, quantize)
+            values_coding[f"{name}_{k}"] = None if coded is None else \
+                [coded[2], len(coded[1])]
+            if coded is None:
                 sections.append((f"{name}_{k}", values.astype(np.float32)))
-                continue
-            b = quantize[0] if name == "logp" else quantize[1]
-            if name == "logp":
-                centers = make_centers(values, 1 << b)
-                codes = encode(values, centers)
             else:
-                codes, centers = quantize_backoffs(values, 1 << b)
-            sections.append((f"{name}_codes_{k}", bitpack.pack(codes, b)))
-            sections.append((f"{name}_centers_{k}", centers))
+                sections.append((f"{name}_codes_{k}", bitpack.pack(coded[0], coded[2])))
+                sections.append((f"{name}_centers_{k}", coded[1]))
     table = {}
     offset = 0
     for name, a in sections:
         table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
         offset += -(-a.nbytes // ALIGN) * ALIGN
     header = {"order": n, "vocab_size": V, "counts": counts, "binding": binding,
+              "slots": slots, "values": values_coding,
               "word_bits": word_bits, "child_bits": child_bits,
               "quantize": list(quantize) if quantize else None,
               "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
@@ -395,7 +455,6 @@ def read_trie_header(path: Path) -> tuple[dict, int]:
 def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     """name -> (dtype, length) of every section the header's sizes call for."""
     n, V, counts = header["order"], header["vocab_size"], header["counts"]
-    q = header["quantize"]
     out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
     for k in range(1, n + 1):
         if k < n:
@@ -404,12 +463,16 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
         if k == 1:
             continue
         out[f"word_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1], header["word_bits"]))
-        for name, b in [("logp", q and q[0])] + ([("log_bow", q and q[1])] if k < n else []):
-            if q is None:
+        if str(k) in header["slots"]:
+            out[f"slots_{k}"] = ("<u8", bitpack.packed_words(*header["slots"][str(k)]))
+        for name in ["logp"] + (["log_bow"] if k < n else []):
+            coding = header["values"].get(f"{name}_{k}")
+            if coding is None:
                 out[f"{name}_{k}"] = ("<f4", counts[k - 1])
             else:
-                out[f"{name}_codes_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1], b))
-                out[f"{name}_centers_{k}"] = ("<f4", 1 << b)
+                out[f"{name}_codes_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1],
+                                                                         coding[0]))
+                out[f"{name}_centers_{k}"] = ("<f4", coding[1])
     return out
 
 
@@ -434,6 +497,18 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
             q is not None and (len(q) != 2 or not all(isinstance(b, int) and 1 <= b <= 25
                                                      for b in q))):
         raise NnlmError(f"{path}: its header's bit widths are damaged")
+    slots = header["slots"]
+    for key, entry in slots.items():
+        if not (key.isdigit() and 2 <= int(key) <= n and isinstance(entry, list)
+                and len(entry) == 2 and all(isinstance(x, int) for x in entry)
+                and counts[int(key) - 1] < entry[0] < 1 << 40 and 1 <= entry[1] <= 64):
+            raise NnlmError(f"{path}: its header's table sizes are damaged")
+    for key, coding in header["values"].items():
+        if coding is not None and not (
+                isinstance(coding, list) and len(coding) == 2
+                and all(isinstance(x, int) for x in coding)
+                and 1 <= coding[0] <= MAX_CODE_BITS and 1 <= coding[1] <= 1 << coding[0]):
+            raise NnlmError(f"{path}: its header's value codes ({key}) are damaged")
     size = path.stat().st_size
     expected = _expected_sections(header)
     table = header["sections"]
@@ -455,23 +530,37 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
         return np.frombuffer(mapping, dtype, length, start + table[name][0])
 
     def values(name, k):
-        if q is None:
+        coding = header["values"].get(f"{name}_{k}")
+        if coding is None:
             return section(f"{name}_{k}")
-        b = q[0] if name == "logp" else q[1]
-        return Quantized(section(f"{name}_codes_{k}"), b, section(f"{name}_centers_{k}"),
-                         counts[k - 1])
+        return Quantized(section(f"{name}_codes_{k}"), coding[0],
+                         section(f"{name}_centers_{k}"), counts[k - 1])
 
     unigram_logp = section("unigram_logp").astype(np.float64)
     unigram_log_bow = section("unigram_log_bow").astype(np.float64)
-    if np.isnan(unigram_logp).any() or np.isnan(unigram_log_bow).any():
-        raise NnlmError(f"{path}: a unigram probability is NaN; the file is damaged")
+    # what is small is checked whole at opening: the unigrams and every code table (the
+    # orders' float32 arrays are not read; a bad number there shows in the scores,
+    # which nnlm.lm.check_logprobs refuses)
+    small = {"unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow}
+    small.update({key: section(f"{key.rsplit('_', 1)[0]}_centers_{key.rsplit('_', 1)[1]}")
+                  for key, coding in header["values"].items() if coding is not None})
+    for key, a in small.items():
+        if np.isnan(a).any() or np.isposinf(a).any():
+            raise NnlmError(f"{path}: {key} holds NaN or +inf; the file is damaged")
+    from ..backoff import BackoffNgram
+
+    problem = BackoffNgram.saved_array_problem(small)
+    if problem:
+        raise NnlmError(f"{path}: {problem}; the model is corrupt")
     levels: list[TrieLevel] = []
     for k in range(2, n + 1):
         levels.append(TrieLevel(
             k, vocab_size, section(f"word_{k}"), header["word_bits"],
             section(f"child_{k - 1}"), header["child_bits"][k - 2], counts[k - 2],
             counts[k - 1], values("logp", k), values("log_bow", k) if k < n else None,
-            levels[-1] if levels else None))
+            levels[-1] if levels else None,
+            *((section(f"slots_{k}"), slots[str(k)][1], slots[str(k)][0])
+              if str(k) in slots else ())))
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
             "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
             "file_bytes": size}

@@ -1,0 +1,59 @@
+"""``nnlm ngram convert``: a back-off model from one format into another.
+
+Sources: an ARPA file (plain, gzip, bzip2 or xz), an nnlm model directory of a back-off
+kind (kn, backoff; either storage), or whatever else :func:`nnlm.models.load_model`
+reads. Targets: an ARPA file when the name says so (``.arpa``, or a compression
+suffix), otherwise an nnlm model directory in the mapped trie format
+(:mod:`nnlm.ngram.store.trie`), quantized with ``quantize=(P, B)`` as KenLM's
+``build_binary -q P -b B``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import NnlmError
+from ..backoff import BackoffNgram
+
+ARPA_SUFFIXES = (".arpa", ".gz", ".bz2", ".xz")
+
+
+def is_arpa_name(path: str | os.PathLike) -> bool:
+    """Whether a target's name asks for an ARPA file (model.arpa, model.arpa.gz, lm.xz)."""
+    return any(s in ARPA_SUFFIXES for s in Path(path).suffixes[-2:])
+
+
+def convert(source: str | os.PathLike, target: str | os.PathLike,
+            quantize: tuple[int, int] | None = None, strict: bool = False) -> dict:
+    """Convert ``source`` into ``target``; returns what was written (for the CLI to
+    print): format, orders, n-grams, bytes and bytes per n-gram."""
+    from ...models import check_model_output, load_model, save_model
+    from ..arpa import write_arpa
+    from .trie import FILE_NAME
+
+    target = Path(target)
+    to_arpa = is_arpa_name(target)
+    if to_arpa and quantize:
+        raise NnlmError(f"{target}: --quantize applies to nnlm's model format; ARPA files "
+                        "hold decimal numbers (give a directory name as the target)")
+    if not to_arpa:
+        check_model_output(target, "backoff")  # before the work, not after it
+    model = load_model(source, strict=strict)
+    if not isinstance(model, BackoffNgram):
+        raise NnlmError(f"{source}: a {model.kind} model has no back-off form; convert takes "
+                        "ARPA files and kn or backoff model directories")
+    n_grams = sum(model.num_ngrams())
+    if to_arpa:
+        write_arpa(model, target)
+        size = target.stat().st_size
+        kind = "ARPA"
+    else:
+        model.store_quantize = quantize
+        save_model(model, target)
+        size = (target / FILE_NAME).stat().st_size
+        kind = "nnlm trie" + (f", quantized {quantize[0]}/{quantize[1]} bits" if quantize
+                              else "")
+    return {"source": str(source), "target": str(target), "format": kind,
+            "order": model.order, "ngrams": n_grams, "bytes": size,
+            "bytes_per_ngram": size / max(n_grams, 1)}

@@ -1,0 +1,326 @@
+"""KenLM's binary model files (``build_binary``), read by nnlm.
+
+Written from the format's facts in KenLM's source (lm/binary_format.cc, lm/trie.cc,
+lm/quantize.hh, lm/bhiksha.cc, lm/vocab.cc; Heafield 2011), not from its code:
+
+* a header: the magic line ``mmap lm http://kheafield.com/code format version 5``
+  padded to 56 bytes, then test values (0.0f, 1.0f, -0.5f, uint32 1 and 2^32-1, uint64
+  1) that only match on a machine of the writer's byte order and word size; then the
+  order, the probing multiplier, the model type (0 probing, 1 probing with rest costs,
+  2 trie, 3 quantized trie, 4 trie with array-compressed pointers, 5 both), whether
+  the words are stored, the search version, and the n-gram counts; 8-byte aligned;
+* the vocabulary's lookup table (for a trie: a uint64 count and the sorted 64-bit
+  hashes of the words, whose ranks are the word ids), then the search structure;
+* the words themselves at the end, ``<unk>`` first, NUL-terminated, in id order.
+
+The trie is KenLM's reversed trie, the same shape as nnlm's own
+(:mod:`nnlm.ngram.store.trie`): unigrams are records of (float prob, float backoff,
+uint64 pointer into the bigrams); order k < n packs, per entry, the word, the
+probability (31 bits: its sign, always negative, dropped), the back-off (32 bits) and
+the pointer into order k+1; the top order packs word and probability. Quantized
+files store codes into per-order tables instead (backoff code, then probability code;
+the tables follow an 8-byte header); array-compressed pointers keep the pointer's high
+bits in a sorted table beside each order (Raj & Whittaker 2003). Fields are
+little-endian bit streams.
+
+:func:`read_kenlm_binary` reads a trie file into a :class:`BackoffNgram` (orders,
+words and numbers as the ARPA file it was built from, checked as ARPA files are), so a
+``.bin`` loads wherever nnlm takes a model and converts to ARPA or to nnlm's format.
+Probing files keep only hashes of the n-grams, not their words; they are named and
+refused, with the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from ...errors import NnlmError, warn
+from ...vocab import SPECIALS, UNK, Vocabulary
+
+MAGIC_PREFIX = b"mmap lm http://kheafield.com/code"
+VERSIONED = b"mmap lm http://kheafield.com/code format version "
+MAGIC = b"mmap lm http://kheafield.com/code format version 5\n\0\0"
+INCOMPLETE = b"mmap lm http://kheafield.com/code incomplete\n"
+SANITY = MAGIC.ljust(56, b"\0") + struct.pack("<fffIIIQ", 0.0, 1.0, -0.5, 1, 0xFFFFFFFF, 0, 1)
+FIXED = struct.Struct("<B3xfiB3xI")  # order, probing multiplier, model type, words?, version
+MODEL_TYPES = {0: "probing", 1: "probing with rest costs", 2: "trie", 3: "quantized trie",
+               4: "trie with array-compressed pointers",
+               5: "quantized trie with array-compressed pointers"}
+TRIE_VERSION = 1
+
+
+def required_bits(max_value: int) -> int:
+    """KenLM's RequiredBits: bits to store 0..max_value (0 for 0)."""
+    return int(max_value).bit_length()
+
+
+def _align8(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
+class _Bits:
+    """A region of the file as a bit stream: fields of up to 57 bits at any bit offset."""
+
+    def __init__(self, data: bytes, start: int, size: int):
+        raw = np.frombuffer(data, np.uint8, size, start)
+        padded = np.zeros(-(-(size + 16) // 8) * 8, np.uint8)
+        padded[:size] = raw
+        self.words = padded.view("<u8")
+
+    def read(self, bit_offsets: np.ndarray, length: int) -> np.ndarray:
+        pos = np.asarray(bit_offsets, np.uint64)
+        word = (pos >> np.uint64(6)).astype(np.int64)
+        off = pos & np.uint64(63)
+        low = self.words[word] >> off
+        high = (self.words[word + 1] << np.uint64(1)) << (np.uint64(63) - off)
+        return (low | high) & np.uint64((1 << length) - 1)
+
+
+def read_header(path: Path, data: bytes) -> tuple[dict, int]:
+    """The fixed header of a KenLM binary file, checked: (fields, header size)."""
+    if len(data) < len(SANITY) + FIXED.size or data[:len(SANITY)] != SANITY:
+        if data.startswith(INCOMPLETE):
+            raise NnlmError(f"{path}: a KenLM binary file that build_binary did not finish "
+                            "writing; build it again")
+        if data.startswith(VERSIONED):
+            version = data[len(VERSIONED):len(VERSIONED) + 4].split(b"\n")[0]
+            if version != b"5":
+                raise NnlmError(f"{path}: KenLM binary format version "
+                                f"{version.decode('ascii', 'replace')}; nnlm reads version 5 "
+                                "(KenLM's since 2012): rebuild it from its ARPA file")
+            if len(data) < len(SANITY) + FIXED.size:
+                raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data)} bytes)")
+            raise NnlmError(f"{path}: a KenLM binary file from a machine of another byte order "
+                            "or word size (its test values differ); rebuild it here from its "
+                            "ARPA file")
+        raise NnlmError(f"{path}: not a KenLM binary file")
+    order, multiplier, model_type, has_words, version = FIXED.unpack_from(data, len(SANITY))
+    start = len(SANITY) + FIXED.size
+    if not 1 <= order <= 64 or len(data) < start + 8 * order:
+        raise NnlmError(f"{path}: a damaged or truncated KenLM binary header (order {order})")
+    counts = list(struct.unpack_from(f"<{order}Q", data, start))
+    fields = {"order": order, "probing_multiplier": multiplier, "model_type": model_type,
+              "has_words": bool(has_words), "search_version": version, "counts": counts}
+    return fields, _align8(start + 8 * order)
+
+
+class _Layout:
+    """Where each part of a trie file lies, from its counts and bit widths."""
+
+    def __init__(self, path: Path, data: bytes, header: dict, start: int):
+        counts, order = header["counts"], header["order"]
+        self.quantized = header["model_type"] in (3, 5)
+        self.array = header["model_type"] in (4, 5)
+        pos = start + 8 + 8 * counts[0]  # the sorted vocabulary: a count, then hashes
+        self.search = pos
+        self.prob_bits = self.bow_bits = 0
+        if self.quantized:
+            self._need(path, data, pos + 3)
+            qversion, self.prob_bits, self.bow_bits = data[pos], data[pos + 1], data[pos + 2]
+            if qversion != 2 or not (1 <= self.prob_bits <= 25 and 1 <= self.bow_bits <= 25):
+                raise NnlmError(f"{path}: KenLM quantization version {qversion} with "
+                                f"{self.prob_bits}/{self.bow_bits} bits; nnlm reads version 2 "
+                                "with 1-25 bits")
+            self.tables = pos + 8
+            pos += (order - 2) * ((1 << self.bow_bits) + (1 << self.prob_bits)) * 4 \
+                + (1 << self.prob_bits) * 4 + 8
+        self.unigrams = pos
+        pos += (counts[0] + 2) * 16
+        self.chop = 0
+        if self.array and order > 2:
+            self._need(path, data, pos + 2)
+            if data[pos] != 0:
+                raise NnlmError(f"{path}: KenLM pointer-compression version {data[pos]}; nnlm "
+                                "reads version 0")
+            self.chop_config = data[pos + 1]
+        self.word_bits = required_bits(counts[0])
+        self.middles = []
+        for k in range(2, order):
+            entries, max_next = counts[k - 1], counts[k]
+            quant = self.prob_bits + self.bow_bits if self.quantized else 63
+            if self.array:
+                chop = self._chop_bits(entries + 1, max_next)
+                inline = required_bits(max_next) - chop
+                n_offsets = (max_next >> (required_bits(max_next) - chop)) + 1
+                offsets_at = _align8(pos) + 8
+                bhiksha = 8 * (1 + n_offsets) + 7
+            else:
+                chop, inline, n_offsets, offsets_at, bhiksha = 0, required_bits(max_next), 0, 0, 0
+            total = self.word_bits + quant + inline
+            base = pos + bhiksha
+            size = ((1 + entries) * total + 7) // 8 + 8
+            self.middles.append(SimpleNamespace(
+                k=k, n=entries, base=base, size=size, total=total, quant=quant, inline=inline,
+                chop=chop, offsets_at=offsets_at, n_offsets=n_offsets))
+            pos = base + size
+        longest_quant = self.prob_bits if self.quantized else 31
+        total = self.word_bits + longest_quant
+        size = ((1 + counts[-1]) * total + 7) // 8 + 8
+        self.longest = SimpleNamespace(k=order, n=counts[-1], base=pos, size=size, total=total)
+        self.end = pos + size  # where the words begin
+
+    def _chop_bits(self, max_offset: int, max_next: int) -> int:
+        """ArrayBhiksha's choice of how many high pointer bits go to the table."""
+        required = required_bits(max_next)
+        best, lowest = 0, None
+        for chop in range(0, min(required, self.chop_config) + 1):
+            change = (max_next >> (required - chop)) * 64 - max_offset * chop
+            if lowest is None or change < lowest:
+                best, lowest = chop, change
+        return best
+
+    @staticmethod
+    def _need(path, data, end):
+        if len(data) < end:
+            raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data):,} bytes; its "
+                            f"header needs at least {end:,})")
+
+
+def _words(path: Path, data: bytes, at: int, count: int) -> list[str]:
+    """The vocabulary's words stored after the search structure, in id order."""
+    blob = data[at:]
+    if not blob.startswith(b"<unk>\0"):
+        raise NnlmError(f"{path}: the words at the end of this KenLM binary file are missing "
+                        "or misplaced (it may be truncated, or built without its vocabulary)")
+    parts = blob.split(b"\0")
+    if len(parts) < count or any(parts[count:]):
+        raise NnlmError(f"{path}: has {len(parts) - 1:,} words at its end, its header says "
+                        f"{count:,}; the file is truncated or damaged")
+    try:
+        return [p.decode("utf-8") for p in parts[:count]]
+    except UnicodeDecodeError:
+        raise NnlmError(f"{path}: a word at its end is not UTF-8") from None
+
+
+def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
+    """A KenLM trie binary (any of build_binary's four trie types) as a back-off model;
+    see the module docstring. Per-token numbers are KenLM's (float32 log10)."""
+    from ..arpa import assemble
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise NnlmError(f"{path}: cannot read ({e.strerror or e})") from None
+    header, start = read_header(path, data)
+    kind = header["model_type"]
+    if kind not in MODEL_TYPES:
+        raise NnlmError(f"{path}: a KenLM binary file of model type {kind}, which nnlm does "
+                        "not know")
+    if kind in (0, 1):
+        raise NnlmError(f"{path}: a KenLM binary file in the {MODEL_TYPES[kind]} format, which "
+                        "keeps hashes of the n-grams rather than their words; nnlm reads "
+                        "KenLM's trie files: give the ARPA file, or rebuild with "
+                        "`build_binary trie`")
+    if header["search_version"] != TRIE_VERSION:
+        raise NnlmError(f"{path}: KenLM trie version {header['search_version']}; nnlm reads "
+                        f"version {TRIE_VERSION}")
+    if not header["has_words"]:
+        raise NnlmError(f"{path}: a KenLM binary file built without its words (build_binary "
+                        "-v?); nnlm needs them: rebuild it from its ARPA file")
+    counts, order = header["counts"], header["order"]
+    if order < 2 or counts[0] < 1:
+        raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
+    layout = _Layout(path, data, header, start)
+    if len(data) < layout.end:
+        raise NnlmError(f"{path}: truncated ({len(data):,} bytes; its header says the model "
+                        f"takes {layout.end:,} before the words)")
+    words = _words(path, data, layout.end, counts[0])
+    tables = _read_trie(path, data, layout, counts)
+    return _to_model(path, words, tables, order, strict, assemble)
+
+
+def _read_trie(path: Path, data: bytes, layout: _Layout, counts: list[int]) -> dict:
+    """Per order: log10 probabilities, back-offs, each entry's word and its parent (the
+    entry one order down whose run holds it)."""
+    V = counts[0]
+    uni = np.frombuffer(data, np.dtype([("p", "<f4"), ("b", "<f4"), ("next", "<u8")]),
+                        V + 2, layout.unigrams)
+    out = {1: SimpleNamespace(logp=uni["p"][:V].astype(np.float64),
+                              bow=uni["b"][:V].astype(np.float64),
+                              sign=np.signbit(uni["b"][:V]))}
+    starts = uni["next"][:V + 1].astype(np.int64)
+    for level in [*layout.middles, layout.longest]:
+        bits = _Bits(data, level.base, level.size)
+        n = level.n
+        at = np.arange(n + 1, dtype=np.uint64) * np.uint64(level.total)
+        word = bits.read(at[:n], layout.word_bits).astype(np.int64)
+        fields = at[:n] + np.uint64(layout.word_bits)
+        top = level.k == len(counts)
+        if layout.quantized:
+            q = level.k - 2
+            per = (1 << layout.bow_bits) + (1 << layout.prob_bits)
+            prob_table = layout.tables + 4 * per * q if not top else \
+                layout.tables + 4 * per * (len(counts) - 2)
+            probs = np.frombuffer(data, "<f4", 1 << layout.prob_bits, prob_table)
+            if top:
+                logp = probs[bits.read(fields, layout.prob_bits).astype(np.int64)]
+                bow = np.zeros(n, np.float32)
+            else:
+                bows = np.frombuffer(data, "<f4", 1 << layout.bow_bits,
+                                     prob_table + 4 * (1 << layout.prob_bits))
+                bow = bows[bits.read(fields, layout.bow_bits).astype(np.int64)]
+                logp = probs[bits.read(fields + np.uint64(layout.bow_bits),
+                                       layout.prob_bits).astype(np.int64)]
+        else:
+            magnitude = bits.read(fields, 31).astype(np.uint32)
+            logp = (magnitude | np.uint32(0x80000000)).view(np.float32)
+            bow = np.zeros(n, np.float32) if top else \
+                bits.read(fields + np.uint64(31), 32).astype(np.uint32).view(np.float32)
+        if len(starts) != (counts[level.k - 2] + 1) or np.any(np.diff(starts) < 0) or \
+                starts[0] != 0 or starts[-1] != n:
+            raise NnlmError(f"{path}: the pointers into its {level.k}-grams are damaged")
+        parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
+        if len(word) and int(word.max()) >= V:
+            raise NnlmError(f"{path}: a {level.k}-gram's word id is past the vocabulary; the "
+                            "file is damaged")
+        out[level.k] = SimpleNamespace(logp=logp.astype(np.float64), bow=bow.astype(np.float64),
+                                       word=word, parent=parent, sign=np.signbit(bow))
+        if not top:  # the pointers into the next order, entries 0..n inclusive
+            inline = bits.read(at + np.uint64(layout.word_bits + level.quant),
+                               level.inline).astype(np.int64)
+            if layout.array:
+                table = np.frombuffer(data, "<u8", level.n_offsets, level.offsets_at)
+                high = np.searchsorted(table, np.arange(n + 1), side="right") - 1
+                inline = (high.astype(np.int64) << level.inline) | inline
+            starts = inline
+    return out
+
+
+def _to_model(path, words, tables, order, strict, assemble):
+    """The words of every n-gram (walking parents down), and the model ARPA's reader
+    builds from them."""
+    file_words = words
+    if len(set(file_words)) != len(file_words):
+        raise NnlmError(f"{path}: a word appears twice in its vocabulary")
+    vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
+    remap = np.array([vocab.index[w] for w in file_words], np.int64)
+    sections = {1: SimpleNamespace(logp=tables[1].logp, bow=tables[1].bow,
+                                   lines=np.zeros(len(words), np.int64), count=len(words))}
+    for k in range(2, order + 1):
+        # column 0 is the entry's own word (the oldest); its parent one order down
+        # holds the rest, newest last
+        cols = [tables[k].word]
+        parent = tables[k].parent
+        for j in range(k - 1, 1, -1):
+            cols.append(tables[j].word[parent])
+            parent = tables[j].parent[parent]
+        cols.append(parent)  # the unigram: the newest word
+        ids = remap[np.column_stack(cols)]
+        sections[k] = SimpleNamespace(logp=tables[k].logp, bow=tables[k].bow, ids=ids,
+                                      lines=np.zeros(len(ids), np.int64), count=len(ids))
+    if UNK in file_words and tables[1].logp[file_words.index(UNK)] == -100.0:
+        warn(f"{path}: <unk> has log10 p = -100: the ARPA file it was built from had no "
+             "<unk>, and KenLM gave it that value")
+    model = assemble(path, vocab, file_words, remap, sections, order, strict)
+    # KenLM marks with -0.0 a unigram's back-off that cannot extend; its +0.0 for a
+    # missing <unk> makes a state after <unk> keep the word (nnlm.ngram.backoff.unk_extends)
+    unk = file_words.index(UNK)
+    model.unk_extends = bool(tables[1].bow[unk] == 0 and not tables[1].sign[unk]
+                             and tables[1].logp[unk] == -100.0)
+    return model

@@ -1,0 +1,132 @@
+"""KenLM's binary files (nnlm.ngram.store.kenlm_binary). Oracles: the ARPA file each
+fixture was built from (tests/fixtures/kenlm/README.md says how), and the kenlm module
+reading the same binary where it is installed."""
+
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nnlm import NnlmError, Stream, load_model
+from nnlm.ngram import read_arpa
+from nnlm.ngram.store import kenlm_binary
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
+TRIES = ["test.trie.bin", "test.q8.bin", "test.array.bin", "test.qa.bin"]
+LINES = ["looking on a little more loin", "this is a sentence with unknown zzz words",
+         "on a little more", "a little more loin looking", "more loin on a"]
+
+
+def quiet_load(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixtures' odd sums, said by the ARPA tests
+        return load_model(path)
+
+
+def scores(model, lines):
+    stream = Stream.from_lines([line.split() for line in lines], model.vocab)
+    return model.logprobs(stream) / np.log(10)
+
+
+@pytest.mark.parametrize("name", TRIES)
+def test_every_trie_layout_scores_as_its_arpa_file(name):
+    model = quiet_load(FIXTURES / name)
+    arpa = quiet_load(FIXTURES / "test.arpa")
+    assert model.num_ngrams() == arpa.num_ngrams()
+    assert sorted(model.vocab.words) == sorted(arpa.vocab.words)  # KenLM orders by hash
+    np.testing.assert_allclose(scores(model, LINES), scores(arpa, LINES), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [*TRIES, "test_nounk.trie.bin"])
+def test_every_trie_layout_scores_as_the_kenlm_module(name):
+    kenlm = pytest.importorskip("kenlm")
+    model = quiet_load(FIXTURES / name)
+    theirs = kenlm.Model(str(FIXTURES / name))
+    for line in LINES:
+        want = [s[0] for s in theirs.full_scores(line)]
+        np.testing.assert_allclose(scores(model, [line]), want, atol=1e-5)
+
+
+def test_a_probing_file_is_named_with_the_way_out():
+    with pytest.raises(NnlmError, match="probing.*build_binary trie"):
+        load_model(FIXTURES / "test.probing.bin")
+
+
+def test_convert_a_trie_binary_to_arpa_and_to_nnlm(tmp_path, capsys):
+    from nnlm.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["ngram", "convert", str(FIXTURES / "test.qa.bin"),
+                     str(tmp_path / "out.arpa")]) == 0
+        assert main(["ngram", "convert", str(FIXTURES / "test.qa.bin"),
+                     str(tmp_path / "m")]) == 0
+    want = scores(quiet_load(FIXTURES / "test.qa.bin"), LINES)
+    np.testing.assert_allclose(scores(quiet_load(tmp_path / "out.arpa"), LINES), want,
+                               atol=1e-6)
+    np.testing.assert_allclose(scores(quiet_load(tmp_path / "m"), LINES), want, atol=1e-6)
+
+
+def boundaries(path):
+    """Every byte where a part of the file begins or ends: header, vocabulary table,
+    quantization tables, unigrams, each order's arrays, the words."""
+    data = path.read_bytes()
+    header, start = kenlm_binary.read_header(path, data)
+    layout = kenlm_binary._Layout(path, data, header, start)
+    cuts = {8, 60, 100, start, layout.search, layout.unigrams, layout.end, layout.end + 3}
+    for level in [*layout.middles, layout.longest]:
+        cuts |= {level.base, level.base + level.size // 2, level.base + level.size}
+    return sorted(c for c in cuts if 0 < c < len(data))
+
+
+@pytest.mark.parametrize("name", ["test.trie.bin", "test.qa.bin"])
+def test_truncation_at_every_boundary_is_one_line(tmp_path, name):
+    data = (FIXTURES / name).read_bytes()
+    for cut in boundaries(FIXTURES / name):
+        path = tmp_path / f"cut{cut}.bin"
+        path.write_bytes(data[:cut])
+        with pytest.raises(NnlmError) as e:
+            quiet_load(path)
+        assert "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b.replace(b"format version 5", b"format version 4", 1), "version 4"),
+    (lambda b: b[:56] + b"\x00\x00\x80\x3f" + b[60:], "another byte order"),
+    (lambda b: kenlm_binary.INCOMPLETE + b[len(kenlm_binary.INCOMPLETE):], "did not finish"),
+    (lambda b: b[:96] + (9).to_bytes(4, "little") + b[100:], "model type 9"),
+    (lambda b: b[:-40], "words"),
+])
+def test_damaged_binaries_are_named(tmp_path, damage, message):
+    path = tmp_path / "bad.bin"
+    path.write_bytes(damage((FIXTURES / "test.trie.bin").read_bytes()))
+    with pytest.raises(NnlmError, match=message):
+        quiet_load(path)
+
+
+@pytest.mark.slow
+def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
+    """Brown's KN5 through every trie layout build_binary writes: the numbers kenlm gives
+    for the same file, token by token, to 1e-5 (issue 26)."""
+    kenlm = pytest.importorskip("kenlm")
+    build_binary = shutil.which("build_binary")
+    if build_binary is None:
+        pytest.skip("KenLM's build_binary is not on the PATH")
+    from nnlm.corpus import read_corpus
+    from nnlm.ngram import KneserNey, write_arpa
+
+    vocab, train = read_corpus(brown_dir / "train.txt")
+    write_arpa(KneserNey(vocab, 5).fit(train), tmp_path / "kn5.arpa")
+    lines = [x for x in (brown_dir / "test.txt").read_text().splitlines() if x.strip()][:1500]
+    for options in ([], ["-q", "8", "-b", "8"], ["-a", "22"]):
+        out = tmp_path / f"kn5{''.join(options)}.bin"
+        subprocess.run([build_binary, *options, "trie", tmp_path / "kn5.arpa", out],
+                       check=True, capture_output=True)
+        model = load_model(out)
+        theirs = kenlm.Model(str(out))
+        want = np.concatenate([[s[0] for s in theirs.full_scores(x)] for x in lines])
+        np.testing.assert_allclose(scores(model, lines), want, atol=1e-5)
+    assert read_arpa(tmp_path / "kn5.arpa").num_ngrams() == model.num_ngrams()

@@ -1,0 +1,310 @@
+"""nnlm's mapped n-gram trie (nnlm.ngram.store): bit packing, the file, its lookups and
+its failures. Oracles: Python integers for the packing, the in-memory model (hash
+index, float64) for every score, brute-force bins for quantization."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
+from nnlm.lm import LanguageModel
+from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
+from nnlm.ngram.store import bits, trie
+from nnlm.vocab import BOS_ID
+
+
+def zipf_lines(seed=0, n_sentences=400, n_words=60):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(n_words)]
+    p = 1.0 / np.arange(1, n_words + 1)
+    p /= p.sum()
+    lines = []
+    for _ in range(n_sentences):
+        w = rng.choice(n_words, p=p)
+        line = []
+        for _ in range(rng.integers(1, 14)):
+            line.append(words[w])
+            w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
+        lines.append(line)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def kn4():
+    lines = zipf_lines()
+    vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line} | {"never": 1})
+    stream = Stream.from_lines(lines, vocab)
+    test = Stream.from_lines(zipf_lines(seed=5, n_sentences=80), vocab)
+    return KneserNey(vocab, 4, discount_fallback=True).fit(stream), test
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def lookups(request, monkeypatch):
+    """Run a test with the C lookups and again with the numpy ones."""
+    if request.param == "numpy":
+        monkeypatch.setattr(trie, "_native", None)
+    elif trie._native is None:
+        pytest.skip("nnlm.ngram.store._trie is not built (no C compiler at install)")
+    return request.param
+
+
+# -- bit packing -----------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 64), st.lists(st.integers(0, 2**64 - 1), max_size=200))
+def test_packing_round_trips_any_width(width, raw):
+    values = [v % (1 << width) for v in raw]
+    packed = bits.pack(np.array(values, np.uint64), width)
+    assert len(packed) == bits.packed_words(len(values), width)
+    as_int = sum(int(x) << (64 * i) for i, x in enumerate(packed.tolist()))  # the oracle
+    for i, v in enumerate(values):
+        assert (as_int >> (i * width)) & ((1 << width) - 1) == v
+    if values and width < 64:
+        got = bits.unpack(packed, width, np.arange(len(values)))
+        assert got.tolist() == values
+
+
+def test_packing_refuses_a_value_too_wide():
+    with pytest.raises(ValueError):
+        bits.pack(np.array([8]), 3)
+
+
+# -- the mapped model scores as the in-memory one ------------------------------------------
+def test_mapped_model_equals_the_in_memory_model(tmp_path, kn4, lookups):
+    model, test = kn4
+    save_model(model, tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "config.json", "ngrams.trie", "vocab.txt"]
+    mapped = load_model(tmp_path / "m")
+    assert all(isinstance(level, trie.TrieLevel) for level in mapped.levels)
+    want, want_orders = model.logprobs_and_orders(test)
+    got, got_orders = mapped.logprobs_and_orders(test)
+    np.testing.assert_allclose(got, want, atol=2e-6)  # float32 storage
+    assert np.array_equal(got_orders, want_orders)
+    contexts = test.contexts(4)
+    np.testing.assert_allclose(mapped.target_logprobs(contexts, test.ids),
+                               model.target_logprobs(contexts, test.ids), atol=2e-6)
+    assert np.array_equal(mapped.state_lengths(contexts, test.ids),
+                          model.state_lengths(contexts, test.ids))
+
+
+def test_every_key_is_found_and_no_absent_one(kn4, tmp_path, lookups):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    mapped = load_model(tmp_path / "m")
+    V = len(model.vocab)
+    rng = np.random.default_rng(0)
+    for level, stored in zip(mapped.levels, model.levels):
+        assert np.array_equal(level.find(stored.keys), np.arange(len(stored)))
+        queries = rng.integers(0, level.n_prefixes * V, 5000)
+        absent = ~np.isin(queries, stored.keys)
+        assert np.all(level.find(queries[absent]) == -1)
+        assert np.all(level.find(np.array([-1, -V])) == -1)
+        assert np.all(level.find_pairs(np.array([0, level.n_prefixes + 5]),
+                                       np.array([-1, 0])) == -1)
+
+
+def test_mapped_distributions_sum_to_one(tmp_path, kn4, lookups):
+    model, test = kn4
+    save_model(model, tmp_path / "m")
+    mapped = load_model(tmp_path / "m")
+    rng = np.random.default_rng(1)
+    seen = test.contexts(4)[rng.integers(0, len(test), 40)]
+    unseen = rng.integers(0, len(model.vocab), size=(40, 3))
+    for contexts in (seen, unseen):
+        dist = mapped.next_logprobs(contexts)
+        assert np.allclose(np.exp(dist).sum(axis=1), 1.0, rtol=0, atol=1e-6)
+        assert np.all(dist[:, BOS_ID] == -np.inf)
+
+
+def test_arpa_through_the_trie_and_back_gives_the_same_numbers(tmp_path, kn4):
+    model, test = kn4
+    write_arpa(model, tmp_path / "a.arpa")
+    from_arpa = read_arpa(tmp_path / "a.arpa")
+    save_model(from_arpa, tmp_path / "m")
+    write_arpa(load_model(tmp_path / "m"), tmp_path / "b.arpa")
+    again = read_arpa(tmp_path / "b.arpa")
+    np.testing.assert_allclose(again.logprobs(test), model.logprobs(test), atol=3e-6)
+    assert again.num_ngrams() == model.num_ngrams()
+
+
+def test_kn_back_offs_are_coded_losslessly(tmp_path, kn4):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    header, _ = trie.read_trie_header(tmp_path / "m" / "ngrams.trie")
+    coded = [k for k, v in header["values"].items() if v is not None]
+    assert any(k.startswith("log_bow") for k in coded)
+    mapped = load_model(tmp_path / "m")
+    for level, stored in zip(mapped.levels[:-1], model.levels):
+        assert np.array_equal(np.asarray(level.log_bow), stored.log_bow.astype(np.float32))
+
+
+# -- quantization ----------------------------------------------------------------------
+def test_bins_are_equal_count_means_as_kenlm_makes_them():
+    rng = np.random.default_rng(2)
+    values = rng.normal(-3, 1, 1000)
+    centers = trie.make_centers(values, 16)
+    v = np.sort(values)
+    for i in range(16):  # KenLM's MakeBins: bin i holds sorted values [i*n/16, (i+1)*n/16)
+        lo, hi = (1000 * i) // 16, (1000 * (i + 1)) // 16
+        assert centers[i] == pytest.approx(v[lo:hi].mean(), rel=1e-6)
+    codes = trie.encode(values, centers)
+    nearest = np.abs(values[:, None] - centers[None, :].astype(np.float64)).argmin(axis=1)
+    assert np.all(np.abs(values - centers[codes]) <= np.abs(values - centers[nearest]) + 1e-6)
+
+
+def test_quantized_model_is_smaller_and_close(tmp_path, kn4, lookups):
+    model, test = kn4
+    save_model(model, tmp_path / "full")
+    model.store_quantize = (8, 8)
+    try:
+        save_model(model, tmp_path / "q")
+    finally:
+        model.store_quantize = None
+    full = (tmp_path / "full" / "ngrams.trie").stat().st_size
+    small = (tmp_path / "q" / "ngrams.trie").stat().st_size
+    assert small < full
+    quantized = load_model(tmp_path / "q")
+    assert quantized.store_quantize == (8, 8)
+    got, want = quantized.logprobs(test), model.logprobs(test)
+    assert np.all(np.isfinite(got))
+    assert abs(got.mean() - want.mean()) < 0.02  # perplexity within 2%
+    # back-offs of exactly 1 stay exact, so which contexts extend does not change
+    for k in range(1, model.order):
+        assert np.array_equal(quantized.extends(k), model.extends(k))
+
+
+# -- old directories, damaged files ------------------------------------------------------
+def test_a_model_saved_before_the_trie_still_loads(tmp_path, kn4, monkeypatch):
+    model, test = kn4
+    monkeypatch.setattr(BackoffNgram, "save_files", LanguageModel.save_files)
+    save_model(model, tmp_path / "old")
+    assert (tmp_path / "old" / "arrays.npz").exists()
+    monkeypatch.undo()
+    assert np.array_equal(load_model(tmp_path / "old").logprobs(test), model.logprobs(test))
+
+
+def section_bounds(path):
+    header, start = trie.read_trie_header(path)
+    return sorted({start + off for off, _, _, _ in header["sections"].values()}
+                  | {start + off + size for off, size, _, _ in header["sections"].values()})
+
+
+def test_truncation_at_every_section_boundary_is_one_line(tmp_path, kn4):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    data = path.read_bytes()
+    cuts = [0, 4, 20, 30] + [b - 1 for b in section_bounds(path) if 0 < b <= len(data)]
+    for cut in sorted(set(cuts)):
+        shutil.copytree(tmp_path / "m", tmp_path / f"cut{cut}")
+        (tmp_path / f"cut{cut}" / "ngrams.trie").write_bytes(data[:cut])
+        with pytest.raises(NnlmError) as e:
+            load_model(tmp_path / f"cut{cut}")
+        assert "\n" not in str(e.value) and "ngrams.trie" in str(e.value)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:8] + bytes(reversed(b[8:12])) + b[12:], "other byte order"),
+    (lambda b: b"XXXXXXXX" + b[8:], "not an nnlm trie"),
+    (lambda b: b[:12] + (99).to_bytes(4, "little") + b[16:], "newer"),
+    (lambda b: b[:24] + b"[" + b[25:], "header is damaged"),
+])
+def test_damaged_headers_are_named(tmp_path, kn4, damage, message):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(NnlmError, match=message):
+        load_model(tmp_path / "m")
+
+
+def test_a_trie_from_another_model_is_refused(tmp_path, kn4):
+    model, _ = kn4
+    save_model(model, tmp_path / "a")
+    save_model(model, tmp_path / "b")
+    shutil.copy(tmp_path / "a" / "ngrams.trie", tmp_path / "b" / "ngrams.trie")
+    with pytest.raises(NnlmError, match="another model"):
+        load_model(tmp_path / "b")
+
+
+def test_header_sizes_that_disagree_with_the_sections_are_refused(tmp_path, kn4):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    data = path.read_bytes()
+    length = int.from_bytes(data[16:24], "little")
+    header = json.loads(data[24:24 + length])
+    header["counts"][2] += 1
+    text = json.dumps(header).encode()
+    assert len(text) <= length + 8
+    path.write_bytes(data[:16] + len(text).to_bytes(8, "little") + text
+                     + data[24 + len(text):])
+    with pytest.raises(NnlmError, match="damaged|wrong shape|truncated"):
+        load_model(tmp_path / "m")
+
+
+def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups):
+    """Random bytes over the words, pointers and tables: wrong numbers or a one-line
+    error, never a crash (pointers are clamped to their order)."""
+    model, test = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    header, start = trie.read_trie_header(path)
+    data = bytearray(path.read_bytes())
+    rng = np.random.default_rng(3)
+    for name, (off, size, _, _) in header["sections"].items():
+        if name.startswith(("child_", "word_", "slots_")):
+            data[start + off:start + off + size] = rng.bytes(size)
+    path.write_bytes(bytes(data))
+    mapped = load_model(tmp_path / "m")
+    try:
+        mapped.logprobs(test)
+        mapped.target_logprobs(test.contexts(4), test.ids)
+    except NnlmError as e:
+        assert "\n" not in str(e)
+
+
+# -- nnlm ngram convert ------------------------------------------------------------------
+def test_convert_between_arpa_and_the_trie(tmp_path, kn4, capsys):
+    from nnlm.cli import main
+
+    model, test = kn4
+    write_arpa(model, tmp_path / "a.arpa.gz")
+    assert main(["ngram", "convert", str(tmp_path / "a.arpa.gz"), str(tmp_path / "m"),
+                 "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["ngrams"] == sum(model.num_ngrams())
+    assert done["bytes"] == (tmp_path / "m" / "ngrams.trie").stat().st_size
+    assert main(["ngram", "convert", str(tmp_path / "m"), str(tmp_path / "b.arpa")]) == 0
+    assert "ARPA" in capsys.readouterr().out
+    np.testing.assert_allclose(read_arpa(tmp_path / "b.arpa").logprobs(test),
+                               model.logprobs(test), atol=3e-6)
+    assert main(["ngram", "convert", str(tmp_path / "m"), str(tmp_path / "q"),
+                 "--quantize", "8", "8"]) == 0
+    assert load_model(tmp_path / "q").store_quantize == (8, 8)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["{arpa}", "{tmp}/x.arpa", "--quantize", "8", "8"], "--quantize applies"),
+    (["{arpa}", "{tmp}/q", "--quantize", "0", "8"], "not in"),
+    (["{arpa}", "{tmp}/q", "--quantize", "8", "26"], "not in"),
+    (["{addk}", "{tmp}/q"], "no back-off form"),
+    (["{arpa}", "{arpa}"], "input"),
+])
+def test_convert_refuses_with_one_line(tmp_path, kn4, capsys, argv, message):
+    from nnlm.cli import main
+    from nnlm.ngram import AddK
+
+    model, _ = kn4
+    write_arpa(model, tmp_path / "a.arpa")
+    lines = [["w1", "w2"], ["w2", "w3", "w1"]]
+    vocab = Vocabulary.from_counts({"w1": 1, "w2": 1, "w3": 1})
+    save_model(AddK(vocab, 2).fit(Stream.from_lines(lines, vocab)), tmp_path / "addk")
+    names = {"arpa": tmp_path / "a.arpa", "addk": tmp_path / "addk", "tmp": tmp_path}
+    assert main(["ngram", "convert", *(a.format(**names) for a in argv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
