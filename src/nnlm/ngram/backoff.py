@@ -82,6 +82,16 @@ class NgramLevel:
         return self.find(query)
 
 
+def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Each slot's place in its line for the slots lo..hi-1 of a stream (one repeat of
+    the lines' starts, not a search per slot)."""
+    first = int(np.searchsorted(offsets, lo, side="right")) - 1
+    last = int(np.searchsorted(offsets, hi - 1, side="right")) - 1
+    bounds = offsets[first:last + 2].copy()
+    bounds[0], bounds[-1] = lo, hi
+    return np.arange(lo, hi) - np.repeat(offsets[first:last + 1], np.diff(bounds))
+
+
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
 
@@ -228,11 +238,11 @@ class BackoffNgram(LanguageModel):
         for lo in range(0, len(stream), batch_size):
             hi = min(lo + batch_size, len(stream))
             # slots lo-n .. hi-1: every look-back of the run's n-grams lies inside
-            slots = np.arange(lo - n, hi)
-            inside = slots >= 0
-            ids = np.where(inside, stream.ids[np.maximum(slots, 0)], BOS_ID).astype(np.int64)
-            line = np.searchsorted(stream.offsets, slots, side="right") - 1
-            pos = np.where(inside, slots - stream.offsets[np.maximum(line, 0)], -1)
+            before = max(n - lo, 0)  # slots before the stream: <s>, position -1
+            ids = np.full(hi - lo + n, BOS_ID, np.int64)
+            ids[before:] = stream.ids[lo - n + before:hi]
+            pos = np.full(len(ids), -1, np.int64)
+            pos[before:] = _positions(stream.offsets, lo - n + before, hi)
             logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, n - 1, start_bows)
         return logp, orders
 

@@ -171,9 +171,43 @@ done:
     return result;
 }
 
+/* gather(data, bits, index, out): out[i] = field index[i] of a packed array (an index
+ * past n is clamped to the last field: no read outside the buffer). */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    Py_buffer db, ib, ob;
+    unsigned long long bits, n;
+    if (!PyArg_ParseTuple(args, "y*KKy*w*", &db, &bits, &n, &ib, &ob)) return NULL;
+    PyObject *result = NULL;
+    if (bits < 1 || bits > 64 || ib.len != ob.len || n == 0 ||
+        (unsigned long long)db.len < 8 * ((n * bits + 63) / 64 + 1)) {
+        PyErr_SetString(PyExc_ValueError, "gather: buffers do not match the sizes given");
+        goto done;
+    }
+    const uint64_t *data = db.buf;
+    const int64_t *index = ib.buf;
+    int64_t *out = ob.buf;
+    uint64_t mask = mask_of(bits);
+    Py_ssize_t m = ib.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t at = (uint64_t)index[i];
+        out[i] = (int64_t)unpack(data, bits, mask, at < n ? at : n - 1);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS, "find(words, word_bits, parents, parent_bits, n_parents, "
      "n, ids, firsts, out): the trie lookups of nnlm.ngram.store.trie.TrieLevel.find"},
+    {"gather", gather, METH_VARARGS, "gather(data, bits, n, index, out): fields of a packed "
+     "array"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_trie", NULL, -1, methods};

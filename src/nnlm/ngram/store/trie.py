@@ -113,7 +113,14 @@ class Quantized:
     def __getitem__(self, index):
         if isinstance(index, slice):
             index = np.arange(self.n)[index]
-        return self.centers[bitpack.unpack(self.codes, self.bits, index)]
+        index = np.asarray(index)
+        if _native is not None and index.ndim == 1 and self.n:
+            codes = np.empty(len(index), np.int64)
+            _native.gather(self.codes, self.bits, self.n,
+                           np.ascontiguousarray(index, np.int64), codes)
+        else:
+            codes = bitpack.unpack(self.codes, self.bits, index)
+        return self.centers[np.minimum(codes, len(self.centers) - 1)]
 
     def __array__(self, dtype=None, copy=None):
         out = self.centers[bitpack.unpack_all(self.codes, self.bits, self.n)]
@@ -337,7 +344,10 @@ def _child_pointers(model, k: int) -> np.ndarray:
     return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
 
 
-HASHED_ORDERS = (2, 3)  # orders with a table beside their runs (see the module docstring)
+# orders with a table beside their runs (see the module docstring): float32 files buy
+# speed with it (about 4 bytes an n-gram of those orders); quantized ones want size
+HASHED_ORDERS = (2, 3)
+HASHED_ORDERS_QUANTIZED = ()
 MAX_CODE_BITS = 25  # as KenLM's quantizer: the C scorer reads codes of at most 25 bits
 
 
@@ -362,61 +372,75 @@ def _code_values(values: np.ndarray, name: str, quantize):
     return codes.astype(np.int64), centers.astype(np.float32), b
 
 
-def write_trie(model, path: str | os.PathLike, binding: str,
-               quantize: tuple[int, int] | None = None) -> int:
-    """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
-    :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes."""
+def _sections(model, quantize, meta: dict):
+    """Yield (name, array) for every section of ``model``'s file, one at a time, filling
+    ``meta`` (bit widths, tables, value codes) as they are made."""
     V = len(model.vocab)
     n = model.order
-    counts = model.num_ngrams()
-    word_bits = bitpack.width(V - 1)
-    sections: list[tuple[str, np.ndarray]] = [
-        ("unigram_logp", model.unigram_logp.astype(np.float32)),
-        ("unigram_log_bow", model.unigram_log_bow.astype(np.float32))]
-    child_bits = []
-    slots, values_coding = {}, {}
+    yield "unigram_logp", model.unigram_logp.astype(np.float32)
+    yield "unigram_log_bow", model.unigram_log_bow.astype(np.float32)
     for k in range(1, n + 1):
         if k < n:
             pointers = _child_pointers(model, k)
-            child_bits.append(bitpack.width(int(pointers[-1])))
-            sections.append((f"child_{k}", bitpack.pack(pointers, child_bits[-1])))
+            meta["child_bits"].append(bitpack.width(int(pointers[-1])))
+            yield f"child_{k}", bitpack.pack(pointers, meta["child_bits"][-1])
+            del pointers
         if k == 1:
             continue
         level = model.levels[k - 2]
-        sections.append((f"word_{k}", bitpack.pack(level.keys % V, word_bits)))
-        if k in HASHED_ORDERS:
+        yield f"word_{k}", bitpack.pack(level.keys % V, meta["word_bits"])
+        if k in (HASHED_ORDERS if quantize is None else HASHED_ORDERS_QUANTIZED):
             table, n_slots = build_slots(level.keys)
-            slots[str(k)] = [n_slots, bitpack.width(len(level))]
-            sections.append((f"slots_{k}", bitpack.pack(table, slots[str(k)][1])))
-        fields = [("logp", np.asarray(level.logp))] + \
-            ([("log_bow", np.asarray(level.log_bow))] if k < n else [])
-        for name, values in fields:
+            meta["slots"][str(k)] = [n_slots, bitpack.width(len(level))]
+            yield f"slots_{k}", bitpack.pack(table, meta["slots"][str(k)][1])
+            del table
+        for name in ["logp"] + (["log_bow"] if k < n else []):
+            values = np.asarray(getattr(level, name))
             coded = _code_values(values, name, quantize)
-            values_coding[f"{name}_{k}"] = None if coded is None else \
-                [coded[2], len(coded[1])]
+            meta["values"][f"{name}_{k}"] = None if coded is None else [coded[2], len(coded[1])]
             if coded is None:
-                sections.append((f"{name}_{k}", values.astype(np.float32)))
+                yield f"{name}_{k}", values.astype(np.float32)
             else:
-                sections.append((f"{name}_codes_{k}", bitpack.pack(coded[0], coded[2])))
-                sections.append((f"{name}_centers_{k}", coded[1]))
+                yield f"{name}_codes_{k}", bitpack.pack(coded[0], coded[2])
+                yield f"{name}_centers_{k}", coded[1]
+
+
+def header_room(order: int) -> int:
+    """Bytes kept for the header before the first section (it is written last, once every
+    section's place is known): generous for its ~6 sections an order."""
+    return -(-(4096 + 640 * order) // ALIGN) * ALIGN
+
+
+def write_trie(model, path: str | os.PathLike, binding: str,
+               quantize: tuple[int, int] | None = None) -> int:
+    """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
+    :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes.
+
+    Streams: each section goes to the file as soon as it is made, so writing adds one
+    section's arrays to the model's memory, not the whole file; the header, whose
+    section table is known only at the end, goes into room kept for it at the start."""
+    n = model.order
+    meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "child_bits": [], "slots": {},
+            "values": {}}
+    start = header_room(n)
     table = {}
     offset = 0
-    for name, a in sections:
-        table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
-        offset += -(-a.nbytes // ALIGN) * ALIGN
-    header = {"order": n, "vocab_size": V, "counts": counts, "binding": binding,
-              "slots": slots, "values": values_coding,
-              "word_bits": word_bits, "child_bits": child_bits,
-              "quantize": list(quantize) if quantize else None,
-              "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
-    text = json.dumps(header).encode()
-    start = -(-(_PREFIX.size + len(text)) // ALIGN) * ALIGN
     with open(path, "wb") as f:
-        f.write(_PREFIX.pack(MAGIC, BYTE_ORDER_MARK, FORMAT_VERSION, len(text)) + text)
-        for name, a in sections:
-            f.seek(start + table[name][0])
-            f.write(np.ascontiguousarray(a).tobytes())
+        for name, a in _sections(model, quantize, meta):
+            f.seek(start + offset)
+            f.write(np.ascontiguousarray(a).data)
+            table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
+            offset += -(-a.nbytes // ALIGN) * ALIGN
         f.truncate(start + offset)
+        header = {"order": n, "vocab_size": len(model.vocab), "counts": model.num_ngrams(),
+                  "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
+                  "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
+        text = json.dumps(header).encode()
+        text += b" " * (start - _PREFIX.size - len(text))  # JSON allows trailing blanks
+        if _PREFIX.size + len(text) != start:
+            raise NnlmError(f"{path}: the header outgrew its room ({len(text)} bytes)")
+        f.seek(0)
+        f.write(_PREFIX.pack(MAGIC, BYTE_ORDER_MARK, FORMAT_VERSION, len(text)) + text)
     return start + offset
 
 

@@ -1,0 +1,187 @@
+"""n-gram models on disk and in memory: nnlm's mapped trie beside KenLM's build_binary.
+
+    python bench/store.py --data data/brown --out bench/results/store.json
+    python bench/store.py --data data/brown --tokens 10000000 --out bench/results/store_10m.json
+
+Estimates KN5 on the training text (Brown's, or a synthetic corpus of --tokens tokens
+with Brown's statistics, bench/synthetic.py), writes it as ARPA, and builds every form
+of it: nnlm's trie (float32, and --quantize 8 8), nnlm's previous format (arrays.npz,
+read whole, with a hash index built at first use) and, when KenLM's build_binary is on
+the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie. Then, for each, in a fresh
+process, one at a time (issue 26's goals):
+
+- the file's size, and bytes per n-gram;
+- opening: load and the first query, in the process (best of 3 processes);
+- peak memory (the kernel's VmHWM) of a process that loads the model and scores the
+  test text (the text repeated 6 times for the synthetic corpora);
+- bulk scoring: tokens per second of nnlm's ``logprobs`` on the text encoded once, and
+  of the kenlm module's ``score`` per sentence, as its documentation calls it (best of 3
+  passes);
+- the perplexity, so that quantization's cost sits beside KenLM's.
+
+Ratios are what to compare on a noisy machine. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PROBE = r"""
+import json, math, resource, sys, time, warnings
+warnings.simplefilter("ignore")
+kind, model_path, text = sys.argv[1], sys.argv[2], sys.argv[3]
+if kind == "kenlm":  # imports before the clock: opening is the model's cost
+    import kenlm
+else:
+    import numpy as np
+    from nnlm import Stream
+    from nnlm.corpus import read_stream
+    from nnlm.models import load_model
+t = time.perf_counter()
+if kind == "kenlm":
+    m = kenlm.Model(model_path)
+    m.score("the", bos=True, eos=True)
+else:
+    m = load_model(model_path)
+    m.logprobs(Stream.from_lines([["the"]], m.vocab))
+opened = time.perf_counter() - t
+lines = open(text, encoding="utf-8").read().splitlines()
+stream = None if kind == "kenlm" else read_stream(text, m.vocab)  # encoded once
+best, total, n = math.inf, 0.0, 0
+for _ in range(3):
+    t = time.perf_counter()
+    if kind == "kenlm":
+        total = sum(m.score(x, bos=True, eos=True) for x in lines) * math.log(10)
+    else:
+        lp = m.logprobs(stream)
+        total = float(lp.sum())
+    best = min(best, time.perf_counter() - t)
+n = sum(len(x.split()) + 1 for x in lines)
+# the peak of this process since exec (VmHWM), not ru_maxrss, which counts the parent's
+# memory at fork
+peak = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
+print(json.dumps({"open_seconds": opened, "tokens": n, "tokens_per_second": n / best,
+                  "perplexity": math.exp(-total / n), "peak_rss_mb": peak / 1024}))
+"""
+
+
+def probe(kind: str, model: Path, text: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, kind, str(model), str(text)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*")) if path.is_dir() \
+        else path.stat().st_size
+
+
+def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]:
+    """Every form of the KN5 model: name -> (kind, path)."""
+    from nnlm.corpus import read_corpus
+    from nnlm.lm import LanguageModel
+    from nnlm.models import save_model
+    from nnlm.ngram import BackoffNgram, KneserNey, write_arpa
+
+    vocab, stream = read_corpus(train)
+    model = KneserNey(vocab, 5).fit(stream)
+    n_grams = sum(model.num_ngrams())
+    forms = {}
+    save_model(model, work / "nnlm")
+    forms["nnlm trie"] = ("nnlm", work / "nnlm")
+    model.store_quantize = (8, 8)
+    save_model(model, work / "nnlm_q8")
+    forms["nnlm trie -q 8 -b 8"] = ("nnlm", work / "nnlm_q8")
+    model.store_quantize = None
+    BackoffNgram.save_files = LanguageModel.save_files  # the format before the trie
+    save_model(model, work / "npz")
+    del BackoffNgram.save_files
+    forms["nnlm arrays.npz (before)"] = ("nnlm", work / "npz")
+    write_arpa(model, work / "kn5.arpa")
+    if build_binary:
+        for name, args in [("KenLM probing", ["probing"]), ("KenLM trie", ["trie"]),
+                           ("KenLM trie -q 8 -b 8", ["-q", "8", "-b", "8", "trie"])]:
+            out = work / (name.replace(" ", "_") + ".bin")
+            subprocess.run([build_binary, *args[:-1], args[-1], work / "kn5.arpa", out],
+                           check=True, capture_output=True)
+            forms[name] = ("kenlm", out)
+    return forms, n_grams
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("data/brown"))
+    parser.add_argument("--tokens", type=int, help="a synthetic corpus of this many tokens "
+                        "instead of Brown's training text")
+    parser.add_argument("--build-binary", default=shutil.which("build_binary"))
+    parser.add_argument("--work", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/store.json"))
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="nnlm-store-"))
+    work.mkdir(parents=True, exist_ok=True)
+    train, text = args.data / "train.txt", args.data / "test.txt"
+    corpus = "Brown train"
+    if args.tokens:
+        from synthetic import generate
+
+        train = work / "synthetic.txt"
+        generate(args.data / "train.txt", args.tokens, train)
+        corpus = f"synthetic {args.tokens:,} tokens (bench/synthetic.py)"
+        lines = text.read_text(encoding="utf-8").splitlines()
+        text = work / "test6.txt"
+        text.write_text("\n".join(lines * 6) + "\n", encoding="utf-8")
+    forms, n_grams = build(work, train, args.build_binary)
+    rows = {}
+    for name, (kind, path) in forms.items():
+        if kind == "kenlm":
+            try:
+                import kenlm  # noqa: F401
+            except ImportError:
+                continue
+        opens = [probe(kind, path, text) for _ in range(3)]
+        best = min(opens, key=lambda r: r["open_seconds"])
+        rows[name] = {"bytes": size_of(path), "bytes_per_ngram": size_of(path) / n_grams,
+                      "open_seconds": best["open_seconds"],
+                      "peak_rss_mb": min(r["peak_rss_mb"] for r in opens),
+                      "tokens_per_second": max(r["tokens_per_second"] for r in opens),
+                      "perplexity": best["perplexity"]}
+        print(f"{name:28s} {rows[name]['bytes'] / 1e6:8.1f} MB "
+              f"{rows[name]['bytes_per_ngram']:6.2f} B/ngram  open "
+              f"{rows[name]['open_seconds']:.3f}s  peak {rows[name]['peak_rss_mb']:7.1f} MB  "
+              f"{rows[name]['tokens_per_second'] / 1e6:5.2f}M tok/s  "
+              f"ppl {rows[name]['perplexity']:.2f}", flush=True)
+    result = {"corpus": corpus, "order": 5, "ngrams": n_grams, "test_text": str(text),
+              "machine": platform.processor() or platform.machine(),
+              "date": time.strftime("%Y-%m-%d"), "forms": rows}
+    if "nnlm trie" in rows and "KenLM trie" in rows:
+        result["ratios"] = {
+            "size_vs_kenlm_trie": rows["nnlm trie"]["bytes"] / rows["KenLM trie"]["bytes"],
+            "q8_size_vs_kenlm_q8": rows["nnlm trie -q 8 -b 8"]["bytes"]
+            / rows["KenLM trie -q 8 -b 8"]["bytes"],
+            "peak_rss_vs_kenlm_trie": rows["nnlm trie"]["peak_rss_mb"]
+            / rows["KenLM trie"]["peak_rss_mb"],
+            "bulk_vs_before": rows["nnlm trie"]["tokens_per_second"]
+            / rows["nnlm arrays.npz (before)"]["tokens_per_second"],
+            "bulk_vs_kenlm_score": rows["nnlm trie"]["tokens_per_second"]
+            / rows["KenLM trie"]["tokens_per_second"]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result.get("ratios", {}), indent=1))
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
