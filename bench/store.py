@@ -136,7 +136,7 @@ def main() -> None:
         from synthetic import generate
 
         train = work / "synthetic.txt"
-        generate(args.data / "train.txt", args.tokens, train)
+        generate(None, args.tokens, train)  # as bench/scale.py: NLTK_DATA must find Brown
         corpus = f"synthetic {args.tokens:,} tokens (bench/synthetic.py)"
         lines = text.read_text(encoding="utf-8").splitlines()
         text = work / "test6.txt"

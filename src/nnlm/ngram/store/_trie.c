@@ -24,6 +24,9 @@
 #define GROUP 8
 #endif
 #define GOLDEN 0x9E3779B97F4A7C15ULL
+#ifndef AHEAD
+#define AHEAD 4
+#endif
 
 static inline uint64_t unpack(const uint64_t *data, uint64_t bits, uint64_t mask, uint64_t i) {
     uint64_t pos = i * bits, w = pos >> 6, off = pos & 63;
@@ -156,8 +159,29 @@ static PyObject *find(PyObject *self, PyObject *args) {
     const int64_t *q = qb.buf, *x = xb.buf;
     int64_t *out = ob.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t g = 0; g < m; g += GROUP)
+    for (Py_ssize_t g = 0; g < m; g += GROUP) {
+        /* ask now for what the group AHEAD groups on will read first (its runs' bounds
+         * and home slots): by the time it is searched, those lines are on their way */
+        Py_ssize_t a0 = g + AHEAD * GROUP, a1 = a0 + GROUP < m ? a0 + GROUP : m;
+        for (Py_ssize_t i = a0; i < a1; i++) {
+            if (q[i] < 0 || x[i] < 0 || (uint64_t)q[i] >= L.n_parents) continue;
+            prefetch_field(L.parents, L.parent_bits, (uint64_t)q[i]);
+            if (L.slots) {
+                uint64_t key = (uint64_t)q[i] * V + (uint64_t)x[i];
+                prefetch_field(L.slots, L.slot_bits, (((key * GOLDEN) >> 32) * L.n_slots) >> 32);
+            }
+        }
+        if (!L.slots) {  /* the next group: its bounds have arrived; ask for its words */
+            Py_ssize_t b0 = g + GROUP, b1 = b0 + GROUP < m ? b0 + GROUP : m;
+            for (Py_ssize_t i = b0; i < b1; i++) {
+                if (q[i] < 0 || (uint64_t)q[i] >= L.n_parents) continue;
+                uint64_t a = unpack(L.parents, L.parent_bits, L.pmask, (uint64_t)q[i]);
+                uint64_t b = unpack(L.parents, L.parent_bits, L.pmask, (uint64_t)q[i] + 1);
+                if (a < b && b <= L.n) prefetch_field(L.words, L.word_bits, a + ((b - a) >> 1));
+            }
+        }
         group_find(&L, V, m - g < GROUP ? (int)(m - g) : GROUP, q + g, x + g, out + g);
+    }
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);

@@ -181,6 +181,7 @@ class TrieLevel(NgramLevel):
         self.lower = lower
         self._lazy: dict[str, np.ndarray] = {}
         self._by_prefix = None
+        self._index = None  # nnlm.kenlm's per-call path builds a hash index over keys
 
     def __len__(self) -> int:
         return self.n
