@@ -50,9 +50,46 @@ def test_every_trie_layout_scores_as_the_kenlm_module(name):
         np.testing.assert_allclose(scores(model, [line]), want, atol=1e-5)
 
 
-def test_a_probing_file_is_named_with_the_way_out():
-    with pytest.raises(NnlmError, match="probing.*build_binary trie"):
-        load_model(FIXTURES / "test.probing.bin")
+def test_a_probing_file_scores_where_it_lies():
+    model = quiet_load(FIXTURES / "test.probing.bin")
+    arpa = quiet_load(FIXTURES / "test.arpa")
+    assert sorted(model.vocab.words) == sorted(arpa.vocab.words)
+    np.testing.assert_allclose(scores(model, LINES), scores(arpa, LINES), atol=1e-5)
+    contexts = Stream.from_lines([line.split() for line in LINES], arpa.vocab).contexts(5)
+    dist = model.next_logprobs(contexts[:6])
+    assert np.allclose(np.exp(dist).sum(axis=1), np.exp(arpa.next_logprobs(
+        contexts[:6])).sum(axis=1), atol=1e-5)  # the file's own (odd) sums, as its ARPA's
+
+
+def test_a_probing_file_scores_as_the_kenlm_module():
+    kenlm = pytest.importorskip("kenlm")
+    model = quiet_load(FIXTURES / "test.probing.bin")
+    theirs = kenlm.Model(str(FIXTURES / "test.probing.bin"))
+    for line in LINES:
+        np.testing.assert_allclose(scores(model, [line]),
+                                   [s[0] for s in theirs.full_scores(line)], atol=1e-5)
+
+
+def test_a_probing_file_through_the_kenlm_drop_in():
+    import nnlm.kenlm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = nnlm.kenlm.Model(str(FIXTURES / "test.probing.bin"))
+        arpa = nnlm.kenlm.Model(str(FIXTURES / "test.arpa"))
+    for line in LINES:
+        assert ours.score(line) == pytest.approx(arpa.score(line), abs=1e-4)
+
+
+@pytest.mark.parametrize("argv", [["{tmp}/out.arpa"], ["{tmp}/m"]])
+def test_a_probing_file_cannot_be_converted_and_says_why(tmp_path, capsys, argv):
+    from nnlm.cli import main
+
+    code = main(["ngram", "convert", str(FIXTURES / "test.probing.bin"),
+                 *(a.format(tmp=tmp_path) for a in argv)])
+    err = capsys.readouterr().err
+    assert code == 2 and "hashes of its n-grams" in err and "build_binary trie" in err
+    assert not (tmp_path / "m").exists() and not (tmp_path / "out.arpa").exists()
 
 
 def test_convert_a_trie_binary_to_arpa_and_to_nnlm(tmp_path, capsys):
@@ -109,8 +146,8 @@ def test_damaged_binaries_are_named(tmp_path, damage, message):
 
 @pytest.mark.slow
 def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
-    """Brown's KN5 through every trie layout build_binary writes: the numbers kenlm gives
-    for the same file, token by token, to 1e-5 (issue 26)."""
+    """Brown's KN5 through the layouts build_binary writes: the numbers kenlm gives for
+    the same file, token by token, to 1e-5 (issue 26)."""
     kenlm = pytest.importorskip("kenlm")
     build_binary = shutil.which("build_binary")
     if build_binary is None:
@@ -121,12 +158,13 @@ def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
     vocab, train = read_corpus(brown_dir / "train.txt")
     write_arpa(KneserNey(vocab, 5).fit(train), tmp_path / "kn5.arpa")
     lines = [x for x in (brown_dir / "test.txt").read_text().splitlines() if x.strip()][:1500]
-    for options in ([], ["-q", "8", "-b", "8"], ["-a", "22"]):
+    for options in (["trie"], ["-q", "8", "-b", "8", "trie"], ["-a", "22", "trie"],
+                    ["probing"]):
         out = tmp_path / f"kn5{''.join(options)}.bin"
-        subprocess.run([build_binary, *options, "trie", tmp_path / "kn5.arpa", out],
+        subprocess.run([build_binary, *options, tmp_path / "kn5.arpa", out],
                        check=True, capture_output=True)
         model = load_model(out)
         theirs = kenlm.Model(str(out))
         want = np.concatenate([[s[0] for s in theirs.full_scores(x)] for x in lines])
         np.testing.assert_allclose(scores(model, lines), want, atol=1e-5)
-    assert read_arpa(tmp_path / "kn5.arpa").num_ngrams() == model.num_ngrams()
+    assert read_arpa(tmp_path / "kn5.arpa").num_ngrams() == model.num_ngrams()  # probing

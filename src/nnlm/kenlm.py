@@ -146,6 +146,10 @@ def _query(lm, serial: int):
     indexes, which this builds if scoring has not yet."""
     if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER:
         return None
+    from .ngram.backoff import NgramLevel
+
+    if not all(isinstance(level, NgramLevel) for level in lm.levels):
+        return None  # a KenLM probing file's tables: the Python path looks them up
     from .ngram.hashindex import HashIndex
 
     def log10(a):

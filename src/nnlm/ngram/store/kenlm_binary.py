@@ -26,8 +26,14 @@ little-endian bit streams.
 :func:`read_kenlm_binary` reads a trie file into a :class:`BackoffNgram` (orders,
 words and numbers as the ARPA file it was built from, checked as ARPA files are), so a
 ``.bin`` loads wherever nnlm takes a model and converts to ARPA or to nnlm's format.
-Probing files keep only hashes of the n-grams, not their words; they are named and
-refused, with the way out.
+
+Probing files (KenLM's default) keep, per order, an open-addressing table of 64-bit
+hashes of the n-grams (KenLM's CombineWordHash over word ids, newest word first) with
+their log10 probability (its sign bit a flag: the value is always negative) and back-off;
+bucket = hash mod table size, linear probing, key 0 empty. Their words cannot be recovered, so such a file is scored where it lies:
+:class:`KenlmProbing` is a :class:`BackoffNgram` whose orders look n-grams up in those
+tables (an entry's id is its slot), so every scorer, mixture and decoder works on it;
+it cannot be converted or saved, and says so.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import numpy as np
 
 from ...errors import NnlmError, warn
 from ...vocab import SPECIALS, UNK, Vocabulary
+from ..backoff import BackoffNgram
 
 MAGIC_PREFIX = b"mmap lm http://kheafield.com/code"
 VERSIONED = b"mmap lm http://kheafield.com/code format version "
@@ -213,10 +220,7 @@ def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
         raise NnlmError(f"{path}: a KenLM binary file of model type {kind}, which nnlm does "
                         "not know")
     if kind in (0, 1):
-        raise NnlmError(f"{path}: a KenLM binary file in the {MODEL_TYPES[kind]} format, which "
-                        "keeps hashes of the n-grams rather than their words; nnlm reads "
-                        "KenLM's trie files: give the ARPA file, or rebuild with "
-                        "`build_binary trie`")
+        return _read_probing(path, data, header, start)
     if header["search_version"] != TRIE_VERSION:
         raise NnlmError(f"{path}: KenLM trie version {header['search_version']}; nnlm reads "
                         f"version {TRIE_VERSION}")
@@ -324,3 +328,162 @@ def _to_model(path, words, tables, order, strict, assemble):
     model.unk_extends = bool(tables[1].bow[unk] == 0 and not tables[1].sign[unk]
                              and tables[1].logp[unk] == -100.0)
     return model
+
+
+# -- probing files -------------------------------------------------------------------
+PROBING_VERSION = 0
+_MULTIPLY = np.uint64(8978948897894561157)
+_ADD = np.uint64(17894857484156487943)
+
+
+def combine(node: np.ndarray, word: np.ndarray) -> np.ndarray:
+    """KenLM's CombineWordHash: the hash of an n-gram extended one word to the left."""
+    with np.errstate(over="ignore"):
+        return (node * _MULTIPLY) ^ ((word.astype(np.uint64) + np.uint64(1)) * _ADD)
+
+
+def _buckets(entries: int, multiplier: float) -> int:
+    """ProbingHashTable::Size's bucket count (the product in float32, as KenLM has it)."""
+    return max(entries + 1, int(np.float32(multiplier) * np.float32(entries)))
+
+
+class ProbingLevel:
+    """Order k of a KenLM probing file, with the part of :class:`NgramLevel`'s interface
+    that scoring uses: ``find_pairs``, ``logp``, ``log_bow`` and ``extends_flags``. An
+    entry's id is its slot in the table; ``keys`` there are the n-grams' hashes."""
+
+    def __init__(self, k, table, lower, kid_of, n):
+        self.k, self.table, self.lower, self.kid_of, self.n = k, table, lower, kid_of, n
+        self.buckets = len(table)
+        self.hashes = table["key"]
+        # the probability's sign bit is KenLM's "independent left" flag; the value is
+        # always the negative one (GenericProbingProxy::Prob sets the sign)
+        self.logp = -np.abs(table["p"].astype(np.float64)) * np.log(10)
+        has_bow = "b" in table.dtype.names
+        self.log_bow = (table["b"].astype(np.float64) * np.log(10) if has_bow
+                        else np.zeros(len(table)))
+        # KenLM's -0.0 back-off: an n-gram that cannot extend (HasExtension)
+        self.extends_flags = ~np.signbit(table["b"]) if has_bow else np.zeros(len(table), bool)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _words_unknown(self, *args):
+        raise NnlmError(f"{NOT_CONVERTIBLE}")
+
+    keys = prefix = last = property(_words_unknown)
+    first_and_suffix = _words_unknown
+
+    def find_pairs(self, ids: np.ndarray, words: np.ndarray, V: int | None = None):
+        """Slot of the n-gram (words[i], then the (k-1)-gram ids[i]), -1 where absent."""
+        ids = np.asarray(ids, np.int64)
+        words = np.asarray(words, np.int64)
+        out = np.full(len(ids), -1, np.int64)
+        ok = np.flatnonzero((ids >= 0) & (words >= 0))
+        if not len(ok):
+            return out
+        node = (self.kid_of[ids[ok]].astype(np.uint64) if self.k == 2
+                else self.lower.hashes[ids[ok]])
+        want = combine(node, self.kid_of[words[ok]])
+        pos = (want % np.uint64(self.buckets)).astype(np.int64)
+        rest = np.arange(len(ok))
+        for _ in range(self.buckets):
+            got = self.hashes[pos[rest]]
+            hit = got == want[rest]
+            out[ok[rest[hit]]] = pos[rest[hit]]
+            rest = rest[~hit & (got != 0)]
+            if not len(rest):
+                break
+            pos[rest] = (pos[rest] + 1) % self.buckets
+        return out
+
+
+def _read_probing(path: Path, data: bytes, header: dict, start: int):
+    counts, order = header["counts"], header["order"]
+    rest = header["model_type"] == 1
+    if header["search_version"] != PROBING_VERSION:
+        raise NnlmError(f"{path}: KenLM probing version {header['search_version']}; nnlm reads "
+                        f"version {PROBING_VERSION}")
+    if not header["has_words"]:
+        raise NnlmError(f"{path}: a KenLM binary file built without its words; nnlm needs "
+                        "them: rebuild it from its ARPA file")
+    if order < 2:
+        raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
+    mult = header["probing_multiplier"]
+    V = counts[0]
+    pos = start
+    if len(data) < pos + 8:
+        raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data):,} bytes)")
+    if struct.unpack_from("<I", data, pos)[0] != 0:
+        raise NnlmError(f"{path}: KenLM probing vocabulary version "
+                        f"{struct.unpack_from('<I', data, pos)[0]}; nnlm reads version 0")
+    pos += 8 + _buckets(V, mult) * 12  # the vocabulary's hash table: words come at the end
+    weights = np.dtype([("p", "<f4"), ("b", "<f4")] + ([("r", "<f4")] if rest else []))
+    middle = np.dtype([("key", "<u8"), ("p", "<f4"), ("b", "<f4")]
+                      + ([("r", "<f4")] if rest else []), align=False)
+    longest = np.dtype([("key", "<u8"), ("p", "<f4")])
+    parts = [("unigrams", weights, V + 1)]
+    parts += [(f"{k}-grams", middle, _buckets(counts[k - 1], mult)) for k in range(2, order)]
+    parts += [(f"{order}-grams", longest, _buckets(counts[-1], mult))]
+    arrays = []
+    for name, dtype, n in parts:
+        if len(data) < pos + dtype.itemsize * n:
+            raise NnlmError(f"{path}: truncated in its {name} ({len(data):,} bytes; they end "
+                            f"at byte {pos + dtype.itemsize * n:,})")
+        arrays.append(np.frombuffer(data, dtype, n, pos))
+        pos += dtype.itemsize * n
+    words = _words(path, data, pos, V)
+    if len(set(words)) != len(words):
+        raise NnlmError(f"{path}: a word appears twice in its vocabulary")
+    vocab = Vocabulary([*SPECIALS, *(w for w in words if w not in SPECIALS)])
+    remap = np.array([vocab.index[w] for w in words], np.int64)
+    kid_of = np.empty(V, np.int64)
+    kid_of[remap] = np.arange(V)
+    uni = arrays[0][:V]
+    ln10 = np.log(10)
+    uni_logp = np.empty(V)
+    uni_bow = np.empty(V)
+    uni_logp[remap] = -np.abs(uni["p"].astype(np.float64)) * ln10  # the sign: a flag
+    uni_bow[remap] = uni["b"] * ln10
+    uni_logp[vocab.index["<s>"]] = -np.inf
+    if not np.all(np.isfinite(uni_bow)) or np.isnan(uni_logp).any():
+        raise NnlmError(f"{path}: a unigram's numbers are not finite; the file is damaged")
+    levels = []
+    for k, table in enumerate(arrays[1:], start=2):
+        levels.append(ProbingLevel(k, table, levels[-1] if levels else None, kid_of,
+                                   counts[k - 1]))
+    model = KenlmProbing.__new__(KenlmProbing)
+    BackoffNgram.__init__(model, vocab, uni_logp, uni_bow, levels)
+    model.path = path
+    model.unigram_extends = np.zeros(V, bool)
+    model.unigram_extends[remap] = ~np.signbit(uni["b"])
+    return model
+
+
+NOT_CONVERTIBLE = ("a KenLM probing file keeps hashes of its n-grams, not their words, so "
+                   "it cannot be saved, pruned or converted; give the ARPA file it was built "
+                   "from, or rebuild it with `build_binary trie`")
+
+
+class KenlmProbing(BackoffNgram):
+    """A KenLM probing file, scored where it lies (see the module docstring)."""
+
+    def extends(self, k: int) -> np.ndarray:
+        """KenLM's own flags: the sign of zero of each stored back-off."""
+        return self.unigram_extends if k == 1 else self.levels[k - 2].extends_flags
+
+    def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        """Every word's log-probability after each context: |V| lookups a context (the
+        tables cannot list a context's continuations)."""
+        contexts = np.asarray(contexts, np.int64)
+        V = len(self.vocab)
+        out = np.empty((len(contexts), V))
+        step = max(1, (1 << 20) // V)
+        for lo in range(0, len(contexts), step):
+            c = contexts[lo:lo + step]
+            flat = self.target_logprobs(np.repeat(c, V, axis=0), np.tile(np.arange(V), len(c)))
+            out[lo:lo + len(c)] = flat.reshape(len(c), V)
+        return out
+
+    def save_files(self, directory, binding) -> None:
+        raise NnlmError(f"{self.path}: {NOT_CONVERTIBLE}")
