@@ -78,9 +78,10 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
 FAMILIES = {"addk": "n-gram", "backoff": "n-gram", "kn": "n-gram", "interpolated": "n-gram",
             "class": "n-gram", "nplm": "neural", "mixture": "mixture"}
 # every name nnlm writes inside a model directory (a training run's included)
-MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.trie", "classes.tsv",
-                           "components", "model.safetensors", "state", "shortlist_backoff",
-                           "metrics.csv", "learning_curve.png", "tensorboard"})
+MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.trie",
+                           "class_ngrams.trie", "classes.tsv", "components",
+                           "model.safetensors", "state", "shortlist_backoff", "metrics.csv",
+                           "learning_curve.png", "tensorboard"})
 
 
 def _foreign_entries(path: Path) -> list[str]:

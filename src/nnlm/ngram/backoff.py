@@ -332,22 +332,30 @@ class BackoffNgram(LanguageModel):
         """A model directory holding ``ngrams.trie`` (mapped: memory grows only with the
         pages that queries touch, and processes share them), or, as saved before the
         trie existed, ``arrays.npz`` (read whole)."""
-        from .store.trie import FILE_NAME, map_trie
+        from .store.trie import FILE_NAME
 
         trie = Path(path) / FILE_NAME
         if not trie.exists():
             return super().load_dir(path, header, vocab)
-        mapped = map_trie(trie, header_binding(header), len(vocab))
-        if mapped["order"] != header["config"].get("order"):
+        return cls.from_trie(trie, header_binding(header), vocab, header["config"])
+
+    @classmethod
+    def from_trie(cls, trie: Path, binding: str | None, vocab: Vocabulary,
+                  config: dict) -> BackoffNgram:
+        """The model mapped from the trie file ``trie`` (see :mod:`.store.trie`)."""
+        from .store.trie import map_trie
+
+        mapped = map_trie(trie, binding, len(vocab))
+        if mapped["order"] != config.get("order"):
             raise NnlmError(f"{trie}: holds an order-{mapped['order']} model, config.json says "
-                            f"{header['config'].get('order')}; the directory was mixed")
+                            f"{config.get('order')}; the directory was mixed")
         model = cls.__new__(cls)
         BackoffNgram.__init__(model, vocab, mapped["unigram_logp"], mapped["unigram_log_bow"],
                               mapped["levels"])
         model.unk_extends = mapped["unk_extends"]
         model.store_quantize = tuple(mapped["quantize"]) if mapped["quantize"] else None
         model.children = mapped["children"]
-        model._restore_config(header["config"])
+        model._restore_config(config)
         return model
 
     @classmethod

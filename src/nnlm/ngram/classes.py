@@ -235,6 +235,41 @@ class ClassNgram(LanguageModel):
         out.update({f"class_{k}": v for k, v in self.class_model.arrays().items()})
         return out
 
+    CLASS_TRIE = "class_ngrams.trie"
+
+    def save_files(self, directory: Path, binding: str) -> None:
+        """arrays.npz (the clustering and p(w | class)), the class n-gram model as a mapped
+        trie (nnlm.ngram.store.trie) and classes.tsv."""
+        from ..lm import write_arrays
+        from .store.trie import write_trie
+
+        write_arrays(Path(directory) / "arrays.npz",
+                     {"word_class": self.word_class, "emission_logp": self.emission_logp},
+                     binding)
+        write_trie(self.class_model, Path(directory) / self.CLASS_TRIE, binding)
+        self.write_extra_files(directory)
+
+    @classmethod
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> ClassNgram:
+        from ..lm import header_binding, read_arrays
+
+        trie = Path(path) / cls.CLASS_TRIE
+        if not trie.exists():  # saved before the trie: everything in arrays.npz
+            return super().load_dir(path, header, vocab)
+        binding = header_binding(header)
+        arrays = read_arrays(Path(path) / "arrays.npz", binding)
+        config = header["config"]
+        model = cls(vocab, order=config["order"], n_classes=config["n_classes"])
+        model.word_class = arrays["word_class"]
+        model.emission_logp = arrays["emission_logp"]
+        if len(model.word_class) != len(vocab) or len(model.emission_logp) != len(vocab):
+            raise NnlmError(f"{Path(path) / 'arrays.npz'}: its class arrays do not match the "
+                            f"{len(vocab)}-word vocabulary; the model is corrupt")
+        n_total = int(model.word_class.max()) + 1
+        model.class_model = KneserNey.from_trie(trie, binding, cls.class_vocabulary(n_total),
+                                                config["class_model"])
+        return model
+
     @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict):
         model = cls(vocab, order=config["order"], n_classes=config["n_classes"])

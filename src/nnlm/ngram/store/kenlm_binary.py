@@ -30,10 +30,11 @@ words and numbers as the ARPA file it was built from, checked as ARPA files are)
 Probing files (KenLM's default) keep, per order, an open-addressing table of 64-bit
 hashes of the n-grams (KenLM's CombineWordHash over word ids, newest word first) with
 their log10 probability (its sign bit a flag: the value is always negative) and back-off;
-bucket = hash mod table size, linear probing, key 0 empty. Their words cannot be recovered, so such a file is scored where it lies:
-:class:`KenlmProbing` is a :class:`BackoffNgram` whose orders look n-grams up in those
-tables (an entry's id is its slot), so every scorer, mixture and decoder works on it;
-it cannot be converted or saved, and says so.
+bucket = hash mod table size, linear probing, key 0 empty. Their words cannot be
+recovered, so such a file is scored where it lies: :class:`KenlmProbing` is a
+:class:`BackoffNgram` whose orders look n-grams up in those tables (an entry's id is its
+slot), so every scorer, mixture and decoder works on it; it cannot be converted or
+saved, and says so.
 """
 
 from __future__ import annotations
