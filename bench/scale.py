@@ -8,6 +8,7 @@ processes, one at a time, and reads each one's peak resident memory from the ker
 
 - ``nnlm ngram train CORPUS --order 5`` (everything in memory);
 - the same with ``--memory 500M`` (counting spills to files in --work);
+- the same with ``--arpa`` (the model directory and an ARPA file, both streamed);
 - ``lmplz -o 5 -S 40% -T WORK`` when lmplz is on the PATH or given with --lmplz.
 
 nnlm writes its model directory; lmplz writes an ARPA file (both are what each tool
@@ -72,11 +73,14 @@ def main() -> None:
                                          str(model), "--memory", args.memory,
                                          "--temp", str(args.work)])
         row["nnlm_memory"]["limit"] = args.memory
+        row["nnlm_arpa"] = run(nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
+                                       str(model), "--arpa", str(model) + ".nnlm.arpa"])
+        Path(str(model) + ".nnlm.arpa").unlink()
         if lmplz is not None:
             arpa = args.work / f"kn5-{tokens}.arpa"
             row["lmplz"] = run([str(lmplz), "-o", "5", "-S", "40%", "-T", str(args.work)],
                                stdin=corpus, stdout=arpa)
-            for name in ("nnlm", "nnlm_memory"):
+            for name in ("nnlm", "nnlm_memory", "nnlm_arpa"):
                 row[name]["wall_vs_lmplz"] = round(
                     row[name]["seconds"] / row["lmplz"]["seconds"], 3)
                 row[name]["memory_vs_lmplz"] = round(

@@ -77,14 +77,25 @@ def query_path(request, monkeypatch):
     return request.param
 
 
-def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path):
+@pytest.mark.parametrize("form", ["arpa", "mapped"])
+def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form, tmp_path):
+    """``form``: the ARPA file read into memory (hash indexes), or converted to nnlm's
+    mapped trie and queried where it lies; kenlm reads the ARPA file either way."""
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    from nnlm.ngram.store.convert import convert
+
     path, sentences = toy_arpa
     cases = [(path, sentences)] + [(p, ["looking on a little the biarritz not_found more .",
                                         "also would consider higher looking", "bugs bunny",
                                         "a sentence ."]) for p in sorted(FIXTURES.glob("*.arpa"))]
     for file, lines in cases:
-        ours, theirs = _quiet_model(file), kenlm.Model(str(file))
+        mine = file
+        if form == "mapped":
+            mine = tmp_path / file.stem
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                convert(file, mine)
+        ours, theirs = _quiet_model(mine), kenlm.Model(str(file))
         assert (ours._fast is not None) == (query_path == "compiled")
         our_states, their_states = [], []
         for line in lines:  # whole sentences too, every bos/eos
@@ -196,18 +207,22 @@ def test_brown_kn5_has_as_many_distinct_states_as_kenlms(brown_dir, tmp_path):
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
     assert main(["ngram", "train", str(brown_dir / "train.txt"), "--order", "5", "-o",
                  str(tmp_path / "kn5"), "--arpa", str(tmp_path / "kn5.arpa")]) == 0
-    ours, theirs = _quiet_model(tmp_path / "kn5.arpa"), kenlm.Model(str(tmp_path / "kn5.arpa"))
+    theirs = kenlm.Model(str(tmp_path / "kn5.arpa"))
     lines = [x for x in (brown_dir / "test.txt").read_text().split("\n") if x.strip()][:1500]
-    our_ids, their_ids = {}, {}
-    pairs = set()
-    for line in lines:
-        _, sa = _walk(ours, nk.State, line, True)
-        _, sb = _walk(theirs, kenlm.State, line, True)
-        for a, b in zip(sa, sb):
-            pairs.add((our_ids.setdefault(a, len(our_ids)),
-                       their_ids.setdefault(b, len(their_ids))))
-    # a bijection: each of our states pairs with exactly one of kenlm's and back
-    assert len(our_ids) == len(their_ids) == len(pairs)
+    for ours in (_quiet_model(tmp_path / "kn5.arpa"), _quiet_model(tmp_path / "kn5")):
+        our_ids, their_ids = {}, {}  # the ARPA in memory, then the mapped trie
+        pairs = set()
+        for line in lines:
+            a_scores, sa = _walk(ours, nk.State, line, True)
+            b_scores, sb = _walk(theirs, kenlm.State, line, True)
+            assert [x[1:] for x in a_scores] == [x[1:] for x in b_scores]
+            assert [x[0] for x in a_scores] == pytest.approx([x[0] for x in b_scores],
+                                                             abs=2e-4)
+            for a, b in zip(sa, sb):
+                pairs.add((our_ids.setdefault(a, len(our_ids)),
+                           their_ids.setdefault(b, len(their_ids))))
+        # a bijection: each of our states pairs with exactly one of kenlm's and back
+        assert len(our_ids) == len(their_ids) == len(pairs)
 
 
 def test_a_network_pays_one_pass_per_distinct_state(toy_arpa, tmp_path):

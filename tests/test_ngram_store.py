@@ -308,3 +308,22 @@ def test_convert_refuses_with_one_line(tmp_path, kn4, capsys, argv, message):
     assert main(["ngram", "convert", *(a.format(**names) for a in argv)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_the_mapped_brown_kn5_equals_the_in_memory_one(brown_dir, tmp_path):
+    """Issue 26: per token on Brown's test text, the trie (and its ARPA round trip)
+    against the model as estimated, in float64 with the hash index."""
+    from nnlm.corpus import read_corpus, read_stream
+
+    vocab, train = read_corpus(brown_dir / "train.txt")
+    model = KneserNey(vocab, 5).fit(train)
+    test = read_stream(brown_dir / "test.txt", vocab)
+    want, want_orders = model.logprobs_and_orders(test)
+    save_model(model, tmp_path / "m")
+    mapped = load_model(tmp_path / "m")
+    got, got_orders = mapped.logprobs_and_orders(test)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    assert np.array_equal(got_orders, want_orders)
+    write_arpa(mapped, tmp_path / "m.arpa")
+    np.testing.assert_allclose(read_arpa(tmp_path / "m.arpa").logprobs(test), want, atol=3e-6)

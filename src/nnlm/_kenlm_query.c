@@ -225,7 +225,15 @@ static PyTypeObject FullScoreType = {
 };
 
 /* -- Query ---------------------------------------------------------------------------- */
+typedef struct {            /* float32 natural logs, or codes of `bits` into centers */
+    const float *values, *centers;
+    const uint64_t *codes;
+    uint64_t bits, mask, n_centers;
+} Values;
+
 typedef struct {
+    int trie;                /* 0: nnlm's hash index and packed entries; 1: a mapped trie */
+    /* hash index mode */
     const int64_t *slot_keys, *slot_values;
     uint64_t mask;
     int bits;
@@ -233,6 +241,11 @@ typedef struct {
                                 its log10 back-off, whose -0.0 says "cannot extend" (KenLM's
                                 kNoExtensionBackoff): one cache line holds both */
     int stride;              /* 2 below the top order, 1 at it */
+    /* trie mode (nnlm.ngram.store.trie): bit-packed words and run pointers, the order's
+       table if it has one, one extension bit an entry, the values where they lie */
+    const uint64_t *words, *parents, *tslots, *ext;
+    uint64_t word_bits, wmask, parent_bits, pmask, n, n_parents, slot_bits, smask, n_slots;
+    Values logp, bow;
 } Level;
 
 typedef struct {
@@ -248,7 +261,7 @@ typedef struct {
     uint64_t table_mask;
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[6 * MAX_ORDER + 5];
+    Py_buffer buffers[10 * MAX_ORDER + 5];
     int n_buffers;
 } QueryObject;
 
@@ -314,6 +327,110 @@ static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n
     }
 }
 
+/* -- the mapped trie: see nnlm/ngram/store/_trie.c, whose layout this reads ---------- */
+#define LOG10_E 0.43429448190325182765
+
+static inline uint64_t unpack(const uint64_t *data, uint64_t bits, uint64_t mask, uint64_t i) {
+    uint64_t pos = i * bits, w = pos >> 6, off = pos & 63;
+    return ((data[w] >> off) | ((data[w + 1] << 1) << (63 - off))) & mask;
+}
+
+static uint64_t mask_of(uint64_t bits) { return bits >= 64 ? ~0ULL : (1ULL << bits) - 1; }
+
+/* the entry of (word, then the (k-1)-gram parent), or -1 */
+static inline int64_t trie_find(const Level *L, uint64_t parent, uint64_t word, uint64_t V) {
+    if (parent >= L->n_parents) return -1;
+    uint64_t a = unpack(L->parents, L->parent_bits, L->pmask, parent);
+    uint64_t b = unpack(L->parents, L->parent_bits, L->pmask, parent + 1);
+    if (b > L->n) b = L->n;
+    if (a >= b) return -1;
+    if (L->tslots) {
+        uint64_t key = parent * V + word;
+        uint64_t pos = (((key * GOLDEN) >> 32) * L->n_slots) >> 32;
+        for (uint64_t tries = 0; tries < L->n_slots; tries++) {
+            uint64_t v = unpack(L->tslots, L->slot_bits, L->smask, pos);
+            if (!v) return -1;
+            if (v - 1 >= a && v - 1 < b &&
+                unpack(L->words, L->word_bits, L->wmask, v - 1) == word)
+                return (int64_t)(v - 1);
+            if (++pos == L->n_slots) pos = 0;
+        }
+        return -1;
+    }
+    uint64_t base = a, len = b - a;
+    while (len > 1) {
+        uint64_t half = len >> 1;
+        base = unpack(L->words, L->word_bits, L->wmask, base + half) < word ? base + half : base;
+        len -= half;
+    }
+    uint64_t found = unpack(L->words, L->word_bits, L->wmask, base);
+    if (found < word && ++base < b) found = unpack(L->words, L->word_bits, L->wmask, base);
+    return base < b && found == word ? (int64_t)base : -1;
+}
+
+static inline float value_at(const Values *v, uint64_t i) {
+    if (v->values) return (float)(v->values[i] * LOG10_E);
+    uint64_t code = unpack(v->codes, v->bits, v->mask, i);
+    return (float)(v->centers[code < v->n_centers ? code : v->n_centers - 1] * LOG10_E);
+}
+
+static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject *centers,
+                       long long bits, uint64_t n) {
+    Py_ssize_t count;
+    v->bits = (uint64_t)bits;
+    v->mask = mask_of(v->bits);
+    if (bits == 0) {
+        v->codes = NULL;
+        v->centers = NULL;
+        if (!(v->values = take(self, values, 4, &count))) return -1;
+        return (uint64_t)count >= n ? 0 : -1;
+    }
+    v->values = NULL;
+    if (bits < 1 || bits > 25 || !(v->codes = take(self, values, 8, &count)) ||
+        (uint64_t)count < (n * v->bits + 63) / 64 + 1)
+        return -1;
+    if (!(v->centers = take(self, centers, 4, &count)) || count < 1) return -1;
+    v->n_centers = (uint64_t)count;
+    return 0;
+}
+
+/* a level of a mapped trie: ("trie", words, word_bits, parents, parent_bits, n_parents, n,
+ * slots, slot_bits, n_slots, ext, logp, logp_centers, logp_bits, bow, bow_centers,
+ * bow_bits); slots, ext (at the top order), bow (at the top) may be empty bytes */
+static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
+    PyObject *tag, *words, *parents, *slots, *ext, *logp, *lc, *bow, *bc;
+    unsigned long long wb, pbits, npar, n, sbits, nslots;
+    long long lbits, bbits;
+    if (!PyArg_ParseTuple(t, "OOKOKKKOKKOOOLOOL", &tag, &words, &wb, &parents, &pbits, &npar,
+                          &n, &slots, &sbits, &nslots, &ext, &logp, &lc, &lbits, &bow, &bc,
+                          &bbits))
+        return -1;
+    Py_ssize_t count;
+    L->trie = 1;
+    L->word_bits = wb; L->wmask = mask_of(wb);
+    L->parent_bits = pbits; L->pmask = mask_of(pbits);
+    L->n = n; L->n_parents = npar;
+    if (wb < 1 || wb > 64 || pbits < 1 || pbits > 64 || (int64_t)npar != n_lower) return -1;
+    if (!(L->words = take(self, words, 8, &count)) ||
+        (uint64_t)count < (n * wb + 63) / 64 + 1) return -1;
+    if (!(L->parents = take(self, parents, 8, &count)) ||
+        (uint64_t)count < ((npar + 1) * pbits + 63) / 64 + 1) return -1;
+    L->tslots = NULL;
+    if (PyObject_Length(slots) > 0) {
+        L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
+        if (sbits < 1 || sbits > 64 || nslots == 0 ||
+            !(L->tslots = take(self, slots, 8, &count)) ||
+            (uint64_t)count < (nslots * sbits + 63) / 64 + 1) return -1;
+    }
+    if (take_values(self, &L->logp, logp, lc, lbits, n) < 0) return -1;
+    if (!top) {
+        if (!(L->ext = take(self, ext, 8, &count)) || (uint64_t)count < (n + 63) / 64 + 1)
+            return -1;
+        if (take_values(self, &L->bow, bow, bc, bbits, n) < 0) return -1;
+    }
+    return 0;
+}
+
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     PyObject *index, *blob, *offsets, *uni_pb, *levels;
     long long serial, V;
@@ -342,11 +459,18 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) goto bad_size;
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
+        Level *L = &self->levels[i + 2];
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 17) {
+            if (trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
+                           (int64_t)self->levels[i + 1].n) < 0)
+                goto bad_size;
+            continue;
+        }
         PyObject *keys, *values, *pb;
         int bits;
         Py_ssize_t entries;
         if (!PyArg_ParseTuple(t, "OOinO", &keys, &values, &bits, &entries, &pb)) return -1;
-        Level *L = &self->levels[i + 2];
+        L->n = (uint64_t)entries;
         Py_ssize_t slots, m;
         if (!(L->slot_keys = take(self, keys, 8, &slots))) return -1;
         if (!(L->slot_values = take(self, values, 8, &n)) || n != slots) goto bad_size;
@@ -394,6 +518,18 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
         int k = j + 2;
         const Level *L = &q->levels[k];
+        if (L->trie) {
+            int64_t pos = trie_find(L, (uint64_t)id, (uint64_t)in->words[j], (uint64_t)q->V);
+            if (pos < 0) break;
+            id = pos;
+            prob = value_at(&L->logp, (uint64_t)pos);
+            ngram_length = k;
+            if (k < q->order) {
+                out_backoff[k - 1] = value_at(&L->bow, (uint64_t)pos);
+                if (unpack(L->ext, 1, 1, (uint64_t)pos)) keep = k;
+            }
+            continue;
+        }
         int64_t pos = find(L, id * q->V + in->words[j]);
         if (pos < 0) break;
         id = pos;

@@ -143,14 +143,38 @@ else:
 def _query(lm, serial: int):
     """The compiled queries of a back-off model (None where there are none): KenLM's
     numbers (log10 in float32, an extension flag per n-gram) over the model's own hash
-    indexes, which this builds if scoring has not yet."""
+    indexes, which this builds if scoring has not yet, or over a mapped trie's arrays
+    where they lie (nnlm.ngram.store.trie: no index, no copy)."""
     if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER:
         return None
     from .ngram.backoff import NgramLevel
+    from .ngram.store.trie import TrieLevel
 
     if not all(isinstance(level, NgramLevel) for level in lm.levels):
         return None  # a KenLM probing file's tables: the Python path looks them up
     from .ngram.hashindex import HashIndex
+
+    def mapped(k, level):
+        """A mapped trie's order, read where it lies (no index built, nothing copied)."""
+        from .ngram.store.trie import Quantized
+
+        def values(v):
+            if v is None:
+                return b"", b"", 0
+            if isinstance(v, Quantized):
+                return v.codes, v.centers, v.bits
+            return np.asarray(v, np.float32), b"", 0
+
+        top = k == lm.order
+        stored = getattr(lm, "stored_extends", {})
+        if not top and k not in stored:
+            return None
+        lp, lc, lb = values(level.logp)
+        bp, bc, bb = values(None if top else level.log_bow)
+        return ("trie", level.words, level.word_bits, level.parents, level.parent_bits,
+                level.n_prefixes, level.n, b"" if level.slots is None else level.slots,
+                level.slot_bits, level.n_slots, b"" if top else stored[k], lp, lc, lb,
+                bp, bc, bb)
 
     def log10(a):
         return np.asarray(a, np.float64) * LOG10_E
@@ -166,6 +190,9 @@ def _query(lm, serial: int):
 
     levels = []
     for k, level in enumerate(lm.levels, start=2):
+        if isinstance(level, TrieLevel) and (spec := mapped(k, level)) is not None:
+            levels.append(spec)
+            continue
         if level._index is None:
             level._index = HashIndex(level.keys)
         index = level._index

@@ -8,6 +8,10 @@ are one contiguous run, sorted by that word. That is KenLM's trie over reversed 
 * ``word_k``: g1 of every entry, bit-packed in ceil(log2 |V|) bits;
 * ``child_{k-1}``: where each (k-1)-gram's run starts in order k (one more entry than
   the order has; the run ends where the next starts), bit-packed too;
+* ``extends_k`` (k < n): one bit an n-gram, whether it can matter as a context (its
+  back-off is not 1 or a longer n-gram starts with it: KenLM's HasExtension), which
+  decoders' state minimization asks per word and which the reversed trie cannot tell
+  without a search;
 * ``logp_k`` and ``log_bow_k``: float32 natural logs, or with ``quantize=(P, B)``
   codes of P and B bits into per-order tables of 2^P and 2^B centers, binned as KenLM's
   ``build_binary -q P -b B`` does (equal-count bins, each the mean of its values;
@@ -380,6 +384,8 @@ def _sections(model, quantize, meta: dict):
     n = model.order
     yield "unigram_logp", model.unigram_logp.astype(np.float32)
     yield "unigram_log_bow", model.unigram_log_bow.astype(np.float32)
+    for k in range(1, n):  # KenLM's extension flag, one bit an n-gram (see extends_k)
+        yield f"extends_{k}", bitpack.pack(model.extends(k).astype(np.uint64), 1)
     for k in range(1, n + 1):
         if k < n:
             pointers = _child_pointers(model, k)
@@ -481,6 +487,8 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     """name -> (dtype, length) of every section the header's sizes call for."""
     n, V, counts = header["order"], header["vocab_size"], header["counts"]
     out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
+    out.update({f"extends_{k}": ("<u8", bitpack.packed_words(counts[k - 1], 1))
+                for k in range(1, n)})
     for k in range(1, n + 1):
         if k < n:
             out[f"child_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1] + 1,
@@ -588,7 +596,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
               if str(k) in slots else ())))
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
             "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
-            "file_bytes": size}
+            "extends": {k: section(f"extends_{k}") for k in range(1, n)}, "file_bytes": size}
 
 
 def bytes_per_ngram(path: str | os.PathLike) -> float:
