@@ -3,7 +3,8 @@
     make pyctcdecode-env
     python bench/pyctcdecode.py --data data/brown --out bench/results/pyctcdecode.json
 
-Estimates Brown's KN 5-gram as ARPA (or takes --arpa), then runs
+Estimates Brown's KN 5-gram as ARPA (or takes --arpa; with --binary, each module gets
+its own binary of it: KenLM's trie, nnlm's one-file model), then runs
 tests/pyctcdecode_client.py in pyctcdecode's environment for each kenlm module in turn,
 --rounds times, alternating: the same synthetic CTC outputs for the first --sentences
 test lines, beam --beam. Reports each side's best decode time, its peak memory (the
@@ -33,6 +34,10 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=40)
     parser.add_argument("--beam", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--binary", action="store_true",
+                        help="each module gets its own one-file binary of the model: kenlm "
+                        "a trie from build_binary (on the PATH), nnlm its one-file model "
+                        "(nnlm ngram convert IN OUT.bin); pyctcdecode copies either")
     parser.add_argument("--out", type=Path, default=Path("bench/results/pyctcdecode.json"))
     args = parser.parse_args()
     if not PYCTC.exists():
@@ -44,18 +49,33 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "nnlm", "ngram", "train",
                             str(args.data / "train.txt"), "--order", "5", "-o",
                             str(Path(tmp) / "kn5"), "--arpa", str(arpa)], check=True)
+        models = {"kenlm": arpa, "nnlm": arpa}
+        if args.binary:
+            import shutil
+
+            build_binary = shutil.which("build_binary")
+            if build_binary is None:
+                sys.exit("--binary needs KenLM's build_binary on the PATH")
+            models = {"kenlm": Path(tmp) / "kenlm.bin", "nnlm": Path(tmp) / "nnlm.bin"}
+            subprocess.run([build_binary, "trie", str(arpa), str(models["kenlm"])], check=True,
+                           capture_output=True)
+            subprocess.run([sys.executable, "-m", "nnlm", "ngram", "convert", str(arpa),
+                            str(models["nnlm"])], check=True, capture_output=True)
         runs: dict[str, list[dict]] = {"kenlm": [], "nnlm": []}
         for _ in range(args.rounds):
             for which in runs:
                 done = subprocess.run(
-                    [str(PYCTC), str(CLIENT), which, str(arpa), str(args.data / "test.txt"),
+                    [str(PYCTC), str(CLIENT), which, str(models[which]),
+                     str(args.data / "test.txt"),
                      str(args.sentences), str(args.beam)], capture_output=True, text=True,
                     check=True)
                 runs[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(which, runs[which][-1]["decode_seconds"], flush=True)
     best = {w: min(r, key=lambda x: x["decode_seconds"]) for w, r in runs.items()}
     k, n = best["kenlm"], best["nnlm"]
-    out = {"model": str(args.arpa or "KN5 on Brown train"), "sentences": args.sentences,
+    out = {"model": str(args.arpa or "KN5 on Brown train"),
+           "form": "one-file binaries (KenLM trie, nnlm .bin)" if args.binary else "ARPA",
+           "sentences": args.sentences,
            "beam_width": args.beam, "rounds": args.rounds,
            "same_beams": k["texts"] == n["texts"],
            "max_lm_score_difference": max(abs(a - b) for a, b in

@@ -327,3 +327,60 @@ def test_the_mapped_brown_kn5_equals_the_in_memory_one(brown_dir, tmp_path):
     assert np.array_equal(got_orders, want_orders)
     write_arpa(mapped, tmp_path / "m.arpa")
     np.testing.assert_allclose(read_arpa(tmp_path / "m.arpa").logprobs(test), want, atol=3e-6)
+
+
+# -- one-file models -----------------------------------------------------------------
+def test_a_one_file_model_scores_as_its_directory(tmp_path, kn4):
+    import nnlm.kenlm
+    from nnlm.ngram.store.convert import convert
+
+    model, test = kn4
+    save_model(model, tmp_path / "m")
+    done = convert(tmp_path / "m", tmp_path / "lm.bin")
+    assert done["format"] == "nnlm one-file model"
+    one = load_model(tmp_path / "lm.bin")
+    assert type(one) is type(model) and one.vocab == model.vocab
+    np.testing.assert_allclose(one.logprobs(test), load_model(tmp_path / "m").logprobs(test),
+                               atol=0)
+    drop_in = nnlm.kenlm.Model(str(tmp_path / "lm.bin"))  # what pyctcdecode opens
+    assert drop_in.path == str(tmp_path / "lm.bin").encode()
+    assert drop_in._fast is not None or nnlm.kenlm._fast is None
+    sentence = " ".join(model.vocab.words[3:10])
+    assert drop_in.score(sentence) == pytest.approx(
+        nnlm.kenlm.Model(str(tmp_path / "m")).score(sentence), abs=1e-6)
+
+
+def test_a_one_file_output_replaces_only_a_model_file(tmp_path, kn4, capsys):
+    from nnlm.cli import main
+
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    (tmp_path / "notes.bin").write_text("my notes\n")
+    (tmp_path / "dir.nnlm").mkdir()
+    for target in ("notes.bin", "dir.nnlm"):
+        assert main(["ngram", "convert", str(tmp_path / "m"), str(tmp_path / target)]) == 2
+        assert "\n" not in capsys.readouterr().err.strip()
+    assert (tmp_path / "notes.bin").read_text() == "my notes\n"
+    assert main(["ngram", "convert", str(tmp_path / "m"), str(tmp_path / "lm.nnlm")]) == 0
+    assert main(["ngram", "convert", str(tmp_path / "m"), str(tmp_path / "lm.nnlm"),
+                 "--quantize", "8", "8"]) == 0  # a model file replaces a model file
+    assert load_model(tmp_path / "lm.nnlm").store_quantize == (8, 8)
+
+
+def test_a_damaged_one_file_model_is_one_line(tmp_path, kn4):
+    from nnlm.ngram.store.convert import convert
+
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    convert(tmp_path / "m", tmp_path / "lm.nnlm")
+    data = bytearray((tmp_path / "lm.nnlm").read_bytes())
+    header, start = trie.read_trie_header(tmp_path / "lm.nnlm")
+    off = start + header["sections"]["vocab_words"][0]
+    data[off] = ord("X") if data[off] != ord("X") else ord("Y")  # one letter of a word
+    (tmp_path / "bad.nnlm").write_bytes(bytes(data))
+    with pytest.raises(NnlmError, match="fingerprint|damaged"):
+        load_model(tmp_path / "bad.nnlm")
+    for cut in section_bounds(tmp_path / "lm.nnlm")[::3]:
+        (tmp_path / "cut.nnlm").write_bytes(bytes(data[:cut]))
+        with pytest.raises(NnlmError):
+            load_model(tmp_path / "cut.nnlm")

@@ -229,9 +229,9 @@ LOAD_TRIES = 3  # a model replaced while it is read is read again, at most this 
 
 
 def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
-    """Load any saved nnlm model directory, an ARPA file or a KenLM trie binary
-    (``strict``: refuse a file whose distributions sum above 1, which KenLM loads; see
-    :func:`read_arpa`).
+    """Load any saved nnlm model directory or one-file model, an ARPA file or a KenLM
+    binary (``strict``: refuse a file whose distributions sum above 1, which KenLM loads;
+    see :func:`read_arpa`).
 
     A directory read while another process replaces it (an atomic swap between reading
     config.json and the arrays) is read again from the start: the reader gets one whole
@@ -240,6 +240,12 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     path = Path(path)
+    if path.is_file() and read_head(path, 8) == b"NNLMTRIE":  # a one-file model
+        from .ngram.store.trie import load_trie_file
+
+        model = load_trie_file(path)
+        model.source_id = None
+        return model
     if path.is_file() and read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
         from .ngram.store.kenlm_binary import read_kenlm_binary
 

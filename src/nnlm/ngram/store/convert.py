@@ -3,9 +3,11 @@
 Sources: an ARPA file (plain, gzip, bzip2 or xz), an nnlm model directory of a back-off
 kind (kn, backoff; either storage), or whatever else :func:`nnlm.models.load_model`
 reads. Targets: an ARPA file when the name says so (``.arpa``, or a compression
-suffix), otherwise an nnlm model directory in the mapped trie format
-(:mod:`nnlm.ngram.store.trie`), quantized with ``quantize=(P, B)`` as KenLM's
-``build_binary -q P -b B``.
+suffix); a one-file model for ``.nnlm``, ``.bin`` or ``.binary`` (the mapped trie with
+its vocabulary inside: what KenLM's clients, pyctcdecode among them, copy around);
+otherwise an nnlm model directory in the mapped trie format
+(:mod:`nnlm.ngram.store.trie`). Either nnlm form is quantized with ``quantize=(P, B)``
+as KenLM's ``build_binary -q P -b B``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ...errors import NnlmError
 from ..backoff import BackoffNgram
 
 ARPA_SUFFIXES = (".arpa", ".gz", ".bz2", ".xz")
+FILE_SUFFIXES = (".nnlm", ".bin", ".binary")  # one file: what KenLM's clients copy around
 
 
 def is_arpa_name(path: str | os.PathLike) -> bool:
@@ -24,20 +27,43 @@ def is_arpa_name(path: str | os.PathLike) -> bool:
     return any(s in ARPA_SUFFIXES for s in Path(path).suffixes[-2:])
 
 
+def is_file_name(path: str | os.PathLike) -> bool:
+    """Whether a target's name asks for a one-file model (lm.nnlm, lm.bin, lm.binary)."""
+    return Path(path).suffix in FILE_SUFFIXES
+
+
+def check_file_output(path: Path) -> None:
+    """A one-file model may replace only another one (nnlm's or KenLM's binary file)."""
+    from ...fileio import read_head
+    from ...models import KENLM_BINARY_MAGIC
+    from .trie import MAGIC
+
+    if path.is_dir():
+        raise NnlmError(f"{path}: a folder; a one-file model would replace it whole. Choose "
+                        "another output")
+    if path.exists() and read_head(path, 8) != MAGIC and \
+            read_head(path, len(KENLM_BINARY_MAGIC)) != KENLM_BINARY_MAGIC:
+        raise NnlmError(f"{path}: exists and is not a model file nnlm or KenLM wrote; "
+                        "replacing it would lose it. Choose another output")
+
+
 def convert(source: str | os.PathLike, target: str | os.PathLike,
             quantize: tuple[int, int] | None = None, strict: bool = False) -> dict:
     """Convert ``source`` into ``target``; returns what was written (for the CLI to
     print): format, orders, n-grams, bytes and bytes per n-gram."""
+    from ...fileio import atomic_path
     from ...models import check_model_output, load_model, save_model
     from ..arpa import write_arpa
-    from .trie import FILE_NAME
+    from .trie import FILE_NAME, write_trie
 
     target = Path(target)
-    to_arpa = is_arpa_name(target)
+    to_arpa, to_file = is_arpa_name(target), is_file_name(target)
     if to_arpa and quantize:
         raise NnlmError(f"{target}: --quantize applies to nnlm's model format; ARPA files "
                         "hold decimal numbers (give a directory name as the target)")
-    if not to_arpa:
+    if to_file:
+        check_file_output(target)
+    elif not to_arpa:
         check_model_output(target, "backoff")  # before the work, not after it
     model = load_model(source, strict=strict)
     if not isinstance(model, BackoffNgram):
@@ -48,6 +74,12 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         write_arpa(model, target)
         size = target.stat().st_size
         kind = "ARPA"
+    elif to_file:
+        model.store_quantize = quantize
+        with atomic_path(target) as tmp:
+            size = write_trie(model, tmp, "", quantize, standalone=True)
+        kind = "nnlm one-file model" + (f", quantized {quantize[0]}/{quantize[1]} bits"
+                                        if quantize else "")
     else:
         model.store_quantize = quantize
         save_model(model, target)

@@ -60,7 +60,7 @@ _PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON lengt
 HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
                  "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
                  "child_bits": list, "quantize": Optional(list), "unk_extends": bool,
-                 "slots": dict, "values": dict}
+                 "slots": dict, "values": dict, "model": Optional(dict)}
 
 
 # -- quantization ----------------------------------------------------------------------
@@ -377,11 +377,18 @@ def _code_values(values: np.ndarray, name: str, quantize):
     return codes.astype(np.int64), centers.astype(np.float32), b
 
 
-def _sections(model, quantize, meta: dict):
+def _sections(model, quantize, meta: dict, standalone: bool = False):
     """Yield (name, array) for every section of ``model``'s file, one at a time, filling
-    ``meta`` (bit widths, tables, value codes) as they are made."""
+    ``meta`` (bit widths, tables, value codes) as they are made; ``standalone`` adds the
+    vocabulary (UTF-8 words end to end, and where each starts)."""
     V = len(model.vocab)
     n = model.order
+    if standalone:
+        encoded = [w.encode("utf-8") for w in model.vocab.words]
+        offsets = np.zeros(V + 1, np.int64)
+        np.cumsum([len(w) for w in encoded], out=offsets[1:])
+        yield "vocab_words", np.frombuffer(b"".join(encoded), np.uint8)
+        yield "vocab_offsets", offsets
     yield "unigram_logp", model.unigram_logp.astype(np.float32)
     yield "unigram_log_bow", model.unigram_log_bow.astype(np.float32)
     for k in range(1, n):  # KenLM's extension flag, one bit an n-gram (see extends_k)
@@ -418,10 +425,15 @@ def header_room(order: int) -> int:
     return -(-(4096 + 640 * order) // ALIGN) * ALIGN
 
 
+STANDALONE = "standalone"  # the binding of a one-file model (no config.json to bind to)
+
+
 def write_trie(model, path: str | os.PathLike, binding: str,
-               quantize: tuple[int, int] | None = None) -> int:
+               quantize: tuple[int, int] | None = None, standalone: bool = False) -> int:
     """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
     :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes.
+    ``standalone``: a model in one file, its vocabulary and settings inside (what
+    pyctcdecode and other KenLM clients want: they copy one file with the decoder).
 
     Streams: each section goes to the file as soon as it is made, so writing adds one
     section's arrays to the model's memory, not the whole file; the header, whose
@@ -432,8 +444,12 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     start = header_room(n)
     table = {}
     offset = 0
+    if standalone:
+        binding = STANDALONE
+        meta["model"] = {"kind": model.kind, "config": model.config(),
+                         "vocab_fingerprint": model.vocab.fingerprint}
     with open(path, "wb") as f:
-        for name, a in _sections(model, quantize, meta):
+        for name, a in _sections(model, quantize, meta, standalone):
             f.seek(start + offset)
             f.write(np.ascontiguousarray(a).data)
             table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
@@ -487,6 +503,11 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     """name -> (dtype, length) of every section the header's sizes call for."""
     n, V, counts = header["order"], header["vocab_size"], header["counts"]
     out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
+    if "model" in header:
+        words = header["sections"].get("vocab_words")
+        out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
+                              and isinstance(words[3], int) else -1)
+        out["vocab_offsets"] = ("<i8", V + 1)
     out.update({f"extends_{k}": ("<u8", bitpack.packed_words(counts[k - 1], 1))
                 for k in range(1, n)})
     for k in range(1, n + 1):
@@ -594,9 +615,61 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
             levels[-1] if levels else None,
             *((section(f"slots_{k}"), slots[str(k)][1], slots[str(k)][0])
               if str(k) in slots else ())))
+    if "model" in header:
+        header["words"] = _embedded_words(path, section("vocab_words"),
+                                          section("vocab_offsets"), vocab_size)
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
             "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
             "extends": {k: section(f"extends_{k}") for k in range(1, n)}, "file_bytes": size}
+
+
+def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -> list[str]:
+    if offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets) < 0):
+        raise NnlmError(f"{path}: its vocabulary section is damaged")
+    data = blob.tobytes()
+    try:
+        return [data[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(),
+                                                          offsets[1:].tolist())]
+    except UnicodeDecodeError:
+        raise NnlmError(f"{path}: a word of its vocabulary is not UTF-8") from None
+
+
+def load_trie_file(path: str | os.PathLike):
+    """A one-file model (``write_trie(..., standalone=True)``; ``nnlm ngram convert IN
+    OUT.nnlm``): its kind, settings and vocabulary come from its header."""
+    from ...jsonfiles import Fields
+    from ...models import _model_class
+    from ...vocab import Vocabulary
+
+    path = Path(path)
+    header, _ = read_trie_header(path)
+    if "model" not in header:
+        raise NnlmError(f"{path}: the trie file of a model directory, not a one-file model; "
+                        "load the directory that holds it")
+    check_fields(header, {"model": Fields({"kind": str, "config": dict,
+                                           "vocab_fingerprint": str})}, str(path))
+    cls = _model_class(header["model"]["kind"])
+    from ..backoff import BackoffNgram
+
+    if not issubclass(cls, BackoffNgram):
+        raise NnlmError(f"{path}: holds a {header['model']['kind']} model; one-file models are "
+                        "back-off models")
+    mapped_words = map_trie(path, STANDALONE, header["vocab_size"])["words"]
+    try:
+        vocab = Vocabulary(mapped_words)
+    except ValueError as e:
+        raise NnlmError(f"{path}: its vocabulary is damaged ({e})") from None
+    if vocab.fingerprint != header["model"]["vocab_fingerprint"]:
+        raise NnlmError(f"{path}: its vocabulary does not match its fingerprint; the file is "
+                        "damaged")
+    return cls.from_trie(path, STANDALONE, vocab, header["model"]["config"])
+
+
+def is_trie_file(path: str | os.PathLike) -> bool:
+    from ...fileio import read_head
+
+    p = Path(path)
+    return p.is_file() and read_head(p, len(MAGIC)) == MAGIC
 
 
 def bytes_per_ngram(path: str | os.PathLike) -> float:
