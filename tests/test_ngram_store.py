@@ -67,6 +67,16 @@ def test_packing_round_trips_any_width(width, raw):
         assert got.tolist() == values
 
 
+def test_compiled_and_numpy_packing_agree(monkeypatch):
+    rng = np.random.default_rng(4)
+    for width in (1, 5, 14, 21, 32, 57, 63):
+        values = rng.integers(0, 1 << width, 3001, dtype=np.uint64)
+        ours = bits.pack(values, width)
+        monkeypatch.setattr(bits, "_native", lambda: None)
+        assert np.array_equal(bits.pack(values, width), ours)
+        monkeypatch.undo()
+
+
 def test_packing_refuses_a_value_too_wide():
     with pytest.raises(ValueError):
         bits.pack(np.array([8]), 3)

@@ -227,9 +227,45 @@ done:
     return result;
 }
 
+/* pack(values, bits, out): values (uint64, each below 2^bits) into the zeroed packed
+ * array out (nnlm.ngram.store.bits.pack's layout); a value too wide is an error. */
+static PyObject *pack(PyObject *self, PyObject *args) {
+    Py_buffer vb, ob;
+    unsigned long long bits;
+    if (!PyArg_ParseTuple(args, "y*Kw*", &vb, &bits, &ob)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = vb.len / 8;
+    if (bits < 1 || bits > 64 || (unsigned long long)ob.len < 8 * ((n * bits + 63) / 64 + 1)) {
+        PyErr_SetString(PyExc_ValueError, "pack: buffers do not match the sizes given");
+        goto done;
+    }
+    const uint64_t *v = vb.buf;
+    uint64_t *out = ob.buf, mask = mask_of(bits);
+    int wide = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (v[i] & ~mask) { wide = 1; break; }
+        uint64_t pos = (uint64_t)i * bits, w = pos >> 6, off = pos & 63;
+        out[w] |= v[i] << off;
+        if (off + bits > 64) out[w + 1] |= v[i] >> (64 - off);
+    }
+    Py_END_ALLOW_THREADS
+    if (wide) {
+        PyErr_Format(PyExc_ValueError, "a value needs more than %llu bits", bits);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS, "find(words, word_bits, parents, parent_bits, n_parents, "
      "n, ids, firsts, out): the trie lookups of nnlm.ngram.store.trie.TrieLevel.find"},
+    {"pack", pack, METH_VARARGS, "pack(values, bits, out): bit-pack uint64 values"},
     {"gather", gather, METH_VARARGS, "gather(data, bits, n, index, out): fields of a packed "
      "array"},
     {NULL, NULL, 0, NULL}};

@@ -31,6 +31,10 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
     out = np.zeros(packed_words(n, bits), np.uint64)
     if n == 0:
         return out
+    native = _native()
+    if native is not None:
+        native.pack(values, bits, out)
+        return out
     if bits < 64 and int(values.max()) >> bits:
         raise ValueError(f"a value needs more than {bits} bits")
     chunk = 1 << 22  # bounds the temporaries
@@ -45,6 +49,15 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
         if len(spill):
             _add_sorted(out, word[spill] + 1, v[spill] >> (np.uint64(64) - off[spill]))
     return out
+
+
+def _native():
+    """The compiled loops (nnlm.ngram.store._trie), or None without a compiler."""
+    try:
+        from . import _trie
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+    return _trie
 
 
 def _add_sorted(out: np.ndarray, index: np.ndarray, parts: np.ndarray) -> None:

@@ -369,6 +369,9 @@ def _code_values(values: np.ndarray, name: str, quantize):
         codes, centers = quantize_backoffs(values, 1 << b)
         return codes, centers, b
     as32 = values.astype(np.float32)
+    sample = as32[:: max(1, len(as32) // 65536)]
+    if len(sample) > 4096 and len(np.unique(sample)) > len(sample) // 4:
+        return None  # many distinct values (probabilities are): no full sort to find out
     centers, codes = np.unique(as32, return_inverse=True)
     b = bitpack.width(max(len(centers) - 1, 0))
     if len(centers) == 0 or b > MAX_CODE_BITS or \
