@@ -242,8 +242,8 @@ typedef struct {
                                 kNoExtensionBackoff): one cache line holds both */
     int stride;              /* 2 below the top order, 1 at it */
     /* trie mode (nnlm.ngram.store.trie): bit-packed words and run pointers, the order's
-       table if it has one, one extension bit an entry, the values where they lie */
-    const uint64_t *words, *parents, *tslots, *ext;
+       table if it has one, the values where they lie (back-offs' zeros signed as KenLM's) */
+    const uint64_t *words, *parents, *tslots;
     uint64_t word_bits, wmask, parent_bits, pmask, n, n_parents, slot_bits, smask, n_slots;
     Values logp, bow;
 } Level;
@@ -395,15 +395,14 @@ static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject 
 }
 
 /* a level of a mapped trie: ("trie", words, word_bits, parents, parent_bits, n_parents, n,
- * slots, slot_bits, n_slots, ext, logp, logp_centers, logp_bits, bow, bow_centers,
- * bow_bits); slots, ext (at the top order), bow (at the top) may be empty bytes */
+ * slots, slot_bits, n_slots, logp, logp_centers, logp_bits, bow, bow_centers, bow_bits);
+ * slots and (at the top order) bow may be empty bytes */
 static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
-    PyObject *tag, *words, *parents, *slots, *ext, *logp, *lc, *bow, *bc;
+    PyObject *tag, *words, *parents, *slots, *logp, *lc, *bow, *bc;
     unsigned long long wb, pbits, npar, n, sbits, nslots;
     long long lbits, bbits;
-    if (!PyArg_ParseTuple(t, "OOKOKKKOKKOOOLOOL", &tag, &words, &wb, &parents, &pbits, &npar,
-                          &n, &slots, &sbits, &nslots, &ext, &logp, &lc, &lbits, &bow, &bc,
-                          &bbits))
+    if (!PyArg_ParseTuple(t, "OOKOKKKOKKOOLOOL", &tag, &words, &wb, &parents, &pbits, &npar,
+                          &n, &slots, &sbits, &nslots, &logp, &lc, &lbits, &bow, &bc, &bbits))
         return -1;
     Py_ssize_t count;
     L->trie = 1;
@@ -423,11 +422,7 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
             (uint64_t)count < (nslots * sbits + 63) / 64 + 1) return -1;
     }
     if (take_values(self, &L->logp, logp, lc, lbits, n) < 0) return -1;
-    if (!top) {
-        if (!(L->ext = take(self, ext, 8, &count)) || (uint64_t)count < (n + 63) / 64 + 1)
-            return -1;
-        if (take_values(self, &L->bow, bow, bc, bbits, n) < 0) return -1;
-    }
+    if (!top && take_values(self, &L->bow, bow, bc, bbits, n) < 0) return -1;
     return 0;
 }
 
@@ -460,7 +455,7 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
         Level *L = &self->levels[i + 2];
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 17) {
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 16) {
             if (trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
                            (int64_t)self->levels[i + 1].n) < 0)
                 goto bad_size;
@@ -524,9 +519,9 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
             id = pos;
             prob = value_at(&L->logp, (uint64_t)pos);
             ngram_length = k;
-            if (k < q->order) {
+            if (k < q->order) {  /* -0.0: cannot extend (the trie keeps KenLM's signs) */
                 out_backoff[k - 1] = value_at(&L->bow, (uint64_t)pos);
-                if (unpack(L->ext, 1, 1, (uint64_t)pos)) keep = k;
+                if (extends(out_backoff[k - 1])) keep = k;
             }
             continue;
         }

@@ -166,15 +166,13 @@ def _query(lm, serial: int):
             return np.asarray(v, np.float32), b"", 0
 
         top = k == lm.order
-        stored = getattr(lm, "stored_extends", {})
-        if not top and k not in stored:
+        if not getattr(lm, "signed_backoffs", False):
             return None
         lp, lc, lb = values(level.logp)
         bp, bc, bb = values(None if top else level.log_bow)
         return ("trie", level.words, level.word_bits, level.parents, level.parent_bits,
                 level.n_prefixes, level.n, b"" if level.slots is None else level.slots,
-                level.slot_bits, level.n_slots, b"" if top else stored[k], lp, lc, lb,
-                bp, bc, bb)
+                level.slot_bits, level.n_slots, lp, lc, lb, bp, bc, bb)
 
     def log10(a):
         return np.asarray(a, np.float64) * LOG10_E

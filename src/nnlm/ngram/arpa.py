@@ -58,7 +58,8 @@ def words_of(model: BackoffNgram, k: int, ids: np.ndarray) -> np.ndarray:
 
 
 def _fmt(values: np.ndarray) -> list[str]:
-    log10 = np.where(np.isneginf(values), ARPA_ZERO, np.asarray(values, np.float64) * LOG10_E)
+    log10 = np.where(np.isneginf(values), ARPA_ZERO,
+                     np.asarray(values, np.float64) * LOG10_E + 0.0)  # + 0.0: no "-0"
     return [f"{x:.7g}" for x in log10.tolist()]
 
 

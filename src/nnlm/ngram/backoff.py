@@ -188,12 +188,11 @@ class BackoffNgram(LanguageModel):
         back-off weight is not 1 or some stored (k+1)-gram has it as context. KenLM's
         ``HasExtension`` (lm/blank.hh), on which its right-state minimization rests."""
         cache = self.__dict__.setdefault("_extends", {})
-        stored = self.__dict__.get("stored_extends", {})
-        if k not in cache and k in stored:  # a mapped trie keeps them, a bit each
-            from .store.bits import unpack_all
+        if k not in cache and self.__dict__.get("signed_backoffs"):
+            from .store.trie import extension_of  # a mapped trie: its zeros' signs say
 
-            n = len(self.vocab) if k == 1 else len(self.levels[k - 2])
-            cache[k] = unpack_all(stored[k], 1, n).astype(bool)
+            cache[k] = extension_of(self.unigram_log_bow if k == 1
+                                    else self.levels[k - 2].log_bow)
         if k not in cache:
             bow = np.asarray(self.unigram_log_bow if k == 1 else self.levels[k - 2].log_bow)
             has_child = np.zeros(len(bow), bool)
@@ -361,7 +360,7 @@ class BackoffNgram(LanguageModel):
         model.unk_extends = mapped["unk_extends"]
         model.store_quantize = tuple(mapped["quantize"]) if mapped["quantize"] else None
         model.children = mapped["children"]
-        model.stored_extends = mapped["extends"]
+        model.signed_backoffs = True
         model._restore_config(config)
         return model
 

@@ -8,15 +8,15 @@ are one contiguous run, sorted by that word. That is KenLM's trie over reversed 
 * ``word_k``: g1 of every entry, bit-packed in ceil(log2 |V|) bits;
 * ``child_{k-1}``: where each (k-1)-gram's run starts in order k (one more entry than
   the order has; the run ends where the next starts), bit-packed too;
-* ``extends_k`` (k < n): one bit an n-gram, whether it can matter as a context (its
-  back-off is not 1 or a longer n-gram starts with it: KenLM's HasExtension), which
-  decoders' state minimization asks per word and which the reversed trie cannot tell
-  without a search;
 * ``logp_k`` and ``log_bow_k``: float32 natural logs, or with ``quantize=(P, B)``
   codes of P and B bits into per-order tables of 2^P and 2^B centers, binned as KenLM's
   ``build_binary -q P -b B`` does (equal-count bins, each the mean of its values;
   Federico & Bertoldi 2006). Unigrams stay float32, as in KenLM; so does the top
-  order's lack of back-offs.
+  order's lack of back-offs. A back-off of 1 is stored as -0.0 where the n-gram cannot
+  matter as a context (no longer n-gram starts with it) and +0.0 where it can: KenLM's
+  HasExtension, which decoders' state minimization asks per word and which the reversed
+  trie could not tell without a search; quantized back-offs keep those two as codes 0
+  and 1, as KenLM's do.
 
 Finding the k-gram (g1, g2..gk) is a binary search for g1 in the run of g2..gk, so
 lookups chain exactly as the hash index's did. Bigrams are the exception: their runs
@@ -90,16 +90,18 @@ def encode(values: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
 
 def quantize_backoffs(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and centers for back-offs: code 0 is exactly 0 (a back-off of 1, the most
-    common one, kept exact as KenLM's reserved values keep it); the rest are binned."""
+    """Codes and centers for back-offs: codes 0 and 1 are exactly -0.0 and +0.0 (a
+    back-off of 1, the most common one, for an n-gram that cannot and one that can
+    extend: KenLM's two reserved values); the rest are binned."""
     values = np.asarray(values, np.float32)
     nonzero = values != 0
-    centers = np.r_[np.float32(0.0), make_centers(values[nonzero], bins - 1)] if nonzero.any() \
-        else np.zeros(bins, np.float32)
-    tail = np.sort(centers[1:])
-    centers = np.r_[np.float32(0.0), tail].astype(np.float32)
-    codes = np.zeros(len(values), np.int64)
-    codes[nonzero] = 1 + encode(values[nonzero], tail)
+    if bins < 3:
+        raise NnlmError("back-offs need at least 2 bits (two codes are reserved)")
+    tail = np.sort(make_centers(values[nonzero], bins - 2)) if nonzero.any() \
+        else np.zeros(bins - 2, np.float32)
+    centers = np.r_[np.float32(-0.0), np.float32(0.0), tail].astype(np.float32)
+    codes = np.where(np.signbit(values), 0, 1).astype(np.int64)
+    codes[nonzero] = 2 + encode(values[nonzero], tail)
     return codes, centers
 
 
@@ -372,12 +374,28 @@ def _code_values(values: np.ndarray, name: str, quantize):
     sample = as32[:: max(1, len(as32) // 65536)]
     if len(sample) > 4096 and len(np.unique(sample)) > len(sample) // 4:
         return None  # many distinct values (probabilities are): no full sort to find out
-    centers, codes = np.unique(as32, return_inverse=True)
+    # by bit pattern, so that +0.0 and -0.0 (extends or not) stay two values
+    centers, codes = np.unique(as32.view(np.uint32), return_inverse=True)
+    centers = centers.view(np.float32)
     b = bitpack.width(max(len(centers) - 1, 0))
     if len(centers) == 0 or b > MAX_CODE_BITS or \
             b * len(values) + 32 * len(centers) >= 0.9 * 32 * len(values):
         return None
     return codes.astype(np.int64), centers.astype(np.float32), b
+
+
+def signed_backoffs(values, extends: np.ndarray) -> np.ndarray:
+    """float32 back-offs whose zeros say by their sign whether the n-gram extends (+0.0)
+    or not (-0.0); a back-off other than 1 always extends."""
+    out = np.asarray(values, np.float32) + np.float32(0.0)  # -0.0 becomes +0.0
+    out[~extends] = np.float32(-0.0)
+    return out
+
+
+def extension_of(backoffs) -> np.ndarray:
+    """Which n-grams extend, from :func:`signed_backoffs`' signs of zero."""
+    b = np.asarray(backoffs)
+    return ~((b == 0) & np.signbit(b))
 
 
 def _sections(model, quantize, meta: dict, standalone: bool = False):
@@ -393,9 +411,7 @@ def _sections(model, quantize, meta: dict, standalone: bool = False):
         yield "vocab_words", np.frombuffer(b"".join(encoded), np.uint8)
         yield "vocab_offsets", offsets
     yield "unigram_logp", model.unigram_logp.astype(np.float32)
-    yield "unigram_log_bow", model.unigram_log_bow.astype(np.float32)
-    for k in range(1, n):  # KenLM's extension flag, one bit an n-gram (see extends_k)
-        yield f"extends_{k}", bitpack.pack(model.extends(k).astype(np.uint64), 1)
+    yield "unigram_log_bow", signed_backoffs(model.unigram_log_bow, model.extends(1))
     for k in range(1, n + 1):
         if k < n:
             pointers = _child_pointers(model, k)
@@ -413,6 +429,8 @@ def _sections(model, quantize, meta: dict, standalone: bool = False):
             del table
         for name in ["logp"] + (["log_bow"] if k < n else []):
             values = np.asarray(getattr(level, name))
+            if name == "log_bow":
+                values = signed_backoffs(values, model.extends(k))
             coded = _code_values(values, name, quantize)
             meta["values"][f"{name}_{k}"] = None if coded is None else [coded[2], len(coded[1])]
             if coded is None:
@@ -511,8 +529,6 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
         out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
                               and isinstance(words[3], int) else -1)
         out["vocab_offsets"] = ("<i8", V + 1)
-    out.update({f"extends_{k}": ("<u8", bitpack.packed_words(counts[k - 1], 1))
-                for k in range(1, n)})
     for k in range(1, n + 1):
         if k < n:
             out[f"child_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1] + 1,
@@ -623,7 +639,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
                                           section("vocab_offsets"), vocab_size)
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
             "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
-            "extends": {k: section(f"extends_{k}") for k in range(1, n)}, "file_bytes": size}
+            "file_bytes": size}
 
 
 def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -> list[str]:
