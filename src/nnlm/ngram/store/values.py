@@ -1,0 +1,133 @@
+"""The numbers of nnlm's n-gram trie (:mod:`.trie`): how each order's probabilities and
+back-offs are stored.
+
+* float32, as KenLM stores them;
+* losslessly as codes into a table of the order's distinct values, where there are few
+  (KN back-offs gamma(h) depend only on small counts: a few hundred per order);
+* quantized (``quantize=(P, B)``), as KenLM's ``build_binary -q P -b B``: per-order
+  tables of 2^P and 2^B centers of equal-count bins, each the mean of its values
+  (Federico & Bertoldi 2006), two back-off codes reserved for exact zeros.
+
+A back-off of 1 (log 0) keeps KenLM's sign of zero: -0.0 where the n-gram cannot extend
+(no longer n-gram starts with it), +0.0 where it can (KenLM's HasExtension).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import NnlmError
+from . import bits as bitpack
+
+
+def make_centers(values: np.ndarray, bins: int) -> np.ndarray:
+    """``bins`` float32 centers of equal-count bins of the sorted ``values``, each the
+    mean of its bin (KenLM's ``MakeBins``); an empty bin repeats the previous center."""
+    v = np.sort(np.asarray(values, np.float64))
+    ends = (len(v) * np.arange(1, bins + 1, dtype=np.int64)) // bins
+    starts = np.r_[0, ends[:-1]]
+    sums = np.r_[0.0, np.cumsum(v)]
+    counts = ends - starts
+    centers = np.full(bins, -np.inf)
+    full = counts > 0
+    centers[full] = (sums[ends[full]] - sums[starts[full]]) / counts[full]
+    for i in np.flatnonzero(~full):  # KenLM: an empty bin repeats the one before
+        centers[i] = centers[i - 1] if i else -np.inf
+    return centers.astype(np.float32)
+
+
+def encode(values: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """The code of the nearest center to each value (centers sorted)."""
+    values = np.asarray(values, np.float32)
+    hi = np.clip(np.searchsorted(centers, values), 1, len(centers) - 1)
+    lo = hi - 1
+    nearer_lo = np.abs(values - centers[lo]) <= np.abs(centers[hi] - values)
+    return np.where(nearer_lo, lo, hi).astype(np.int64)
+
+
+def quantize_backoffs(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and centers for back-offs: codes 0 and 1 are exactly -0.0 and +0.0 (a
+    back-off of 1, the most common one, for an n-gram that cannot and one that can
+    extend: KenLM's two reserved values); the rest are binned."""
+    values = np.asarray(values, np.float32)
+    nonzero = values != 0
+    if bins < 3:
+        raise NnlmError("back-offs need at least 2 bits (two codes are reserved)")
+    tail = np.sort(make_centers(values[nonzero], bins - 2)) if nonzero.any() \
+        else np.zeros(bins - 2, np.float32)
+    centers = np.r_[np.float32(-0.0), np.float32(0.0), tail].astype(np.float32)
+    codes = np.where(np.signbit(values), 0, 1).astype(np.int64)
+    codes[nonzero] = 2 + encode(values[nonzero], tail)
+    return codes, centers
+
+
+class Quantized:
+    """A read-only array of float32 values stored as bit-packed codes into ``centers``:
+    indexing (by ids or a slice) decodes only the entries asked for; ``np.asarray``
+    decodes all. Whole-array arithmetic goes through ``np.asarray``."""
+
+    def __init__(self, codes: np.ndarray, bits: int, centers: np.ndarray, n: int):
+        self.codes, self.bits, self.centers, self.n = codes, bits, centers, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            index = np.arange(self.n)[index]
+        index = np.asarray(index)
+        native = bitpack._native()
+        if native is not None and index.ndim == 1 and self.n:
+            codes = np.empty(len(index), np.int64)
+            native.gather(self.codes, self.bits, self.n,
+                           np.ascontiguousarray(index, np.int64), codes)
+        else:
+            codes = bitpack.unpack(self.codes, self.bits, index)
+        return self.centers[np.minimum(codes, len(self.centers) - 1)]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.centers[bitpack.unpack_all(self.codes, self.bits, self.n)]
+        return out if dtype is None else out.astype(dtype)
+
+
+MAX_CODE_BITS = 25  # as KenLM's quantizer: the C scorer reads codes of at most 25 bits
+
+
+def code_values(values: np.ndarray, name: str, quantize):
+    """(codes, centers, bits) for one order's probabilities or back-offs, or None to
+    store them as float32. Quantized when asked; otherwise losslessly when the order has
+    few distinct float32 values: KN back-offs gamma(h) depend only on small counts, so
+    an order of 700k has a few hundred (9-12 bits each, not 32)."""
+    if quantize is not None:
+        b = quantize[0] if name == "logp" else quantize[1]
+        if name == "logp":
+            centers = make_centers(values, 1 << b)
+            return encode(values, centers), centers, b
+        codes, centers = quantize_backoffs(values, 1 << b)
+        return codes, centers, b
+    as32 = values.astype(np.float32)
+    sample = as32[:: max(1, len(as32) // 65536)]
+    if len(sample) > 4096 and len(np.unique(sample)) > len(sample) // 4:
+        return None  # many distinct values (probabilities are): no full sort to find out
+    # by bit pattern, so that +0.0 and -0.0 (extends or not) stay two values
+    centers, codes = np.unique(as32.view(np.uint32), return_inverse=True)
+    centers = centers.view(np.float32)
+    b = bitpack.width(max(len(centers) - 1, 0))
+    if len(centers) == 0 or b > MAX_CODE_BITS or \
+            b * len(values) + 32 * len(centers) >= 0.9 * 32 * len(values):
+        return None
+    return codes.astype(np.int64), centers.astype(np.float32), b
+
+
+def signed_backoffs(values, extends: np.ndarray) -> np.ndarray:
+    """float32 back-offs whose zeros say by their sign whether the n-gram extends (+0.0)
+    or not (-0.0); a back-off other than 1 always extends."""
+    out = np.asarray(values, np.float32) + np.float32(0.0)  # -0.0 becomes +0.0
+    out[~extends] = np.float32(-0.0)
+    return out
+
+
+def extension_of(backoffs) -> np.ndarray:
+    """Which n-grams extend, from :func:`signed_backoffs`' signs of zero."""
+    b = np.asarray(backoffs)
+    return ~((b == 0) & np.signbit(b))
