@@ -2,6 +2,7 @@
 
 import os
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
@@ -26,3 +27,22 @@ def brown_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("brown")
     write_splits(out, prepare_brown(download=False))
     return out
+
+
+def zipf_corpus(seed=0, n_sentences=300, n_words=40, max_words=11):
+    """Lines of w0..w{n_words-1}, Zipf-distributed, each word often followed by a fixed
+    successor (so that higher orders matter): the n-gram tests' small corpus."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(n_words)]
+    p = 1.0 / np.arange(1, n_words + 1)
+    p /= p.sum()
+    # a little structure: each word prefers a successor, so higher orders matter
+    lines = []
+    for _ in range(n_sentences):
+        w = rng.choice(n_words, p=p)
+        line = []
+        for _ in range(rng.integers(1, max_words + 1)):
+            line.append(words[w])
+            w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
+        lines.append(line)
+    return lines

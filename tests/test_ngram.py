@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import write
+from conftest import write, zipf_corpus
 from kn_reference import modified_kn
 from nnlm import NnlmError, Stream, Vocabulary, evaluate, load_model, save_model
 from nnlm.ngram import (
@@ -26,23 +26,6 @@ from nnlm.vocab import BOS, BOS_ID
 
 TRACTOR = ["a tractor drove slow", "the red tractor drove fast", "the parrot flew fast",
            "the parrot flew slow", "the tractor slowed down"]
-
-
-def zipf_corpus(seed=0, n_sentences=300, n_words=40):
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(n_words)]
-    p = 1.0 / np.arange(1, n_words + 1)
-    p /= p.sum()
-    # a little structure: each word prefers a successor, so higher orders matter
-    lines = []
-    for _ in range(n_sentences):
-        w = rng.choice(n_words, p=p)
-        line = []
-        for _ in range(rng.integers(1, 12)):
-            line.append(words[w])
-            w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
-        lines.append(line)
-    return lines
 
 
 def stream_and_vocab(lines, extra=()):

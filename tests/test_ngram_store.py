@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import zipf_corpus
 from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
 from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
@@ -17,28 +18,12 @@ from nnlm.ngram.store import bits, trie
 from nnlm.vocab import BOS_ID
 
 
-def zipf_lines(seed=0, n_sentences=400, n_words=60):
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(n_words)]
-    p = 1.0 / np.arange(1, n_words + 1)
-    p /= p.sum()
-    lines = []
-    for _ in range(n_sentences):
-        w = rng.choice(n_words, p=p)
-        line = []
-        for _ in range(rng.integers(1, 14)):
-            line.append(words[w])
-            w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
-        lines.append(line)
-    return lines
-
-
 @pytest.fixture(scope="module")
 def kn4():
-    lines = zipf_lines()
+    lines = zipf_corpus(n_sentences=400, n_words=60, max_words=13)
     vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line} | {"never": 1})
     stream = Stream.from_lines(lines, vocab)
-    test = Stream.from_lines(zipf_lines(seed=5, n_sentences=80), vocab)
+    test = Stream.from_lines(zipf_corpus(seed=5, n_sentences=80, n_words=60, max_words=13), vocab)
     return KneserNey(vocab, 4, discount_fallback=True).fit(stream), test
 
 

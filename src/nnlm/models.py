@@ -240,9 +240,9 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     path = Path(path)
-    if path.is_file() and read_head(path, 8) == b"NNLMTRIE":  # a one-file model
-        from .ngram.store.trie import load_trie_file
+    from .ngram.store.trie import is_trie_file, load_trie_file
 
+    if is_trie_file(path):  # a one-file model
         model = load_trie_file(path)
         model.source_id = None
         return model

@@ -359,7 +359,6 @@ class BackoffNgram(LanguageModel):
                               mapped["levels"])
         model.unk_extends = mapped["unk_extends"]
         model.store_quantize = tuple(mapped["quantize"]) if mapped["quantize"] else None
-        model.children = mapped["children"]
         model.signed_backoffs = True
         model._restore_config(config)
         return model

@@ -75,7 +75,6 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         size = target.stat().st_size
         kind = "ARPA"
     elif to_file:
-        model.store_quantize = quantize
         with atomic_path(target) as tmp:
             size = write_trie(model, tmp, "", quantize, standalone=True)
         kind = "nnlm one-file model" + (f", quantized {quantize[0]}/{quantize[1]} bits"

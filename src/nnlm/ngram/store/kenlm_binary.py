@@ -189,6 +189,12 @@ class _Layout:
                             f"header needs at least {end:,})")
 
 
+def _check_words_kept(path: Path, header: dict) -> None:
+    if not header["has_words"]:
+        raise NnlmError(f"{path}: a KenLM binary file built without its words; nnlm needs "
+                        "them: rebuild it from its ARPA file")
+
+
 def _words(path: Path, data: bytes, at: int, count: int) -> list[str]:
     """The vocabulary's words stored after the search structure, in id order."""
     blob = data[at:]
@@ -208,8 +214,6 @@ def _words(path: Path, data: bytes, at: int, count: int) -> list[str]:
 def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
     """A KenLM trie binary (any of build_binary's four trie types) as a back-off model;
     see the module docstring. Per-token numbers are KenLM's (float32 log10)."""
-    from ..arpa import assemble
-
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -225,9 +229,7 @@ def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
     if header["search_version"] != TRIE_VERSION:
         raise NnlmError(f"{path}: KenLM trie version {header['search_version']}; nnlm reads "
                         f"version {TRIE_VERSION}")
-    if not header["has_words"]:
-        raise NnlmError(f"{path}: a KenLM binary file built without its words (build_binary "
-                        "-v?); nnlm needs them: rebuild it from its ARPA file")
+    _check_words_kept(path, header)
     counts, order = header["counts"], header["order"]
     if order < 2 or counts[0] < 1:
         raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
@@ -237,7 +239,7 @@ def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
                         f"takes {layout.end:,} before the words)")
     words = _words(path, data, layout.end, counts[0])
     tables = _read_trie(path, data, layout, counts)
-    return _to_model(path, words, tables, order, strict, assemble)
+    return _to_model(path, words, tables, order, strict)
 
 
 def _read_trie(path: Path, data: bytes, layout: _Layout, counts: list[int]) -> dict:
@@ -297,7 +299,7 @@ def _read_trie(path: Path, data: bytes, layout: _Layout, counts: list[int]) -> d
     return out
 
 
-def _to_model(path, words, tables, order, strict, assemble):
+def _to_model(path, words, tables, order, strict):
     """The words of every n-gram (walking parents down), and the model ARPA's reader
     builds from them."""
     file_words = words
@@ -322,6 +324,8 @@ def _to_model(path, words, tables, order, strict, assemble):
     if UNK in file_words and tables[1].logp[file_words.index(UNK)] == -100.0:
         warn(f"{path}: <unk> has log10 p = -100: the ARPA file it was built from had no "
              "<unk>, and KenLM gave it that value")
+    from ..arpa import assemble
+
     model = assemble(path, vocab, file_words, remap, sections, order, strict)
     # KenLM marks with -0.0 a unigram's back-off that cannot extend; its +0.0 for a
     # missing <unk> makes a state after <unk> keep the word (nnlm.ngram.backoff.unk_extends)
@@ -405,9 +409,7 @@ def _read_probing(path: Path, data: bytes, header: dict, start: int):
     if header["search_version"] != PROBING_VERSION:
         raise NnlmError(f"{path}: KenLM probing version {header['search_version']}; nnlm reads "
                         f"version {PROBING_VERSION}")
-    if not header["has_words"]:
-        raise NnlmError(f"{path}: a KenLM binary file built without its words; nnlm needs "
-                        "them: rebuild it from its ARPA file")
+    _check_words_kept(path, header)
     if order < 2:
         raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
     mult = header["probing_multiplier"]

@@ -535,7 +535,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
         header["words"] = _embedded_words(path, section("vocab_words"),
                                           section("vocab_offsets"), vocab_size)
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
-            "levels": levels, "children": [section(f"child_{k}") for k in range(1, n)],
+            "levels": levels,
             "file_bytes": size}
 
 
@@ -582,13 +582,8 @@ def load_trie_file(path: str | os.PathLike):
 
 
 def is_trie_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a file that starts as nnlm's trie files do."""
     from ...fileio import read_head
 
     p = Path(path)
     return p.is_file() and read_head(p, len(MAGIC)) == MAGIC
-
-
-def bytes_per_ngram(path: str | os.PathLike) -> float:
-    """The file's size over its number of n-grams (all orders)."""
-    header, _ = read_trie_header(Path(path))
-    return Path(path).stat().st_size / max(1, sum(header["counts"]))
