@@ -31,9 +31,7 @@ import numpy as np
 
 from .errors import NnlmError
 from .lm import LOG10_E, LanguageModel
-from .vocab import BOS, BOS_ID, EOS, UNK_ID
-
-NO_WORD = -1  # a context slot with no word: the null context of back-off models
+from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
 
 
 class State:

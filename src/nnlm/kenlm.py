@@ -46,9 +46,8 @@ import numpy as np
 from .errors import NnlmError
 from .lm import LOG10_E
 from .lm import LanguageModel as _LanguageModel
-from .vocab import BOS, BOS_ID, EOS_ID, UNK_ID
+from .vocab import BOS, BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
-NO_WORD = -1  # a context slot with no word (the null context of back-off models)
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
 _serials = itertools.count(1)
 

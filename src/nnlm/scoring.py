@@ -3,6 +3,10 @@
 Sentences are scored in chunks of lines, so arbitrarily long inputs use bounded memory.
 Each result gives log10 probabilities (the convention of ARPA and KenLM's output) with
 ``</s>`` included and ``<s>`` as context only.
+
+:func:`windows` and :func:`target_scores` split the same work in two, for callers that
+batch the model calls of many requests (the server) or choose the sentence boundaries as
+kenlm's ``full_scores(sentence, bos, eos)`` does.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from .corpus import special_error
 from .errors import NnlmError
 from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
-from .vocab import BOS, EOS, UNK_ID
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID
 
 CHUNK_LINES = 4096
 
@@ -109,3 +113,70 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]],
         lo, hi = stream.offsets[i], stream.offsets[i + 1]
         yield SentenceScore([*words, EOS], log10[lo:hi],
                             None if orders is None else orders[lo:hi], oov[lo:hi])
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Every prediction of a list of sentences, laid out as a :class:`Stream` is, but with
+    the boundaries chosen: ``contexts`` (P, n-1) int64, the predicted ``ids`` (P,),
+    ``offsets`` (one per sentence plus P) and ``oov`` (the word was not in the vocabulary;
+    ``</s>`` never is)."""
+
+    contexts: np.ndarray
+    ids: np.ndarray
+    offsets: np.ndarray
+    oov: np.ndarray
+
+
+def windows(model: LanguageModel, sentences: list[list[str]], bos: bool = True,
+            eos: bool = True) -> Windows:
+    """The (context, word) pairs that score ``sentences`` (lists of words) under ``model``.
+
+    ``bos``: the first word is conditioned on ``<s>``; otherwise on the null context
+    where the model has one (back-off models, as KenLM), and on ``<s>`` where it has none
+    (a network always sees n-1 words). ``eos``: ``</s>`` is predicted after the last word.
+    ``<s>`` and ``</s>`` inside a sentence are refused (NnlmError naming the sentence).
+
+    >>> from nnlm import AddK, Vocabulary
+    >>> vocab = Vocabulary.from_counts({"a": 2, "b": 1})
+    >>> lm = AddK(vocab, order=2)
+    >>> w = windows(lm, [["a", "b"], ["zzz"]])
+    >>> w.contexts.tolist(), w.ids.tolist(), w.offsets.tolist(), w.oov.tolist()
+    ([[1], [3], [4], [1], [0]], [3, 4, 2, 0, 2], [0, 3, 5], [False, False, False, True, False])
+    """
+    for i, words in enumerate(sentences, start=1):
+        if BOS in words or EOS in words:
+            raise NnlmError(special_error(f"sentence {i}", words))
+    k = model.order - 1
+    pad = BOS_ID if bos or not getattr(model, "null_context", False) else NO_WORD
+    lengths = np.array([len(w) + eos for w in sentences], np.int64)
+    offsets = np.zeros(len(sentences) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    words = model.vocab.encode(w for s in sentences for w in s).astype(np.int64)
+    ids = np.full(int(offsets[-1]), EOS_ID, np.int64)
+    slot = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)  # position in its sentence
+    is_word = slot < np.repeat(lengths - eos, lengths)
+    ids[is_word] = words
+    if not k:
+        return Windows(np.zeros((len(ids), 0), np.int64), ids, offsets, ids == UNK_ID)
+    # each sentence's history, <s>-padded (or null), one after another; row i of the
+    # contexts is the k entries before prediction i in its own history
+    history = np.full(len(ids) + k * len(sentences), pad, np.int64)
+    starts = offsets[:-1] + k * np.arange(len(sentences)) + k  # where each sentence's words go
+    history[np.repeat(starts, lengths) + slot] = ids
+    view = np.lib.stride_tricks.sliding_window_view(history, k)
+    contexts = view[np.repeat(starts, lengths) + slot - k]
+    return Windows(np.ascontiguousarray(contexts), ids, offsets, is_word & (ids == UNK_ID))
+
+
+def target_scores(model: LanguageModel, contexts: np.ndarray, ids: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Natural-log p(ids[i] | contexts[i]) (float64) and the n-gram length each used: a
+    back-off model's longest matching n-gram, or the context's words plus one for a model
+    that always sees n-1 (kenlm's ``full_scores`` lengths)."""
+    if hasattr(model, "target_logprobs_and_orders"):
+        logp, orders = model.target_logprobs_and_orders(contexts, ids)
+    else:
+        logp = model.target_logprobs(contexts, ids)
+        orders = np.minimum((contexts != NO_WORD).sum(axis=1), model.order - 1) + 1
+    return np.asarray(logp, np.float64), np.asarray(orders, np.int64)

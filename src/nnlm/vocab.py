@@ -33,6 +33,7 @@ from .fileio import atomic_write_text, iter_line_blocks
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
 SPECIALS = (UNK, BOS, EOS)
+NO_WORD = -1  # a context slot with no word: the null context of back-off models (KenLM's)
 FORMAT_HEADER = "# nnlm vocabulary v1"
 
 

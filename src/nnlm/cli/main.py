@@ -13,10 +13,10 @@ import warnings
 
 from ..errors import NnlmError, NnlmWarning
 from ..fileio import check_distinct, os_error_message, output_lock, public_path
-from . import data, experiments, neural, ngram, scoring
+from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser
 
-GROUPS = (data, ngram, scoring, neural, experiments)  # the order of nnlm --help
+GROUPS = (data, ngram, scoring, neural, experiments, serve)  # the order of nnlm --help
 
 EPILOG = """\
 examples:

@@ -1,0 +1,205 @@
+"""The FastAPI application: routes, limits and errors around :mod:`nnlm.serve.work`.
+
+Limits: a body over ``max_body`` bytes (1 MB) is a 413 before it is read whole; a field
+out of range a 422 naming it; an unknown model a 404; a request that runs past
+``timeout`` seconds a 504. Nothing a client sends should give a 500 (schemathesis checks
+that against ``/openapi.json`` in the tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel
+
+from ..errors import NnlmError
+from . import schemas as s
+from . import work
+from .registry import ServedModel
+from .work import RequestError
+
+
+@dataclass
+class Settings:
+    timeout: float = 30.0  # seconds per request
+    max_body: int = 1 << 20  # bytes
+
+
+class Detail(BaseModel):
+    detail: str | list
+
+
+ERRORS = {404: {"model": Detail, "description": "no such model"},
+          413: {"model": Detail, "description": "the body is over the size limit"},
+          422: {"model": Detail, "description": "a field is malformed or out of range"},
+          503: {"model": Detail, "description": "the model cannot give a finite score"},
+          504: {"model": Detail, "description": "the request ran past the server's timeout"}}
+
+
+class BodyLimit:
+    """ASGI middleware: a 413 for a body over ``limit`` bytes, whether it declares its
+    length or streams in chunks (read here, at most ``limit`` bytes of it, then handed on
+    whole)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or {}).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await _too_large(self.limit)(scope, receive, send)
+        parts, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            if size > self.limit:
+                return await _too_large(self.limit)(scope, receive, send)
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(parts), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse({"detail": f"the request body is over {limit:,} bytes"}, 413)
+
+
+def create_app(models: dict[str, ServedModel], settings: Settings | None = None) -> FastAPI:
+    """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`)."""
+    settings = settings or Settings()
+    first = next(iter(models.values()))
+    app = FastAPI(title="nnlm", version=_version(),
+                  description="Scores, next words, completions and embeddings from nnlm's "
+                  "language models. nnlm's endpoints give log10 probabilities (KenLM's "
+                  "convention); the OpenAI-shaped ones natural logs.")
+    app.add_middleware(BodyLimit, limit=settings.max_body)
+
+    def model(name: str | None) -> ServedModel:
+        if name is None:
+            return first
+        m = models.get(name)
+        if m is None:
+            raise RequestError("model", f"model {name!r} is not served here; served: "
+                               f"{', '.join(models)}", 404)
+        return m
+
+    async def timed(coro):
+        try:
+            return await asyncio.wait_for(coro, settings.timeout)
+        except TimeoutError:
+            raise RequestError(None, f"the request ran past {settings.timeout:g} s (the "
+                               "server's --timeout); send less at once", 504) from None
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, e: RequestError):
+        if e.field is None or e.status == 404:
+            return JSONResponse({"detail": e.message}, e.status)
+        return JSONResponse({"detail": [{"loc": ["body", e.field], "msg": e.message,
+                                         "type": "value_error"}]}, e.status)
+
+    @app.exception_handler(NnlmError)
+    async def nnlm_error(request: Request, e: NnlmError):
+        return JSONResponse({"detail": str(e)}, 422)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page():
+        return (resources.files(__package__) / "page.html").read_text("utf-8")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "models": list(models)}
+
+    @app.get("/v1/models")
+    async def list_models() -> dict:
+        return {"object": "list", "data": [m.describe() for m in models.values()]}
+
+    @app.get("/v1/models/{name}", responses=ERRORS)
+    async def one_model(name: str) -> dict:
+        return model(name).describe()
+
+    @app.post("/v1/score", responses=ERRORS)
+    async def score(req: s.ScoreRequest) -> s.ScoreResponse:
+        """Each text as one sentence: log10 probabilities per token and in total, as
+        ``nnlm score --per-token`` and kenlm's ``full_scores`` give them."""
+        return await timed(work.score(model(req.model), req))
+
+    @app.post("/v1/next", responses=ERRORS)
+    async def next_words(req: s.NextRequest) -> s.NextResponse:
+        """The k most likely next words after a context, with log10 probabilities."""
+        return await timed(work.next_words(model(req.model), req))
+
+    @app.post("/v1/completions", responses=ERRORS)
+    async def completions(req: s.CompletionRequest) -> s.CompletionResponse:
+        """OpenAI's legacy completions: ``echo`` with ``logprobs`` scores a prompt
+        (lm-evaluation-harness's loglikelihood); ``max_tokens`` > 0 samples words."""
+        return await timed(work.complete(model(req.model), req))
+
+    @app.post("/v1/embed", responses=ERRORS)
+    async def embed(req: s.EmbedRequest) -> s.EmbedResponse:
+        """Sentence embeddings from the word feature vectors C (neural models)."""
+        m = _with_features(model(req.model))
+        vectors = await timed(m.batcher.run(lambda: m.lm.embed(req.texts,
+                                                                normalize=req.normalize)))
+        return s.EmbedResponse(model=m.name, dim=int(vectors.shape[1]),
+                               embeddings=vectors.astype(float).tolist())
+
+    @app.post("/v1/neighbors", responses=ERRORS)
+    async def neighbors(req: s.NeighborsRequest) -> s.NeighborsResponse:
+        """A word's nearest words by cosine of their feature vectors C."""
+        m = _with_features(model(req.model))
+        if req.word not in m.lm.vocab or req.word in ("<s>", "</s>", "<unk>"):
+            raise RequestError("word", f"{req.word!r} is not a word of {m.name}'s "
+                               f"vocabulary ({len(m.lm.vocab):,} words)")
+        found = await timed(m.batcher.run(m.lm.neighbors, req.word, req.k))
+        return s.NeighborsResponse(model=m.name, word=req.word, neighbors=[
+            s.Neighbor(word=w, similarity=sim) for w, sim in found])
+
+    # vLLM's tokenizer endpoints: lm-evaluation-harness's local-completions uses them to
+    # send token ids, so a prompt's context and continuation split where nnlm splits
+    @app.get("/tokenizer_info")
+    async def tokenizer_info() -> dict:
+        return {"tokenizer_class": "nnlm words (whitespace; a newline is </s>)",
+                "eos_token": "</s>", "bos_token": "<s>", "unk_token": "<unk>",
+                "pad_token": None, "model": first.name, "vocab_size": len(first.lm.vocab)}
+
+    @app.post("/tokenize", responses=ERRORS)
+    async def tokenize(req: s.TokenizeRequest) -> s.TokenizeResponse:
+        m = model(req.model)
+        ids = work.tokenize(m.lm.vocab, req.prompt).ids
+        return s.TokenizeResponse(tokens=ids, count=len(ids), max_model_len=1 << 20)
+
+    @app.post("/detokenize", responses=ERRORS)
+    async def detokenize(req: s.DetokenizeRequest) -> s.DetokenizeResponse:
+        return s.DetokenizeResponse(
+            prompt=work.detokenize(model(req.model).lm.vocab, req.tokens).text)
+
+    return app
+
+
+def _with_features(m: ServedModel) -> ServedModel:
+    if not m.has_features:
+        raise RequestError("model", f"{m.name} is a {m.kind} model: it has no word feature "
+                           "vectors C (embeddings and neighbours need a neural model)")
+    return m
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

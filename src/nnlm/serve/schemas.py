@@ -1,0 +1,175 @@
+"""The server's requests and answers, as pydantic models: FastAPI checks every field
+against them (a bad one is a 422 naming it) and publishes them at ``/openapi.json``.
+
+The completions request is OpenAI's legacy ``/v1/completions`` (with ``top_k`` added);
+the others are nnlm's own. Scores follow each family's convention: nnlm's endpoints give
+log10 probabilities as KenLM's ``full_scores`` and ``nnlm score`` do, the OpenAI ones
+natural logs as OpenAI's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_TEXTS = 10_000  # sentences in one request (the body is also capped at 1 MB)
+MAX_K = 1000  # next words or neighbours in one answer
+MAX_NEW_WORDS = 256  # words sampled for one completion
+MAX_CHOICES = 16  # completions per prompt
+MAX_LOGPROBS = 20  # alternatives per token
+
+Text = Annotated[str, Field(max_length=1 << 20)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # clients send fields we do not use
+
+    model: str = Field(description="a served model's name (GET /v1/models)")
+
+
+class ScoreRequest(_Request):
+    texts: list[Text] = Field(max_length=MAX_TEXTS, description="one sentence each")
+    bos: bool = Field(True, description="condition the first word on <s>")
+    eos: bool = Field(True, description="predict </s> after the last word")
+
+
+class TokenScore(BaseModel):
+    word: str
+    log10_prob: float
+    ngram_length: int
+    oov: bool
+
+
+class SentenceScore(BaseModel):
+    log10_prob: float
+    perplexity: float | None = Field(description="null for a text with no tokens")
+    tokens: list[TokenScore]
+
+
+class ScoreResponse(BaseModel):
+    model: str
+    results: list[SentenceScore]
+
+
+class NextRequest(_Request):
+    context: Text = Field("", description="the words so far (the start of a sentence)")
+    k: int = Field(10, ge=1, le=MAX_K, description="how many next words")
+    bos: bool = Field(True, description="the context starts a sentence")
+
+
+class NextWord(BaseModel):
+    word: str
+    log10_prob: float
+
+
+class NextResponse(BaseModel):
+    model: str
+    context: list[str] = Field(description="the context's words as the model sees them "
+                               "(<unk> for unknown ones)")
+    words: list[NextWord]
+
+
+class EmbedRequest(_Request):
+    texts: list[Text] = Field(max_length=MAX_TEXTS)
+    normalize: bool = Field(False, description="lowercase and drop punctuation first")
+
+
+class EmbedResponse(BaseModel):
+    model: str
+    dim: int
+    embeddings: list[list[float]]
+
+
+class NeighborsRequest(_Request):
+    word: str = Field(max_length=1000)
+    k: int = Field(10, ge=1, le=MAX_K)
+
+
+class Neighbor(BaseModel):
+    word: str
+    similarity: float
+
+
+class NeighborsResponse(BaseModel):
+    model: str
+    word: str
+    neighbors: list[Neighbor]
+
+
+Prompt = (Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)]
+          | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+          | Annotated[list[Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]],
+                      Field(min_length=1, max_length=MAX_TEXTS)])
+
+
+class CompletionRequest(_Request):
+    prompt: Prompt = Field(description="text, texts, token ids (GET /tokenize) or lists "
+                           "of them; a newline or </s> ends a sentence")
+    max_tokens: int = Field(16, ge=0, le=MAX_NEW_WORDS, description="words to sample")
+    temperature: float = Field(1.0, ge=0, le=100, description="0: the most likely word")
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="sample among the k most likely (0: all)")
+    n: int = Field(1, ge=1, le=MAX_CHOICES)
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS,
+                                 description="alternatives per token (and the tokens' own "
+                                 "log-probabilities)")
+    echo: bool = Field(False, description="return the prompt's tokens too")
+    stop: Annotated[str, Field(max_length=1000)] | \
+        Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=4)] | None \
+        = None
+    seed: int | None = Field(None, ge=0, le=(1 << 53) - 1)  # exact in JSON numbers
+
+
+class Logprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None] | None
+    text_offset: list[int]
+
+
+class Choice(BaseModel):
+    text: str
+    index: int
+    logprobs: Logprobs | None
+    finish_reason: Literal["stop", "length"]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+
+
+class TokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: Text
+    model: str | None = Field(None, description="whose vocabulary (default: the first model)")
+    add_special_tokens: bool = False
+
+
+class TokenizeResponse(BaseModel):
+    tokens: list[int]
+    count: int
+    max_model_len: int
+
+
+class DetokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    tokens: list[Annotated[int, Field(ge=0)]] = Field(max_length=1 << 18)
+    model: str | None = None
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
