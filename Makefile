@@ -14,6 +14,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
+	@# lm-evaluation-harness's API client, a real client of nnlm serve: the package without
+	@# its training stack (transformers, datasets), and the three libraries its client uses
+	$(BIN)/python -m pip install --quiet --no-deps lm_eval && \
+	  $(BIN)/python -m pip install --quiet aiohttp tenacity requests || \
+	  echo "lm_eval could not be installed: its server test will skip"
 	@# numba's cache of the compiled optimizer updates, built once here: processes that
 	@# start together (torchrun ranks, --workers) then load it instead of writing it at
 	@# the same moment, which can crash one of them (numba issue 4807)

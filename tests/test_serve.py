@@ -250,6 +250,32 @@ def test_lm_evaluation_harness_loglikelihood(client):
     assert lp["token_logprobs"][2] == max(lp["top_logprobs"][2].values())
 
 
+def test_lm_evaluation_harness_itself(app, client):
+    """The harness's own local-completions model, unchanged: it finds the remote
+    tokenizer, sends token ids, and reads log-likelihoods and greediness back."""
+    api = pytest.importorskip("lm_eval.models.openai_completions")
+    from lm_eval.api.instance import Instance
+
+    pairs = [("the cat", " sees a dog"), ("", "a dog"), ("the cat", " is")]
+    with live(app) as url:
+        lm = api.LocalCompletionsAPI(base_url=url + "/v1/completions", model="kn3",
+                                     max_retries=1)
+        got = lm.loglikelihood([Instance("loglikelihood", doc={}, arguments=p, idx=i)
+                                for i, p in enumerate(pairs)], disable_tqdm=True)
+        text = lm.generate_until([Instance("generate_until", doc={}, idx=0, arguments=(
+            "the cat", {"until": ["\n"], "max_gen_toks": 5}))], disable_tqdm=True)
+    for (context, continuation), (logp, greedy) in zip(pairs, got):
+        tokens = client.post("/v1/score", json={"model": "kn3", "texts": [
+            (context + continuation).strip()], "eos": False}).json()["results"][0]["tokens"]
+        cont = tokens[len(context.split()):]
+        assert logp == pytest.approx(sum(t["log10_prob"] for t in cont) * LN10, abs=1e-9)
+        best = [client.post("/v1/next", json={"model": "kn3", "k": 1, "context": " ".join(
+            t["word"] for t in tokens[:i])}).json()["words"][0]["word"]
+            for i in range(len(tokens) - len(cont), len(tokens))]
+        assert greedy == (best == [t["word"] for t in cont])
+    assert isinstance(text[0], str) and 1 <= len(text[0].split()) <= 5
+
+
 def test_tokens_round_trip(client):
     ids = client.post("/tokenize", json={"prompt": "the cat\nzebra"}).json()["tokens"]
     assert ids[2] == 2 and ids[3] == 0  # a newline is </s>; an unknown word <unk>
@@ -417,9 +443,16 @@ def test_page_in_a_real_browser(app, tmp_path):
         bars = page.eval_on_selector_all("#next-out .card", "cs => cs.map(c => "
                                          "[c.dataset.model, c.querySelectorAll('li').length])")
         assert {name for name, n in bars if n == 10} == {"kn3", "arpa", "nplm", "mix"}
-        page.fill("#sentence", "the cat sees a dog")
+        sentence = "the cat sees a dog and the dog sees a cat in the garden " * 2
+        page.fill("#sentence", sentence)
         page.keyboard.press("Enter")
-        page.wait_for_function("document.querySelectorAll('#score-out .tok').length == 24")
+        tokens = 4 * (len(sentence.split()) + 1)
+        page.wait_for_function(f"document.querySelectorAll('#score-out .tok').length == "
+                               f"{tokens}")
+        outside = page.evaluate("""[...document.querySelectorAll('#score-out .card')].map(c =>
+            [...c.querySelectorAll('.tok')].filter(t => t.getBoundingClientRect().right >
+             c.getBoundingClientRect().right + 1).length)""")
+        assert outside == [0, 0, 0, 0], "words spill out of their model's card"
         page.fill("#word", "cat")
         page.keyboard.press("Enter")
         page.wait_for_function("document.querySelectorAll('#nb-out .bars li').length == 10")

@@ -11,6 +11,7 @@ kenlm's ``full_scores(sentence, bos, eos)`` does.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -152,7 +153,9 @@ def windows(model: LanguageModel, sentences: list[list[str]], bos: bool = True,
     lengths = np.array([len(w) + eos for w in sentences], np.int64)
     offsets = np.zeros(len(sentences) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    words = model.vocab.encode(w for s in sentences for w in s).astype(np.int64)
+    flat = list(itertools.chain.from_iterable(sentences))
+    words = np.fromiter(map(model.vocab.index.get, flat, itertools.repeat(UNK_ID)), np.int64,
+                        len(flat))
     ids = np.full(int(offsets[-1]), EOS_ID, np.int64)
     slot = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)  # position in its sentence
     is_word = slot < np.repeat(lengths - eos, lengths)

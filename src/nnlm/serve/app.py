@@ -9,6 +9,7 @@ that against ``/openapi.json`` in the tests).
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from importlib import resources
 
@@ -76,6 +77,18 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class FastJSON(JSONResponse):
+    """JSON by orjson where installed (several times faster on score lists), else json;
+    never NaN (scores are checked finite before they get here)."""
+
+    def render(self, content) -> bytes:
+        try:
+            import orjson
+        except ImportError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+        return orjson.dumps(content)
+
+
 def _too_large(limit: int) -> JSONResponse:
     return JSONResponse({"detail": f"the request body is over {limit:,} bytes"}, 413)
 
@@ -99,9 +112,10 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
                                f"{', '.join(models)}", 404)
         return m
 
-    async def timed(coro):
+    async def timed(m: ServedModel, coro):
         try:
-            return await asyncio.wait_for(coro, settings.timeout)
+            with m.batcher.request():
+                return await asyncio.wait_for(coro, settings.timeout)
         except TimeoutError:
             raise RequestError(None, f"the request ran past {settings.timeout:g} s (the "
                                "server's --timeout); send less at once", 504) from None
@@ -133,31 +147,34 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
     async def one_model(name: str) -> dict:
         return model(name).describe()
 
-    @app.post("/v1/score", responses=ERRORS)
-    async def score(req: s.ScoreRequest) -> s.ScoreResponse:
+    @app.post("/v1/score", responses=ERRORS, response_model=s.ScoreResponse)
+    async def score(req: s.ScoreRequest):
         """Each text as one sentence: log10 probabilities per token and in total, as
         ``nnlm score --per-token`` and kenlm's ``full_scores`` give them."""
-        return await timed(work.score(model(req.model), req))
+        m = model(req.model)
+        return FastJSON(await timed(m, work.score(m, req)))
 
     @app.post("/v1/next", responses=ERRORS)
     async def next_words(req: s.NextRequest) -> s.NextResponse:
         """The k most likely next words after a context, with log10 probabilities."""
-        return await timed(work.next_words(model(req.model), req))
+        m = model(req.model)
+        return await timed(m, work.next_words(m, req))
 
     @app.post("/v1/completions", responses=ERRORS)
     async def completions(req: s.CompletionRequest) -> s.CompletionResponse:
         """OpenAI's legacy completions: ``echo`` with ``logprobs`` scores a prompt
         (lm-evaluation-harness's loglikelihood); ``max_tokens`` > 0 samples words."""
-        return await timed(work.complete(model(req.model), req))
+        m = model(req.model)
+        return await timed(m, work.complete(m, req))
 
-    @app.post("/v1/embed", responses=ERRORS)
-    async def embed(req: s.EmbedRequest) -> s.EmbedResponse:
+    @app.post("/v1/embed", responses=ERRORS, response_model=s.EmbedResponse)
+    async def embed(req: s.EmbedRequest):
         """Sentence embeddings from the word feature vectors C (neural models)."""
         m = _with_features(model(req.model))
-        vectors = await timed(m.batcher.run(lambda: m.lm.embed(req.texts,
+        vectors = await timed(m, m.batcher.run(lambda: m.lm.embed(req.texts,
                                                                 normalize=req.normalize)))
-        return s.EmbedResponse(model=m.name, dim=int(vectors.shape[1]),
-                               embeddings=vectors.astype(float).tolist())
+        return FastJSON({"model": m.name, "dim": int(vectors.shape[1]),
+                         "embeddings": vectors.astype(float).tolist()})
 
     @app.post("/v1/neighbors", responses=ERRORS)
     async def neighbors(req: s.NeighborsRequest) -> s.NeighborsResponse:
@@ -166,7 +183,7 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
         if req.word not in m.lm.vocab or req.word in ("<s>", "</s>", "<unk>"):
             raise RequestError("word", f"{req.word!r} is not a word of {m.name}'s "
                                f"vocabulary ({len(m.lm.vocab):,} words)")
-        found = await timed(m.batcher.run(m.lm.neighbors, req.word, req.k))
+        found = await timed(m, m.batcher.run(m.lm.neighbors, req.word, req.k))
         return s.NeighborsResponse(model=m.name, word=req.word, neighbors=[
             s.Neighbor(word=w, similarity=sim) for w, sim in found])
 

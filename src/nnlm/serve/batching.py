@@ -3,10 +3,13 @@
 A network scores a batch of 1,000 (context, word) pairs in little more time than one
 pair, so a server that calls it once per request wastes most of each call. Each served
 model has one :class:`Batcher`: requests put their work on its queue and wait; a single
-worker takes what is queued, waits up to ``wait`` seconds for more (the wait of dynamic
-batching, as in Clipper, Crankshaw et al. 2017, and Triton's dynamic batcher), takes at
-most ``max_rows`` rows, runs the merged call in its own thread and hands each request its
-rows back.
+worker takes what is queued (what arrived while the last call ran), and while other
+requests are still being answered without having handed in their work, waits up to
+``wait`` seconds for them (the wait of dynamic batching, as in Clipper, Crankshaw et al.
+2017, and Triton's dynamic batcher; a lone request never waits). It takes at most
+``max_rows`` rows, runs the merged call (in the model's own thread for a network; in
+the event loop for a count-based model, whose calls are shorter than a thread hop) and
+hands each request its rows back.
 
 Two kinds of work are merged, each with its own call:
 
@@ -24,6 +27,7 @@ and numpy's own threads do the parallel work inside each call).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,14 +59,18 @@ class Batcher:
     """
 
     def __init__(self, model: LanguageModel, wait: float = 0.002, max_rows: int = 16384,
-                 max_next_rows: int = 64):
+                 max_next_rows: int = 64, inline: bool | None = None):
         self.model, self.wait = model, wait
+        # count-based models answer in about a microsecond a token: a hop to the model's
+        # thread and back costs more than the call, so they run in the event loop
+        self.inline = not model.neural_parts() if inline is None else inline
         self.max_rows, self.max_next_rows = max_rows, max_next_rows
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="nnlm-model")
         self.calls = 0  # model calls made (for tests and the load benchmark)
+        self.inflight = 0  # requests being answered (see ``request``)
 
     # -- the requests' side ------------------------------------------------------------
     async def targets(self, contexts: np.ndarray, ids: np.ndarray
@@ -87,10 +95,11 @@ class Batcher:
     async def _submit(self, job: _Job):
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the first request, or a new event loop (tests)
-            self._loop, self._queue = loop, asyncio.Queue()
+            self._loop, self._queue, self._arrived = loop, asyncio.Queue(), asyncio.Event()
             self._worker = loop.create_task(self._run())
         job.future = loop.create_future()
         await self._queue.put(job)
+        self._arrived.set()
         return await job.future
 
     # -- the worker's side -------------------------------------------------------------
@@ -99,16 +108,24 @@ class Batcher:
         queue = self._queue
         while True:
             jobs = [await queue.get()]
-            if self.wait > 0:  # let concurrent requests join, then take what came
-                await asyncio.sleep(self.wait)
-                while not queue.empty() and self._room(jobs) > 0:
-                    jobs.append(queue.get_nowait())
+            self._drain(jobs)
+            # other requests are being answered and have not handed in their work yet:
+            # give them up to ``wait`` to join this call
+            deadline = loop.time() + self.wait
+            while self.wait > 0 and self.inflight > len(jobs) and self._room(jobs) > 0:
+                self._arrived.clear()
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), deadline - loop.time())
+                except TimeoutError:
+                    break
+                self._drain(jobs)
             for group in _groups(jobs, self.wait > 0):
                 live = [j for j in group if not j.future.done()]  # timed out: skip
                 if not live:
                     continue
                 try:
-                    answers = await loop.run_in_executor(self._pool, self._call, live)
+                    answers = self._call(live) if self.inline else \
+                        await loop.run_in_executor(self._pool, self._call, live)
                 except Exception as e:  # noqa: BLE001 (handed to each request)
                     answers = [e] * len(live)
                 for j, a in zip(live, answers):
@@ -118,6 +135,21 @@ class Batcher:
                         j.future.set_exception(a)
                     else:
                         j.future.set_result(a)
+
+    def _drain(self, jobs: list[_Job]) -> None:
+        """Add what is queued to ``jobs``, while there is room (batching) or none taken."""
+        while not self._queue.empty() and self.wait > 0 and self._room(jobs) > 0:
+            jobs.append(self._queue.get_nowait())
+
+    @contextlib.contextmanager
+    def request(self):
+        """Counts a request being answered with this model, from its start: the worker
+        waits for the ones that have not handed in their work yet."""
+        self.inflight += 1
+        try:
+            yield
+        finally:
+            self.inflight -= 1
 
     def _room(self, jobs: list[_Job]) -> int:
         limit = self.max_rows if jobs[0].kind == "targets" else self.max_next_rows

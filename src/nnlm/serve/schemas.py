@@ -32,6 +32,7 @@ class ScoreRequest(_Request):
     texts: list[Text] = Field(max_length=MAX_TEXTS, description="one sentence each")
     bos: bool = Field(True, description="condition the first word on <s>")
     eos: bool = Field(True, description="predict </s> after the last word")
+    tokens: bool = Field(True, description="per-token scores too (false: totals only)")
 
 
 class TokenScore(BaseModel):
@@ -44,7 +45,7 @@ class TokenScore(BaseModel):
 class SentenceScore(BaseModel):
     log10_prob: float
     perplexity: float | None = Field(description="null for a text with no tokens")
-    tokens: list[TokenScore]
+    tokens: list[TokenScore] | None = Field(description="null when not asked for")
 
 
 class ScoreResponse(BaseModel):

@@ -40,9 +40,11 @@ class RequestError(Exception):
 
 
 # -- /v1/score ------------------------------------------------------------------------
-async def score(m: ServedModel, req: s.ScoreRequest) -> s.ScoreResponse:
+async def score(m: ServedModel, req: s.ScoreRequest) -> dict:
     """Each text as one sentence: the numbers of ``nnlm score --per-token`` (bos and eos
-    true) and of kenlm's ``full_scores(text, bos, eos)``."""
+    true) and of kenlm's ``full_scores(text, bos, eos)``, as a :class:`ScoreResponse`'s
+    plain data (built from lists: pydantic objects per token would cost more than the
+    scoring)."""
     sentences = [t.split() for t in req.texts]
     try:
         w = windows(m.lm, sentences, req.bos, req.eos)
@@ -53,18 +55,21 @@ async def score(m: ServedModel, req: s.ScoreRequest) -> s.ScoreResponse:
         log10 = check_logprobs(logp, w, m.lm.vocab) * LOG10_E
     except NnlmError as e:  # a model whose weights overflow: the client is not at fault
         raise RequestError(None, str(e), 503) from None
+    bounds = w.offsets.tolist()
+    values, lengths, oov = log10.tolist(), orders.tolist(), w.oov.tolist()
     results = []
     for i, words in enumerate(sentences):
-        a, b = int(w.offsets[i]), int(w.offsets[i + 1])
-        names = [*words, EOS][: b - a]
-        total = float(log10[a:b].sum())
-        ppl = 10 ** (-total / (b - a)) if b > a and -total / (b - a) < 300 else None
-        results.append(s.SentenceScore(
-            log10_prob=total, perplexity=ppl,
-            tokens=[s.TokenScore(word=word, log10_prob=float(p), ngram_length=int(n),
-                                 oov=bool(o))
-                    for word, p, n, o in zip(names, log10[a:b], orders[a:b], w.oov[a:b])]))
-    return s.ScoreResponse(model=m.name, results=results)
+        a, b = bounds[i], bounds[i + 1]
+        total = sum(values[a:b])
+        names = words + [EOS] if b - a > len(words) else words
+        results.append({
+            "log10_prob": total,
+            "perplexity": 10 ** (-total / (b - a)) if b > a and -total / (b - a) < 300
+            else None,
+            "tokens": [{"word": word, "log10_prob": p, "ngram_length": n, "oov": o}
+                       for word, p, n, o in zip(names, values[a:b], lengths[a:b], oov[a:b])]
+            if req.tokens else None})
+    return {"model": m.name, "results": results}
 
 
 # -- /v1/next -------------------------------------------------------------------------
