@@ -5,13 +5,13 @@ BIN    := $(VENV)/bin
 # the CPU wheel of torch this project is tested with; override for a CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-all lint clean pyctcdecode-env
+.PHONY: demo test test-slow test-all lint clean pyctcdecode-env plain-env
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[neural,dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
 	@# lm-evaluation-harness's API client, a real client of nnlm serve: the package without
@@ -38,6 +38,18 @@ $(PYCTC)/.installed: pyproject.toml setup.py
 
 pyctcdecode-env: $(PYCTC)/.installed
 
+# nnlm as a user installs it without the neural extra (pip install ., not editable): the
+# package's files, the count-based side and the one-line refusal of neural commands are
+# tested from it (tests/test_extras.py; it skips when this environment is absent)
+PLAIN := .venv-plain
+$(PLAIN)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(PLAIN)
+	$(PLAIN)/bin/python -m pip install --quiet --upgrade pip
+	$(PLAIN)/bin/python -m pip install --quiet .
+	touch $@
+
+plain-env: $(PLAIN)/.installed
+
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
 
@@ -55,4 +67,4 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) $(PYCTC) runs .pytest_cache
+	rm -rf $(VENV) $(PYCTC) $(PLAIN) runs .pytest_cache

@@ -357,3 +357,24 @@ def test_generate_neighbors_and_plot_through_the_cli(toy, tmp_path, capsys):
     code, out, _ = run_cli(["plot-embeddings", toy / "tiny", "cat", "dog", "man", "woman",
                             "-o", tmp_path / "e.png"], capsys)
     assert code == 0 and (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_presets_bf16_falls_back_to_float32_on_a_cpu_without_it(tmp_path, monkeypatch,
+                                                                   capsys):
+    """On a CPU without bfloat16 instructions torch emulates bf16 products, 10-40x slower:
+    a preset's bf16 becomes float32 there, with a note; --bf16 given by name is kept."""
+    import json
+
+    from nnlm.cli import main
+
+    monkeypatch.setattr("nnlm.neural.run.native_bf16", lambda device: False)
+    assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
+    base = ["train", str(tmp_path / "toy/train.txt"), "--valid", str(tmp_path / "toy/valid.txt"),
+            "--preset", "mlp1", "--max-steps", "2", "--threads", "1"]
+    for extra, out, kept in (([], "a", False), (["--bf16"], "b", True)):
+        capsys.readouterr()
+        assert main([*base, *extra, "-o", str(tmp_path / out)]) == 0
+        said = "".join(capsys.readouterr())
+        saved = json.loads((tmp_path / out / "config.json").read_text())
+        assert saved["train"]["bf16"] is kept, saved["train"]
+        assert ("emulated here" if kept else "training in float32") in said

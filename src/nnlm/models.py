@@ -53,7 +53,15 @@ def _model_class(kind: str):
     if kind not in MODEL_KINDS:
         raise NnlmError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))}")
     module, name = MODEL_KINDS[kind].split(":")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as e:
+        from .extras import missing_extra
+
+        error = missing_extra(e, f"a {kind} model")
+        if error is None:
+            raise
+        raise error from None
 
 
 def new_model_id() -> str:

@@ -95,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     except NnlmError as e:
         print(f"nnlm: error: {_rank_prefix()}{e}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as e:  # an optional part that is not installed
+        from ..extras import missing_extra
+
+        error = missing_extra(e, f"nnlm {args.command}")
+        if error is None:
+            raise
+        print(f"nnlm: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("nnlm: interrupted", file=sys.stderr)
         return 130

@@ -71,6 +71,21 @@ def prepare_process(threads: int | None = None, device: str | torch.device = "cp
     return device
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether bfloat16 products run in hardware here: any GPU torch supports, or an x86
+    CPU with AVX-512 BF16 or AMX. Elsewhere torch emulates them, 10-40x slower than
+    float32 (measured on an AVX2-only EPYC: mlp1 trained at 71 words/s against 3,000)."""
+    if device.type != "cpu":
+        return True
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return True  # ARM's bf16 instructions: torch's kernels use them where present
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported",
+                                                          "_is_amx_tile_supported")]
+    return any(check() for check in checks if check is not None)
+
+
 def configure_for_scoring(model, device: str | torch.device = "cpu", bf16: bool = False,
                           self_normalized: bool = False, threads: int | None = None) -> list:
     """Place every network inside ``model`` (itself, a mixture's components) on the device

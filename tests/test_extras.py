@@ -1,0 +1,111 @@
+"""The count-based side without the neural extra: with torch, safetensors and matplotlib
+made unimportable in a fresh interpreter, n-gram training, scoring, nnlm.kenlm and the
+server's app work, and every neural command ends in one line naming the extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nnlm.cli import main
+
+BLOCK = textwrap.dedent("""
+    import sys, importlib.abc
+    class Absent(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "safetensors", "matplotlib"):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    sys.meta_path.insert(0, Absent())
+""")
+
+
+def without_neural(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = tmp_path_factory.mktemp("extras")
+    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "300"]) == 0
+    assert main(["train", str(w / "toy/train.txt"), "--valid", str(w / "toy/valid.txt"),
+                 "--preset", "tiny", "--epochs", "1", "--threads", "1",
+                 "-o", str(w / "nplm")]) == 0
+    return w
+
+
+def test_the_count_based_side_needs_no_torch(world):
+    run = without_neural(f"""
+        from nnlm.cli import main
+        w = {str(world)!r}
+        assert main(["ngram", "train", w + "/toy/train.txt", "--order", "3",
+                     "--discount-fallback", "-o", w + "/kn3", "--arpa", w + "/kn3.arpa"]) == 0
+        assert main(["eval", w + "/kn3", w + "/toy/test.txt", "--json"]) == 0
+        assert main(["ngram", "convert", w + "/kn3.arpa", w + "/kn3.bin"]) == 0
+        import nnlm.kenlm as kenlm
+        print("score", kenlm.Model(w + "/kn3.bin").score("the cat is walking"))
+        from fastapi.testclient import TestClient
+        from nnlm.serve.app import create_app
+        from nnlm.serve.registry import load_models
+        with TestClient(create_app(load_models([w + "/kn3"], 0.002, 1024))) as c:
+            print("served", c.post("/v1/score", json={{"model": "kn3",
+                                                      "texts": ["the cat"]}}).status_code)
+        assert "torch" not in sys.modules
+    """)
+    assert run.returncode == 0, run.stderr
+    assert "served 200" in run.stdout and "score -" in run.stdout
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "{w}/toy/train.txt", "--valid", "{w}/toy/valid.txt", "--preset", "tiny",
+     "-o", "{w}/x"],
+    ["eval", "{w}/nplm", "{w}/toy/test.txt"],
+    ["neighbors", "{w}/nplm", "cat"],
+    ["generate", "{w}/nplm"],
+])
+def test_a_neural_command_without_torch_is_one_line(world, argv):
+    argv = [a.format(w=world) for a in argv]
+    run = without_neural(f"""
+        from nnlm.cli import main
+        sys.exit(main({argv!r}))
+    """)
+    assert run.returncode == 2, run.stderr
+    err = run.stderr.strip()
+    assert len(err.splitlines()) == 1 and 'pip install "nnlm[neural]"' in err, err
+    assert "Traceback" not in err
+
+
+PLAIN = Path(__file__).parents[1] / ".venv-plain" / "bin"
+
+
+@pytest.mark.skipif(not (PLAIN / "nnlm").exists(),
+                    reason="no .venv-plain (make plain-env: pip install . without torch)")
+def test_pip_install_without_the_neural_extra(world, tmp_path):
+    """``pip install .`` (not editable) into a fresh environment: no torch, the package's
+    data files present, n-gram commands and nnlm.kenlm working, neural ones refused."""
+    def run(*argv):
+        return subprocess.run([str(PLAIN / "nnlm"), *map(str, argv)], capture_output=True,
+                              text=True, timeout=300)
+    probe = subprocess.run([str(PLAIN / "python"), "-c", (
+        "import importlib.util as u, importlib.resources as r; "
+        "print(u.find_spec('torch') is None, "
+        "(r.files('nnlm.serve') / 'page.html').is_file(), "
+        "(r.files('nnlm') / 'py.typed').is_file())")],
+        capture_output=True, text=True)
+    assert probe.stdout.split() == ["True", "True", "True"], probe.stderr
+    kn = tmp_path / "kn3"
+    assert run("ngram", "train", world / "toy/train.txt", "--order", "3", "--discount-fallback",
+               "-o", kn).returncode == 0
+    done = run("eval", kn, world / "toy/test.txt", "--json")
+    assert done.returncode == 0 and '"perplexity"' in done.stdout, done.stderr
+    query = subprocess.run([str(PLAIN / "python"), "-c", "import nnlm.kenlm as k; "
+                            f"print(k.Model({str(kn)!r}).score('the cat'))"],
+                           capture_output=True, text=True)
+    assert query.returncode == 0 and float(query.stdout) < 0, query.stderr
+    refused = run("eval", world / "nplm", world / "toy/test.txt")
+    assert refused.returncode == 2 and 'pip install "nnlm[neural]"' in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
