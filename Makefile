@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # the CPU wheel of torch this project is tested with; override for a CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-all lint clean pyctcdecode-env plain-env
+.PHONY: demo test test-slow test-all lint docs clean pyctcdecode-env plain-env
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ plain-env: $(PLAIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
 
-# the fast part (under a minute); test-slow: what carries the slow marker (Brown, training)
+# the fast part (about three minutes on 2 cores); test-slow: what carries the slow marker (Brown, training)
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -m "not slow"
 
@@ -63,8 +63,12 @@ test-slow: $(BIN)/.installed
 test-all: $(BIN)/.installed
 	$(BIN)/python -m pytest
 
+# the documentation site in site/ (MkDocs Material; the API pages from the docstrings)
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) $(PYCTC) $(PLAIN) runs .pytest_cache
+	rm -rf $(VENV) $(PYCTC) $(PLAIN) runs site .pytest_cache
