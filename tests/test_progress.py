@@ -13,3 +13,29 @@ def test_progress_prints_periodic_lines_when_not_on_a_terminal(monkeypatch, caps
     with progress_bar(4, "epoch 1/2", "batch") as bar:
         bar.update(4)
     assert capsys.readouterr().err == ""
+
+
+def test_every_command_takes_log_every_and_long_scoring_reports(tmp_path, monkeypatch, capsys):
+    """--log-every on any command sets the interval (here: every update), and scoring a
+    text longer than one batch reports its progress; a negative interval is one line."""
+    import os
+
+    from nnlm.cli import main
+    from nnlm.cli.common import is_leaf, walk_parsers
+    from nnlm.cli.main import build_parser
+
+    leaves = [p for _, p in walk_parsers(build_parser(), []) if is_leaf(p)]
+    assert leaves and all(any(a.dest == "log_every" for a in p._actions) for p in leaves)
+    monkeypatch.delenv("NNLM_PROGRESS_SECONDS", raising=False)
+    assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
+    assert main(["ngram", "train", str(tmp_path / "toy/train.txt"), "--method", "addk",
+                 "--order", "2", "-o", str(tmp_path / "lm")]) == 0
+    text = (tmp_path / "toy/train.txt").read_text()
+    long = tmp_path / "long.txt"
+    long.write_text(text * (70_000 // len(text.split()) + 1))
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "lm"), str(long), "--log-every", "1e-9"]) == 0
+    assert "scoring (addk): " in capsys.readouterr().err
+    os.environ.pop("NNLM_PROGRESS_SECONDS", None)
+    assert main(["eval", str(tmp_path / "lm"), str(long), "--log-every", "-1"]) == 2
+    assert "--log-every" in capsys.readouterr().err

@@ -73,12 +73,23 @@ class LanguageModel(ABC):
         return out
 
     def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
-        """float64, one natural-log probability per predicted token of ``stream``."""
+        """float64, one natural-log probability per predicted token of ``stream``
+        (with progress, on a terminal or in the log, when it takes a while)."""
         out = np.empty(len(stream), dtype=np.float64)
         lo = 0
-        for contexts, targets in stream.batches(self.order, batch_size):
-            out[lo : lo + len(targets)] = self.target_logprobs(contexts, targets)
-            lo += len(targets)
+        batches = stream.batches(self.order, batch_size)
+        if len(stream) <= batch_size:  # one call: nothing to show progress on
+            for contexts, targets in batches:
+                out[: len(targets)] = self.target_logprobs(contexts, targets)
+            return out
+        from .progress import progress_bar
+
+        with progress_bar(len(stream), f"scoring ({getattr(self, 'kind', 'model')})",
+                          "tokens", delay=2.0) as bar:
+            for contexts, targets in batches:
+                out[lo : lo + len(targets)] = self.target_logprobs(contexts, targets)
+                lo += len(targets)
+                bar.update(len(targets))
         return out
 
     def sentence_logprob(self, sentence: str | Sequence[str]) -> float:

@@ -1,8 +1,9 @@
 """Progress on long work: a bar on a terminal, a log line now and then everywhere else.
 
 On a terminal, a tqdm bar. In a pipe, a log file or CI, where a bar would be noise, one
-line on stderr every ``NNLM_PROGRESS_SECONDS`` seconds (default 60; 0 turns them off):
-``epoch 2/5: 1,200/3,164 batch (38%), loss=5.102, words_s=41,203``.
+line on stderr every ``--log-every`` seconds (every command takes it; it sets
+``NNLM_PROGRESS_SECONDS``, which worker processes inherit; default 60; 0 turns the
+lines off): ``epoch 2/5: 1,200/3,164 batch (38%), loss=5.102, words_s=41,203``.
 """
 
 from __future__ import annotations
@@ -38,16 +39,21 @@ class _LogLines:
         pass
 
 
+ENV = "NNLM_PROGRESS_SECONDS"
+
+
 @contextmanager
-def progress_bar(total: int | None, desc: str, unit: str = "it"):
+def progress_bar(total: int | None, desc: str, unit: str = "it", delay: float = 0.0):
     """A tqdm bar on a TTY, periodic log lines elsewhere; yields it for ``update`` and
-    ``set_postfix``."""
+    ``set_postfix``. ``delay``: the bar appears only once the work has taken that long
+    (short work stays quiet)."""
     if sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True)
+        bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True,
+                   delay=delay)
     else:
-        bar = _LogLines(total, desc, unit, float(os.environ.get("NNLM_PROGRESS_SECONDS", 60)))
+        bar = _LogLines(total, desc, unit, float(os.environ.get(ENV, 60)))
     try:
         yield bar
     finally:

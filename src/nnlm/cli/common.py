@@ -55,6 +55,26 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def walk_parsers(parser: argparse.ArgumentParser, path: list[str]):
+    """(command path, parser) for ``parser`` and every subcommand under it, in order."""
+    yield path, parser
+    for action in parser._actions:  # argparse keeps its subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from walk_parsers(child, [*path, name])
+
+
+def is_leaf(parser: argparse.ArgumentParser) -> bool:
+    return not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+
+
+def add_log_every(parser) -> None:
+    parser.add_argument("--log-every", type=ranged(float, 0, name="seconds"), default=None,
+                        metavar="SECONDS",
+                        help="off a terminal, a progress line on stderr every SECONDS "
+                        "(default: 60; 0: none). On a terminal long steps show a bar")
+
+
 def add_device_argument(parser) -> None:
     parser.add_argument("--device", choices=DEVICES, default="cpu",
                         help="where neural models run: cpu (default), cuda, or auto (cuda "

@@ -14,7 +14,7 @@ import warnings
 from ..errors import NnlmError, NnlmWarning
 from ..fileio import check_distinct, os_error_message, output_lock, public_path
 from . import data, experiments, neural, ngram, scoring, serve
-from .common import Parser
+from .common import Parser, add_log_every, is_leaf, walk_parsers
 
 GROUPS = (data, ngram, scoring, neural, experiments, serve)  # the order of nnlm --help
 
@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for group in GROUPS:
         group.add_parsers(sub)
+    for _, command in walk_parsers(parser, []):
+        if command is not parser and is_leaf(command):
+            add_log_every(command)
     return parser
 
 
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
         return e.code if isinstance(e.code, int) else 2
+    if getattr(args, "log_every", None) is not None:  # worker processes inherit it
+        from ..progress import ENV
+
+        os.environ[ENV] = f"{args.log_every:g}"
     try:
         inputs, outputs = command_paths(args)
         check_distinct(inputs, outputs)

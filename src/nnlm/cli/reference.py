@@ -4,31 +4,15 @@ A test regenerates it and fails on any difference."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 WIDTH = "100"  # help text wraps at this many columns, whatever the terminal
 
 
-def _subcommands(parser: argparse.ArgumentParser):
-    for action in parser._actions:  # argparse keeps its subparsers only here
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return None
-
-
-def _walk(parser: argparse.ArgumentParser, path: list[str]):
-    yield path, parser
-    sub = _subcommands(parser)
-    if sub is None:
-        return
-    for name, child in sub.choices.items():
-        yield from _walk(child, [*path, name])
-
-
 def markdown() -> str:
     """Every command's ``--help``, in the order of ``nnlm --help``."""
+    from .common import walk_parsers
     from .main import build_parser
 
     saved = os.environ.get("COLUMNS")
@@ -37,7 +21,7 @@ def markdown() -> str:
         parts = ["# Command-line reference\n",
                  "Every command's `--help`, generated from the parser "
                  "(`python -m nnlm.cli.reference > docs/cli.md`).\n"]
-        for path, parser in _walk(build_parser(), ["nnlm"]):
+        for path, parser in walk_parsers(build_parser(), ["nnlm"]):
             title = " ".join(path)
             parts.append(f"## {title}\n\n```text\n{parser.format_help().rstrip()}\n```\n")
         return "\n".join(parts)

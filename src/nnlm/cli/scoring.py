@@ -157,6 +157,12 @@ def cmd_eval(args) -> None:
     if args.open_vocab:
         return _eval_open_vocab(args, model)
     stream = read_stream(args.text, model.vocab)
+    if parts:
+        from ..neural.runtime import bf16_hint
+
+        hint = bf16_hint(parts, len(stream))
+        if hint:
+            print(f"nnlm: note: {hint}", file=sys.stderr)
     result = evaluate(model, stream).to_dict()
     if parts:
         from ..neural.nplm_lm import scoring_report

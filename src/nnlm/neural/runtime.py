@@ -86,6 +86,18 @@ def native_bf16(device: torch.device) -> bool:
     return any(check() for check in checks if check is not None)
 
 
+def bf16_hint(parts: list, tokens: int) -> str | None:
+    """A note for a long float32 scoring run on hardware with bfloat16 instructions:
+    --bf16 would be about 4x faster there, within the documented tolerance."""
+    if not parts or tokens < 50_000 or any(lm.bf16 or lm.self_normalized for lm in parts):
+        return None
+    device = next(parts[0].model.parameters()).device
+    if not native_bf16(device):
+        return None
+    return ("--bf16 scores about 4x faster on this machine, with perplexity within about "
+            "0.01% (per-token log-probabilities within ~0.05)")
+
+
 def configure_for_scoring(model, device: str | torch.device = "cpu", bf16: bool = False,
                           self_normalized: bool = False, threads: int | None = None) -> list:
     """Place every network inside ``model`` (itself, a mixture's components) on the device
