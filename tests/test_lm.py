@@ -95,3 +95,44 @@ def test_empty_sentence_is_just_end_of_sentence():
     model = AddK(VOCAB, order=2).fit(TRAIN)
     want = model.target_logprobs(np.array([[BOS_ID]]), np.array([EOS_ID]))[0]
     assert model.sentence_logprob("") == pytest.approx(want) and want < 0
+
+
+def test_train_in_memory_and_nltk_style_scores(tmp_path):
+    """nnlm.train writes nothing unless asked; score/logscore are p and log2 p of one word
+    (nltk.lm's convention): over the vocabulary they sum to 1, and along a sentence
+    (context from <s>) they add up to sentence_logprob; errors name keyword arguments."""
+    import math
+    import os
+
+    import nnlm
+
+    texts = ["the cat sat", "the dog sat on a mat", "a cat ran"] * 10
+    before = set(os.listdir(tmp_path))
+    for kw in ({"method": "kn", "order": 3, "discount_fallback": True},
+               {"method": "addk", "order": 2},
+               {"method": "interpolated", "order": 3, "valid": texts[:6]}):
+        lm = nnlm.train(texts, **kw)
+        for context in (["the", "cat"], ["<s>"], [], ["zebra", "unicorn"]):
+            total = math.fsum(lm.score(w, context) for w in lm.vocab.words if w != "<s>")
+            assert total == pytest.approx(1.0, abs=1e-9), (kw, context)
+        words = "the dog sat".split()
+        steps = [lm.logscore(w, ["<s>", *words[:i]]) for i, w in enumerate([*words, "</s>"])]
+        assert sum(steps) == pytest.approx(lm.sentence_logprob("the dog sat") / math.log(2))
+    assert set(os.listdir(tmp_path)) == before
+    saved = nnlm.train(texts, method="addk", order=2, output=tmp_path / "lm")
+    assert nnlm.load_model(tmp_path / "lm").score("cat", "the") == \
+        pytest.approx(saved.score("cat", "the"))
+    with pytest.raises(nnlm.NnlmError, match="discount_fallback=True"):
+        nnlm.train(texts, method="kn", order=3)
+    with pytest.raises(nnlm.NnlmError, match="valid"):
+        nnlm.train(texts, preset="tiny")
+    with pytest.raises(nnlm.NnlmError, match="preset="):
+        nnlm.train(texts, epochs=3)
+
+
+def test_train_a_network_in_memory(tmp_path):
+    import nnlm
+
+    texts = ["the cat sat", "the dog sat on a mat", "a cat ran"] * 30
+    lm = nnlm.train(texts, valid=texts[:9], preset="tiny", epochs=1, threads=1)
+    assert lm.kind == "nplm" and 0 < lm.score("sat", "the cat") < 1

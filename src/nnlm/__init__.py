@@ -15,6 +15,7 @@ Importing nnlm never imports torch; the neural models load it when first used.
 from .corpus import count_words, read_stream
 from .decoding import Model, State
 from .errors import NnlmError
+from .fit import train
 from .lm import Evaluation, LanguageModel, evaluate
 from .models import load_model, save_model
 from .ngram import AddK
@@ -39,5 +40,5 @@ def __getattr__(name):  # the neural names import torch only when first used
 __all__ = [
     "AddK", "Evaluation", "LanguageModel", "Model", "NPLM", "NPLMConfig", "NeuralLM", "NnlmError",
     "State", "Stream", "TrainConfig", "Trainer", "Vocabulary",
-    "count_words", "evaluate", "load_model", "read_stream", "save_model",
+    "count_words", "evaluate", "load_model", "read_stream", "save_model", "train",
 ]

@@ -105,6 +105,36 @@ class LanguageModel(ABC):
             return float(self.target_logprobs(contexts, np.array([EOS_ID], np.int32))[0])
         return float(self.logprobs(Stream.from_lines([words], self.vocab)).sum())
 
+    def score(self, word: str, context: Sequence[str] | str = ()) -> float:
+        """p(word | context), as nltk.lm's ``score``: ``context`` the words before
+        ``word`` (a string is split), of which the last n-1 are used. A shorter context is
+        the null context (no words) where the model has one, as KenLM's, and the start of
+        a sentence otherwise; put ``"<s>"`` first to mean the start of a sentence.
+
+        Good: ``lm.score("sat", ["the", "cat"])``, ``lm.score("</s>", "the cat sat")``.
+        """
+        return math.exp(self._word_logprob(word, context))
+
+    def logscore(self, word: str, context: Sequence[str] | str = ()) -> float:
+        """log2 p(word | context), as nltk.lm's ``logscore`` (base 2; every other number
+        in nnlm's API is a natural log)."""
+        return self._word_logprob(word, context) / math.log(2)
+
+    def _word_logprob(self, word: str, context) -> float:
+        words = context.split() if isinstance(context, str) else list(context)
+        if not isinstance(word, str):
+            raise NnlmError(f"word: a string, not {type(word).__name__}")
+        if word == "<s>" or "</s>" in words or "<s>" in words[1:]:
+            raise NnlmError("<s> is never predicted and may only open a context; </s> ends "
+                            "a sentence, so nothing follows it")
+        k = self.order - 1
+        start = bool(words) and words[0] == "<s>"
+        ids = [int(i) for i in self.vocab.encode(words[start:])][-k:] if k else []
+        pad = BOS_ID if start or not getattr(self, "null_context", False) else -1
+        contexts = np.array([[pad] * (k - len(ids)) + ids], np.int64).reshape(1, k)
+        target = np.array([self.vocab.index.get(word, UNK_ID)], np.int64)
+        return float(self.target_logprobs(contexts, target)[0])
+
     def perplexity(self, text) -> float:
         """Perplexity on text: a :class:`Stream`, a file (a :class:`~pathlib.Path`), a
         string of sentences (one a line), or a list of sentences.

@@ -1,0 +1,136 @@
+"""Models from Python in one call, in memory: ``nnlm.train(texts, ...)``, in the manner of
+nltk.lm, where the command line's ``nnlm train`` and ``nnlm ngram train`` take files and
+write directories.
+
+    >>> import nnlm
+    >>> texts = ["the cat sat", "the dog sat", "a cat ran"] * 20
+    >>> lm = nnlm.train(texts, method="kn", order=3, discount_fallback=True)
+    >>> round(lm.score("sat", ["the", "cat"]), 3)        # p(sat | the cat), as nltk.lm's
+    0.95
+    >>> round(lm.logscore("sat", ["the", "cat"]), 3)     # log2, as nltk.lm's
+    -0.074
+    >>> lm.sentence_logprob("the cat sat") < 0           # natural log, </s> included
+    True
+
+Nothing is written unless ``output`` names a directory. A network trains in a temporary
+folder (the trainer checkpoints as it goes) that is removed once the model is in memory.
+Errors name this function's keyword arguments, not the command line's flags.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .errors import NnlmError
+from .lm import LanguageModel
+from .stream import Stream
+from .vocab import Vocabulary
+
+NGRAM_METHODS = ("kn", "addk", "interpolated")
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z][A-Z_]*\b)?")  # with its METAVAR
+_SWITCHES = {"discount-fallback": "discount_fallback=True"}
+
+
+def _keyword(match: re.Match) -> str:
+    name = match.group(1)
+    return _SWITCHES.get(name, name.replace("-", "_") + "=")
+
+
+def _python_error(e: NnlmError) -> NnlmError:
+    """The same error, naming keyword arguments where it named flags."""
+    return NnlmError(_FLAG.sub(_keyword, str(e)))
+
+
+def _sentences(texts) -> list[list[str]]:
+    if isinstance(texts, (str, os.PathLike)) and Path(texts).is_file():
+        from .fileio import iter_lines
+
+        return [line.split() for line in iter_lines(Path(texts), str(texts)) if line.strip()]
+    if isinstance(texts, str):
+        raise NnlmError("texts: give a list of sentences (or a Path to a file), not one string")
+    out = [t.split() if isinstance(t, str) else list(t) for t in texts]
+    return [s for s in out if s]
+
+
+def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
+          method: str = "kn", order: int = 3, preset: str | None = None,
+          output: str | os.PathLike | None = None, min_count: int = 1,
+          discount_fallback: bool | Sequence[float] = False, k: float = 1.0,
+          max_steps: int | None = None, threads: int | None = None, verbose: bool = False,
+          **train_options) -> LanguageModel:
+    """A model trained on ``texts`` (sentences: strings or word lists; or a file).
+
+    Count-based: ``method`` "kn" (modified Kneser-Ney), "addk" or "interpolated" (its
+    weights fitted on ``valid``), of ``order`` n. Neural: ``preset`` (e.g. "mlp1",
+    "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
+    stopping; ``train_options`` are the training settings (``epochs``, ``lr``,
+    ``batch_size``, ``seed``, ...).
+    ``output``: also save the model there (a new directory).
+    """
+    sentences = _sentences(texts)
+    if not sentences:
+        raise NnlmError("texts: no sentence with a word in it")
+    try:
+        if preset is None:
+            if train_options:
+                raise NnlmError(f"{', '.join(train_options)}: training settings of a "
+                                "network; give preset= to train one")
+            model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k)
+            if output is not None:
+                from .models import save_model
+
+                save_model(model, output)
+            return model
+        return _network(sentences, valid, preset, output, min_count, max_steps, threads,
+                        verbose, train_options)
+    except NnlmError as e:
+        raise _python_error(e) from None
+
+
+def _ngram(sentences, valid, method, order, min_count, discount_fallback, k
+           ) -> LanguageModel:
+    from .ngram import AddK, DeletedInterpolation, KneserNey
+
+    if method not in NGRAM_METHODS:
+        raise NnlmError(f"method={method!r}: choose one of {', '.join(NGRAM_METHODS)}, or "
+                        "preset= for a network")
+    if not (isinstance(order, int) and 1 <= order <= 9):
+        raise NnlmError(f"order={order!r}: choose an order between 1 and 9")
+    vocab = Vocabulary.from_counts(Counter(w for s in sentences for w in s), min_count)
+    stream = Stream.from_lines(sentences, vocab)
+    if method == "kn":
+        return KneserNey(vocab, order, discount_fallback or None).fit(stream)
+    if method == "addk":
+        return AddK(vocab, order, k).fit(stream)
+    if valid is None:
+        raise NnlmError("valid: deleted interpolation fits its weights on held-out "
+                        "sentences; give some")
+    return DeletedInterpolation(vocab, order).fit(stream, Stream.from_lines(
+        _sentences(valid), vocab))
+
+
+def _network(sentences, valid, preset, output, min_count, max_steps, threads, verbose,
+             options) -> LanguageModel:
+    from .models import load_model
+    from .neural.run import train_from_files
+
+    if valid is None:
+        raise NnlmError("valid: a network needs validation sentences (for early stopping "
+                        "and the learning-rate schedule)")
+    valid_sentences = _sentences(valid)
+    with tempfile.TemporaryDirectory(prefix="nnlm-train-") as tmp:
+        files = []
+        for name, part in (("train.txt", sentences), ("valid.txt", valid_sentences)):
+            path = Path(tmp) / name
+            path.write_text("".join(" ".join(s) + "\n" for s in part), encoding="utf-8")
+            files.append(path)
+        outdir = Path(output) if output is not None else Path(tmp) / "model"
+        train_from_files(files[0], files[1], outdir, preset=preset, train=options,
+                         max_steps=max_steps, threads=threads, min_count=min_count,
+                         log=print if verbose else (lambda *a, **k: None))
+        return load_model(outdir)
