@@ -378,3 +378,17 @@ def test_a_presets_bf16_falls_back_to_float32_on_a_cpu_without_it(tmp_path, monk
         saved = json.loads((tmp_path / out / "config.json").read_text())
         assert saved["train"]["bf16"] is kept, saved["train"]
         assert ("emulated here" if kept else "training in float32") in said
+
+
+def test_resuming_a_finished_run_says_what_to_grow(tmp_path, capsys):
+    from nnlm.cli import main
+
+    assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "100"]) == 0
+    base = ["train", str(tmp_path / "toy/train.txt"), "--valid", str(tmp_path / "toy/valid.txt"),
+            "--preset", "tiny", "--threads", "1", "-o", str(tmp_path / "run")]
+    assert main([*base, "--epochs", "1"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "finished its 1 epochs" in err and "--epochs 6" in err and len(err.splitlines()) == 1
+    assert main([*base, "--resume", "--epochs", "2"]) == 0

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import NnlmError
+from .errors import NnlmError, a
 from .lm import LOG10_E, LanguageModel
 from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
 
@@ -93,7 +93,7 @@ class Model:
     def NullContextWrite(self, state: State) -> None:  # noqa: N802
         """Set ``state`` to no context at all (back-off models only: the unigram level)."""
         if not getattr(self.lm, "null_context", False):
-            raise NnlmError(f"a {self.lm.kind} model has no null context (only back-off "
+            raise NnlmError(f"{a(self.lm.kind)} model has no null context (only back-off "
                             "n-gram models do); begin sentences with BeginSentenceWrite")
         state.words = (NO_WORD,) * (self.order - 1)
 
@@ -121,7 +121,7 @@ class Model:
             raise NnlmError("<s> is context only and is never scored; use BeginSentenceWrite")
         oov = ids == UNK_ID
         if np.any(contexts == NO_WORD) and not getattr(self.lm, "null_context", False):
-            raise NnlmError(f"a {self.lm.kind} model has no null context")
+            raise NnlmError(f"{a(self.lm.kind)} model has no null context")
         log10, length = self._scores(contexts, ids)
         nxt = np.concatenate([contexts[:, 1:], ids[:, None]], axis=1) if k else contexts
         return Advance(log10, np.asarray(length, np.int64), oov,

@@ -26,3 +26,12 @@ def warn(message: str) -> None:
     import warnings
 
     warnings.warn(message, NnlmWarning, stacklevel=2)
+
+
+def a(word: str) -> str:
+    """``word`` with its indefinite article: "a kn", "an interpolated".
+
+    >>> a("kn"), a("addk")
+    ('a kn', 'an addk')
+    """
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word

@@ -13,7 +13,7 @@ from ..argtypes import (
     positive_int,
     ranged,
 )
-from ..errors import NnlmError
+from ..errors import NnlmError, a
 from ..neural.presets import PRESETS, RECIPES
 from ..ngram.train import METHODS
 
@@ -144,5 +144,5 @@ def load_model_as(path, cls, lacks: str, need: str):
 
     model = load_model(path)
     if not isinstance(model, cls):
-        raise NnlmError(f"{path}: a {model.kind} model has no {lacks}; {need}")
+        raise NnlmError(f"{path}: {a(model.kind)} model has no {lacks}; {need}")
     return model

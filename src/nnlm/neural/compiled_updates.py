@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from numba import njit
 
+from ..jit_cache import first_call
+
 
 def supported(p: torch.Tensor, *moments: torch.Tensor) -> bool:
     """Whether the sparse-row kernels can update ``p`` from its sparse gradient, and its
@@ -97,8 +99,8 @@ def sgd_update(p: torch.Tensor, scratch: RowScratch, eps: float, wd: float) -> N
     by eps * wd per gather and moves by -eps times its summed gradient."""
     idx, values = _entries(p)
     param, stride = _flat_rows(p)
-    _sgd_rows(param, stride, scratch.width, idx, values, scratch.slot, scratch.rows,
-              scratch.counts, scratch.sum_buffer(len(idx)), np.float32(eps), np.float32(wd))
+    first_call(_sgd_rows, param, stride, scratch.width, idx, values, scratch.slot, scratch.rows,
+               scratch.counts, scratch.sum_buffer(len(idx)), np.float32(eps), np.float32(wd))
 
 
 def adam_update(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, scratch: RowScratch,
@@ -108,17 +110,18 @@ def adam_update(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, scratch: RowS
     gradient, moments ``m`` and ``v`` (contiguous) updated in place on the same rows."""
     idx, values = _entries(p)
     param, stride = _flat_rows(p)
-    _adam_rows(param, stride, _flat_rows(m)[0], _flat_rows(v)[0], scratch.width, idx, values,
-               scratch.slot, scratch.rows, scratch.counts, scratch.sum_buffer(len(idx)),
-               *_adam_scalars(lr, betas, step, eps, wd, decoupled))
+    first_call(_adam_rows, param, stride, _flat_rows(m)[0], _flat_rows(v)[0], scratch.width,
+               idx, values, scratch.slot, scratch.rows, scratch.counts,
+               scratch.sum_buffer(len(idx)), *_adam_scalars(lr, betas, step, eps, wd, decoupled))
 
 
 def adam_dense(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, lr: float,
                betas: tuple[float, float], step: int, eps: float, wd: float,
                decoupled: bool) -> None:
     """Adam (AdamW when ``decoupled``) at ``step`` on all of ``p`` with its dense gradient."""
-    _adam_dense(p.detach().view(-1).numpy(), p.grad.view(-1).numpy(), m.view(-1).numpy(),
-                v.view(-1).numpy(), *_adam_scalars(lr, betas, step, eps, wd, decoupled))
+    first_call(_adam_dense, p.detach().view(-1).numpy(), p.grad.view(-1).numpy(),
+               m.view(-1).numpy(), v.view(-1).numpy(),
+               *_adam_scalars(lr, betas, step, eps, wd, decoupled))
 
 
 KERNELS = ("sgd_rows", "adam_rows", "adam_dense")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import NnlmError
+from ..errors import NnlmError, a
 from ..lm import LanguageModel, header_binding, logsumexp
 from ..vocab import BOS_ID, Vocabulary
 from .network import Network
@@ -99,7 +99,7 @@ class NeuralLM(LanguageModel):
 
         model = load_model(path)
         if not isinstance(model, NeuralLM):
-            raise NnlmError(f"{path}: a {model.kind} model, not a neural checkpoint")
+            raise NnlmError(f"{path}: {a(model.kind)} model, not a neural checkpoint")
         return model
 
     def neural_parts(self) -> list:

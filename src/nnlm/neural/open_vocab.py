@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from ..corpus import special_error
-from ..errors import NnlmError, where
+from ..errors import NnlmError, a, where
 from ..fileio import iter_line_blocks
 from ..progress import progress_bar
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
@@ -218,7 +218,7 @@ def score_open_vocab(lm, path, lr: float = DEFAULT_LR, prior: str = "types"
     docstring). Scoring is batched between vocabulary changes."""
     if not hasattr(lm, "model") or not hasattr(lm.model, "word_tensor_names"):
         raise NnlmError(f"--open-vocab needs a neural model that can grow its vocabulary; "
-                        f"a {lm.kind} model cannot")
+                        f"{a(lm.kind)} model cannot")
     if not (lr >= 0 and np.isfinite(lr)):
         raise NnlmError(f"the open-vocabulary learning rate must be >= 0, not {lr}")
     _growth(lm, prior)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from ..errors import a
 from ..sysmem import check_allocation
 from .energy import EnergyConfig, EnergyNetwork
 from .network import LBLConfig, LBLNetwork, Network, NetworkConfig, NPLMConfig, NPLMNetwork
@@ -42,6 +43,6 @@ def build_network(config: NetworkConfig, copies: int = 1,
     gradients and two optimizer moments)."""
     n = config.num_parameters()
     check_allocation(n * FLOAT_BYTES * copies,
-                     f"a {config.network_name} network of {n:,} parameters"
+                     f"{a(config.network_name)} network of {n:,} parameters"
                      + (" with its gradients and optimizer state" if copies > 1 else ""), hint)
     return NETWORKS[config.network_name][1](config)

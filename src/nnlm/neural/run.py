@@ -193,9 +193,18 @@ def _train(train_path, valid_path, outdir, preset, arch, train, recipe, resume, 
                           backoff=backoff, world=world, output_parallel=output_parallel)
     if resume:
         trainer.load_state(header)
-        log(f"resuming {outdir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}")
         if changes:
             trainer.apply_resume_changes(changes)
+        st, cfg = trainer.state, trainer.config
+        if st.epoch >= cfg.epochs or st.bad_epochs >= cfg.patience:
+            why = (f"finished its {cfg.epochs} epochs" if st.epoch >= cfg.epochs else
+                   f"stopped early: {st.bad_epochs} epochs without a better validation "
+                   f"perplexity (patience {cfg.patience})")
+            grow = (f"--epochs {st.epoch + 5}" if st.epoch >= cfg.epochs else
+                    f"--patience {st.bad_epochs + 2}")
+            raise NnlmError(f"{outdir}: the run {why}, so --resume has nothing to do; to "
+                            f"train on, resume with {grow}")
+        log(f"resuming {outdir} at epoch {st.epoch + 1}, update {st.step}")
     else:
         log(f"training {name}: {describe(model_config)}, objective {train_config.objective}, "
             f"{model_config.num_parameters():,} parameters, |V| = {len(vocab):,}, "

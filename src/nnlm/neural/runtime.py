@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from ..errors import NnlmError
+from ..errors import NnlmError, a
 from .allocator import keep_freed_memory
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -105,10 +105,10 @@ def configure_for_scoring(model, device: str | torch.device = "cpu", bf16: bool 
     device = prepare_process(threads, device)
     parts = model.neural_parts()
     if device.type != "cpu" and not parts:
-        raise NnlmError(f"--device {device}: a {model.kind} model runs on the CPU only; "
+        raise NnlmError(f"--device {device}: {a(model.kind)} model runs on the CPU only; "
                         "only neural models use a GPU")
     if self_normalized and not parts:
-        raise NnlmError(f"--self-normalized applies to neural models, not to a {model.kind} "
+        raise NnlmError(f"--self-normalized applies to neural models, not to {a(model.kind)} "
                         "model")
     for lm in parts:
         lm.model.to(device)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import NnlmError, warn, where
 from ..fileio import atomic_path, decode_block, open_for_reading, open_text_for_writing
+from ..jit_cache import first_call
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
 
@@ -194,8 +195,8 @@ class _ArpaScan:
                 sec = self.current
                 before = sec.count
                 words, starts, lengths, slots, bits, remap = self.table or _NO_TABLE
-                pos, line, sec.count, status = kernels.scan(
-                    buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
+                pos, line, sec.count, status = first_call(
+                    kernels.scan, buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
                     sec.lines, words, starts, lengths, slots, bits, remap)
                 if sec.k == 1:
                     sec.words.extend(data[s : s + n] for s, n in sec.ids[before : min(
@@ -278,7 +279,7 @@ class _ArpaScan:
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         flat = np.frombuffer(b"".join(words), np.uint8)
         bits = max(4, int(np.ceil(np.log2(max(2 * len(words), 1)))))
-        slots, repeat = self.kernels.word_table(flat, starts, lengths, bits)
+        slots, repeat = first_call(self.kernels.word_table, flat, starts, lengths, bits)
         if repeat >= 0:
             raise NnlmError(f"{where(self.path, int(uni.lines[repeat]))}: unigram "
                             f"{file_words[repeat]!r} appears twice")
@@ -444,8 +445,9 @@ def _build(path, base, sections, file_ids, added, strict: bool = False) -> Backo
             suffix, prefix = ids[:, 1].copy(), ids[:, 0].copy()
         else:  # find the (k-1)-word suffix and context among order k-1's words at once
             bits = max(4, int(np.ceil(np.log2(max(2 * len(prev_rows), 1)))))
-            slots = arpa_scan.rows_table(prev_rows, bits)
-            suffix, prefix = (arpa_scan.find_rows(slots, bits, prev_rows, np.ascontiguousarray(w))
+            slots = first_call(arpa_scan.rows_table, prev_rows, bits)
+            suffix, prefix = (first_call(arpa_scan.find_rows, slots, bits, prev_rows,
+                                         np.ascontiguousarray(w))
                               for w in (ids[:, 1:], ids[:, :-1]))
             suffix = np.where(suffix >= 0, prev_rank[suffix], -1)
             prefix = np.where(prefix >= 0, prev_rank[prefix], -1)

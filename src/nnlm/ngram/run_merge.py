@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..jit_cache import first_call
+
 
 @njit(inline="always")
 def _sift_down(heap_key, heap_run, size, i):
@@ -89,5 +91,5 @@ def merge_runs(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray
     uniq = np.empty(total, np.int64)
     counts = np.empty(total, seen.dtype)
     ids = np.empty(total, np.int32 if total < 2**31 else np.int64)
-    n = _merge(keys, seen, np.asarray(starts, np.int64), uniq, counts, ids)
+    n = first_call(_merge, keys, seen, np.asarray(starts, np.int64), uniq, counts, ids)
     return uniq[:n], counts[:n], ids

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
-from ..errors import NnlmError
+from ..errors import NnlmError, a
 from . import schemas as s
 from . import work
 from .registry import ServedModel
@@ -211,7 +211,7 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
 
 def _with_features(m: ServedModel) -> ServedModel:
     if not m.has_features:
-        raise RequestError("model", f"{m.name} is a {m.kind} model: it has no word feature "
+        raise RequestError("model", f"{m.name} is {a(m.kind)} model: it has no word feature "
                            "vectors C (embeddings and neighbours need a neural model)")
     return m
 
