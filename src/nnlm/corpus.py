@@ -30,7 +30,7 @@ import numpy as np
 from .errors import NnlmError, where
 from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
-from .vocab import BOS, EOS, UNK, UNK_ID, Vocabulary
+from .vocab import BOS, EOS, UNK, UNK_ID, Vocabulary, special_error
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -131,13 +131,6 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     if not out:
         raise NnlmError(f"{path}: no tokens: every line is blank")
     return out
-
-
-def special_error(place: str, tokens) -> str:
-    """The one message for ``<s>`` or ``</s>`` inside a text (``place``: file:line)."""
-    special = BOS if BOS in tokens else EOS
-    return (f"{place}: {special} may not occur in a text; nnlm adds sentence boundaries "
-            "itself (remove them, e.g. sed -e 's/<\\/*s>//g')")
 
 
 def _raise_special(path, special: str):

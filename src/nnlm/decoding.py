@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import NnlmError, a
 from .lm import LOG10_E, LanguageModel
-from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
+from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID, special_error
 
 
 class State:
@@ -143,8 +143,6 @@ class Model:
         """(log10 p, n-gram length, oov) for each word (and ``</s>`` if ``eos``)."""
         words = sentence.split()
         if BOS in words or EOS in words:
-            from .corpus import special_error
-
             raise NnlmError(special_error("the sentence", words))
         targets = [*words, EOS] if eos else words
         if not targets:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import NnlmError
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, special_error
 
 
 def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: float = 1.0,
@@ -33,8 +33,6 @@ def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: f
     rng = np.random.default_rng(seed)
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if BOS in words or EOS in words:
-        from .corpus import special_error
-
         raise NnlmError(special_error("the prompt", words))
     prompt_ids = [int(i) for i in model.vocab.encode(words)]
     k = model.order - 1

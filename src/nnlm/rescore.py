@@ -28,7 +28,7 @@ from .errors import NnlmError, where
 from .fileio import iter_line_blocks
 from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
-from .vocab import BOS, EOS
+from .vocab import BOS, EOS, special_error
 
 MOSES_SEP = "|||"
 BATCH_HYPOTHESES = 4096
@@ -75,8 +75,6 @@ def parse_line(line: str, place: str, moses: bool) -> Hypothesis:
         raise NnlmError(f"{place}: the hypothesis has no id")
     words = text.split()
     if BOS in words or EOS in words:
-        from .corpus import special_error
-
         raise NnlmError(special_error(place, words))
     return Hypothesis(ident.strip(), words, _number(score, place, "score"), features, rest)
 

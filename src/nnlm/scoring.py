@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .corpus import special_error
 from .errors import NnlmError
 from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, special_error
 
 CHUNK_LINES = 4096
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import NnlmError
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary, special_error
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,6 @@ class Stream:
         ``<s>`` or ``</s>`` in a line raises NnlmError: the boundaries are added here."""
         for i, line in enumerate(lines, start=1):
             if BOS in line or EOS in line:
-                from .corpus import special_error
-
                 raise NnlmError(special_error(f"sentence {i}", line))
         lines = [line for line in lines if len(line)]
         words = [w for line in lines for w in line]

@@ -37,6 +37,13 @@ NO_WORD = -1  # a context slot with no word: the null context of back-off models
 FORMAT_HEADER = "# nnlm vocabulary v1"
 
 
+def special_error(place: str, tokens) -> str:
+    """The one message for ``<s>`` or ``</s>`` inside a text (``place``: file:line)."""
+    special = BOS if BOS in tokens else EOS
+    return (f"{place}: {special} may not occur in a text; nnlm adds sentence boundaries "
+            "itself (remove them, e.g. sed -e 's/<\\/*s>//g')")
+
+
 class Vocabulary:
     """An ordered list of words with counts; ids are list positions."""
 

@@ -9,7 +9,6 @@ from ..argtypes import (
     positive_int,
     unit_interval,
 )
-from ..errors import NnlmError
 
 
 def add_parsers(sub) -> None:
@@ -63,33 +62,16 @@ def add_parsers(sub) -> None:
 
 
 def cmd_mix(args) -> None:
-    from ..corpus import read_stream
-    from ..lm import evaluation_from_logprobs
-    from ..mixture import ContextBuckets, Mixture
-    from ..models import check_model_output, load_model
+    from ..mixture import mix_models
 
-    check_model_output(args.output, Mixture.kind)
-    models = [load_model(p) for p in args.models]
-    buckets = None
-    if args.per_bucket:
-        buckets = ContextBuckets.from_stream(read_stream(args.per_bucket, models[0].vocab),
-                                             len(models[0].vocab))
-    if args.weights and len(args.weights) != len(models):
-        raise NnlmError(f"--weights needs one weight per model ({len(models)})")
-    mixture = Mixture(models, weights=args.weights, buckets=buckets)
-    valid = read_stream(args.valid, mixture.vocab)
-    lp = mixture.component_logprobs(valid)  # once: for the report, EM and the mixture
-    for path, row in zip(args.models, lp):
-        ppl = evaluation_from_logprobs(valid, row, mixture.vocab).perplexity
+    done = mix_models(args.models, args.valid, args.output, args.weights, args.per_bucket,
+                      args.iterations)
+    for path, ppl in zip(args.models, done.component_perplexities):
         print(f"{str(path):<40} valid perplexity {ppl:.2f}")
-    if not args.weights:
-        mixture.fit_weights(valid, args.iterations, component_logprobs=lp)
-    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)),
-                                      mixture.vocab)
-    mixture.save(args.output, args.models)
-    mean = mixture.weights.mean(axis=0)
-    print(f"{str(args.output):<40} valid perplexity {result.perplexity:.2f}  weights "
-          + " ".join(f"{w:.3f}" for w in mean) + (" (mean over buckets)" if buckets else ""))
+    mean = done.mixture.weights.mean(axis=0)
+    print(f"{str(args.output):<40} valid perplexity {done.perplexity:.2f}  weights "
+          + " ".join(f"{w:.3f}" for w in mean)
+          + (" (mean over buckets)" if done.mixture.buckets is not None else ""))
 
 
 def cmd_reproduce(args) -> None:

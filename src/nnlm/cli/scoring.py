@@ -119,7 +119,7 @@ def cmd_score(args) -> None:
     if parts and seen:
         import numpy as np
 
-        from ..neural.nplm_lm import describe_report, scoring_report
+        from ..neural.nplm_lm import scoring_report
 
         report, warnings = scoring_report(parts, np.concatenate([c for c, _ in seen]),
                                           np.concatenate([t for _, t in seen]))
@@ -187,8 +187,6 @@ def cmd_eval(args) -> None:
     print(f"perplexity:  {result['perplexity']:.3f}  "
           f"(without <unk> tokens: {result['perplexity_without_unk']:.3f}){scoring}")
     if parts:
-        from ..neural.nplm_lm import describe_report
-
         print("\n".join(describe_report(result)))
 
 
@@ -209,6 +207,21 @@ def _eval_open_vocab(args, model) -> None:
     print(f"new words:   {result['words_added']:,} added; {result['first_occurrences']:,} first "
           f"occurrences scored as <unk>, {result['later_occurrences']:,} later ones with "
           f"their own rows (prior {prior}, step {lr:g})")
+
+
+def describe_report(report: dict) -> list[str]:
+    """Human-readable lines for the neural part of the report
+    (:func:`nnlm.neural.nplm_lm.scoring_report`'s dict)."""
+    lines = []
+    for k, v in report.items():
+        if k.startswith("shortlist_coverage"):
+            lines.append(f"short-list:  {v:.2%} of the tokens inside the list")
+        elif k.startswith("log_z_mean") and not k.startswith("log_z_mean_abs"):
+            sfx = k[len("log_z_mean"):]
+            lines.append(f"log Z:       mean {v:+.4f}, std {report['log_z_std' + sfx]:.4f}, "
+                         f"mean |.| {report['log_z_mean_abs' + sfx]:.4f} (over "
+                         f"{report['log_z_tokens' + sfx]:,} tokens)")
+    return lines
 
 
 HANDLERS = {"eval": cmd_eval, "score": cmd_score, "rescore": cmd_rescore}

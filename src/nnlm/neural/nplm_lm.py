@@ -376,20 +376,6 @@ def scoring_report(parts: list[NeuralLM], contexts: np.ndarray, targets: np.ndar
     return report, warnings
 
 
-def describe_report(report: dict) -> list[str]:
-    """Human-readable lines for :func:`scoring_report`'s dict."""
-    lines = []
-    for k, v in report.items():
-        if k.startswith("shortlist_coverage"):
-            lines.append(f"short-list:  {v:.2%} of the tokens inside the list")
-        elif k.startswith("log_z_mean") and not k.startswith("log_z_mean_abs"):
-            sfx = k[len("log_z_mean"):]
-            lines.append(f"log Z:       mean {v:+.4f}, std {report['log_z_std' + sfx]:.4f}, "
-                         f"mean |.| {report['log_z_mean_abs' + sfx]:.4f} (over "
-                         f"{report['log_z_tokens' + sfx]:,} tokens)")
-    return lines
-
-
 def check_backoff(backoff, vocab: Vocabulary, K: int) -> None:
     """A short-list's n-gram model: present, over the same vocabulary, K < |V|."""
     if backoff is None:

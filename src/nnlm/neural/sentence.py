@@ -28,8 +28,9 @@ import torch.nn.functional as F
 
 from ..errors import NnlmError
 from ..fileio import atomic_path, iter_line_blocks
+from ..progress import progress_bar
 from ..sysmem import check_allocation
-from ..vocab import BOS, EOS, SPECIALS, Vocabulary
+from ..vocab import BOS, EOS, SPECIALS, Vocabulary, special_error
 
 DEFAULT_BUCKETS = 1000
 DEFAULT_HASH_FRACTION = 0.025
@@ -169,8 +170,11 @@ def embed_file(model, source, output, **settings) -> tuple[int, int]:
     """Write one vector per line of ``source`` (a path, ``-`` for stdin) to ``output``
     (.npy, float32 (N, m), atomically); a blank line gets the zero vector and an empty
     file an empty (0, m) array. ``settings``: ``NeuralLM.embed``'s. Returns (N, m)."""
-    parts = [model.embed(lines, **settings)
-             for _, lines in iter_line_blocks(source, allow_empty=True)]
+    parts = []
+    with progress_bar(None, "embedding", "lines", delay=2.0) as bar:
+        for _, lines in iter_line_blocks(source, allow_empty=True):
+            parts.append(model.embed(lines, **settings))
+            bar.update(len(lines))
     m = int(model.model.config.m)
     vectors = np.concatenate(parts) if parts else np.zeros((0, m), np.float32)
     with atomic_path(output) as tmp, open(tmp, "wb") as f:
@@ -187,8 +191,6 @@ def similar_lines(model, query: str, source, k: int = 10, **settings
         raise NnlmError("the sentence to compare is empty: every line would be equally "
                         "(un)similar to it; give some words")
     if BOS in words or EOS in words:
-        from ..corpus import special_error
-
         raise NnlmError(special_error("the sentence to compare", words))
     lines = [line for _, block in iter_line_blocks(source) for line in block]
     vectors = model.embed(lines, **settings)

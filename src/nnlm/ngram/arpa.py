@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import NnlmError, warn, where
 from ..fileio import atomic_path, decode_block, open_for_reading, open_text_for_writing
 from ..jit_cache import first_call
+from ..progress import progress_bar
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from .backoff import BackoffNgram, NgramLevel
 
@@ -67,9 +68,9 @@ def _fmt(values: np.ndarray) -> list[str]:
 WRITE_CHUNK = 1 << 16  # n-grams formatted at a time: the writer's memory stays flat
 
 
-def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> Path:
+def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
     """Write ``model`` as an ARPA file (atomically; gzip, bzip2 or xz for a ``.gz``,
-    ``.bz2`` or ``.xz`` name). ``progress(k)`` is called per order.
+    ``.bz2`` or ``.xz`` name), with progress when it takes a while.
 
     Streams: each order is written WRITE_CHUNK n-grams at a time, their words found
     from the model (:func:`words_of`), so the writer adds a few MB to the model's
@@ -86,7 +87,8 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
     words = model.vocab.words
     word_array = np.array(words, dtype=object)
     counts = model.num_ngrams()
-    with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f:
+    with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f, \
+            progress_bar(sum(counts), f"writing {path.name}", "n-grams", delay=2.0) as bar:
         f.write("\\data\\\n")
         for k, n in enumerate(counts, start=1):
             f.write(f"ngram {k}={n}\n")
@@ -95,9 +97,8 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
         bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
         for i, w in enumerate(words):
             f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
+        bar.update(counts[0])
         for k, level in enumerate(model.levels, start=2):
-            if progress:
-                progress(k)
             f.write(f"\n\\{k}-grams:\n")
             for lo in range(0, len(level), WRITE_CHUNK):
                 hi = min(len(level), lo + WRITE_CHUNK)
@@ -111,6 +112,7 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike, progress=None) -> P
                     f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
                 else:
                     f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+                bar.update(hi - lo)
         f.write("\n\\end\\\n")
     return path
 
@@ -157,7 +159,12 @@ class _ArpaScan:
         self._read()
 
     def _read(self) -> None:
+        with progress_bar(None, f"reading {self.path.name}", "n-grams", delay=2.0) as bar:
+            self._read_blocks(bar)
+
+    def _read_blocks(self, bar) -> None:
         line, tail, first = 1, b"", True
+        done = 0
         with open_for_reading(self.path) as f:
             while self.state != "end":
                 try:
@@ -177,6 +184,11 @@ class _ArpaScan:
                     cut = data.rfind(b"\n") + 1
                 line = self._lines(data, cut, line)
                 tail = data[cut:]
+                if bar.total is None and self.declared:
+                    bar.total = sum(self.declared.values())
+                now = sum(sec.count for sec in self.sections.values())
+                bar.update(now - done)
+                done = now
                 if not chunk:
                     break
         if self.state == "start":

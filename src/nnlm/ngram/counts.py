@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import NnlmError
+from ..progress import progress_bar
 from ..stream import Stream
 from ..sysmem import human_size, release_free_memory
 from ..vocab import BOS_ID, EOS_ID
@@ -135,7 +136,8 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
     if order < 1:
         raise ValueError("order must be at least 1")
     V = vocab_size
-    with Workspace(spill) as work:
+    with Workspace(spill) as work, \
+            progress_bar(None, "counting n-grams", "chunks", delay=2.0) as bar:
         seq = SentenceSequence(stream)
         n = len(seq)
         counts = np.bincount(stream.ids, minlength=V)
@@ -159,7 +161,9 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
             p = np.flatnonzero((s != EOS_ID) & (nxt >= 0))
             return p, s[p], nxt[p]
 
+        bar.total = 2 * (order - 1) * len(spans)
         for k in range(2, order + 1):
+            bar.set_postfix(order=k)
             # Each chunk's run: its distinct keys (sorted) and their counts, the runs end
             # to end in two arrays sized for the worst case (every position a k-gram of its
             # own: pages never written cost nothing), and each k-gram's index in its run.
@@ -174,6 +178,7 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 run_starts.append(run_starts[-1] + len(uniq))
                 runs.append(work.put((inverse.astype(np.int32),)))
                 del uniq, inverse, seen
+                bar.update()
             total = run_starts[-1]
             if len(runs) == 1:
                 uniq, n_seen = run_keys.read(0, total), run_seen.read(0, total)
@@ -202,6 +207,7 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 new_ids.write(a, block)
                 prefix[g] = ids.read(a, b)[p]  # the context (g1..g_{k-1}) starts there too
                 work.drop(r)
+                bar.update()
             new_ids.write(n - 1, np.full(1, -1, new_ids.dtype))  # no k-gram starts at the end
             del runs, table_ids
             tables.append(OrderTable(uniq, n_seen, prefix, V))
