@@ -10,8 +10,7 @@ import nnlm
 from conftest import write
 from nnlm import Stream
 from nnlm.errors import NnlmError
-from nnlm.ngram import KneserNey
-from nnlm.ngram.arpa import write_arpa
+from nnlm.ngram import KneserNey, write_arpa
 from test_ngram import stream_and_vocab, zipf_corpus
 
 SENTENCES = ["w1 w2 w3", "w5 zebra w1", "", "w2 w2 w2 w2 w2 w9"]

@@ -231,7 +231,7 @@ def every_kind(tmp_path=None):
               "nplm": nplm_lm, "lbl": lbl_lm, "shortlist": short,
               "mixture": Mixture([kn, nplm_lm], weights=[0.3, 0.7])}
     if tmp_path is not None:  # a model read from an ARPA file: kind "backoff"
-        from nnlm.ngram.arpa import read_arpa, write_arpa
+        from nnlm.ngram import read_arpa, write_arpa
 
         models["backoff"] = read_arpa(write_arpa(kn, tmp_path / "kn.arpa"))
     return models, train

@@ -13,7 +13,7 @@ import pytest
 
 from nnlm import Model
 from nnlm.errors import NnlmError
-from nnlm.ngram.arpa import read_arpa
+from nnlm.ngram import read_arpa
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 FILES = sorted(FIXTURES.glob("*.arpa"))

@@ -272,9 +272,9 @@ def test_save_load_round_trip(tmp_path, name):
 
 @pytest.mark.parametrize("read_bytes", [13, 1 << 24])  # lines and sections cross reads
 def test_arpa_round_trip_and_format(tmp_path, monkeypatch, read_bytes):
-    from nnlm.ngram import arpa
+    from nnlm.ngram.store import arpa_read
 
-    monkeypatch.setattr(arpa, "READ_BYTES", read_bytes)
+    monkeypatch.setattr(arpa_read, "READ_BYTES", read_bytes)
     lines = zipf_corpus()
     stream, vocab = stream_and_vocab(lines)
     model = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
@@ -304,9 +304,9 @@ def test_damaged_arpa_files(tmp_path, damage, message):
 
 @pytest.mark.parametrize("read_bytes", [1, 7, 40, 1 << 24])  # sections cross reads
 def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path, monkeypatch, read_bytes):
-    from nnlm.ngram import arpa
+    from nnlm.ngram.store import arpa_read
 
-    monkeypatch.setattr(arpa, "READ_BYTES", read_bytes)
+    monkeypatch.setattr(arpa_read, "READ_BYTES", read_bytes)
     head = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
             "-1\t<unk>\n-99\t<s>\t0\n-0.5\t</s>\n-0.3\ta\t0\n\n\\2-grams:\n-0.2\ta </s>\n\n")
     write(tmp_path / "bad.arpa", head + "-0.2\tb a\n\\end\\\n")  # line 14; a blank line before
@@ -370,7 +370,7 @@ def test_unknown_sentence_boundaries_in_scored_text():
 @given(x=st.floats(min_value=-1e300, max_value=1e300, allow_nan=False),
        form=st.sampled_from(["{:.7g}", "{!r}", "{:e}", "{:+.3f}", "{:.20f}", "{:E}"]))
 def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
-    from nnlm.ngram.arpa_scan import _number
+    from nnlm.ngram.store.arpa_scan import _number
 
     text = form.format(x).encode()
     value, end, ok = _number(np.frombuffer(text + b"\t", np.uint8), 0, len(text) + 1)
@@ -381,7 +381,7 @@ def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
 @pytest.mark.parametrize("text", [b"", b"-", b".", b"e5", b"1e", b"1e+", b"nan", b"inf",
                                   b"-inf", b"abc"])
 def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
-    from nnlm.ngram.arpa_scan import _number
+    from nnlm.ngram.store.arpa_scan import _number
 
     _, _, ok = _number(np.frombuffer(text + b" ", np.uint8), 0, len(text) + 1)
     assert not ok
@@ -391,7 +391,7 @@ def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
 @given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=40),
        queries=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=40))
 def test_the_compiled_row_table_finds_what_a_dict_finds(rows, queries):
-    from nnlm.ngram.arpa_scan import find_rows, rows_table
+    from nnlm.ngram.store.arpa_scan import find_rows, rows_table
 
     first = {}
     for i, r in enumerate(rows):

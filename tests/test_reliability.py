@@ -995,7 +995,7 @@ def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data
     distributions, summed in float64); strict loading refuses every one above 1."""
     from nnlm.errors import NnlmError
     from nnlm.lm import logsumexp
-    from nnlm.ngram.arpa import read_arpa
+    from nnlm.ngram import read_arpa
 
     lines = arpa_lines(world)
     numeric = [i for i, x in enumerate(lines) if x and x[0] in "-0123456789" and "\t" in x]

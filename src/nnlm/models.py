@@ -263,7 +263,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     if path.is_file() and not is_arpa(path):
         raise _not_a_model(path)
     if is_arpa(path):
-        from .ngram.arpa import read_arpa
+        from .ngram.store.arpa_read import read_arpa
 
         model = read_arpa(path, strict=strict)
         model.source_id = None

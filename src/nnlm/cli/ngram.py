@@ -162,7 +162,7 @@ def cmd_ngram(args) -> None:
         print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
               f"({after / max(before, 1):.1%})")
         if args.arpa:
-            from ..ngram.arpa import write_arpa
+            from ..ngram.store.arpa_write import write_arpa
 
             write_arpa(pruned, args.arpa)
             print(f"{args.arpa}: ARPA")
@@ -180,7 +180,7 @@ def cmd_ngram(args) -> None:
                   f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
         return
     if args.ngram_command == "export-arpa":
-        from ..ngram.arpa import write_arpa
+        from ..ngram.store.arpa_write import write_arpa
 
         model = _backoff_model(args.model, "ARPA export")
         write_arpa(model, args.output)
@@ -210,7 +210,7 @@ def cmd_ngram(args) -> None:
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if args.arpa:
-        from ..ngram.arpa import write_arpa
+        from ..ngram.store.arpa_write import write_arpa
 
         write_arpa(model, args.arpa)
         print(f"{args.arpa}: ARPA")

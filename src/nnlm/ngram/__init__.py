@@ -8,11 +8,12 @@
 """
 
 from .addk import AddK
-from .arpa import read_arpa, write_arpa
 from .backoff import BackoffNgram
 from .classes import ClassNgram, exchange_clustering
 from .interpolated import DeletedInterpolation
 from .kneser_ney import KneserNey
+from .store.arpa_read import read_arpa
+from .store.arpa_write import write_arpa
 from .train import METHODS, train_ngram
 
 __all__ = [

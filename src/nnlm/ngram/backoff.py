@@ -398,3 +398,23 @@ class BackoffNgram(LanguageModel):
 
     def num_ngrams(self) -> list[int]:
         return [len(self.vocab)] + [len(level) for level in self.levels]
+
+
+# -- the words of stored n-grams (ARPA writing, pruning, reports) --------------------
+def ngram_words(model: BackoffNgram) -> list[np.ndarray]:
+    """For each order k >= 2, an int64 (M_k, k) array of each stored n-gram's word ids."""
+    return [words_of(model, k, np.arange(len(level)))
+            for k, level in enumerate(model.levels, start=2)]
+
+
+def words_of(model: BackoffNgram, k: int, ids: np.ndarray) -> np.ndarray:
+    """The word ids (g1..gk) of the order-k entries ``ids``, an int64 (len(ids), k) array:
+    g1 from the entry, the rest from its suffix g2..gk one order down."""
+    V = len(model.vocab)
+    ids = np.asarray(ids, np.int64)
+    out = np.empty((len(ids), k), np.int64)
+    for j in range(k, 1, -1):  # column k - j is g_{k-j+1}
+        first, ids = model.levels[j - 2].first_and_suffix(ids, V)
+        out[:, k - j] = first
+    out[:, k - 1] = ids
+    return out

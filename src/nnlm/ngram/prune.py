@@ -95,7 +95,7 @@ def context_log_probability(model: BackoffNgram, k: int) -> np.ndarray:
     if k == 1:
         words = np.arange(V)[:, None]
     else:
-        from .arpa import ngram_words
+        from .backoff import ngram_words
 
         words = ngram_words(model)[k - 2]
     n = words.shape[1]

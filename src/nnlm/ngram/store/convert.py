@@ -53,7 +53,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     print): format, orders, n-grams, bytes and bytes per n-gram."""
     from ...fileio import atomic_path
     from ...models import check_model_output, load_model, save_model
-    from ..arpa import write_arpa
+    from .arpa_write import write_arpa
     from .trie import FILE_NAME, write_trie
 
     target = Path(target)

@@ -1,20 +1,10 @@
-"""ARPA files: export any back-off model, import one as a :class:`BackoffNgram`.
+"""ARPA files, read: as KenLM reads them, into a :class:`BackoffNgram`.
 
-ARPA stores log10 probabilities and back-off weights::
-
-    \\data\\
-    ngram 1=3
-    ngram 2=2
-
-    \\1-grams:
-    -99       <s>     -0.30103
-    -0.30103  a       -0.1
-    -0.30103  </s>
-    ...
-    \\end\\
-
-``<s>`` gets -99 (it is only ever context), as KenLM writes it. Files written here load
-in KenLM (``kenlm.Model``) and give the same per-token log10 probabilities as nnlm.
+The text is scanned by compiled kernels (:mod:`.arpa_scan`) 16 MiB at a time. Whatever
+KenLM loads loads here, with a warning for what is odd; what KenLM refuses is refused
+naming the line. A pruned file's missing n-grams are added as KenLM adds them
+(:func:`missing_ngrams`); whether the result sums to 1 is checked by
+:mod:`nnlm.ngram.normalization`.
 """
 
 from __future__ import annotations
@@ -28,93 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NnlmError, warn, where
-from ..fileio import atomic_path, decode_block, open_for_reading, open_text_for_writing
-from ..jit_cache import first_call
-from ..progress import progress_bar
-from ..vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
-from .backoff import BackoffNgram, NgramLevel
+from ...errors import NnlmError, warn, where
+from ...fileio import decode_block, open_for_reading
+from ...jit_cache import first_call
+from ...progress import progress_bar
+from ...vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
+from ..backoff import BackoffNgram, NgramLevel
+from ..normalization import MASS_TOLERANCE, check_normalized, contexts_text
+from .arpa_write import ARPA_ZERO
 
-LOG10_E = math.log10(math.e)
-ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
 MISSING_UNK = -100.0  # KenLM's log10 p(<unk>) for a file that lists no <unk>
-
-
-def ngram_words(model: BackoffNgram) -> list[np.ndarray]:
-    """For each order k >= 2, an int64 (M_k, k) array of each stored n-gram's word ids."""
-    return [words_of(model, k, np.arange(len(level)))
-            for k, level in enumerate(model.levels, start=2)]
-
-
-def words_of(model: BackoffNgram, k: int, ids: np.ndarray) -> np.ndarray:
-    """The word ids (g1..gk) of the order-k entries ``ids``, an int64 (len(ids), k) array:
-    g1 from the entry, the rest from its suffix g2..gk one order down."""
-    V = len(model.vocab)
-    ids = np.asarray(ids, np.int64)
-    out = np.empty((len(ids), k), np.int64)
-    for j in range(k, 1, -1):  # column k - j is g_{k-j+1}
-        first, ids = model.levels[j - 2].first_and_suffix(ids, V)
-        out[:, k - j] = first
-    out[:, k - 1] = ids
-    return out
-
-
-def _fmt(values: np.ndarray) -> list[str]:
-    log10 = np.where(np.isneginf(values), ARPA_ZERO,
-                     np.asarray(values, np.float64) * LOG10_E + 0.0)  # + 0.0: no "-0"
-    return [f"{x:.7g}" for x in log10.tolist()]
-
-
-WRITE_CHUNK = 1 << 16  # n-grams formatted at a time: the writer's memory stays flat
-
-
-def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
-    """Write ``model`` as an ARPA file (atomically; gzip, bzip2 or xz for a ``.gz``,
-    ``.bz2`` or ``.xz`` name), with progress when it takes a while.
-
-    Streams: each order is written WRITE_CHUNK n-grams at a time, their words found
-    from the model (:func:`words_of`), so the writer adds a few MB to the model's
-    memory at any size, not a copy of every n-gram's words and text."""
-    path = Path(path)
-    for name, level_logp in [("unigram", model.unigram_logp),
-                             *((f"{k}-gram", level.logp) for k, level
-                               in enumerate(model.levels, start=2))]:
-        for lo in range(0, len(level_logp), 1 << 22):
-            a = np.asarray(level_logp[lo:lo + (1 << 22)])
-            if np.isnan(a).any() or (a > 1e-9).any():
-                raise NnlmError(f"{path}: not written: the model's {name} log-probabilities "
-                                "hold NaN or values above 0")
-    words = model.vocab.words
-    word_array = np.array(words, dtype=object)
-    counts = model.num_ngrams()
-    with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f, \
-            progress_bar(sum(counts), f"writing {path.name}", "n-grams", delay=2.0) as bar:
-        f.write("\\data\\\n")
-        for k, n in enumerate(counts, start=1):
-            f.write(f"ngram {k}={n}\n")
-        f.write("\n\\1-grams:\n")
-        probs = _fmt(model.unigram_logp)
-        bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
-        for i, w in enumerate(words):
-            f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
-        bar.update(counts[0])
-        for k, level in enumerate(model.levels, start=2):
-            f.write(f"\n\\{k}-grams:\n")
-            for lo in range(0, len(level), WRITE_CHUNK):
-                hi = min(len(level), lo + WRITE_CHUNK)
-                ids = words_of(model, k, np.arange(lo, hi))
-                probs = _fmt(level.logp[lo:hi])
-                texts = word_array[ids[:, 0]]
-                for j in range(1, k):
-                    texts = texts + " " + word_array[ids[:, j]]
-                if k < model.order:
-                    bows = _fmt(level.log_bow[lo:hi])
-                    f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
-                else:
-                    f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
-                bar.update(hi - lo)
-        f.write("\n\\end\\\n")
-    return path
 
 
 _NGRAM_LINE = re.compile(r"^ngram (\d+)=(\d+)$")
@@ -138,7 +51,7 @@ class _Section:
 
 class _ArpaScan:
     """Reads an ARPA file: the header lines in Python, each section's n-gram lines with
-    the compiled scanner of :mod:`nnlm.ngram.arpa_scan`, the file 16 MiB at a time.
+    the compiled scanner of :mod:`nnlm.ngram.store.arpa_scan`, the file 16 MiB at a time.
 
     After reading: ``declared`` ({order: count}), ``sections`` ({order: _Section}),
     ``file_words`` (the unigrams' words in file order) and ``vocab`` (specials first, then
@@ -484,7 +397,7 @@ def _build(path, base, sections, file_ids, added, strict: bool = False) -> Backo
             if strict:
                 raise NnlmError(f"{path}: {what}")
             over = int((mass > 1 + MASS_TOLERANCE).sum())
-            warn(f"{path}: {what}{f' ({_contexts(over - 1)} too)' if over > 1 else ''}; "
+            warn(f"{path}: {what}{f' ({contexts_text(over - 1)} too)' if over > 1 else ''}; "
                  "loaded as KenLM loads it, but its perplexities are too good")
         model.levels.append(NgramLevel(keys[sort], logp[sort], bow[sort], prefix[sort],
                                        ids[sort, -1], prev_size))
@@ -505,76 +418,6 @@ def _added_masks(model: BackoffNgram, added: dict) -> dict[int, np.ndarray]:
     return masks
 
 
-def check_normalized(model: BackoffNgram, path, skip: dict | None = None,
-                     strict: bool = False) -> None:
-    """Every next-word distribution of a back-off model should sum to 1. Less gives a
-    warning (a deficient model, e.g. pruned without renormalizing: perplexities are upper
-    bounds); more gives a warning with the largest sum (KenLM loads such files, and files
-    from other tools round their numbers), or with ``strict`` an error (an impossible
-    model, whose perplexities would be too good). ``skip``: {order: bool mask} of contexts
-    not to check (entries added for a pruned file's missing contexts).
-
-    For a context h stored at order k-1, its explicit k-grams carry P(h w) and the rest
-    comes from backing off: sum = sum_w P(h w) + bow(h) (1 - sum_w p(w | h')), where
-    p(w | h') is the stored suffix n-gram's probability (ARPA stores every suffix). A
-    context with no k-grams sums to bow(h), so its weight must be 1. Contexts ending in
-    ``</s>`` are never used and are skipped. One vectorized pass per order.
-    """
-    V = len(model.vocab)
-    mass = float(np.sum(np.exp(np.delete(model.unigram_logp, BOS_ID))))
-    found = {True: [], False: []}  # above 1 / below 1: (what, its sum, how many)
-    if abs(mass - 1) > MASS_TOLERANCE:
-        found[mass > 1].append(("the unigram probabilities", mass, 1))
-    for k, level in enumerate(model.levels, start=2):
-        if k == 2:
-            low, ctx_bow, ctx_last = model.unigram_logp[level.last], model.unigram_log_bow, \
-                np.arange(V)
-        else:
-            lower = model.levels[k - 3]
-            low, ctx_bow, ctx_last = lower.logp[level.keys // V], lower.log_bow, lower.last
-        n = len(ctx_bow)
-        s_exp = np.bincount(level.prefix, np.exp(level.logp), minlength=n)
-        s_low = np.bincount(level.prefix, np.exp(low), minlength=n)
-        with np.errstate(over="ignore"):
-            total = s_exp + np.exp(ctx_bow) * (1.0 - s_low)
-        used = ctx_last != EOS_ID
-        if skip and k - 1 in skip:  # added contexts, and contexts of k-grams whose suffix
-            used &= ~skip[k - 1]  # was added: a pruned file's sums hold only roughly
-            if k >= 3:
-                used[level.prefix[skip[k - 1][level.keys // V]]] = False
-        for above, bad in ((True, used & (total > 1 + MASS_TOLERANCE)),
-                           (False, used & (total < 1 - MASS_TOLERANCE))):
-            if not np.any(bad):
-                continue
-            rows = np.flatnonzero(bad)
-            i = int(rows[np.argmax(total[rows])] if above else rows[0])
-            words = (model.vocab.words[i] if k == 2
-                     else " ".join(model.vocab.words[j] for j in ngram_words(model)[k - 3][i]))
-            found[above].append((f"the probabilities after '{words}'", float(total[i]), len(rows)))
-    if found[True]:
-        what, total, _ = max(found[True], key=lambda x: x[1])
-        count = sum(c for *_, c in found[True])
-        others = f" ({_contexts(count - 1)} too)" if count > 1 else ""
-        if strict:
-            raise NnlmError(f"{path}: {what} sum to {total:.6g}, more "
-                            "than 1: its n-grams and back-off weights disagree. Not a valid "
-                            "language model")
-        warn(f"{path}: {what} sum to {total:.6g}, more than 1{others}; "
-             "loaded as KenLM loads it, but its perplexities are too good")
-    if found[False]:
-        what, total, count = found[False][0]
-        count = sum(c for *_, c in found[False])
-        others = f" and {_contexts(count - 1)}" if count > 1 else ""
-        warn(f"{path}: {what}{others} sum to {total:.6g}, less than 1 "
-             "(a deficient model, e.g. pruned without renormalizing): perplexities are upper "
-             "bounds")
-
-
-def _contexts(n: int) -> str:
-    return f"{n:,} other context{'s' if n != 1 else ''}"
-
-
-MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary
 LOG10_LIMIT = 1000.0  # no real model has a log10 probability or weight beyond this
 
 

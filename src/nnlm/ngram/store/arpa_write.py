@@ -1,0 +1,92 @@
+"""ARPA files, written: any back-off model as text KenLM loads (read: :mod:`.arpa_read`).
+
+ARPA stores log10 probabilities and back-off weights::
+
+    \\data\\
+    ngram 1=3
+    ngram 2=2
+
+    \\1-grams:
+    -99       <s>     -0.30103
+    -0.30103  a       -0.1
+    -0.30103  </s>
+    ...
+    \\end\\
+
+``<s>`` gets -99 (it is only ever context), as KenLM writes it. Files written here load
+in KenLM (``kenlm.Model``) and give the same per-token log10 probabilities as nnlm.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import NnlmError
+from ...fileio import atomic_path, open_text_for_writing
+from ...progress import progress_bar
+from ..backoff import BackoffNgram, words_of
+
+LOG10_E = math.log10(math.e)
+ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
+
+
+def _fmt(values: np.ndarray) -> list[str]:
+    log10 = np.where(np.isneginf(values), ARPA_ZERO,
+                     np.asarray(values, np.float64) * LOG10_E + 0.0)  # + 0.0: no "-0"
+    return [f"{x:.7g}" for x in log10.tolist()]
+
+
+WRITE_CHUNK = 1 << 16  # n-grams formatted at a time: the writer's memory stays flat
+
+
+def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
+    """Write ``model`` as an ARPA file (atomically; gzip, bzip2 or xz for a ``.gz``,
+    ``.bz2`` or ``.xz`` name), with progress when it takes a while.
+
+    Streams: each order is written WRITE_CHUNK n-grams at a time, their words found
+    from the model (:func:`words_of`), so the writer adds a few MB to the model's
+    memory at any size, not a copy of every n-gram's words and text."""
+    path = Path(path)
+    for name, level_logp in [("unigram", model.unigram_logp),
+                             *((f"{k}-gram", level.logp) for k, level
+                               in enumerate(model.levels, start=2))]:
+        for lo in range(0, len(level_logp), 1 << 22):
+            a = np.asarray(level_logp[lo:lo + (1 << 22)])
+            if np.isnan(a).any() or (a > 1e-9).any():
+                raise NnlmError(f"{path}: not written: the model's {name} log-probabilities "
+                                "hold NaN or values above 0")
+    words = model.vocab.words
+    word_array = np.array(words, dtype=object)
+    counts = model.num_ngrams()
+    with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f, \
+            progress_bar(sum(counts), f"writing {path.name}", "n-grams", delay=2.0) as bar:
+        f.write("\\data\\\n")
+        for k, n in enumerate(counts, start=1):
+            f.write(f"ngram {k}={n}\n")
+        f.write("\n\\1-grams:\n")
+        probs = _fmt(model.unigram_logp)
+        bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
+        for i, w in enumerate(words):
+            f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
+        bar.update(counts[0])
+        for k, level in enumerate(model.levels, start=2):
+            f.write(f"\n\\{k}-grams:\n")
+            for lo in range(0, len(level), WRITE_CHUNK):
+                hi = min(len(level), lo + WRITE_CHUNK)
+                ids = words_of(model, k, np.arange(lo, hi))
+                probs = _fmt(level.logp[lo:hi])
+                texts = word_array[ids[:, 0]]
+                for j in range(1, k):
+                    texts = texts + " " + word_array[ids[:, j]]
+                if k < model.order:
+                    bows = _fmt(level.log_bow[lo:hi])
+                    f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+                else:
+                    f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+                bar.update(hi - lo)
+        f.write("\n\\end\\\n")
+    return path
