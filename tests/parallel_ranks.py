@@ -12,11 +12,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nnlm.neural.batches import batches
 from nnlm.neural.distributed import World
 from nnlm.neural.objectives import make_objective
 from nnlm.neural.output_parallel import OutputShard
 from nnlm.neural.registry import build_network, network_config
-from nnlm.neural.train import TrainConfig, Trainer, _batches, output_counts
+from nnlm.neural.train import TrainConfig, Trainer, output_counts
 from nnlm.stream import Stream
 from nnlm.toyworld import toy_world
 from nnlm.vocab import Vocabulary
@@ -58,7 +59,7 @@ def _train_steps(world, optimizer, objective, steps):
     perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
     part = None if world is None else (world.rank, world.size)
     losses = []
-    for _, ctx, tgt in _batches(train, 3, perm, cfg.batch_size, 0, steps, part):
+    for _, ctx, tgt in batches(train, 3, perm, cfg.batch_size, 0, steps, part):
         loss, n = trainer.train_step(ctx, tgt)
         trainer.state.step += 1
         losses.append(loss / n)

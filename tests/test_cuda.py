@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 import torch
 
+from nnlm.neural.batches import batches
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.registry import network_config
-from nnlm.neural.train import TrainConfig, Trainer, _batches, output_counts
+from nnlm.neural.train import TrainConfig, Trainer, output_counts
 from parallel_ranks import toy_data
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -49,7 +50,7 @@ def _steps(device: str, settings: dict, objective: str, optimizer: str, steps: i
     trainer.model.to(dtype)
     perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
     losses = []
-    for _, ctx, tgt in _batches(train, 3, perm, cfg.batch_size, 0, steps):
+    for _, ctx, tgt in batches(train, 3, perm, cfg.batch_size, 0, steps):
         loss, n = trainer.train_step(ctx, tgt)
         trainer.state.step += 1
         losses.append(loss / n)
@@ -251,7 +252,7 @@ def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
                           device="cuda", train_counts=output_counts(train, mc))
         step = GraphedStep(trainer, cfg.batch_size) if graphs else None
         perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
-        for _, ctx, tgt in _batches(train, 3, perm, cfg.batch_size, 0, WARMUP + 3):
+        for _, ctx, tgt in batches(train, 3, perm, cfg.batch_size, 0, WARMUP + 3):
             if graphs:
                 step(ctx, tgt)
             else:

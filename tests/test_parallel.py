@@ -26,11 +26,12 @@ import torch.multiprocessing as mp
 
 from nnlm.cli import main
 from nnlm.errors import NnlmError
+from nnlm.neural.batches import batches
 from nnlm.neural.distributed import World, shard_range
 from nnlm.neural.objectives import make_objective
 from nnlm.neural.output_parallel import OutputShard
 from nnlm.neural.registry import build_network, network_config
-from nnlm.neural.train import TrainConfig, Trainer, _batches
+from nnlm.neural.train import TrainConfig, Trainer
 from nnlm.toyworld import toy_world
 from parallel_ranks import CPU, _entry, _output_parallel_grads, _train_steps, toy_data
 
@@ -81,13 +82,13 @@ def test_rank_shares_of_a_batch_are_the_single_process_batch():
     vocab, train, _ = toy_data()
     perm = np.random.default_rng(0).permutation(len(train))
     steps = -(-len(train) // 64)
-    whole = list(_batches(train, 3, perm, 64, 0, steps))
-    parts = [list(_batches(train, 3, perm, 64, 0, steps, part=(r, 3))) for r in range(3)]
+    whole = list(batches(train, 3, perm, 64, 0, steps))
+    parts = [list(batches(train, 3, perm, 64, 0, steps, part=(r, 3))) for r in range(3)]
     for i, (_, ctx, tgt) in enumerate(whole):
         assert torch.equal(torch.cat([p[i][1] for p in parts]), ctx)
         assert torch.equal(torch.cat([p[i][2] for p in parts]), tgt)
     # Hogwild: worker w takes batches first + w, first + w + P, ...
-    strided = [[i for i, _, _ in _batches(train, 3, perm, 64, 2, steps, stride=(w, 2))]
+    strided = [[i for i, _, _ in batches(train, 3, perm, 64, 2, steps, stride=(w, 2))]
                for w in range(2)]
     assert sorted(strided[0] + strided[1]) == list(range(2, steps))
     assert strided[1][:2] == [3, 5]

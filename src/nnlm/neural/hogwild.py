@@ -46,9 +46,10 @@ import torch.multiprocessing as mp
 from ..errors import NnlmError
 from ..stream import Stream
 from .allocator import keep_freed_memory
+from .batches import batches
 from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
 from .optim import PaperSGD
-from .train import Trainer, TrainingDiverged, _batches
+from .train import Trainer, TrainingDiverged
 
 POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are alive
 
@@ -269,7 +270,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock
             perm = np.random.default_rng([cfg.seed, epoch]).permutation(len(train))
             nll, tokens, started = 0.0, 0, time.perf_counter()
             lock_seconds.update(wait=0.0, hold=0.0)
-            for i, contexts, targets in _batches(train, order, perm, cfg.batch_size, first,
+            for i, contexts, targets in batches(train, order, perm, cfg.batch_size, first,
                                                  until, stride=(rank, workers)):
                 trainer.state.step = step0 + (i - first)  # the schedule's t: global updates
                 loss, n = trainer.train_step(contexts, targets)

@@ -19,8 +19,6 @@ One :class:`Trainer` does it all, top to bottom:
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import time
@@ -32,7 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import NnlmError
-from ..fileio import atomic_path, atomic_write_text
+from ..fileio import atomic_path
 from ..interrupts import StopOnInterrupt
 from ..jsonfiles import Fields, Float, Int, Optional, read_json
 from ..lm import LanguageModel, array_binding
@@ -40,9 +38,11 @@ from ..models import new_model_id, save_model, write_header
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
+from .batches import batches
 from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_tensors
 from .cuda_graph import GraphedStep
 from .distributed import GradientSync, World, shard_range
+from .metrics_log import write_metrics
 from .network import NetworkConfig
 from .nplm_lm import BACKOFF_DIR, LOG_Z_SAMPLE, NeuralLM
 from .objectives import OBJECTIVES, make_objective
@@ -152,10 +152,6 @@ TRAINER_JSON = {
 
 class TrainingDiverged(NnlmError):
     pass
-
-
-METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
-                 "elapsed_seconds", "train_loss", "valid_log_z", "note"]
 
 
 def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:
@@ -572,7 +568,7 @@ class Trainer:
         cfg, st = self.config, self.state
         part = (self.world.rank, self.world.size) if self.sync is not None else None
         graphed = self._graphed_step()
-        for _, contexts, targets in _batches(train, self.model.config.order, perm,
+        for _, contexts, targets in batches(train, self.model.config.order, perm,
                                              cfg.batch_size, st.step_in_epoch, until, part,
                                              pin=graphed is not None):
             self.interrupt.check()
@@ -684,15 +680,8 @@ class Trainer:
             write_tensors(tensors, self.outdir / "model.safetensors", self.binding)
 
     def write_metrics(self) -> None:
-        if not self.is_main:
-            return
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.state.history)
-        atomic_write_text(self.outdir / "metrics.csv", buf.getvalue())
-        plot_learning_curve(self.state.history, self.outdir / "learning_curve.png")
-        log_tensorboard(self.state.history[-1], self.outdir / "tensorboard")
+        if self.is_main:
+            write_metrics(self.state.history, self.outdir)
 
 
 class _SilentBar:
@@ -703,62 +692,3 @@ class _SilentBar:
 
     def set_postfix(self, **kwargs) -> None:
         pass
-
-
-BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
-
-
-def _batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
-             last: int, part: tuple[int, int] | None = None,
-             stride: tuple[int, int] | None = None, pin: bool = False):
-    """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
-    tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64).
-    ``part`` (rank, ranks): only that rank's contiguous share of each batch. ``stride``
-    (worker, workers): only the batches i with (i - first) mod workers = worker. ``pin``:
-    in page-locked memory, so that copies to a GPU overlap its work."""
-    batches = range(first, last) if stride is None else range(first + stride[0], last,
-                                                               stride[1])
-    for at_block in range(0, len(batches), BLOCK_BATCHES):
-        block = batches[at_block : at_block + BLOCK_BATCHES]
-        spans = []
-        for i in block:
-            a, b = i * batch_size, min((i + 1) * batch_size, len(perm))
-            if part is not None:
-                a, b = (a + x for x in shard_range(b - a, part[1], part[0]))
-            spans.append((a, b))
-        pos = np.concatenate([perm[a:b] for a, b in spans])
-        contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
-        targets = torch.from_numpy(train.ids[pos].astype(np.int64))
-        if pin:
-            contexts, targets = contexts.pin_memory(), targets.pin_memory()
-        at = 0
-        for i, (a, b) in zip(block, spans):
-            yield i, contexts[at : at + b - a], targets[at : at + b - a]
-            at += b - a
-
-
-def log_tensorboard(row: dict, logdir: Path) -> None:
-    """The epoch's metrics as TensorBoard scalars, when the tensorboard package is installed."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # tensorboard is optional
-        return
-    with SummaryWriter(str(logdir)) as writer:
-        for key in ("train_ppl", "valid_ppl", "lr", "words_per_second"):
-            writer.add_scalar(key, row[key], row["epoch"])
-
-
-def plot_learning_curve(history: list[dict], path: Path) -> None:
-    if not history:
-        return
-    from ..plots import perplexity_axis, png_figure
-
-    epochs = [r["epoch"] for r in history]
-    with png_figure(path) as (fig, ax):
-        if all(math.isfinite(r["train_ppl"]) for r in history):
-            ax.plot(epochs, [r["train_ppl"] for r in history], "o-", label="train (running)")
-        ax.plot(epochs, [r["valid_ppl"] for r in history], "s-", label="validation")
-        ax.set_xlabel("epoch")
-        perplexity_axis(ax)
-        ax.legend()
-        ax.set_title("learning curve")

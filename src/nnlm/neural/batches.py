@@ -1,0 +1,42 @@
+"""Training batches: (index, contexts, targets) for a span of a permutation of the
+training positions, built a block of batches at a time, whole or split over ranks and
+workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..stream import Stream
+from .distributed import shard_range
+
+BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
+
+
+def batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first: int,
+             last: int, part: tuple[int, int] | None = None,
+             stride: tuple[int, int] | None = None, pin: bool = False):
+    """Yield (i, contexts, targets) for batches first..last-1 of the permutation, int64
+    tensors; contexts are built for BLOCK_BATCHES batches at a time (one pass, not 64).
+    ``part`` (rank, ranks): only that rank's contiguous share of each batch. ``stride``
+    (worker, workers): only the batches i with (i - first) mod workers = worker. ``pin``:
+    in page-locked memory, so that copies to a GPU overlap its work."""
+    batches = range(first, last) if stride is None else range(first + stride[0], last,
+                                                               stride[1])
+    for at_block in range(0, len(batches), BLOCK_BATCHES):
+        block = batches[at_block : at_block + BLOCK_BATCHES]
+        spans = []
+        for i in block:
+            a, b = i * batch_size, min((i + 1) * batch_size, len(perm))
+            if part is not None:
+                a, b = (a + x for x in shard_range(b - a, part[1], part[0]))
+            spans.append((a, b))
+        pos = np.concatenate([perm[a:b] for a, b in spans])
+        contexts = torch.from_numpy(train.contexts(order, pos).astype(np.int64))
+        targets = torch.from_numpy(train.ids[pos].astype(np.int64))
+        if pin:
+            contexts, targets = contexts.pin_memory(), targets.pin_memory()
+        at = 0
+        for i, (a, b) in zip(block, spans):
+            yield i, contexts[at : at + b - a], targets[at : at + b - a]
+            at += b - a
