@@ -46,3 +46,17 @@ def zipf_corpus(seed=0, n_sentences=300, n_words=40, max_words=11):
             w = (w * 7 + 3) % n_words if rng.random() < 0.5 else rng.choice(n_words, p=p)
         lines.append(line)
     return lines
+
+
+def toy_world(w):
+    """The toy world's text in ``w/toy`` and three models beside it: ``kn3`` (with
+    ``kn3.arpa``) and a one-epoch ``nplm`` of the tiny preset; returns ``w``."""
+    from nnlm.cli import main
+
+    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "600"]) == 0
+    train, valid = w / "toy/train.txt", w / "toy/valid.txt"
+    assert main(["ngram", "train", str(train), "--order", "3", "--discount-fallback",
+                 "-o", str(w / "kn3"), "--arpa", str(w / "kn3.arpa")]) == 0
+    assert main(["train", str(train), "--valid", str(valid), "--preset", "tiny", "--epochs",
+                 "1", "--threads", "1", "-o", str(w / "nplm")]) == 0
+    return w

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from conftest import toy_world
 from nnlm.cli import main
 from nnlm.models import load_model
 from nnlm.serve.app import Settings, create_app
@@ -37,14 +38,8 @@ TEXTS = ["the cat sees a dog", "a dog", "zebra the quantum cat", ""]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    w = tmp_path_factory.mktemp("served")
-    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "600"]) == 0
-    train, valid = w / "toy/train.txt", w / "toy/valid.txt"
-    assert main(["ngram", "train", str(train), "--order", "3", "--discount-fallback",
-                 "-o", str(w / "kn3"), "--arpa", str(w / "kn3.arpa")]) == 0
-    assert main(["train", str(train), "--valid", str(valid), "--preset", "tiny", "--epochs",
-                 "1", "--threads", "1", "-o", str(w / "nplm")]) == 0
-    assert main(["mix", str(w / "kn3"), str(w / "nplm"), "--valid", str(valid),
+    w = toy_world(tmp_path_factory.mktemp("served"))
+    assert main(["mix", str(w / "kn3"), str(w / "nplm"), "--valid", str(w / "toy/valid.txt"),
                  "-o", str(w / "mix")]) == 0
     return w
 

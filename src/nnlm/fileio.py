@@ -149,6 +149,16 @@ def decode_block(block: bytes, name, first_line: int) -> list[str]:
     return lines
 
 
+def read_block(f, size: int, name, line: int) -> bytes:
+    """``f.read(size)``, where a compressed file's damage is one line naming the file and
+    the line it was read up to (gzip, bzip2 and xz raise five different errors)."""
+    try:
+        return f.read(size)
+    except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
+        raise NnlmError(f"{name}: corrupt or truncated compressed file around line {line} "
+                        f"({str(e) or type(e).__name__})") from None
+
+
 def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = None,
                      allow_empty: bool = False) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(first_line_number, lines)`` blocks of decoded lines (1-based numbers).
@@ -166,11 +176,7 @@ def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = No
         seen_any = False
         pending = b""  # the start of a line whose end is not read yet
         while True:
-            try:
-                chunk = f.read(BLOCK_BYTES)
-            except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
-                raise NnlmError(f"{name}: corrupt or truncated compressed file around line "
-                                f"{line_no} ({str(e) or type(e).__name__})") from None
+            chunk = read_block(f, BLOCK_BYTES, name, line_no)
             data = pending + chunk
             if not data:
                 break

@@ -45,17 +45,11 @@ def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: f
         if not len(rows):
             break
         contexts = history[rows, history.shape[1] - k :] if k else np.zeros((len(rows), 0))
-        logp = model.next_logprobs(contexts) / temperature
+        logp = model.next_logprobs(contexts)
         logp[:, BOS_ID] = -np.inf
         if not allow_unk:
             logp[:, UNK_ID] = -np.inf
-        if top_k and top_k < logp.shape[1]:
-            cut = np.partition(logp, -top_k, axis=1)[:, -top_k][:, None]
-            logp = np.where(logp >= cut, logp, -np.inf)
-        p = np.exp(logp - logp.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        u = rng.random(len(rows))[:, None]
-        choice = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)
+        choice = draw(logp, rng, temperature, top_k)
         nxt = np.full(n, EOS_ID, dtype=np.int64)
         nxt[rows] = choice
         history = np.concatenate([history, nxt[:, None]], axis=1)
@@ -65,3 +59,32 @@ def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: f
             else:
                 out[r].append(model.vocab.words[w])
     return [" ".join(s) for s in out]
+
+
+def draw(logp: np.ndarray, rng: np.random.Generator, temperature: float = 1.0,
+         top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
+    """One id per row of log-probabilities (B, |V|), float64: sampled from p^(1/T)
+    renormalized, among the ``top_k`` most likely (0: all) and the smallest set whose
+    probability reaches ``top_p`` (nucleus sampling, Holtzman et al. 2020); temperature 0
+    takes each row's most likely id.
+
+    >>> draw(np.log(np.array([[0.1, 0.6, 0.3]])), np.random.default_rng(0), 0.0).tolist()
+    [1]
+    """
+    if temperature == 0:
+        return logp.argmax(axis=1)
+    logits = logp / temperature
+    if top_k and top_k < logits.shape[1]:
+        cut = np.partition(logits, -top_k, axis=1)[:, -top_k][:, None]
+        logits = np.where(logits >= cut, logits, -np.inf)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    if top_p < 1:
+        order = np.argsort(-p, axis=1)
+        sorted_p = np.take_along_axis(p, order, 1)
+        keep = np.zeros(p.shape, bool)
+        np.put_along_axis(keep, order, np.cumsum(sorted_p, axis=1) - sorted_p < top_p, 1)
+        p = np.where(keep, p, 0.0)
+        p /= p.sum(axis=1, keepdims=True)
+    u = rng.random(len(p))[:, None]
+    return np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import NnlmError
+from ..generate import draw
 from ..lm import LOG10_E, check_logprobs
 from ..scoring import windows
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
@@ -180,25 +181,7 @@ def _sampler(temperature: float, top_k: int, top_p: float, rng, alternatives: in
         rows = np.arange(len(dist))
         model_logp = dist.copy()
         dist[:, [BOS_ID, UNK_ID]] = -np.inf  # <unk> is a class of words, not one to write
-        if temperature == 0:
-            chosen = dist.argmax(axis=1)
-        else:
-            logits = dist / temperature
-            if top_k and top_k < logits.shape[1]:
-                cut = np.partition(logits, -top_k, axis=1)[:, -top_k][:, None]
-                logits = np.where(logits >= cut, logits, -np.inf)
-            p = np.exp(logits - logits.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            if top_p < 1:
-                order = np.argsort(-p, axis=1)
-                sorted_p = np.take_along_axis(p, order, 1)
-                keep = np.cumsum(sorted_p, axis=1) - sorted_p < top_p  # the nucleus
-                mask = np.zeros_like(keep)
-                np.put_along_axis(mask, order, keep, 1)
-                p = np.where(mask, p, 0.0)
-                p /= p.sum(axis=1, keepdims=True)
-            u = rng.random(len(p))[:, None]
-            chosen = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)
+        chosen = draw(dist, rng, temperature, top_k, top_p)
         top = _top(alternatives)(model_logp, None)[:2] if alternatives else None
         return chosen, model_logp[rows, chosen], top
     return reduce

@@ -9,17 +9,15 @@ naming the line. A pruned file's missing n-grams are added as KenLM adds them
 
 from __future__ import annotations
 
-import lzma
 import math
 import os
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import NnlmError, warn, where
-from ...fileio import decode_block, open_for_reading
+from ...fileio import decode_block, open_for_reading, read_block
 from ...jit_cache import first_call
 from ...progress import progress_bar
 from ...vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
@@ -80,11 +78,7 @@ class _ArpaScan:
         done = 0
         with open_for_reading(self.path) as f:
             while self.state != "end":
-                try:
-                    chunk = f.read(READ_BYTES)
-                except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
-                    raise NnlmError(f"{self.path}: corrupt or truncated compressed file "
-                                    f"around line {line} ({str(e) or type(e).__name__})") from None
+                chunk = read_block(f, READ_BYTES, self.path, line)
                 data = tail + chunk
                 if first and data.startswith(BOM_BYTES):
                     data = data[len(BOM_BYTES):]
