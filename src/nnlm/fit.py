@@ -31,7 +31,7 @@ from .lm import LanguageModel
 from .stream import Stream
 from .vocab import Vocabulary
 
-NGRAM_METHODS = ("kn", "addk", "interpolated")
+NGRAM_METHODS = ("kn", "addk", "interpolated", "stupid")
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z][A-Z_]*\b)?")  # with its METAVAR
 _SWITCHES = {"discount-fallback": "discount_fallback=True"}
 
@@ -60,13 +60,14 @@ def _sentences(texts) -> list[list[str]]:
 def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
           method: str = "kn", order: int = 3, preset: str | None = None,
           output: str | os.PathLike | None = None, min_count: int = 1,
-          discount_fallback: bool | Sequence[float] = False, k: float = 1.0,
+          discount_fallback: bool | Sequence[float] = False, k: float = 1.0, alpha: float = 0.4,
           max_steps: int | None = None, threads: int | None = None, verbose: bool = False,
           **train_options) -> LanguageModel:
     """A model trained on ``texts`` (sentences: strings or word lists; or a file).
 
-    Count-based: ``method`` "kn" (modified Kneser-Ney), "addk" or "interpolated" (its
-    weights fitted on ``valid``), of ``order`` n. Neural: ``preset`` (e.g. "mlp1",
+    Count-based: ``method`` "kn" (modified Kneser-Ney), "addk", "interpolated" (its
+    weights fitted on ``valid``) or "stupid" (Stupid Backoff with ``alpha``: scores, not
+    probabilities), of ``order`` n. Neural: ``preset`` (e.g. "mlp1",
     "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
     stopping; ``train_options`` are the training settings (``epochs``, ``lr``,
     ``batch_size``, ``seed``, ...).
@@ -80,7 +81,8 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
             if train_options:
                 raise NnlmError(f"{', '.join(train_options)}: training settings of a "
                                 "network; give preset= to train one")
-            model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k)
+            model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k,
+                           alpha)
             if output is not None:
                 from .models import save_model
 
@@ -92,9 +94,9 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
         raise _python_error(e) from None
 
 
-def _ngram(sentences, valid, method, order, min_count, discount_fallback, k
+def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha
            ) -> LanguageModel:
-    from .ngram import AddK, DeletedInterpolation, KneserNey
+    from .ngram import AddK, DeletedInterpolation, KneserNey, StupidBackoff
 
     if method not in NGRAM_METHODS:
         raise NnlmError(f"method={method!r}: choose one of {', '.join(NGRAM_METHODS)}, or "
@@ -107,6 +109,8 @@ def _ngram(sentences, valid, method, order, min_count, discount_fallback, k
         return KneserNey(vocab, order, discount_fallback or None).fit(stream)
     if method == "addk":
         return AddK(vocab, order, k).fit(stream)
+    if method == "stupid":
+        return StupidBackoff(vocab, order, alpha).fit(stream)
     if valid is None:
         raise NnlmError("valid: deleted interpolation fits its weights on held-out "
                         "sentences; give some")

@@ -144,7 +144,8 @@ def _query(lm, serial: int):
     numbers (log10 in float32, an extension flag per n-gram) over the model's own hash
     indexes, which this builds if scoring has not yet, or over a mapped trie's arrays
     where they lie (nnlm.ngram.store.trie: no index, no copy)."""
-    if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER:
+    if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER \
+            or not getattr(lm, "normalized", True):  # Stupid Backoff: its own penalty
         return None
     from .ngram.backoff import NgramLevel
     from .ngram.store.trie import TrieLevel

@@ -346,6 +346,15 @@ def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray,
     )
 
 
+def check_normalized_scores(model: LanguageModel, what: str) -> None:
+    """Refuse ``what`` (a perplexity, a mixture) for a model whose scores are not
+    probabilities (Stupid Backoff's do not sum to 1)."""
+    if not getattr(model, "normalized", True):
+        raise NnlmError(f"{what} needs probabilities, and a {model.kind} model gives scores "
+                        "that do not sum to 1; score or rescore with it instead")
+
+
 def evaluate(model: LanguageModel, stream: Stream) -> Evaluation:
     """Perplexity and totals of ``model`` on ``stream`` (see the module's conventions)."""
+    check_normalized_scores(model, "a perplexity")
     return evaluation_from_logprobs(stream, model.logprobs(stream), model.vocab)

@@ -24,7 +24,15 @@ import numpy as np
 from .errors import NnlmError
 from .fileio import atomic_path
 from .interpolation import fit_bucket_weights, frequency_bucket
-from .lm import LanguageModel, array_binding, header_binding, logsumexp, read_arrays, write_arrays
+from .lm import (
+    LanguageModel,
+    array_binding,
+    check_normalized_scores,
+    header_binding,
+    logsumexp,
+    read_arrays,
+    write_arrays,
+)
 from .ngram.counts import lookup_counts
 from .stream import Stream
 
@@ -67,6 +75,8 @@ class Mixture(LanguageModel):
                  buckets: ContextBuckets | None = None):
         if len(components) < 2:
             raise NnlmError("a mixture needs at least two models")
+        for m in components:
+            check_normalized_scores(m, "a mixture")
         first = components[0].vocab
         for i, m in enumerate(components[1:], start=2):
             if m.vocab != first:

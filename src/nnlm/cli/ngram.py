@@ -73,6 +73,10 @@ def add_parsers(sub) -> None:
     addk = train.add_argument_group("add-k")
     addk.add_argument("--k", type=positive_float, default=1.0,
                       help="add-k constant, > 0 (default: 1)")
+    stupid = train.add_argument_group("stupid backoff")
+    stupid.add_argument("--alpha", type=ranged(float, 0, 1, low_open=True), default=None,
+                        metavar="A", help="the score's factor for each order backed off, in "
+                        "(0, 1] (default: 0.4, Brants et al.'s)")
     add_vocabulary_arguments(train.add_argument_group("vocabulary"))
 
     cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
@@ -200,12 +204,15 @@ def cmd_ngram(args) -> None:
         raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
+    if args.alpha is not None and args.method != "stupid":
+        raise NnlmError("--alpha goes with --method stupid")
     check_model_output(args.output, args.method)  # before the work, not after it
     model = ngram_train.train_ngram(
         args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
         min_count=args.min_count,
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
-        discount_fallback=fallback, k=args.k, prune_counts=args.prune, memory=args.memory,
+        discount_fallback=fallback, k=args.k, alpha=args.alpha if args.alpha is not None
+        else 0.4, prune_counts=args.prune, memory=args.memory,
         temp=args.temp)
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")

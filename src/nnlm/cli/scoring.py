@@ -93,6 +93,10 @@ def cmd_score(args) -> None:
     if not args.per_token:
         out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
     seen: list = []  # (contexts, targets) of the first chunks, for the neural report
+    normalized = getattr(model, "normalized", True)
+    if not normalized:
+        print(f"nnlm: note: a {model.kind} model gives scores, not probabilities: its log10 "
+              "numbers rank hypotheses, and it has no perplexity", file=sys.stderr)
     for s in score_sentences(model, lines, source, seen if parts else None):
         total += s.log10_prob
         tokens += len(s.log10_probs)
@@ -107,15 +111,16 @@ def cmd_score(args) -> None:
                 out.write(f"{w}\t{p:.6f}{order}\t{'OOV' if o else ''}\n".replace("\t\n", "\n"))
             out.write(f"Total: {s.log10_prob:.6f}\n\n")
         else:
+            ppl = f"{s.perplexity:.4f}" if normalized else "-"
             out.write(f"{s.log10_prob:.6f}\t{len(s.log10_probs)}\t{int(s.oov.sum())}\t"
-                      f"{s.perplexity:.4f}\t{' '.join(s.words[:-1])}\n")
+                      f"{ppl}\t{' '.join(s.words[:-1])}\n")
     if sentences:
         if not -total / tokens <= 300:  # each sentence was finite; their sum may not be
             raise NnlmError("the total log10 probability is beyond floating point: the model "
                             "is damaged")
+        ppl = f", perplexity {10 ** (-total / tokens):.4f}" if normalized else ""
         print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
-              f"log10 prob {total:.4f}, perplexity {10 ** (-total / tokens):.4f}",
-              file=sys.stderr)
+              f"log10 prob {total:.4f}{ppl}", file=sys.stderr)
     if parts and seen:
         import numpy as np
 

@@ -14,9 +14,10 @@ from .interpolated import DeletedInterpolation
 from .kneser_ney import KneserNey
 from .store.arpa_read import read_arpa
 from .store.arpa_write import write_arpa
+from .stupid import StupidBackoff
 from .train import METHODS, train_ngram
 
 __all__ = [
     "METHODS", "AddK", "BackoffNgram", "ClassNgram", "DeletedInterpolation", "KneserNey",
-    "exchange_clustering", "read_arpa", "train_ngram", "write_arpa",
+    "StupidBackoff", "exchange_clustering", "read_arpa", "train_ngram", "write_arpa",
 ]

@@ -5,7 +5,8 @@
     model.sentence_logprob("the jury said")      # natural log, </s> included
 
 Methods: ``kn`` (interpolated modified Kneser-Ney), ``interpolated`` (deleted
-interpolation, needs ``valid``), ``class`` (exchange clustering + class KN), ``addk``.
+interpolation, needs ``valid``), ``class`` (exchange clustering + class KN), ``addk``,
+``stupid`` (Stupid Backoff: scores, not probabilities).
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from .addk import AddK
 from .classes import ClassNgram, exchange_clustering, load_classes
 from .interpolated import DeletedInterpolation
 from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey
+from .stupid import StupidBackoff
 
 METHODS = {
     "kn": "interpolated modified Kneser-Ney (Chen & Goodman; as KenLM's lmplz)",
     "interpolated": "deleted interpolation (Jelinek-Mercer), weights by EM on --valid",
     "class": "class-based: exchange clustering, then Kneser-Ney over class n-grams",
     "addk": "add-k (Lidstone) unigram or bigram; a baseline",
+    "stupid": "Stupid Backoff (Brants et al. 2007): relative frequencies and a penalty "
+              "--alpha per order backed off; scores, not probabilities (for rescoring)",
 }
 
 
@@ -61,6 +65,7 @@ def train_ngram(
     clustering_path: str | os.PathLike | None = None,
     discount_fallback=None,
     k: float = 1.0,
+    alpha: float = 0.4,
     prune_counts=None,
     memory: int | None = None,
     temp: str | os.PathLike | None = None,
@@ -80,6 +85,8 @@ def train_ngram(
                                                                   memory=memory, temp=temp)
         if method == "addk":
             return AddK(vocab, order, k).fit(train)
+        if method == "stupid":
+            return StupidBackoff(vocab, order, alpha).fit(train)
         if method == "interpolated":
             if valid_path is None:
                 raise NnlmError("--method interpolated fits its weights on held-out data: "

@@ -44,7 +44,8 @@ class TokenScore(BaseModel):
 
 class SentenceScore(BaseModel):
     log10_prob: float
-    perplexity: float | None = Field(description="null for a text with no tokens")
+    perplexity: float | None = Field(description="null for a text with no tokens, or a "
+                                     "model whose scores are not probabilities")
     tokens: list[TokenScore] | None = Field(description="null when not asked for")
 
 

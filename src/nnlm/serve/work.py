@@ -56,6 +56,7 @@ async def score(m: ServedModel, req: s.ScoreRequest) -> dict:
         log10 = check_logprobs(logp, w, m.lm.vocab) * LOG10_E
     except NnlmError as e:  # a model whose weights overflow: the client is not at fault
         raise RequestError(None, str(e), 503) from None
+    normalized = getattr(m.lm, "normalized", True)  # Stupid Backoff: no perplexity
     bounds = w.offsets.tolist()
     values, lengths, oov = log10.tolist(), orders.tolist(), w.oov.tolist()
     results = []
@@ -65,8 +66,8 @@ async def score(m: ServedModel, req: s.ScoreRequest) -> dict:
         names = words + [EOS] if b - a > len(words) else words
         results.append({
             "log10_prob": total,
-            "perplexity": 10 ** (-total / (b - a)) if b > a and -total / (b - a) < 300
-            else None,
+            "perplexity": 10 ** (-total / (b - a))
+            if normalized and b > a and -total / (b - a) < 300 else None,
             "tokens": [{"word": word, "log10_prob": p, "ngram_length": n, "oov": o}
                        for word, p, n, o in zip(names, values[a:b], lengths[a:b], oov[a:b])]
             if req.tokens else None})

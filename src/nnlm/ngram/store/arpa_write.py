@@ -51,6 +51,10 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
     from the model (:func:`words_of`), so the writer adds a few MB to the model's
     memory at any size, not a copy of every n-gram's words and text."""
     path = Path(path)
+    if not getattr(model, "normalized", True):
+        raise NnlmError(f"{path}: not written: a {model.kind} model's penalty for contexts "
+                        "never seen has no ARPA form (ARPA's back-off weights belong to seen "
+                        "contexts); keep its nnlm directory")
     for name, level_logp in [("unigram", model.unigram_logp),
                              *((f"{k}-gram", level.logp) for k, level
                                in enumerate(model.levels, start=2))]:
