@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 
 from conftest import toy_world, write
 from nnlm.cli import main
-from nnlm.fileio import output_lock
+from nnlm.cli.guards import output_lock
 from nnlm.vocab import EOS_ID
 
 

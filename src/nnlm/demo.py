@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from .corpus import brown_available, read_corpus, read_stream, write_splits
-from .fileio import claim_workdir
+from .experiments.workdir import claim_workdir
 from .lm import evaluate
 from .models import save_model
 from .ngram import KneserNey

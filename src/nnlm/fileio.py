@@ -13,8 +13,8 @@ a whole directory) is built under a hidden temporary name in the target's folder
 the permissions of the user's umask, and then swapped into place in one step, so a kill,
 a full disk or a permission error leaves the old output whole, never a half-written or
 missing one. Temporaries left by killed processes are swept by the next write beside
-them. :func:`output_lock` keeps two nnlm processes from writing the same output, and
-:func:`check_distinct` keeps an output from replacing one of the command's inputs.
+them. The command line's guards on outputs (a lock per output, outputs that may not
+replace inputs) are in :mod:`nnlm.cli.guards`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import fcntl
 import gzip
 import lzma
 import os
@@ -33,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -282,7 +281,7 @@ def sweep_temporaries(folder: Path) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def _make_parent(path: Path) -> None:
+def make_parent(path: Path) -> None:
     parent = path.parent
     for p in (parent, *parent.parents):
         if p.exists() and not p.is_dir():
@@ -313,7 +312,7 @@ class _Staged:
 
     def __init__(self, path: Path):
         self.path = path
-        _make_parent(path)
+        make_parent(path)
         sweep_temporaries(path.parent)
         self.prefix = f".{path.name}{TEMP_TAG}{os.getpid()}-"
         try:
@@ -408,93 +407,3 @@ def atomic_write_texts(files: dict[Path, str]) -> None:
     finally:
         for s in staged:
             s.discard()
-
-
-# -- outputs ---------------------------------------------------------------------------
-@contextlib.contextmanager
-def output_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the output ``path`` while a command writes it, so a
-    second nnlm process writing the same output stops with a clear error instead of
-    silently replacing the first one's result."""
-    path = Path(path)
-    _make_parent(path)
-    lock = path.parent / f".{path.name}{TEMP_TAG}lock"
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise NnlmError(os_error_message(path, e, "cannot write")) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise NnlmError(f"{path}: another nnlm process (pid {holder}) is writing it; "
-                            "wait for it to finish or choose another output") from None
-        try:  # the lock file may have been unlinked by its last holder meanwhile
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
-        os.close(fd)
-
-
-def _resolved(p: Path) -> Path:
-    return Path(os.path.realpath(p))
-
-
-def check_distinct(inputs: Iterable, outputs: Iterable) -> None:
-    """Refuse an output that would destroy an input: the same file (by any name), a
-    folder holding the input, or a file inside an input model directory."""
-    ins = [(Path(i), _resolved(Path(i))) for i in inputs if i is not None]
-    outs = [Path(o) for o in outputs if o is not None]
-    for a, b in ((a, b) for i, a in enumerate(outs) for b in outs[i + 1:]):
-        if _resolved(a) == _resolved(b):
-            raise NnlmError(f"{b}: given as two outputs; choose different paths")
-    for out in (Path(o) for o in outputs if o is not None):
-        ro = _resolved(out)
-        for given, ri in ins:
-            same = ro == ri or (out.exists() and given.exists() and os.path.samefile(out, given))
-            if same:
-                why = "is also an input"
-            elif ro in ri.parents:
-                why = f"is a folder holding the input {given}"
-            elif ri in ro.parents and out.exists():
-                why = f"lies inside the input {given}"
-            else:
-                continue
-            raise NnlmError(f"{out}: this output {why}; writing it would destroy the input. "
-                            "Choose another output path")
-
-
-def claim_workdir(path: str | os.PathLike, owner: str, may_hold: tuple[str, ...] = ()) -> Path:
-    """Make ``path`` a working folder of the command ``owner`` (``demo``, ``reproduce``).
-
-    A folder that exists, holds anything, and was not made by that command is refused, so
-    a mistyped ``--workdir`` never clobbers the user's files; a marker file records the
-    owner for the next run, which may reuse and replace what it finds. ``may_hold``: names
-    the user may have put there beforehand (``reproduce`` reuses a prepared ``data``).
-    """
-    path = Path(path)
-    marker = path / f".nnlm-{owner}"
-    if path.exists() and not path.is_dir():
-        raise NnlmError(f"{path}: is a file; --workdir needs a folder")
-    foreign = path.is_dir() and any(p.name not in may_hold for p in path.iterdir())
-    if foreign and not marker.exists():
-        raise NnlmError(f"{path}: exists and holds files that `nnlm {owner}` did not make; "
-                        "choose a new or empty --workdir (to reuse a folder that an older nnlm "
-                        f"made, create {marker})")
-    _make_parent(marker)
-    if not marker.exists():
-        atomic_write_text(marker, f"made by nnlm {owner}; the command may replace what "
-                          "is in this folder\n")
-    return path

@@ -12,9 +12,10 @@ import sys
 import warnings
 
 from ..errors import NnlmError, NnlmWarning
-from ..fileio import check_distinct, os_error_message, output_lock, public_path
+from ..fileio import os_error_message, public_path
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
+from .guards import check_distinct, output_lock
 
 GROUPS = (data, ngram, scoring, neural, experiments, serve)  # the order of nnlm --help
 
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 HANDLERS = {name: fn for group in GROUPS for name, fn in group.HANDLERS.items()}
 # each command's (inputs, outputs): outputs are locked while it runs and may never
-# replace, hold or lie inside an input (nnlm.fileio.check_distinct)
+# replace, hold or lie inside an input (nnlm.cli.guards.check_distinct)
 PATHS = {name: fn for group in GROUPS for name, fn in group.PATHS.items()}
 
 

@@ -26,11 +26,12 @@ from pathlib import Path
 
 from ..corpus import prepare_brown, read_stream, write_splits
 from ..errors import NnlmError
-from ..fileio import atomic_write_text, claim_workdir
+from ..fileio import atomic_write_text
 from ..jsonfiles import Float, Map, read_json
 from ..lm import evaluate
 from ..models import load_model, save_model
 from ..neural.presets import PRESETS
+from .workdir import claim_workdir
 
 
 @dataclass(frozen=True)
