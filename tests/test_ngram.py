@@ -542,3 +542,28 @@ def test_the_sentence_sequence_reads_any_block_of_the_stream_with_its_starts():
             got = seq.read(a, b)
             assert got.dtype == np.int32
             np.testing.assert_array_equal(got, whole[a:b], err_msg=f"{a}:{b}")
+
+
+def test_shards_train_the_model_their_concatenation_trains(tmp_path):
+    """ngram train A B.gz: the shards are one corpus, read in order (compressed or not);
+    the model equals the one trained on the concatenated file."""
+    import gzip
+
+    from nnlm.cli import main
+
+    lines = [" ".join(s) + "\n" for s in zipf_corpus(seed=3, n_sentences=400)]
+    write(tmp_path / "all.txt", "".join(lines))
+    write(tmp_path / "a.txt", "".join(lines[:150]))
+    with gzip.open(tmp_path / "b.txt.gz", "wt") as f:
+        f.write("".join(lines[150:]))
+    for method in ("kn", "stupid"):
+        one, two = tmp_path / f"one-{method}", tmp_path / f"two-{method}"
+        base = ["ngram", "train", "--method", method, "--order", "3"]
+        extra = ["--discount-fallback"] if method == "kn" else []
+        assert main([*base, str(tmp_path / "all.txt"), *extra, "-o", str(one)]) == 0
+        assert main([*base, str(tmp_path / "a.txt"), str(tmp_path / "b.txt.gz"), *extra,
+                     "-o", str(two)]) == 0
+        m1, m2 = load_model(one), load_model(two)
+        assert m1.vocab.words == m2.vocab.words
+        stream = Stream.from_lines(zipf_corpus(seed=4, n_sentences=30), m1.vocab)
+        assert np.array_equal(m1.logprobs(stream), m2.logprobs(stream))

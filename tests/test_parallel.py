@@ -308,6 +308,8 @@ def test_a_rank_that_dies_stops_the_others_with_one_line(toy_files, tmp_path):
     (["--workers", "512"], {}, "cores"),
     (["--output-parallel"], {}, "torchrun --nproc-per-node"),
     (["--workers", "2"], {"RANK": "0", "WORLD_SIZE": "2"}, "two different schemes"),
+    (["--workers", "2", "--device", "cuda"], {}, "on GPUs use torchrun"),
+    (["--workers", "2", "--device", "auto"], {}, "on GPUs use torchrun"),
 ])
 def test_parallel_bad_input_is_one_line(toy_files, tmp_path, capsys, monkeypatch, args, env,
                                         message):

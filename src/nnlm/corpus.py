@@ -36,8 +36,13 @@ SPLIT_NAMES = ("train", "valid", "test")
 
 
 # -- plain text ------------------------------------------------------------------------
-def count_words(path: str | os.PathLike) -> Counter:
-    """Token counts of a text file, streamed block by block."""
+def count_words(path: str | os.PathLike | Sequence) -> Counter:
+    """Token counts of a text file (or of several, summed), streamed block by block."""
+    if isinstance(path, (list, tuple)):
+        total: Counter = Counter()
+        for one in path:
+            total.update(count_words(one))
+        return total
     counts: Counter = Counter()
     lines = 0
     for _, block in iter_line_blocks(path):
@@ -67,7 +72,20 @@ class _Lookup(dict):
         return UNK_ID
 
 
-def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray]:
+def _paths(source) -> list:
+    """One text or several (shards of one corpus, read in the order given)."""
+    return list(source) if isinstance(source, (list, tuple)) else [source]
+
+
+def _encode_blocks(source, table: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Every token of a text file, or of several one after another, through ``table``."""
+    parts = [_encode_file(path, table) for path in _paths(source)]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([ids for ids, _ in parts]), np.concatenate([n for _, n in parts])
+
+
+def _encode_file(path, table: dict) -> tuple[np.ndarray, np.ndarray]:
     """Every token of a text file through ``table`` (see :class:`_FirstSeen`), streamed
     block by block: (ids, lengths of the non-blank lines). ``<s>`` and
     ``</s>`` are refused, naming their line."""
@@ -93,8 +111,9 @@ def _encode_blocks(path, table: dict) -> tuple[np.ndarray, np.ndarray]:
     return word_ids, np.concatenate(length_blocks)
 
 
-def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
-    """Encode a text file with ``vocab``: unknown words become ``<unk>``.
+def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream:
+    """Encode a text file (or several, one after another) with ``vocab``: unknown words
+    become ``<unk>``.
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
@@ -102,9 +121,10 @@ def read_stream(path: str | os.PathLike, vocab: Vocabulary) -> Stream:
     return Stream.from_ids(word_ids, lengths)
 
 
-def read_corpus(path: str | os.PathLike, min_count: int = 1,
+def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,
                 max_size: int | None = None) -> tuple[Vocabulary, Stream]:
-    """The vocabulary of a text file and the file encoded with it, in one pass.
+    """The vocabulary of a text file (or of several shards, one after another) and the
+    text encoded with it, in one pass.
 
     Equivalent to ``Vocabulary.from_counts(count_words(path), min_count, max_size)``
     followed by ``read_stream``, at half the cost: words get ids in order of first

@@ -38,7 +38,9 @@ def add_parsers(sub) -> None:
         "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
         "      --valid data/brown/valid.txt -o runs/delint3\n"
         "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500")
-    train.add_argument("train", type=Path, metavar="TRAIN")
+    train.add_argument("train", type=Path, nargs="+", metavar="TRAIN",
+                       help="the training text; several files (shards, compressed or not) "
+                       "are one corpus, read in the order given")
     train.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL",
                        help="model directory to write")
     train.add_argument("--method", choices=list(METHODS), default="kn",
@@ -226,7 +228,8 @@ def cmd_ngram(args) -> None:
 HANDLERS = {"ngram": cmd_ngram}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
-    "ngram train": lambda a: ([a.train, a.valid, a.clustering, a.vocab], [a.output, a.arpa]),
+    "ngram train": lambda a: ([*a.train, a.valid, a.clustering, a.vocab],
+                              [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
     "ngram convert": lambda a: ([a.input], [a.output]),

@@ -76,7 +76,7 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
     an update every ``worker_timeout`` seconds. Under torchrun the job is
     synchronous data-parallel, or with ``output_parallel`` parameter-parallel.
     """
-    check_parallel(workers, output_parallel)
+    check_parallel(workers, output_parallel, device)
     world = init_world(resolve_device(device)) if launched_by_torchrun() else None
     try:
         return _train(train_path, valid_path, Path(outdir), preset, arch, train, recipe, resume,
@@ -87,9 +87,14 @@ def train_from_files(train_path, valid_path, outdir, preset=None, arch=None, tra
         close_world()
 
 
-def check_parallel(workers: int, output_parallel: bool) -> None:
+def check_parallel(workers: int, output_parallel: bool, device="cpu") -> None:
     """The parallel settings against how this process was started (one line each)."""
     torchrun = launched_by_torchrun()
+    if workers > 1 and str(device) != "cpu":
+        raise NnlmError(f"--workers {workers} runs the paper's asynchronous scheme on CPU "
+                        f"cores, not with --device {device}; on GPUs use torchrun "
+                        "(synchronous data-parallel): torchrun --nproc-per-node P -m nnlm "
+                        "train ... --device cuda")
     if output_parallel and not torchrun:
         raise NnlmError("--output-parallel splits the output layer over the ranks of a "
                         "torchrun job: torchrun --nproc-per-node P -m nnlm train ... "
