@@ -311,6 +311,9 @@ def test_limits(client, specs):
                        headers={"content-type": "application/json"}).status_code == 413
     assert client.post("/v1/score", content=b"{", headers={
         "content-type": "application/json"}).status_code == 422
+    as_curl = client.post("/v1/score", content=b'{"model": "kn3", "texts": ["the cat"]}',
+                          headers={"content-type": "application/x-www-form-urlencoded"})
+    assert as_curl.status_code == 200  # curl -d's default type, JSON inside
     from fastapi.testclient import TestClient
 
     with TestClient(create_app(load_models(specs[:1], 0.002, 16384),

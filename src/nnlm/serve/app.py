@@ -44,7 +44,7 @@ ERRORS = {404: {"model": Detail, "description": "no such model"},
 class BodyLimit:
     """ASGI middleware: a 413 for a body over ``limit`` bytes, whether it declares its
     length or streams in chunks (read here, at most ``limit`` bytes of it, then handed on
-    whole)."""
+    whole). A JSON body sent as a form (``curl -d``'s default type) is taken as JSON."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -65,6 +65,13 @@ class BodyLimit:
             if size > self.limit:
                 return await _too_large(self.limit)(scope, receive, send)
             more = message.get("more_body", False)
+        body = b"".join(parts)
+        if body.lstrip()[:1] in (b"{", b"[") and b"json" not in \
+                dict(scope.get("headers") or {}).get(b"content-type", b""):
+            # curl -d sends JSON as a form; take it for what it is
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"]
+                                          if k != b"content-type"]
+                     + [(b"content-type", b"application/json")]}
         replayed = False
 
         async def replay():
@@ -72,7 +79,7 @@ class BodyLimit:
             if replayed:
                 return await receive()
             replayed = True
-            return {"type": "http.request", "body": b"".join(parts), "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
 
