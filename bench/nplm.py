@@ -71,6 +71,9 @@ def main():
     ap.add_argument("--quality-epochs", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; best counts")
     ap.add_argument("--model", type=Path, help="a trained NPLM: test perplexity, fp32 vs bf16")
+    ap.add_argument("--precisions", nargs="+", choices=("fp32", "bf16"), default=None,
+                    help="our variants to time (default: both where the CPU has bf16 "
+                    "instructions, else fp32 only: emulated bf16 is 10-40x slower)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -138,23 +141,30 @@ def main():
         trainer.state.step += 1
 
     keep_freed_memory()  # from here on, as nnlm's commands run (nnlm.neural.runtime)
+    from nnlm.neural.runtime import native_bf16
+
+    precisions = args.precisions or (["fp32", "bf16"] if native_bf16(torch.device("cpu"))
+                                     else ["fp32"])
+    out["precisions"] = precisions
     trainers = {}
     for key, bf16 in (("fp32", False), ("bf16", True)):
+        if key not in precisions:
+            continue
         cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
         trainers[key] = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16),
                                 Path("/tmp/x"), log=lambda s: None)
         with torch.no_grad():
             trainers[key].model.out_weight.normal_(0, 0.01)
-    lm = NPLM(vocab, trainers["bf16"].model)
+    lm = NPLM(vocab, trainers[precisions[-1]].model)
 
     def ours_eval(bf16):
         lm.bf16 = bf16
         lm.target_logprobs(ev_ctx.numpy(), ev_tgt.numpy())
 
-    train_fns = {"plain": plain_step, "ours_fp32": lambda: our_step(trainers["fp32"]),
-                 "ours_bf16": lambda: our_step(trainers["bf16"])}
-    eval_fns = {"plain": plain_eval, "ours_fp32": lambda: ours_eval(False),
-                "ours_bf16": lambda: ours_eval(True)}
+    train_fns = {"plain": plain_step, **{f"ours_{key}": (lambda key=key: our_step(
+        trainers[key])) for key in precisions}}
+    eval_fns = {"plain": plain_eval, **{f"ours_{key}": (lambda key=key: ours_eval(
+        key == "bf16")) for key in precisions}}
     best = {"train_words_per_second_plain": out["train_words_per_second_plain_system_allocator"],
             "eval_words_per_second_plain": out["eval_words_per_second_plain_system_allocator"]}
     for _ in range(args.rounds):  # alternate, so that slow spells of the machine hit all
@@ -166,12 +176,12 @@ def main():
             best[k] = max(best.get(k, 0.0), eval_rate(fn, 1))
     out.update(best)
     out["allocator_keeps_freed_memory"] = keep_freed_memory()
-    for key in ("plain", "ours_fp32", "ours_bf16"):
+    for key in ("plain", *(f"ours_{p}" for p in precisions)):
         wps = out[f"train_words_per_second_{key}"]
         out[f"train_flops_over_fp32_matmul_{key}"] = wps * flops_per_word / (
             out["matmul_gflops_fp32"] * 1e9)
     for kind in ("train", "eval"):
-        for key in ("fp32", "bf16"):
+        for key in precisions:
             out[f"{kind}_speedup_{key}_over_plain"] = (out[f"{kind}_words_per_second_ours_{key}"]
                                                        / out[f"{kind}_words_per_second_plain"])
     print(json.dumps(out), flush=True)
