@@ -14,7 +14,8 @@ from conftest import zipf_corpus
 from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
 from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
-from nnlm.ngram.store import bits, trie
+from nnlm.ngram.store import bits, trie, trie_map
+from nnlm.ngram.store import values as coding
 from nnlm.vocab import BOS_ID
 
 
@@ -129,7 +130,7 @@ def test_arpa_through_the_trie_and_back_gives_the_same_numbers(tmp_path, kn4):
 def test_kn_back_offs_are_coded_losslessly(tmp_path, kn4):
     model, _ = kn4
     save_model(model, tmp_path / "m")
-    header, _ = trie.read_trie_header(tmp_path / "m" / "ngrams.trie")
+    header, _ = trie_map.read_trie_header(tmp_path / "m" / "ngrams.trie")
     coded = [k for k, v in header["values"].items() if v is not None]
     assert any(k.startswith("log_bow") for k in coded)
     mapped = load_model(tmp_path / "m")
@@ -141,12 +142,12 @@ def test_kn_back_offs_are_coded_losslessly(tmp_path, kn4):
 def test_bins_are_equal_count_means_as_kenlm_makes_them():
     rng = np.random.default_rng(2)
     values = rng.normal(-3, 1, 1000)
-    centers = trie.make_centers(values, 16)
+    centers = coding.make_centers(values, 16)
     v = np.sort(values)
     for i in range(16):  # KenLM's MakeBins: bin i holds sorted values [i*n/16, (i+1)*n/16)
         lo, hi = (1000 * i) // 16, (1000 * (i + 1)) // 16
         assert centers[i] == pytest.approx(v[lo:hi].mean(), rel=1e-6)
-    codes = trie.encode(values, centers)
+    codes = coding.encode(values, centers)
     nearest = np.abs(values[:, None] - centers[None, :].astype(np.float64)).argmin(axis=1)
     assert np.all(np.abs(values - centers[codes]) <= np.abs(values - centers[nearest]) + 1e-6)
 
@@ -183,7 +184,7 @@ def test_a_model_saved_before_the_trie_still_loads(tmp_path, kn4, monkeypatch):
 
 
 def section_bounds(path):
-    header, start = trie.read_trie_header(path)
+    header, start = trie_map.read_trie_header(path)
     return sorted({start + off for off, _, _, _ in header["sections"].values()}
                   | {start + off + size for off, size, _, _ in header["sections"].values()})
 
@@ -248,7 +249,7 @@ def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups):
     model, test = kn4
     save_model(model, tmp_path / "m")
     path = tmp_path / "m" / "ngrams.trie"
-    header, start = trie.read_trie_header(path)
+    header, start = trie_map.read_trie_header(path)
     data = bytearray(path.read_bytes())
     rng = np.random.default_rng(3)
     for name, (off, size, _, _) in header["sections"].items():
@@ -369,7 +370,7 @@ def test_a_damaged_one_file_model_is_one_line(tmp_path, kn4):
     save_model(model, tmp_path / "m")
     convert(tmp_path / "m", tmp_path / "lm.nnlm")
     data = bytearray((tmp_path / "lm.nnlm").read_bytes())
-    header, start = trie.read_trie_header(tmp_path / "lm.nnlm")
+    header, start = trie_map.read_trie_header(tmp_path / "lm.nnlm")
     off = start + header["sections"]["vocab_words"][0]
     data[off] = ord("X") if data[off] != ord("X") else ord("Y")  # one letter of a word
     (tmp_path / "bad.nnlm").write_bytes(bytes(data))

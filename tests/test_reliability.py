@@ -125,7 +125,7 @@ def npz_with(path: Path, change) -> None:
 def trie_with(path: Path, change) -> None:
     """Edit a mapped n-gram model's numbers in place: ``change`` gets its float sections
     by name (unigram_logp, logp_2, ...); a coded one (log_bow_2 of KN) is its table."""
-    from nnlm.ngram.store.trie import read_trie_header
+    from nnlm.ngram.store.trie_map import read_trie_header
 
     header, start = read_trie_header(path)
     data = bytearray(path.read_bytes())

@@ -156,7 +156,7 @@ def _query(lm, serial: int):
 
     def mapped(k, level):
         """A mapped trie's order, read where it lies (no index built, nothing copied)."""
-        from .ngram.store.trie import Quantized
+        from .ngram.store.values import Quantized
 
         def values(v):
             if v is None:

@@ -249,7 +249,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     path = Path(path)
-    from .ngram.store.trie import is_trie_file, load_trie_file
+    from .ngram.store.trie_map import is_trie_file, load_trie_file
 
     if is_trie_file(path):  # a one-file model
         model = load_trie_file(path)

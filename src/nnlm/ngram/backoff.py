@@ -189,7 +189,7 @@ class BackoffNgram(LanguageModel):
         ``HasExtension`` (lm/blank.hh), on which its right-state minimization rests."""
         cache = self.__dict__.setdefault("_extends", {})
         if k not in cache and self.__dict__.get("signed_backoffs"):
-            from .store.trie import extension_of  # a mapped trie: its zeros' signs say
+            from .store.values import extension_of  # a mapped trie: its zeros' signs say
 
             cache[k] = extension_of(self.unigram_log_bow if k == 1
                                     else self.levels[k - 2].log_bow)
@@ -326,7 +326,8 @@ class BackoffNgram(LanguageModel):
 
     def save_files(self, directory: Path, binding: str) -> None:
         """The model as ``ngrams.trie`` (mapped when loaded, float32 or quantized)."""
-        from .store.trie import FILE_NAME, write_trie
+        from .store.trie import FILE_NAME
+        from .store.trie_write import write_trie
 
         write_trie(self, Path(directory) / FILE_NAME, binding, self.store_quantize)
         if hasattr(self, "write_extra_files"):
@@ -348,7 +349,7 @@ class BackoffNgram(LanguageModel):
     def from_trie(cls, trie: Path, binding: str | None, vocab: Vocabulary,
                   config: dict) -> BackoffNgram:
         """The model mapped from the trie file ``trie`` (see :mod:`.store.trie`)."""
-        from .store.trie import map_trie
+        from .store.trie_map import map_trie
 
         mapped = map_trie(trie, binding, len(vocab))
         if mapped["order"] != config.get("order"):

@@ -241,7 +241,7 @@ class ClassNgram(LanguageModel):
         """arrays.npz (the clustering and p(w | class)), the class n-gram model as a mapped
         trie (nnlm.ngram.store.trie) and classes.tsv."""
         from ..lm import write_arrays
-        from .store.trie import write_trie
+        from .store.trie_write import write_trie
 
         write_arrays(Path(directory) / "arrays.npz",
                      {"word_class": self.word_class, "emission_logp": self.emission_logp},

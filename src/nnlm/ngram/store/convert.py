@@ -54,7 +54,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     from ...fileio import atomic_path
     from ...models import check_model_output, load_model, save_model
     from .arpa_write import write_arpa
-    from .trie import FILE_NAME, write_trie
+    from .trie import FILE_NAME
+    from .trie_write import write_trie
 
     target = Path(target)
     to_arpa, to_file = is_arpa_name(target), is_file_name(target)

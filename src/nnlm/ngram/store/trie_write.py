@@ -1,0 +1,126 @@
+"""Writing nnlm's mapped trie (the format is in :mod:`.trie`): each section as it is
+made, then the JSON header into the room kept for it at the front, atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ...errors import NnlmError
+from . import bits as bitpack
+from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
+from .values import (  # noqa: F401 - re-exported: the trie's numbers
+    MAX_CODE_BITS,
+    Quantized,
+    code_values,
+    encode,
+    extension_of,
+    make_centers,
+    quantize_backoffs,
+    signed_backoffs,
+)
+
+
+def _child_pointers(model, k: int) -> np.ndarray:
+    """Where each order-k entry's run of extensions starts in order k+1 (n_k + 1 values)."""
+    n_k = len(model.vocab) if k == 1 else len(model.levels[k - 2])
+    upper = model.levels[k - 1]
+    suffix = upper.keys // len(model.vocab)
+    return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
+
+
+# orders with a table beside their runs (see the module docstring): float32 files buy
+# speed with it (about 4 bytes an n-gram of those orders); quantized ones want size
+HASHED_ORDERS = (2, 3)
+HASHED_ORDERS_QUANTIZED = ()
+def _sections(model, quantize, meta: dict, standalone: bool = False):
+    """Yield (name, array) for every section of ``model``'s file, one at a time, filling
+    ``meta`` (bit widths, tables, value codes) as they are made; ``standalone`` adds the
+    vocabulary (UTF-8 words end to end, and where each starts)."""
+    V = len(model.vocab)
+    n = model.order
+    if standalone:
+        encoded = [w.encode("utf-8") for w in model.vocab.words]
+        offsets = np.zeros(V + 1, np.int64)
+        np.cumsum([len(w) for w in encoded], out=offsets[1:])
+        yield "vocab_words", np.frombuffer(b"".join(encoded), np.uint8)
+        yield "vocab_offsets", offsets
+    yield "unigram_logp", model.unigram_logp.astype(np.float32)
+    yield "unigram_log_bow", signed_backoffs(model.unigram_log_bow, model.extends(1))
+    for k in range(1, n + 1):
+        if k < n:
+            pointers = _child_pointers(model, k)
+            meta["child_bits"].append(bitpack.width(int(pointers[-1])))
+            yield f"child_{k}", bitpack.pack(pointers, meta["child_bits"][-1])
+            del pointers
+        if k == 1:
+            continue
+        level = model.levels[k - 2]
+        yield f"word_{k}", bitpack.pack(level.keys % V, meta["word_bits"])
+        if k in (HASHED_ORDERS if quantize is None else HASHED_ORDERS_QUANTIZED):
+            table, n_slots = build_slots(level.keys)
+            meta["slots"][str(k)] = [n_slots, bitpack.width(len(level))]
+            yield f"slots_{k}", bitpack.pack(table, meta["slots"][str(k)][1])
+            del table
+        for name in ["logp"] + (["log_bow"] if k < n else []):
+            values = np.asarray(getattr(level, name))
+            if name == "log_bow":
+                values = signed_backoffs(values, model.extends(k))
+            coded = code_values(values, name, quantize)
+            meta["values"][f"{name}_{k}"] = None if coded is None else [coded[2], len(coded[1])]
+            if coded is None:
+                yield f"{name}_{k}", values.astype(np.float32)
+            else:
+                yield f"{name}_codes_{k}", bitpack.pack(coded[0], coded[2])
+                yield f"{name}_centers_{k}", coded[1]
+
+
+def header_room(order: int) -> int:
+    """Bytes kept for the header before the first section (it is written last, once every
+    section's place is known): generous for its ~6 sections an order."""
+    return -(-(4096 + 640 * order) // ALIGN) * ALIGN
+
+
+
+
+def write_trie(model, path: str | os.PathLike, binding: str,
+               quantize: tuple[int, int] | None = None, standalone: bool = False) -> int:
+    """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
+    :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes.
+    ``standalone``: a model in one file, its vocabulary and settings inside (what
+    pyctcdecode and other KenLM clients want: they copy one file with the decoder).
+
+    Streams: each section goes to the file as soon as it is made, so writing adds one
+    section's arrays to the model's memory, not the whole file; the header, whose
+    section table is known only at the end, goes into room kept for it at the start."""
+    n = model.order
+    meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "child_bits": [], "slots": {},
+            "values": {}}
+    start = header_room(n)
+    table = {}
+    offset = 0
+    if standalone:
+        binding = STANDALONE
+        meta["model"] = {"kind": model.kind, "config": model.config(),
+                         "vocab_fingerprint": model.vocab.fingerprint}
+    with open(path, "wb") as f:
+        for name, a in _sections(model, quantize, meta, standalone):
+            f.seek(start + offset)
+            f.write(np.ascontiguousarray(a).data)
+            table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
+            offset += -(-a.nbytes // ALIGN) * ALIGN
+        f.truncate(start + offset)
+        header = {"order": n, "vocab_size": len(model.vocab), "counts": model.num_ngrams(),
+                  "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
+                  "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
+        text = json.dumps(header).encode()
+        text += b" " * (start - PREFIX.size - len(text))  # JSON allows trailing blanks
+        if PREFIX.size + len(text) != start:
+            raise NnlmError(f"{path}: the header outgrew its room ({len(text)} bytes)")
+        f.seek(0)
+        f.write(PREFIX.pack(MAGIC, BYTE_ORDER_MARK, FORMAT_VERSION, len(text)) + text)
+    return start + offset
+
+
