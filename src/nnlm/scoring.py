@@ -159,16 +159,30 @@ def windows(model: LanguageModel, sentences: list[list[str]], bos: bool = True,
     slot = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)  # position in its sentence
     is_word = slot < np.repeat(lengths - eos, lengths)
     ids[is_word] = words
-    if not k:
-        return Windows(np.zeros((len(ids), 0), np.int64), ids, offsets, ids == UNK_ID)
-    # each sentence's history, <s>-padded (or null), one after another; row i of the
-    # contexts is the k entries before prediction i in its own history
-    history = np.full(len(ids) + k * len(sentences), pad, np.int64)
-    starts = offsets[:-1] + k * np.arange(len(sentences)) + k  # where each sentence's words go
-    history[np.repeat(starts, lengths) + slot] = ids
+    return Windows(sentence_contexts(ids, offsets, k, pad), ids, offsets,
+                   is_word & (ids == UNK_ID))
+
+
+def sentence_contexts(ids: np.ndarray, offsets: np.ndarray, k: int, pad: int) -> np.ndarray:
+    """int64 (P, k): the k ids before each of ``ids`` within its own sentence (sentence j
+    is ``ids[offsets[j]:offsets[j + 1]]``), oldest first, ``pad``-filled at the start.
+
+    >>> sentence_contexts(np.array([5, 6, 7, 8]), np.array([0, 3, 4]), 2, 1).tolist()
+    [[1, 1], [1, 5], [5, 6], [1, 1]]
+    """
+    ids, offsets = np.asarray(ids, np.int64), np.asarray(offsets, np.int64)
+    if not k or not len(ids):
+        return np.zeros((len(ids), k), np.int64)
+    lengths = np.diff(offsets)
+    n = len(lengths)
+    slot = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)  # position in its sentence
+    # each sentence's history, padded, one after another; row i is the k entries before
+    # prediction i in its own history
+    history = np.full(len(ids) + k * n, pad, np.int64)
+    at = np.repeat(offsets[:-1] + k * np.arange(n) + k, lengths) + slot
+    history[at] = ids
     view = np.lib.stride_tricks.sliding_window_view(history, k)
-    contexts = view[np.repeat(starts, lengths) + slot - k]
-    return Windows(np.ascontiguousarray(contexts), ids, offsets, is_word & (ids == UNK_ID))
+    return np.ascontiguousarray(view[at - k])
 
 
 def target_scores(model: LanguageModel, contexts: np.ndarray, ids: np.ndarray

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import NnlmError
 from ..generate import draw
 from ..lm import LOG10_E, check_logprobs
-from ..scoring import windows
+from ..scoring import sentence_contexts, windows
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
 from . import schemas as s
 from .registry import ServedModel
@@ -147,19 +147,20 @@ def detokenize(vocab: Vocabulary, ids: list[int], field: str = "tokens") -> Toke
 
 def _contexts(ids: list[int], k: int) -> tuple[np.ndarray, list[int]]:
     """The (n-1)-word context before each token, and the context after the last. ``</s>``
-    ends a sentence; ``<s>`` may only open the prompt."""
-    history = [BOS_ID] * k
-    rows = np.empty((len(ids), k), np.int64)
-    for i, w in enumerate(ids):
-        rows[i] = history[len(history) - k:] if k else ()
-        if w == BOS_ID:
-            if i:
-                raise RequestError("prompt", f"{BOS} may only open a prompt (a newline or "
-                                   f"{EOS} ends a sentence and starts the next)")
-            continue
-        history = [BOS_ID] * k if w == EOS_ID else history[len(history) - k + 1:] + [w] \
-            if k else history
-    return rows, history[len(history) - k:] if k else []
+    ends a sentence; ``<s>`` may only open the prompt (where it changes nothing)."""
+    ids = np.asarray(ids, np.int64)
+    if (ids[1:] == BOS_ID).any():
+        raise RequestError("prompt", f"{BOS} may only open a prompt (a newline or "
+                           f"{EOS} ends a sentence and starts the next)")
+    lead = int(len(ids) > 0 and ids[0] == BOS_ID)
+    body = ids[lead:]
+    ends = np.flatnonzero(body == EOS_ID) + 1  # a sentence ends after each </s>
+    offsets = np.unique(np.concatenate([[0], ends, [len(body)]])).astype(np.int64)
+    rows = np.concatenate([np.full((lead, k), BOS_ID, np.int64),
+                           sentence_contexts(body, offsets, k, BOS_ID)])
+    last = body[offsets[-2]:] if len(body) and body[-1] != EOS_ID else body[:0]
+    after = ([BOS_ID] * k + last.tolist())[len(last):] if k else []
+    return rows, after
 
 
 # -- /v1/completions --------------------------------------------------------------------

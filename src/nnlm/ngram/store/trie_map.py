@@ -24,16 +24,7 @@ from .trie import (
     STANDALONE,
     TrieLevel,
 )
-from .values import (  # noqa: F401 - re-exported: the trie's numbers
-    MAX_CODE_BITS,
-    Quantized,
-    code_values,
-    encode,
-    extension_of,
-    make_centers,
-    quantize_backoffs,
-    signed_backoffs,
-)
+from .values import MAX_CODE_BITS, Quantized
 
 
 def read_trie_header(path: Path) -> tuple[dict, int]:

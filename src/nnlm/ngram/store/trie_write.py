@@ -11,16 +11,7 @@ import numpy as np
 from ...errors import NnlmError
 from . import bits as bitpack
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
-from .values import (  # noqa: F401 - re-exported: the trie's numbers
-    MAX_CODE_BITS,
-    Quantized,
-    code_values,
-    encode,
-    extension_of,
-    make_centers,
-    quantize_backoffs,
-    signed_backoffs,
-)
+from .values import code_values, signed_backoffs
 
 
 def _child_pointers(model, k: int) -> np.ndarray:
