@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nnlm import Vocabulary, count_words, read_stream
+from nnlm import Vocabulary, count_words, load_model, read_stream
 from nnlm.neural.allocator import keep_freed_memory
 from nnlm.neural.network import NPLMConfig
 from nnlm.neural.nplm_lm import NPLM
@@ -187,7 +187,7 @@ def main():
     print(json.dumps(out), flush=True)
 
     if args.model:  # how far bf16 scoring moves a trained model's perplexity
-        trained = NPLM.load(args.model)
+        trained = load_model(args.model)
         test = read_stream(args.data / "test.txt", trained.vocab)
         ctx = test.contexts(trained.order)
         for bf16 in (False, True):

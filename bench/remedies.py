@@ -264,7 +264,7 @@ def score_run(args, outdir: Path, name: str, result: dict, seconds: float) -> di
     """The quality row of a finished run: exact test perplexity and, for self-normalizing
     objectives, raw-score perplexity and log Z statistics on the whole test text."""
     preset, arch, objective = CONFIGS[name]
-    lm = NeuralLM.load(outdir)
+    lm = load_model(outdir)
     test = read_stream(args.data / "test.txt", lm.vocab)
     with open(outdir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))

@@ -249,7 +249,8 @@ def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
         logged = []
         trainer = Trainer(vocab, mc, cfg, Path("/nonexistent"), log=logged.append,
                           device="cuda", train_counts=output_counts(train, mc))
-        step = GraphedStep(trainer, cfg.batch_size) if graphs else None
+        step = GraphedStep(trainer.model, trainer.objective, trainer.optimizer, cfg.batch_size,
+                           cfg.bf16, logged.append) if graphs else None
         perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
         for _, ctx, tgt in batches(train, 3, perm, cfg.batch_size, 0, WARMUP + 3):
             if graphs:

@@ -278,7 +278,7 @@ def train_toy(toy, name, arch=None, train=None, preset="tiny", **kw):
     train_from_files(data / "train.txt", data / "valid.txt", toy / name, preset=preset,
                      arch=arch or {}, train={"epochs": 6, **(train or {})}, threads=1,
                      log=lambda s: None, **kw)
-    lm = NeuralLM.load(toy / name)
+    lm = load_model(toy / name)
     return lm, evaluate(lm, read_stream(data / "test.txt", lm.vocab)).perplexity
 
 
@@ -307,7 +307,7 @@ def test_lbl_and_shortlist_train_on_the_toy_world(toy):
     _, ppl = train_toy(toy, "lbl", preset="lbl", arch={"order": 3, "m": 8},
                        train={"lr": 1e-2, "batch_size": 64, "bf16": False})
     assert ppl < 1.1 * full
-    vocab = NeuralLM.load(toy / "softmax2").vocab
+    vocab = load_model(toy / "softmax2").vocab
     kn = KneserNey(vocab, 3, discount_fallback=True).fit(read_stream(data / "train.txt", vocab))
     save_model(kn, toy / "kn3")
     lm, ppl = train_toy(toy, "short", arch={"shortlist": 30}, shortlist_backoff=toy / "kn3")
@@ -387,7 +387,7 @@ def test_shortlist_errors_name_the_problem(toy, tmp_path, capsys):
     code, _, err = run_cli([*base, "--shortlist", "10", "--shortlist-backoff", tmp_path / "other",
                             "-o", tmp_path / "a"], capsys)
     assert code == 2 and "another vocabulary" in err
-    vocab = NeuralLM.load(toy / "softmax").vocab if (toy / "softmax").exists() else None
+    vocab = load_model(toy / "softmax").vocab if (toy / "softmax").exists() else None
     if vocab is None:
         return
     kn = KneserNey(vocab, 2, discount_fallback=True).fit(read_stream(data / "train.txt", vocab))
@@ -412,7 +412,7 @@ def test_self_normalized_scoring_warns_on_a_softmax_model_and_refuses_ngrams(toy
                              capsys)
     assert code == 0 and "log Z:       mean" in err and len(out.splitlines()) == 501
     # raw scores are y_w: the per-token scores differ from the exact ones by log Z
-    lm = NeuralLM.load(toy / "softmax")
+    lm = load_model(toy / "softmax")
     stream = read_stream(data / "test.txt", lm.vocab)
     exact = lm.logprobs(stream)
     lm.self_normalized = True

@@ -157,13 +157,14 @@ def test_resume_refuses_sharded_adam_moments_under_another_layout(tmp_path):
     trainer = Trainer(vocab, mc, TrainConfig(optimizer="adamw"), tmp_path, log=lambda m: None)
     moments = {"rank0.dense.0.exp_avg": torch.zeros(1), "__torch_rng__": torch.zeros(1)}
     with pytest.raises(NnlmError, match="saved by 2 output-parallel ranks.*same layout"):
-        trainer._own_optimizer_tensors({"size": 2, "output_parallel": True}, moments, tmp_path)
+        trainer.scheme.own_optimizer({"size": 2, "output_parallel": True}, moments, tmp_path,
+                                     "adamw")
     # SGD keeps no moments: any layout resumes; and data-parallel state is not split
-    assert trainer._own_optimizer_tensors({"size": 2, "output_parallel": True},
-                                          {"__torch_rng__": torch.zeros(1)}, tmp_path)
+    assert trainer.scheme.own_optimizer({"size": 2, "output_parallel": True},
+                                        {"__torch_rng__": torch.zeros(1)}, tmp_path, "sgd")
     plain = {"dense.0.exp_avg": torch.zeros(1)}
-    assert trainer._own_optimizer_tensors({"size": 4, "output_parallel": False}, plain,
-                                          tmp_path) is plain
+    assert trainer.scheme.own_optimizer({"size": 4, "output_parallel": False}, plain,
+                                        tmp_path, "adamw") is plain
 
 
 # -- the command line: torchrun, Hogwild, a rank that dies, bad input ----------------------

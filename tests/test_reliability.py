@@ -491,11 +491,10 @@ def _nan_npz(w, t):
 
 
 def _foreign_weights(w, t):
-    from nnlm.models import save_model
-    from nnlm.neural.nplm_lm import NeuralLM
+    from nnlm.models import load_model, save_model
 
     _nplm(w, t)
-    save_model(NeuralLM.load(w / "nplm"), t / "other")  # same weights, another model
+    save_model(load_model(w / "nplm"), t / "other")  # same weights, another model
     shutil.copy(t / "other/model.safetensors", t / "m/model.safetensors")
 
 
@@ -571,10 +570,9 @@ CHECKPOINT_CASES = [
 
 
 def _other_weights_in_state(t):
-    from nnlm.models import save_model
-    from nnlm.neural.nplm_lm import NeuralLM
+    from nnlm.models import load_model, save_model
 
-    save_model(NeuralLM.load(t / "ck"), t / "other")  # the same numbers, another model
+    save_model(load_model(t / "ck"), t / "other")  # the same numbers, another model
     shutil.copy(t / "other/model.safetensors", t / "ck/state/model.safetensors")
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import write
-from nnlm import Vocabulary
+from nnlm import Vocabulary, load_model
 from nnlm.cli import main
 from nnlm.neural.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
@@ -127,7 +127,7 @@ def test_toy_world_cats_are_nearer_to_cats_than_to_teachers(tmp_path, capsys):
     train_from_files(tmp_path / "data/train.txt", tmp_path / "data/valid.txt",
                      tmp_path / "m", preset="tiny", train={"epochs": 4}, threads=1,
                      log=lambda s: None)
-    lm = NeuralLM.load(tmp_path / "m")
+    lm = load_model(tmp_path / "m")
     cats = ["the cat is walking in the bedroom", "a cat was hiding in the yard",
             "the cat is running in the room"]
     teachers = ["the teacher is reading in the room", "a teacher was singing in a bedroom",

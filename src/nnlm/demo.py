@@ -14,13 +14,12 @@ from pathlib import Path
 from .corpus import brown_available, read_corpus, read_stream, write_splits
 from .experiments.workdir import claim_workdir
 from .lm import evaluate
-from .models import save_model
+from .models import load_model, save_model
 from .ngram import KneserNey
 from .toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
 
 
 def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = None) -> dict:
-    from .neural.nplm_lm import NPLM
     from .neural.run import train_from_files
 
     workdir = claim_workdir(workdir, "demo")
@@ -42,7 +41,7 @@ def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = No
     out("training a small NPLM (n=3, m=8, h=16) ...")
     train_from_files(data / "train.txt", data / "valid.txt", nplm_dir, preset="tiny",
                      train={"epochs": epochs}, threads=threads, log=lambda s: out("  " + s))
-    nplm = NPLM.load(nplm_dir)
+    nplm = load_model(nplm_dir)
     models = {"KN trigram": kn, "NPLM": nplm}
 
     out(f"\n{'':40}" + "".join(f"{name:>12}" for name in models))

@@ -14,13 +14,13 @@ write directories.
 
 Nothing is written unless ``output`` names a directory. A network trains in a temporary
 folder (the trainer checkpoints as it goes) that is removed once the model is in memory.
-Errors name this function's keyword arguments, not the command line's flags.
+Errors name keyword arguments, as every library error does (the command line shows
+them as its flags).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,20 +32,6 @@ from .stream import Stream
 from .vocab import Vocabulary
 
 NGRAM_METHODS = ("kn", "addk", "interpolated", "stupid")
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z][A-Z_]*\b)?")  # with its METAVAR
-_SWITCHES = {"discount-fallback": "discount_fallback=True"}
-
-
-def _keyword(match: re.Match) -> str:
-    name = match.group(1)
-    return _SWITCHES.get(name, name.replace("-", "_") + "=")
-
-
-def _python_error(e: NnlmError) -> NnlmError:
-    """The same error, naming keyword arguments where it named flags."""
-    return NnlmError(_FLAG.sub(_keyword, str(e)))
-
-
 def _sentences(texts) -> list[list[str]]:
     if isinstance(texts, (str, os.PathLike)) and Path(texts).is_file():
         from .fileio import iter_lines
@@ -76,22 +62,19 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
     sentences = _sentences(texts)
     if not sentences:
         raise NnlmError("texts: no sentence with a word in it")
-    try:
-        if preset is None:
-            if train_options:
-                raise NnlmError(f"{', '.join(train_options)}: training settings of a "
-                                "network; give preset= to train one")
-            model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k,
-                           alpha)
-            if output is not None:
-                from .models import save_model
+    if preset is None:
+        if train_options:
+            raise NnlmError(f"{', '.join(train_options)}: training settings of a "
+                            "network; give preset= to train one")
+        model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k,
+                       alpha)
+        if output is not None:
+            from .models import save_model
 
-                save_model(model, output)
-            return model
-        return _network(sentences, valid, preset, output, min_count, max_steps, threads,
-                        verbose, train_options)
-    except NnlmError as e:
-        raise _python_error(e) from None
+            save_model(model, output)
+        return model
+    return _network(sentences, valid, preset, output, min_count, max_steps, threads,
+                    verbose, train_options)
 
 
 def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha

@@ -147,7 +147,7 @@ def _query(lm, serial: int):
     if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER \
             or not getattr(lm, "normalized", True):  # Stupid Backoff: its own penalty
         return None
-    from .ngram.backoff import NgramLevel
+    from .ngram.levels import NgramLevel
     from .ngram.store.trie import TrieLevel
 
     if not all(isinstance(level, NgramLevel) for level in lm.levels):

@@ -23,10 +23,7 @@ Bad: averaging ``exp(-mean)`` over sentences: short sentences would weigh as muc
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -35,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import NnlmError
+from .model_files import header_binding, read_arrays, write_arrays
 from .stream import Stream
 from .vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
@@ -153,7 +151,7 @@ class LanguageModel(ABC):
         """The neural LanguageModels inside this model (for devices and scoring modes)."""
         return []
 
-    # -- persistence (nnlm.models.save_model / load_model) -----------------------------
+    # -- persistence (nnlm.models.save_model / load_model; nnlm.model_files) -----------
     def config(self) -> dict:
         """The settings that rebuild the model with its files (config.json's ``config``)."""
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
@@ -161,17 +159,19 @@ class LanguageModel(ABC):
     def arrays(self) -> dict[str, np.ndarray]:
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
 
-    def save_files(self, directory: Path, binding: str) -> None:
+    def save_files(self, directory: Path, binding: str, save) -> None:
         """Write the model's own files into ``directory`` (default: ``arrays()`` as
         arrays.npz, plus any human-readable extras). ``binding`` (see
-        :func:`array_binding`) goes into every array file."""
+        :func:`~nnlm.model_files.array_binding`) goes into every array file; ``save``
+        (``nnlm.models.save_model``) writes a model nested inside this one."""
         write_arrays(directory / "arrays.npz", self.arrays(), binding)
         if hasattr(self, "write_extra_files"):  # e.g. classes.tsv
             self.write_extra_files(directory)
 
     @classmethod
-    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> LanguageModel:
-        """The model saved in ``path`` (default: ``from_saved`` on its arrays.npz)."""
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> LanguageModel:
+        """The model saved in ``path`` (default: ``from_saved`` on its arrays.npz);
+        ``load`` (``nnlm.models.load_model``) reads a model nested inside this one."""
         arrays = read_arrays(Path(path) / "arrays.npz", header_binding(header))
         problem = cls.saved_array_problem(arrays)
         if problem:
@@ -187,61 +187,6 @@ class LanguageModel(ABC):
     @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict) -> LanguageModel:
         raise NotImplementedError(f"{cls.__name__} cannot be loaded from arrays")
-
-
-BINDING_KEY = "__nnlm_binding__"  # the binding inside an arrays.npz (uint8 bytes)
-
-
-def array_binding(kind: str, vocab_fingerprint: str, config: dict, model_id: str) -> str:
-    """The fingerprint that ties a model's array files to its config.json.
-
-    A hash of the kind, the vocabulary's fingerprint, the config and the model's random
-    id, written into every array file (arrays.npz, model.safetensors) and checked on
-    load: arrays copied from another model, even one with the same vocabulary and
-    settings, or a config.json edited after the fact, are refused instead of scoring.
-    """
-    text = json.dumps([kind, vocab_fingerprint, config, model_id], sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def header_binding(header: dict) -> str | None:
-    """The binding a model directory's array files must carry (None: a format-1 model,
-    saved before bindings existed, loads unchecked)."""
-    if header.get("format_version", 1) < 2:
-        return None
-    return array_binding(header["nnlm_model"], header["vocab_fingerprint"], header["config"],
-                         header.get("model_id", ""))
-
-
-def check_binding(path: Path, found: str | None, expected: str | None) -> None:
-    if expected is not None and found != expected:
-        raise NnlmError(f"{path}: belongs to another model (fingerprint {found or 'none'}, "
-                        f"config.json wants {expected}); the model directory was mixed from "
-                        "two models or edited by hand. Retrain or restore it")
-
-
-def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding: str) -> None:
-    """``arrays`` as an .npz file at ``path``, with ``binding`` inside."""
-    np.savez(path, **arrays, **{BINDING_KEY: np.frombuffer(binding.encode(), np.uint8)})
-
-
-def read_arrays(path: Path, binding: str | None = None) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file (never unpickled), checked: readable, bound to the
-    model (``binding``), and no NaN or +inf in a float array (-inf is a log of 0)."""
-    if not path.exists():
-        raise NnlmError(f"{path}: missing; the model directory is incomplete")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise NnlmError(f"{path}: unreadable ({e}); the file may be truncated") from None
-    found = arrays.pop(BINDING_KEY, None)
-    check_binding(path, None if found is None else bytes(found).decode(errors="replace"),
-                  binding)
-    for name, a in arrays.items():
-        if a.dtype.kind == "f" and (np.isnan(a).any() or np.isposinf(a).any()):
-            raise NnlmError(f"{path}: array {name!r} holds NaN or +inf; the model is corrupt")
-    return arrays
 
 
 def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +23,16 @@ import numpy as np
 from .errors import NnlmError
 from .fileio import atomic_path
 from .interpolation import fit_bucket_weights, frequency_bucket
-from .lm import (
-    LanguageModel,
+from .lm import LanguageModel, check_normalized_scores, logsumexp
+from .model_files import (
     array_binding,
-    check_normalized_scores,
+    check_model_output,
     header_binding,
-    logsumexp,
+    model_identity,
+    new_model_id,
     read_arrays,
     write_arrays,
+    write_header,
 )
 from .ngram.counts import lookup_counts
 from .stream import Stream
@@ -151,8 +152,6 @@ class Mixture(LanguageModel):
     def save(self, path, component_paths: Sequence[str | os.PathLike]) -> Path:
         """Write the mixture; components stay where they are, named relative to ``path``
         (``nnlm.save_model`` instead copies them into the mixture's directory)."""
-        from .models import check_model_output, model_identity, new_model_id, write_header
-
         path = Path(path)
         check_model_output(path, self.kind)
         rel = [os.path.relpath(Path(p).resolve(), path.resolve()) for p in component_paths]
@@ -174,18 +173,16 @@ class Mixture(LanguageModel):
                           bucket_total=np.array([self.buckets.total]))
         write_arrays(directory / "arrays.npz", arrays, binding)
 
-    def save_files(self, directory: Path, binding: str) -> None:
+    def save_files(self, directory: Path, binding: str, save) -> None:
         """The weights, and each component saved whole under ``components/K``."""
-        from .models import save_model
-
         self._write_arrays(directory, binding)
         for i, model in enumerate(self.components):
-            save_model(model, directory / "components" / str(i))
+            save(model, directory / "components" / str(i))
 
     @classmethod
-    def load_dir(cls, path: Path, header: dict, vocab) -> Mixture:
-        from .models import load_model, model_identity
-
+    def load_dir(cls, path: Path, header: dict, vocab, load) -> Mixture:
+        """The mixture in ``path``; ``load`` (``nnlm.models.load_model``) reads each
+        component, checked to be the model the weights were fitted to."""
         cfg = header["config"]
         ids = cfg.get("component_ids")  # absent in mixtures made before they were recorded
         if ids is not None and (not isinstance(ids, list) or len(ids) != len(cfg["components"])):
@@ -196,7 +193,7 @@ class Mixture(LanguageModel):
             target = (Path(path) / rel).resolve()
             if not target.exists():
                 raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) is missing")
-            component = load_model(target)
+            component = load(target)
             if ids is not None and model_identity(target, component) != ids[i]:
                 raise NnlmError(f"{path / 'config.json'}: component {rel} ({target}) has "
                                 "changed since the mixture was made (retrained or replaced), "
@@ -212,47 +209,3 @@ class Mixture(LanguageModel):
     def config(self) -> dict:
         return {"components": [f"components/{i}" for i in range(len(self.components))],
                 "bucketed": self.buckets is not None, "weights": self.weights.tolist()}
-
-
-@dataclass(frozen=True)
-class MixResult:
-    """What :func:`mix_models` found: the mixture, each component's and the mixture's
-    validation perplexity."""
-
-    mixture: Mixture
-    component_perplexities: list[float]
-    perplexity: float
-
-
-def mix_models(paths: Sequence[str | os.PathLike], valid_path: str | os.PathLike,
-               output: str | os.PathLike | None = None, weights: Sequence[float] | None = None,
-               per_bucket: str | os.PathLike | None = None, iterations: int = 30) -> MixResult:
-    """``nnlm mix``: load the models, fit their weights by EM on the validation text (or
-    take ``weights``; per frequency bucket of the context when ``per_bucket`` names the
-    text that counts contexts), and save the mixture to ``output`` if given. Each
-    component's validation scores are computed once, for the report, EM and the mixture.
-    """
-    from .corpus import read_stream
-    from .lm import evaluation_from_logprobs
-    from .models import check_model_output, load_model
-
-    if output is not None:
-        check_model_output(output, Mixture.kind)
-    models = [load_model(p) for p in paths]
-    if weights and len(weights) != len(models):
-        raise NnlmError(f"--weights needs one weight per model ({len(models)})")
-    buckets = None
-    if per_bucket:
-        buckets = ContextBuckets.from_stream(read_stream(per_bucket, models[0].vocab),
-                                             len(models[0].vocab))
-    mixture = Mixture(models, weights=weights, buckets=buckets)
-    valid = read_stream(valid_path, mixture.vocab)
-    lp = mixture.component_logprobs(valid)
-    each = [evaluation_from_logprobs(valid, row, mixture.vocab).perplexity for row in lp]
-    if not weights:
-        mixture.fit_weights(valid, iterations, component_logprobs=lp)
-    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)),
-                                      mixture.vocab)
-    if output is not None:
-        mixture.save(output, paths)
-    return MixResult(mixture, each, result.perplexity)

@@ -15,10 +15,9 @@ from ..argtypes import (
 )
 from ..errors import NnlmError, a
 from ..neural.presets import PRESETS, RECIPES
+from ..neural.settings import DEVICES, OBJECTIVES
 from ..ngram.train import METHODS
 
-DEVICES = ("cpu", "cuda", "auto")  # nnlm.neural.runtime.DEVICES, without importing torch
-OBJECTIVES = ("softmax", "nce", "selfnorm")  # nnlm.neural.objectives.OBJECTIVES
 DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION = 1000, 0.025  # nnlm.neural.sentence's
 
 PRESET_NAMES = list(PRESETS)

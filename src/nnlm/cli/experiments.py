@@ -23,7 +23,7 @@ def add_parsers(sub) -> None:
         "  nnlm mix --valid data/brown/valid.txt runs/mlp1 runs/delint3 --weights 0.5 0.5 "
         "-o runs/mlp2-fixed")
     mix.add_argument("models", type=Path, nargs="+", metavar="MODEL")
-    mix.add_argument("--valid", type=Path, required=True, metavar="VALID",
+    mix.add_argument("--valid", dest="valid_path", type=Path, required=True, metavar="VALID",
                      help="held-out text: EM fits the weights on it; perplexities reported")
     mix.add_argument("-o", "--output", type=Path, required=True, metavar="MIXTURE")
     mix.add_argument("--weights", type=unit_interval, nargs="+", metavar="A",
@@ -62,9 +62,9 @@ def add_parsers(sub) -> None:
 
 
 def cmd_mix(args) -> None:
-    from ..mixture import mix_models
+    from ..experiments.mixing import mix_models
 
-    done = mix_models(args.models, args.valid, args.output, args.weights, args.per_bucket,
+    done = mix_models(args.models, args.valid_path, args.output, args.weights, args.per_bucket,
                       args.iterations)
     for path, ppl in zip(args.models, done.component_perplexities):
         print(f"{str(path):<40} valid perplexity {ppl:.2f}")
@@ -91,7 +91,7 @@ def cmd_demo(args) -> None:
 HANDLERS = {"mix": cmd_mix, "reproduce": cmd_reproduce, "demo": cmd_demo}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
-    "mix": lambda a: ([*a.models, a.valid, a.per_bucket], [a.output]),
+    "mix": lambda a: ([*a.models, a.valid_path, a.per_bucket], [a.output]),
     "reproduce": lambda a: ([], [a.workdir]),
     "demo": lambda a: ([], [a.workdir]),
 }

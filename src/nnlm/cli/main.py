@@ -15,6 +15,7 @@ from ..errors import NnlmError, NnlmWarning
 from ..fileio import os_error_message, public_path
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
+from .flags import as_flags
 from .guards import check_distinct, output_lock
 
 GROUPS = (data, ngram, scoring, neural, experiments, serve)  # the order of nnlm --help
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     for _, command in walk_parsers(parser, []):
         if command is not parser and is_leaf(command):
             add_log_every(command)
+            command.set_defaults(command_parser=command)  # for as_flags
     return parser
 
 
@@ -68,11 +70,14 @@ def command_paths(args) -> tuple[list, list]:
     return [p for p in inputs if p is not None], [p for p in outputs if p is not None]
 
 
-def _show_warning(message, category, *args, **kwargs) -> None:
-    if issubclass(category, NnlmWarning):
-        print(f"nnlm: warning: {message}", file=sys.stderr)
-    else:  # a library's own warning: one line, not a traceback-like block
-        print(f"nnlm: warning: {category.__name__}: {message}", file=sys.stderr)
+def _warning_printer(command: argparse.ArgumentParser | None):
+    def show(message, category, *args, **kwargs) -> None:
+        if issubclass(category, NnlmWarning):
+            print(f"nnlm: warning: {as_flags(str(message), command)}", file=sys.stderr)
+        else:  # a library's own warning: one line, not a traceback-like block
+            print(f"nnlm: warning: {category.__name__}: {message}", file=sys.stderr)
+
+    return show
 
 
 def _rank_prefix() -> str:
@@ -91,17 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         from ..progress import ENV
 
         os.environ[ENV] = f"{args.log_every:g}"
+    command = getattr(args, "command_parser", None)
     try:
         inputs, outputs = command_paths(args)
         check_distinct(inputs, outputs)
         with contextlib.ExitStack() as locks, warnings.catch_warnings():
             warnings.simplefilter("default", NnlmWarning)
-            warnings.showwarning = _show_warning
+            warnings.showwarning = _warning_printer(command)
             for path in outputs if not _rank_prefix() else ():  # torchrun: rank 0 writes
                 locks.enter_context(output_lock(path))
             HANDLERS[args.command](args)
     except NnlmError as e:
-        print(f"nnlm: error: {_rank_prefix()}{e}", file=sys.stderr)
+        print(f"nnlm: error: {_rank_prefix()}{as_flags(str(e), command)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # an optional part that is not installed
         from ..extras import missing_extra

@@ -17,7 +17,7 @@ from ..argtypes import (
     seed,
     unit_interval,
 )
-from ..errors import NnlmError
+from ..errors import NnlmError, a
 from ..neural.heartbeat import WORKER_TIMEOUT
 from .common import (
     OBJECTIVES,
@@ -29,6 +29,7 @@ from .common import (
     fixed_vocabulary,
     load_model_as,
 )
+from .flags import as_flags
 
 
 def add_parsers(sub) -> None:
@@ -64,7 +65,7 @@ def add_parsers(sub) -> None:
         "  torchrun --nproc-per-node 2 -m nnlm train data/brown/train.txt \\\n"
         "      --valid data/brown/valid.txt -o runs/ddp   # --output-parallel: split U, W, b")
     tr.add_argument("train", type=Path, metavar="TRAIN")
-    tr.add_argument("--valid", type=Path, required=True, metavar="VALID",
+    tr.add_argument("--valid", dest="valid_path", type=Path, required=True, metavar="VALID",
                     help="validation text (early stopping, learning-rate decay)")
     tr.add_argument("-o", "--output", type=Path, required=True, metavar="CKPT",
                     help="checkpoint directory")
@@ -208,7 +209,7 @@ def add_parsers(sub) -> None:
         "lines x m):\nthe sum of the words' rows of C over the square root of their number "
         "(a blank line:\nthe zero vector). The rarest words and every unknown word share "
         "hash buckets, each\nstarting as the mean of the vectors of the words that hash to "
-        "it. In Python:\nNeuralLM.load(MODEL).embed(sentences).",
+        "it. In Python:\nnnlm.load_model(MODEL).embed(sentences).",
         epilog="examples:\n"
         "  nnlm embed runs/modern data/brown/test.txt -o test.npy\n"
         "  nnlm embed runs/mlp1 notes.txt.gz --normalize -o notes.npy\n"
@@ -231,26 +232,25 @@ def add_parsers(sub) -> None:
 
 
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")
-TRAIN_FIELDS = ("optimizer", "lr", "lr_decay", "weight_decay", "batch_size", "epochs",
-                "patience", "plateau_decay", "clip", "bf16", "seed", "objective",
-                "noise_samples", "noise_power", "noise_per_position", "selfnorm_alpha")
 
 
 def cmd_train(args) -> None:
     from ..neural.run import train_from_files
+    from ..neural.settings import TRAIN_FIELDS
 
     arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
     if args.energy_v is not None:
         arch["v_per_word"] = args.energy_v == "per-word"
     train = {k: getattr(args, k) for k in TRAIN_FIELDS if getattr(args, k) is not None}
-    train_from_files(args.train, args.valid, args.output, preset=args.preset, arch=arch,
+    train_from_files(args.train, args.valid_path, args.output, preset=args.preset, arch=arch,
                      train=train, recipe=args.recipe, resume=args.resume, threads=args.threads,
                      max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
                      min_count=args.min_count, max_size=args.max_size, device=args.device,
                      vocab=fixed_vocabulary(args),
                      shortlist_backoff=args.shortlist_backoff, workers=args.workers,
                      worker_timeout=args.worker_timeout or WORKER_TIMEOUT,
-                     output_parallel=args.output_parallel)
+                     output_parallel=args.output_parallel,
+                     log=lambda message: print(as_flags(message, args.command_parser)))
 
 
 def cmd_generate(args) -> None:
@@ -263,9 +263,13 @@ def cmd_generate(args) -> None:
 
 
 def _load_neural(path: Path):
+    from ..models import load_model
     from ..neural.nplm_lm import NeuralLM
 
-    return NeuralLM.load(path)
+    model = load_model(path)
+    if not isinstance(model, NeuralLM):
+        raise NnlmError(f"{path}: {a(model.kind)} model, not a neural checkpoint")
+    return model
 
 
 def cmd_neighbors(args) -> None:
@@ -327,7 +331,7 @@ HANDLERS = {
 }
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
-    "train": lambda a: ([a.train, a.valid, a.shortlist_backoff, a.vocab], [a.output]),
+    "train": lambda a: ([a.train, a.valid_path, a.shortlist_backoff, a.vocab], [a.output]),
     "plot-embeddings": lambda a: ([a.model], [a.output]),
     "embed": lambda a: ([a.model, a.file], [a.output]),
 }

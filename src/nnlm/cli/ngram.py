@@ -47,7 +47,7 @@ def add_parsers(sub) -> None:
                        help="smoothing method (default: kn)")
     train.add_argument("--order", type=ranged(int, 1, 9), default=3, metavar="N",
                        help="n, 1 to 9 (default: 3)")
-    train.add_argument("--valid", type=Path, metavar="VALID",
+    train.add_argument("--valid", dest="valid_path", type=Path, metavar="VALID",
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
                        help="also write an ARPA file (kn only)")
@@ -55,7 +55,7 @@ def add_parsers(sub) -> None:
     kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
                     help="when counts-of-counts leave discounts undefined (tiny data), use "
                     "D1 D2 D3+ (default 0.5 1 1.5; 0 < Dk < k) instead of stopping")
-    kn.add_argument("--prune", nargs="+", type=nonnegative_int, metavar="T",
+    kn.add_argument("--prune", dest="prune_counts", nargs="+", type=nonnegative_int, metavar="T",
                     help="count pruning, like lmplz --prune: drop n-grams of order k seen at "
                     "most T_k times (one threshold per order from unigrams, which must be 0; "
                     "non-decreasing; the last repeats), then renormalize")
@@ -145,7 +145,8 @@ def _backoff_model(path, doing: str):
 
 
 def cmd_ngram(args) -> None:
-    from ..models import check_model_output, save_model
+    from ..model_files import check_model_output
+    from ..models import save_model
     from ..ngram import train as ngram_train
 
     if args.ngram_command == "cluster":
@@ -202,7 +203,7 @@ def cmd_ngram(args) -> None:
         raise NnlmError("--memory and --temp go with --method kn")
     if args.temp and not args.memory:
         raise NnlmError("--temp names the folder for --memory's files: give --memory SIZE too")
-    if args.prune and args.method != "kn":
+    if args.prune_counts and args.method != "kn":
         raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
@@ -210,11 +211,11 @@ def cmd_ngram(args) -> None:
         raise NnlmError("--alpha goes with --method stupid")
     check_model_output(args.output, args.method)  # before the work, not after it
     model = ngram_train.train_ngram(
-        args.train, args.method, args.order, valid_path=args.valid, vocab=fixed_vocabulary(args),
-        min_count=args.min_count,
+        args.train, args.method, args.order, valid_path=args.valid_path,
+        vocab=fixed_vocabulary(args), min_count=args.min_count,
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
         discount_fallback=fallback, k=args.k, alpha=args.alpha if args.alpha is not None
-        else 0.4, prune_counts=args.prune, memory=args.memory,
+        else 0.4, prune_counts=args.prune_counts, memory=args.memory,
         temp=args.temp)
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
@@ -228,7 +229,7 @@ def cmd_ngram(args) -> None:
 HANDLERS = {"ngram": cmd_ngram}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
-    "ngram train": lambda a: ([*a.train, a.valid, a.clustering, a.vocab],
+    "ngram train": lambda a: ([*a.train, a.valid_path, a.clustering, a.vocab],
                               [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),

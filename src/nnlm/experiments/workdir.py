@@ -21,11 +21,11 @@ def claim_workdir(path: str | os.PathLike, owner: str, may_hold: tuple[str, ...]
     path = Path(path)
     marker = path / f".nnlm-{owner}"
     if path.exists() and not path.is_dir():
-        raise NnlmError(f"{path}: is a file; --workdir needs a folder")
+        raise NnlmError(f"{path}: is a file; workdir= needs a folder")
     foreign = path.is_dir() and any(p.name not in may_hold for p in path.iterdir())
     if foreign and not marker.exists():
         raise NnlmError(f"{path}: exists and holds files that `nnlm {owner}` did not make; "
-                        "choose a new or empty --workdir (to reuse a folder that an older nnlm "
+                        "choose a new or empty workdir= (to reuse a folder that an older nnlm "
                         f"made, create {marker})")
     make_parent(marker)
     if not marker.exists():

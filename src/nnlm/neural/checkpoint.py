@@ -28,11 +28,11 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import NnlmError
 from ..fileio import atomic_path
-from ..lm import check_binding
+from ..model_files import check_binding
 from .network import Network, NetworkConfig
 from .registry import build_network
 
-BINDING_KEY = "nnlm_binding"  # in the safetensors metadata (see nnlm.lm.array_binding)
+BINDING_KEY = "nnlm_binding"  # in the safetensors metadata (see nnlm.model_files.array_binding)
 
 
 def read_safetensors(path: Path, binding: str | None = None) -> dict[str, torch.Tensor]:

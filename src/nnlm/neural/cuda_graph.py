@@ -45,11 +45,15 @@ def graphs_enabled() -> bool:
 
 
 class GraphedStep:
-    """The update of one full batch as a replayed CUDA graph (see the module docstring)."""
+    """The update of one full batch as a replayed CUDA graph (see the module docstring):
+    ``net`` trained on ``objective`` by ``optimizer``, on the device ``net`` is on."""
 
-    def __init__(self, trainer, batch_size: int):
-        self.trainer, self.batch_size = trainer, batch_size
-        dev, k = trainer.device, trainer.model.config.context_size
+    def __init__(self, net, objective, optimizer, batch_size: int, bf16: bool = False,
+                 log=print):
+        self.net, self.objective, self.optimizer, self.bf16 = net, objective, optimizer, bf16
+        self.log, self.batch_size = log, batch_size
+        dev, k = next(net.parameters()).device, net.config.context_size
+        self.device = dev
         self.contexts = torch.zeros(batch_size, k, dtype=torch.int64, device=dev)
         self.targets = torch.zeros(batch_size, dtype=torch.int64, device=dev)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
@@ -60,55 +64,54 @@ class GraphedStep:
         self.eager = False  # a capture failed: every update runs step by step
 
     @staticmethod
-    def supported(trainer) -> bool:
-        """Whether this trainer's updates can be captured (see the module docstring)."""
+    def can_capture(device: torch.device, objective, optimizer, sparse: bool,
+                    clip: float) -> bool:
+        """Whether such an update can be captured (see the module docstring); the parallel
+        scheme's part is the caller's to check."""
         from .optim import AdamOptimizer
 
-        opt = trainer.optimizer
-        return (graphs_enabled() and trainer.device.type == "cuda" and trainer.world is None
-                and trainer.shard is None and not trainer.sparse
-                and not trainer.objective.sparse_output and isinstance(opt, AdamOptimizer)
-                and opt.lazy is None and opt.dense is not None and not trainer.config.clip)
+        return (graphs_enabled() and device.type == "cuda" and not sparse
+                and not objective.sparse_output and isinstance(optimizer, AdamOptimizer)
+                and optimizer.lazy is None and optimizer.dense is not None and not clip)
 
     def _update(self) -> None:
         """Forward, backward and optimizer step on the static batch; the loss is added to
         the running sum on the device."""
-        t = self.trainer
-        net = t.model
+        net = self.net
         net.train()
         targets = self.targets
         if net.config.outputs < net.config.vocab_size:
             targets = targets.clamp(max=net.config.outputs - 1)
-        loss = t.objective.loss(net, self.contexts, targets, bf16=t.config.bf16, sparse=False)
+        loss = self.objective.loss(net, self.contexts, targets, bf16=self.bf16, sparse=False)
         (loss / self.batch_size).backward()
-        t.optimizer.step()
+        self.optimizer.step()
         loss = loss.detach()
         self.loss_sum.add_(loss)
         torch.maximum(self.worst, loss.float() / self.batch_size, out=self.worst)
 
     def __call__(self, contexts: torch.Tensor, targets: torch.Tensor) -> None:
         """One update on a full batch (host or device tensors)."""
-        t = self.trainer
-        lr = t.optimizer.lr_at()
+        opt, device = self.optimizer, self.device
+        lr = opt.lr_at()
         if self.graph is not None and lr != self.lr:
             self.graph = None
         self.contexts.copy_(contexts, non_blocking=True)
         self.targets.copy_(targets, non_blocking=True)
         if self.eager:
-            t.optimizer.zero_grad()
+            opt.zero_grad()
             self._update()
             return
         if self.graph is None and self.warm < WARMUP:
-            side = torch.cuda.Stream(device=t.device)
-            side.wait_stream(torch.cuda.current_stream(t.device))
+            side = torch.cuda.Stream(device=device)
+            side.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(side):
-                t.optimizer.zero_grad()
+                opt.zero_grad()
                 self._update()
-            torch.cuda.current_stream(t.device).wait_stream(side)
+            torch.cuda.current_stream(device).wait_stream(side)
             self.warm += 1
             return
         if self.graph is None:
-            t.optimizer.zero_grad()  # the captured backward writes fresh gradients
+            opt.zero_grad()  # the captured backward writes fresh gradients
             graph = torch.cuda.CUDAGraph()
             try:
                 with torch.cuda.graph(graph):
@@ -116,9 +119,9 @@ class GraphedStep:
             except RuntimeError as err:  # an operation that cannot be captured
                 # Nothing ran during the capture: the weights and the optimizer's state
                 # are as they were, so this update runs again, step by step.
-                torch.cuda.synchronize(t.device)
+                torch.cuda.synchronize(device)
                 reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                t.log(f"the update could not be captured as a CUDA graph ({reason}); "
+                self.log(f"the update could not be captured as a CUDA graph ({reason}); "
                       "running step by step")
                 self.eager = True
                 return self(contexts, targets)

@@ -125,11 +125,11 @@ def init_world(device: torch.device) -> World:
     local = int(os.environ.get("LOCAL_RANK", rank))
     backend = os.environ.get(BACKEND_ENV) or ("nccl" if device.type == "cuda" else "gloo")
     if backend not in ("gloo", "nccl") or (backend == "nccl" and device.type != "cuda"):
-        raise NnlmError(f"{BACKEND_ENV}={backend}: choose gloo, or nccl with --device cuda")
+        raise NnlmError(f"{BACKEND_ENV}={backend}: choose gloo, or nccl with device=cuda")
     if device.type == "cuda":
         gpus = torch.cuda.device_count()
         if backend == "nccl" and gpus <= local:
-            raise NnlmError(f"rank {rank}: --device cuda, but this host has {gpus} GPU(s) "
+            raise NnlmError(f"rank {rank}: device=cuda, but this host has {gpus} GPU(s) "
                             f"for local rank {local}; start at most one process per GPU "
                             f"(--nproc-per-node), or set {BACKEND_ENV}=gloo to share them")
         device = torch.device("cuda", local % gpus)

@@ -24,7 +24,7 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
         from sklearn.manifold import TSNE
     except ImportError:
         raise NnlmError("t-SNE needs scikit-learn (pip install scikit-learn); "
-                        "or use --method pca") from None
+                        "or use method=pca") from None
     perplexity = max(2.0, min(30.0, (len(x) - 1) / 3))
     return TSNE(2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(x)
 

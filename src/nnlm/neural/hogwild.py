@@ -33,6 +33,7 @@ i is batch i whoever trains it). It is not bit-exact: the races make every run d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -49,33 +50,55 @@ from .allocator import keep_freed_memory
 from .batches import batches
 from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
 from .optim import PaperSGD
+from .schemes import SingleProcess
 from .train import Trainer, TrainingDiverged
 
 POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are alive
 
 
-class HogwildTrainer(Trainer):
-    """A Trainer whose batches are trained by ``workers`` processes on shared parameters."""
+class Hogwild(SingleProcess):
+    """The coordinator's side of the scheme: it starts ``workers`` processes on the
+    trainer's shared parameters, hands each span of batches to them and waits; it
+    validates and writes, as one process does. Each worker must finish an update every
+    ``worker_timeout`` seconds."""
 
-    def __init__(self, *args, workers: int = 2, worker_timeout: float = WORKER_TIMEOUT,
-                 **kwargs):
-        super().__init__(*args, **kwargs)
+    graphable = False
+
+    def __init__(self, workers: int = 2, worker_timeout: float = WORKER_TIMEOUT):
         self.workers, self.worker_timeout = workers, worker_timeout
-        self._args = (args, kwargs)
-        self.model.share_memory()
         self._pool = None
         # seconds the workers spent waiting for Adam's update lock, holding it, training
         self.lock_seconds = {"wait": 0.0, "hold": 0.0, "busy": 0.0}
 
+    def describe(self) -> str:
+        return f", {self.workers} asynchronous workers (Hogwild)"
+
+    def prepare(self, net) -> None:
+        net.share_memory()
+
     # -- the workers ---------------------------------------------------------------------
-    def _start(self, train: Stream) -> None:
+    @contextlib.contextmanager
+    def running(self, trainer, train: Stream):
+        self.trainer = trainer
+        self._start(trainer, train)
+        finished = False
+        try:
+            yield
+            finished = True
+        finally:
+            self._stop(kill=not finished)
+
+    def _start(self, trainer, train: Stream) -> None:
         ctx = mp.get_context("spawn")
-        args, kwargs = self._args
-        kwargs = {**kwargs, "log": None, "backoff": None, "model_id": self.model_id}
-        shared = {name: p.data for name, p in self.model.named_parameters()}
+        # what each worker builds its own single-process Trainer from
+        setup = {"vocab": trainer.vocab, "model_config": trainer.model.config,
+                 "config": trainer.config, "outdir": trainer.outdir, "preset": trainer.preset,
+                 "device": "cpu", "train_counts": trainer.train_counts,
+                 "model_id": trainer.model_id}
+        shared = {name: p.data for name, p in trainer.model.named_parameters()}
         # Adam's moments: one shared set; the paper's SGD: its state (the decay scale)
-        opt_state = (self.optimizer.share_memory() if hasattr(self.optimizer, "share_memory")
-                     else self.optimizer.state())
+        opt = trainer.optimizer
+        opt_state = opt.share_memory() if hasattr(opt, "share_memory") else opt.state()
         # a run killed by SIGKILL leaves its queues' semaphores to multiprocessing's
         # resource tracker, which frees them and would print a warning saying so
         quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
@@ -89,7 +112,7 @@ class HogwildTrainer(Trainer):
         for rank in range(self.workers):
             inbox = ctx.Queue()
             proc = ctx.Process(target=_worker, daemon=True,
-                               args=(rank, self.workers, args, kwargs, shared, opt_state,
+                               args=(rank, self.workers, setup, shared, opt_state,
                                      lock, train, inbox, self._outbox, self._beats,
                                      os.getpid()))
             proc.start()
@@ -106,7 +129,7 @@ class HogwildTrainer(Trainer):
         results = [None] * self.workers
         since = time.monotonic()
         while any(r is None for r in results):
-            self.interrupt.check()  # Ctrl-C: the workers are killed on the way out
+            self.trainer.interrupt.check()  # Ctrl-C: the workers are killed on the way out
             try:
                 rank, result = self._outbox.get(timeout=POLL_SECONDS)
             except queue.Empty:
@@ -124,9 +147,9 @@ class HogwildTrainer(Trainer):
             rank, seconds = silent
             raise NnlmError(f"worker {rank} of {self.workers} (pid {self._procs[rank].pid}) has "
                             f"not finished an update for {seconds:.0f} s (stopped, stuck or "
-                            f"starved; the limit is --worker-timeout {timeout:g}); the run is "
-                            f"stopped and the last checkpoint in {self.outdir / 'state'} is "
-                            "kept: continue with --resume")
+                            f"starved; the limit is worker_timeout={timeout:g}); the run is "
+                            f"stopped and the last checkpoint in {self.trainer.checkpoint.folder}"
+                            " is kept: continue with resume=True")
 
     def _stop(self, kill: bool) -> None:
         """Let the workers finish (or, after an error, kill them at once)."""
@@ -142,37 +165,28 @@ class HogwildTrainer(Trainer):
                 proc.join()
         self._pool = None
 
-    def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
-            checkpoint_every: int = 0) -> dict:
-        self.ensure_ready(train)
-        self._start(train)
-        finished = False
-        try:
-            result = super().fit(train, valid, max_steps, checkpoint_every)
-            finished = True
-        finally:
-            self._stop(kill=not finished)
+    def finish(self, result: dict, log) -> dict:
         t = self.lock_seconds
         if t["busy"] > 0 and t["hold"] > 0:
             result["lock_wait_share"] = t["wait"] / t["busy"]
             result["lock_hold_share"] = t["hold"] / t["busy"]
-            self.log(f"asynchronous workers: {result['lock_wait_share']:.1%} of their training "
-                     f"time waiting for the shared Adam update, {result['lock_hold_share']:.1%} "
-                     "updating under it")
+            log(f"asynchronous workers: {result['lock_wait_share']:.1%} of their training "
+                f"time waiting for the shared Adam update, {result['lock_hold_share']:.1%} "
+                "updating under it")
         return result
 
-    def _load_kernels(self) -> None:
+    def load_kernels(self, optimizer) -> None:
         """Nothing: the coordinator never updates; each worker loads its own kernels."""
 
-    def _train_span(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
-                    words_at_start: int) -> None:
+    def train_span(self, trainer, train: Stream, perm: np.ndarray, until: int, bar,
+                   started: float, words_at_start: int) -> None:
         """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P)
         and wait for all of them (Adam's moments are shared; under the paper's SGD worker 0
         returns its state for checkpoints)."""
-        self.interrupt.check()
-        st = self.state
+        trainer.interrupt.check()
+        st = trainer.state
         first = st.step_in_epoch
-        lr = _lr_state(self.optimizer)
+        lr = _lr_state(trainer.optimizer)
         for inbox in self._inboxes:
             inbox.put((st.epoch, first, until, st.step, lr))
         results = self._wait()
@@ -182,11 +196,11 @@ class HogwildTrainer(Trainer):
             for key, seconds in result["seconds"].items():
                 self.lock_seconds[key] += seconds
         if "optimizer" in results[0]:
-            self.optimizer.load_state(*results[0]["optimizer"])
+            trainer.optimizer.load_state(*results[0]["optimizer"])
         st.step += until - first
         st.step_in_epoch = until
         bar.update(until - first)
-        rate = (until * self.config.batch_size - words_at_start) / max(
+        rate = (until * trainer.config.batch_size - words_at_start) / max(
             time.perf_counter() - started, 1e-9)
         bar.set_postfix(loss=f"{st.train_nll / max(st.train_tokens, 1):.3f}",
                         words_s=f"{rate:,.0f}")
@@ -202,8 +216,8 @@ class HogwildTrainer(Trainer):
                 how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                        else f"exit status {code}")
                 raise NnlmError(f"worker {rank} of {self.workers} died ({how}); the last "
-                                f"checkpoint in {self.outdir / 'state'} is kept: continue "
-                                "with --resume")
+                                f"checkpoint in {self.trainer.checkpoint.folder} is kept: "
+                                "continue with resume=True")
 
 
 def _raise_failure(result: dict) -> None:
@@ -227,7 +241,7 @@ def _set_lr_state(optimizer, lr: dict) -> None:
             g["lr"] = value
 
 
-def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock,
+def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
             train: Stream, inbox, outbox, beats: Heartbeats, parent: int) -> None:
     """One Hogwild worker: a Trainer whose parameters are the shared ones. It beats after
     every update and dies with its coordinator (see :mod:`nnlm.neural.heartbeat`)."""
@@ -237,7 +251,7 @@ def _worker(rank: int, workers: int, args, kwargs, shared: dict, opt_state, lock
     torch.set_num_threads(1)
     keep_freed_memory()
     try:
-        trainer = Trainer(*args, **{**kwargs, "log": lambda message: None})
+        trainer = Trainer(**setup, log=lambda message: None)
         params = dict(trainer.model.named_parameters())
         for name, tensor in shared.items():
             params[name].data = tensor

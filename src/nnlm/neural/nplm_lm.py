@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import NnlmError, a
-from ..lm import LanguageModel, header_binding, logsumexp
+from ..errors import NnlmError
+from ..lm import LanguageModel, logsumexp
+from ..model_files import header_binding
 from ..vocab import BOS_ID, Vocabulary
 from .network import Network
 from .output import folded_input, folded_weight
@@ -92,34 +93,23 @@ class NeuralLM(LanguageModel):
         cfg = network_config({"network": network, "vocab_size": len(vocab), **config})
         return cls(vocab, build_network(cfg), backoff=backoff)
 
-    @classmethod
-    def load(cls, path) -> NeuralLM:
-        """The best weights of a checkpoint directory written by ``nnlm train``."""
-        from ..models import load_model
-
-        model = load_model(path)
-        if not isinstance(model, NeuralLM):
-            raise NnlmError(f"{path}: {a(model.kind)} model, not a neural checkpoint")
-        return model
-
     def neural_parts(self) -> list:
         return [self]
 
-    # -- persistence (nnlm.models.save_model / load_model) ---------------------------------
+    # -- persistence (nnlm.models.save_model / load_model; a checkpoint loads with
+    # nnlm.load_model, which gives its best weights) ---------------------------------------
     def config(self) -> dict:
         return self.model.config.to_dict()
 
-    def save_files(self, directory: Path, binding: str) -> None:
-        from ..models import save_model
+    def save_files(self, directory: Path, binding: str, save) -> None:
         from .checkpoint import write_network
 
         write_network(self.model, directory / "model.safetensors", binding)
         if self.backoff is not None:
-            save_model(self.backoff, directory / BACKOFF_DIR)
+            save(self.backoff, directory / BACKOFF_DIR)
 
     @classmethod
-    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> NeuralLM:
-        from ..models import load_model
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> NeuralLM:
         from .checkpoint import read_network
 
         try:
@@ -129,7 +119,7 @@ class NeuralLM(LanguageModel):
         net = read_network(config, Path(path) / "model.safetensors", header_binding(header))
         backoff = None
         if config.outputs < config.vocab_size:
-            backoff = load_model(Path(path) / BACKOFF_DIR)
+            backoff = load(Path(path) / BACKOFF_DIR)
         return cls(vocab, net, backoff=backoff)
 
     # -- the network's own distribution over its outputs ------------------------------------
@@ -371,8 +361,8 @@ def scoring_report(parts: list[NeuralLM], contexts: np.ndarray, targets: np.ndar
             if stats.mean_abs > LOG_Z_WARN:
                 warnings.append(
                     f"mean |log Z| = {stats.mean_abs:.3f} over {stats.tokens:,} tokens: raw "
-                    "scores are not normalized probabilities; train with --objective selfnorm "
-                    "or nce, or score without --self-normalized")
+                    "scores are not normalized probabilities; train with objective=selfnorm "
+                    "or nce, or score without self_normalized=True")
     return report, warnings
 
 
@@ -380,7 +370,7 @@ def check_backoff(backoff, vocab: Vocabulary, K: int) -> None:
     """A short-list's n-gram model: present, over the same vocabulary, K < |V|."""
     if backoff is None:
         raise NnlmError(f"a short-list of {K} words needs an n-gram model for the words "
-                        "outside it (--shortlist-backoff MODEL)")
+                        "outside it (shortlist_backoff=MODEL)")
     if backoff.vocab != vocab:
         raise NnlmError(f"the short-list's n-gram model has another vocabulary "
                         f"({len(backoff.vocab):,} words, fingerprint {backoff.vocab.fingerprint}) "

@@ -36,8 +36,7 @@ import torch.nn.functional as F
 from ..errors import NnlmError
 from .network import Network, uniform_log_bias
 from .output import fused_output_nll, gather_rows
-
-OBJECTIVES = ("softmax", "nce", "selfnorm")
+from .settings import OBJECTIVES, ObjectiveSpec, TrainConfig
 
 
 class Objective:
@@ -67,6 +66,11 @@ class Objective:
     def config(self) -> dict:
         return {"objective": self.name}
 
+    @property
+    def spec(self) -> ObjectiveSpec:
+        """What this objective can do (``settings.OBJECTIVES``)."""
+        return OBJECTIVES[self.name]
+
 
 class FullSoftmax(Objective):
     """sum_t -log softmax(y)[w_t]: the paper's maximum likelihood."""
@@ -87,7 +91,7 @@ class SelfNormalized(Objective):
 
     def __init__(self, alpha: float = 0.1):
         if not alpha >= 0 or not math.isfinite(alpha):
-            raise NnlmError(f"--selfnorm-alpha must be >= 0, got {alpha}")
+            raise NnlmError(f"selfnorm_alpha={alpha}: must be >= 0")
         self.alpha = float(alpha)
 
     def prepare(self, net):
@@ -121,9 +125,9 @@ class NCE(Objective):
                  per_position: bool = False, seed: int = 0):
         """``counts``: training counts of each output (the noise is q ~ counts^power)."""
         if samples < 1:
-            raise NnlmError(f"--noise-samples must be at least 1, got {samples}")
+            raise NnlmError(f"noise_samples={samples}: must be at least 1")
         if not 0 <= power <= 1:
-            raise NnlmError(f"--noise-power must be in [0, 1], got {power}")
+            raise NnlmError(f"noise_power={power}: must be in [0, 1]")
         counts = np.asarray(counts, np.float64)
         if counts.sum() <= 0:
             raise NnlmError("NCE needs training counts for its noise distribution")
@@ -233,17 +237,25 @@ class FusedSharedNCE(torch.autograd.Function):
         return grad_z, grad_w, grad_b, None, None, None, None
 
 
-def make_objective(name: str, output_counts: np.ndarray | None = None, *,
+def make_objective(name: str | TrainConfig, output_counts: np.ndarray | None = None, *,
                    noise_samples: int = 25, noise_power: float = 0.75,
                    noise_per_position: bool = False, selfnorm_alpha: float = 0.1,
                    seed: int = 0) -> Objective:
-    """The objective ``name`` with its settings (``output_counts``: NCE's noise counts)."""
+    """The objective ``name`` with its settings, or a TrainConfig's objective with its
+    own (``output_counts``: NCE's noise counts)."""
+    if isinstance(name, TrainConfig):
+        c = name
+        name, noise_samples, noise_power = c.objective, c.noise_samples, c.noise_power
+        noise_per_position, selfnorm_alpha, seed = c.noise_per_position, c.selfnorm_alpha, c.seed
+    if name not in OBJECTIVE_CLASSES:
+        raise NnlmError(f"objective={name!r}: choose from {', '.join(OBJECTIVES)}")
+    if OBJECTIVES[name].needs_counts and output_counts is None:
+        raise NnlmError(f"objective={name} needs the training counts of the outputs")
     if name == "softmax":
         return FullSoftmax()
     if name == "selfnorm":
         return SelfNormalized(selfnorm_alpha)
-    if name == "nce":
-        if output_counts is None:
-            raise NnlmError("NCE needs the training counts of the outputs")
-        return NCE(output_counts, noise_samples, noise_power, noise_per_position, seed)
-    raise NnlmError(f"unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")
+    return NCE(output_counts, noise_samples, noise_power, noise_per_position, seed)
+
+
+OBJECTIVE_CLASSES = {"softmax": FullSoftmax, "nce": NCE, "selfnorm": SelfNormalized}

@@ -216,7 +216,7 @@ def score_open_vocab(lm, path, lr: float = DEFAULT_LR, prior: str = "types"
     starting from the ``prior`` combination and learned at rate ``lr`` (see the module
     docstring). Scoring is batched between vocabulary changes."""
     if not hasattr(lm, "model") or not hasattr(lm.model, "word_tensor_names"):
-        raise NnlmError(f"--open-vocab needs a neural model that can grow its vocabulary; "
+        raise NnlmError(f"open_vocab=True needs a neural model that can grow its vocabulary; "
                         f"{a(lm.kind)} model cannot")
     if not (lr >= 0 and np.isfinite(lr)):
         raise NnlmError(f"the open-vocabulary learning rate must be >= 0, not {lr}")

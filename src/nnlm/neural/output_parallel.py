@@ -40,16 +40,16 @@ class OutputShard:
 
     def __init__(self, world: World, net: Network):
         if not net.linear_output:
-            raise NnlmError("--output-parallel splits a linear output layer; the "
+            raise NnlmError("output_parallel=True splits a linear output layer; the "
                             f"{net.config.network_name} network scores its outputs another "
-                            "way: train it data-parallel (torchrun without --output-parallel)")
+                            "way: train it data-parallel (torchrun without output_parallel=True)")
         if net.config.outputs < net.config.vocab_size:
-            raise NnlmError("--output-parallel with a short-list: its n-gram share is not "
+            raise NnlmError("output_parallel=True with a short-list: its n-gram share is not "
                             "split over the ranks; train the short-list network in one "
                             "process or data-parallel")
         V = net.config.outputs
         if world.size > V:
-            raise NnlmError(f"--output-parallel with {world.size} ranks for {V} output rows: "
+            raise NnlmError(f"output_parallel=True with {world.size} ranks for {V} output rows: "
                             "each rank needs at least one row")
         self.world, self.tied = world, net.tied
         self.lo, self.hi = shard_range(V, world.size, world.rank)
@@ -96,16 +96,16 @@ class OutputShard:
                                             self, bf16, alpha)
         if isinstance(objective, NCE):
             if self.tied:
-                raise NnlmError("--output-parallel with tied output weights and NCE: every "
+                raise NnlmError("output_parallel=True with tied output weights and NCE: every "
                                 "rank holds all of the output rows already (they are C), so "
                                 "there is nothing to split; train it data-parallel")
             if objective.per_position:
-                raise NnlmError("--output-parallel takes NCE's shared noise samples, not "
-                                "--noise-per-position")
+                raise NnlmError("output_parallel=True takes NCE's shared noise samples, not "
+                                "noise_per_position=True")
             noise = objective.draw((objective.samples,))
             return ParallelSharedNCE.apply(z, net.output_matrix, net.b, targets, noise,
                                            objective.log_kq, self, sparse)
-        raise NnlmError(f"--output-parallel does not know the {objective.name} objective")
+        raise NnlmError(f"output_parallel=True does not know the {objective.name} objective")
 
     @torch.no_grad()
     def grad_norm_squared(self, net: Network) -> float:

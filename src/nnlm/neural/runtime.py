@@ -18,8 +18,7 @@ import torch
 
 from ..errors import NnlmError, a
 from .allocator import keep_freed_memory
-
-DEVICES = ("cpu", "cuda", "auto")
+from .settings import DEVICES
 
 
 def resolve_device(name: str | torch.device = "cpu") -> torch.device:
@@ -31,19 +30,19 @@ def resolve_device(name: str | torch.device = "cpu") -> torch.device:
         if not torch.cuda.is_available():
             build = "a CPU-only build" if torch.version.cuda is None else \
                 f"built for CUDA {torch.version.cuda}"
-            raise NnlmError(f"--device {name}: no CUDA device is available (torch "
-                            f"{torch.__version__}, {build}); use --device cpu or auto")
+            raise NnlmError(f"device={name}: no CUDA device is available (torch "
+                            f"{torch.__version__}, {build}); use device=cpu or auto")
         try:
             device = torch.device(name)
         except RuntimeError:
-            raise NnlmError(f"--device {name}: not a device name (cpu, cuda, cuda:N, auto)") \
+            raise NnlmError(f"device={name}: not a device name (cpu, cuda, cuda:N, auto)") \
                 from None
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise NnlmError(f"--device {name}: only {torch.cuda.device_count()} CUDA "
+            raise NnlmError(f"device={name}: only {torch.cuda.device_count()} CUDA "
                             "device(s) here")
         return device
     if name != "cpu":
-        raise NnlmError(f"--device {name}: choose from {', '.join(DEVICES)}")
+        raise NnlmError(f"device={name}: choose from {', '.join(DEVICES)}")
     return torch.device("cpu")
 
 
@@ -94,7 +93,7 @@ def bf16_hint(parts: list, tokens: int) -> str | None:
     device = next(parts[0].model.parameters()).device
     if not native_bf16(device):
         return None
-    return ("--bf16 scores about 4x faster on this machine, with perplexity within about "
+    return ("bf16=True scores about 4x faster on this machine, with perplexity within about "
             "0.01% (per-token log-probabilities within ~0.05)")
 
 
@@ -105,10 +104,10 @@ def configure_for_scoring(model, device: str | torch.device = "cpu", bf16: bool 
     device = prepare_process(threads, device)
     parts = model.neural_parts()
     if device.type != "cpu" and not parts:
-        raise NnlmError(f"--device {device}: {a(model.kind)} model runs on the CPU only; "
+        raise NnlmError(f"device={device}: {a(model.kind)} model runs on the CPU only; "
                         "only neural models use a GPU")
     if self_normalized and not parts:
-        raise NnlmError(f"--self-normalized applies to neural models, not to {a(model.kind)} "
+        raise NnlmError(f"self_normalized=True applies to neural models, not to {a(model.kind)} "
                         "model")
     for lm in parts:
         lm.model.to(device)

@@ -19,7 +19,6 @@ One :class:`Trainer` does it all, top to bottom:
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections.abc import Callable
@@ -30,95 +29,28 @@ import numpy as np
 import torch
 
 from ..errors import NnlmError
-from ..fileio import atomic_path
 from ..interrupts import StopOnInterrupt
-from ..jsonfiles import Fields, Float, Int, Optional, read_json
-from ..lm import LanguageModel, array_binding
-from ..models import new_model_id, save_model, write_header
+from ..lm import LanguageModel
+from ..model_files import array_binding, new_model_id, write_header
+from ..models import save_model
 from ..progress import progress_bar
 from ..stream import Stream
 from ..vocab import Vocabulary
 from .batches import batches
-from .checkpoint import network_tensors, read_safetensors, save_safetensors, write_tensors
+from .checkpoint import write_tensors
 from .cuda_graph import GraphedStep
-from .distributed import GradientSync, World, shard_range
+from .distributed import World
 from .metrics_log import write_metrics
 from .network import NetworkConfig
-from .nplm_lm import BACKOFF_DIR, LOG_Z_SAMPLE, NeuralLM
-from .objectives import OBJECTIVES, make_objective
-from .optim import AdamOptimizer, PaperSGD, clip_gradients, scale_gradients
-from .output_parallel import OutputShard
+from .nplm_lm import BACKOFF_DIR, NeuralLM
+from .objectives import make_objective
+from .optim import AdamOptimizer, PaperSGD
 from .registry import build_network
+from .run_checkpoint import RunCheckpoint
+from .schemes import SingleProcess, scheme_for
+from .settings import TrainConfig
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
-
-
-@dataclass
-class TrainConfig:
-    """How to train. Fields that change the result are checked on ``--resume``."""
-
-    optimizer: str = "sgd"  # sgd (the paper's), adam, adamw
-    lr: float = 1e-3  # eps_0: per example for sgd; the step size for adam(w)
-    lr_decay: float = 1e-8  # r in eps_t = eps_0 / (1 + r t) (sgd)
-    weight_decay: float = 1e-4  # on C, H, U, W; never on the biases b, d
-    batch_size: int = 256
-    epochs: int = 20
-    patience: int = 2  # stop after this many epochs without validation improvement
-    plateau_decay: float = 0.5  # multiply the learning rate by this on a bad epoch (1 = off)
-    clip: float = 0.0  # clip the gradient norm to this (0 = off)
-    bf16: bool = False  # bfloat16 for the |V|-wide matrix products
-    seed: int = 0
-    objective: str = "softmax"  # softmax, nce, selfnorm (see objectives.py)
-    noise_samples: int = 25  # NCE: K noise words per batch (or per position)
-    noise_power: float = 0.75  # NCE: q proportional to count^power
-    noise_per_position: bool = False  # NCE: K samples for each position instead of shared
-    selfnorm_alpha: float = 0.1  # self-normalization: weight of (log Z)^2
-
-    def __post_init__(self):
-        if self.optimizer not in OPTIMIZERS:
-            raise NnlmError(f"unknown optimizer {self.optimizer!r}; choose from "
-                            f"{', '.join(OPTIMIZERS)}")
-        if self.objective not in OBJECTIVES:
-            raise NnlmError(f"unknown objective {self.objective!r}; choose from "
-                            f"{', '.join(OBJECTIVES)}")
-        for name, kind, low, high in TRAIN_RANGES:
-            value = getattr(self, name)
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-                setattr(self, name, value)
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                raise NnlmError(f"{name} = {value!r}: should be {kind.__name__}")
-            if not (math.isfinite(value) and low(value) and high(value)):
-                raise NnlmError(f"{name} = {value!r} is out of range")
-
-
-def _gt(x):
-    return lambda v: v > x
-
-
-def _ge(x):
-    return lambda v: v >= x
-
-
-def _le(x):
-    return lambda v: v <= x
-
-
-def _lt(x):
-    return lambda v: v < x
-
-
-_ANY = lambda v: True  # noqa: E731
-TRAIN_RANGES = [  # (field, type, lower test, upper test): the CLI's ranges, for any caller
-    ("lr", float, _gt(0), _ANY), ("lr_decay", float, _ge(0), _ANY),
-    ("weight_decay", float, _ge(0), _ANY), ("batch_size", int, _ge(1), _ANY),
-    ("epochs", int, _ge(1), _ANY), ("patience", int, _ge(1), _ANY),
-    ("plateau_decay", float, _gt(0), _le(1)), ("clip", float, _ge(0), _ANY),
-    ("bf16", bool, _ANY, _ANY), ("seed", int, _ge(0), _lt(2**32)),
-    ("noise_samples", int, _ge(1), _ANY), ("noise_power", float, _ge(0), _le(1)),
-    ("noise_per_position", bool, _ANY, _ANY), ("selfnorm_alpha", float, _ge(0), _ANY),
-]
-
+__all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
 
 @dataclass
 class TrainState:
@@ -139,15 +71,6 @@ def _perplexity(nll: float, tokens: int) -> float:
     is inf, which the divergence checks then catch (never an OverflowError)."""
     mean = nll / tokens
     return math.exp(mean) if mean <= 700 else (mean if math.isnan(mean) else math.inf)
-
-
-# state/trainer.json, as save_state writes it: checked field by field when read back
-TRAINER_JSON = {
-    "trainer": Fields({"epoch": Int(min=0), "step_in_epoch": Int(min=0), "step": Int(min=0),
-                       "best_valid": Float(min=0, infinite=True), "bad_epochs": Int(min=0),
-                       "elapsed": Float(min=0), "history": list, "train_nll": Float(min=0),
-                       "train_tokens": Int(min=0), "note": Optional(str)}),
-    "optimizer": dict, "binding": Optional(str), "world": Optional(dict)}
 
 
 class TrainingDiverged(NnlmError):
@@ -181,22 +104,22 @@ class Trainer:
                  outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
                  device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
                  backoff: LanguageModel | None = None, model_id: str | None = None,
-                 world: World | None = None, output_parallel: bool = False):
+                 world: World | None = None, output_parallel: bool = False,
+                 scheme: SingleProcess | None = None):
         self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
         self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
-        self.world = world if world is not None and world.size > 1 else None
-        if output_parallel and self.world is None:
-            raise NnlmError("--output-parallel splits the output layer over the ranks of a "
-                            "torchrun job; start with torchrun --nproc-per-node P")
+        self.scheme = scheme if scheme is not None else scheme_for(world, output_parallel)
+        self.checkpoint = RunCheckpoint(self.outdir)
         torch.manual_seed(config.seed)
         # weights, gradients and two Adam moments, all in this process's memory on a CPU
         self.model = build_network(model_config, copies=4 if self.device.type == "cpu" else 1)
         self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
         self.objective = None
-        if train_counts is not None or config.objective != "nce":
+        self.train_counts = train_counts
+        if train_counts is not None or not config.spec.needs_counts:
             self._make_objective(train_counts)
-        self.shard = OutputShard(self.world, self.model) if output_parallel else None
+        self.scheme.prepare(self.model)
         self.model.to(self.device)
         self.lm = NeuralLM(vocab, self.model, bf16=config.bf16, backoff=backoff)
         self.state = TrainState()
@@ -205,11 +128,7 @@ class Trainer:
             self._make_optimizer()
 
     def _make_objective(self, counts: np.ndarray | None) -> None:
-        cfg = self.config
-        self.objective = make_objective(
-            cfg.objective, counts, noise_samples=cfg.noise_samples,
-            noise_power=cfg.noise_power, noise_per_position=cfg.noise_per_position,
-            selfnorm_alpha=cfg.selfnorm_alpha, seed=cfg.seed).to(self.device)
+        self.objective = make_objective(self.config, counts).to(self.device)
         self.objective.prepare(self.model)
 
     def _make_optimizer(self) -> None:
@@ -221,11 +140,7 @@ class Trainer:
         if self.objective.sparse_output:
             sparse_params += net.sampled_params()
         sparse_params = list({id(p): p for p in sparse_params}.values())
-        # data-parallel ranks sum their gradients; output-parallel ones need no sum (the
-        # replicated parameters get equal gradients, each rank owns its output rows)
-        self.sync = None
-        if self.world is not None and self.shard is None:
-            self.sync = GradientSync(self.world, list(net.parameters()), sparse_params)
+        self.scheme.attach(net, sparse_params)
         if cfg.optimizer == "sgd":
             self.optimizer = PaperSGD(net, cfg.lr, cfg.lr_decay, cfg.weight_decay,
                                       sparse=sparse_params)
@@ -237,22 +152,28 @@ class Trainer:
     def ensure_ready(self, train: Stream) -> None:
         """Build NCE's noise distribution from ``train`` if it was not given."""
         if self.objective is None:
-            self._make_objective(output_counts(train, self.model.config))
+            self.train_counts = output_counts(train, self.model.config)
+            self._make_objective(self.train_counts)
             self._make_optimizer()
 
     @property
     def is_main(self) -> bool:
         """True in the process that logs and writes (rank 0, or the only one)."""
-        return self.world is None or self.world.is_main
+        return self.scheme.is_main
+
+    @property
+    def world(self) -> World | None:
+        """The torchrun job's process group, or None."""
+        return self.scheme.world
 
     def _reseed(self) -> None:
         """Under torchrun the global RNG (dropout) is reseeded from (seed, update, rank) at
         the start and at every saved state, so a resumed job draws what an uninterrupted
         one would. Data-parallel ranks draw different masks for their different examples;
         output-parallel ranks the same ones, as they compute the same z."""
-        if self.world is None:
+        rank = self.scheme.seed_rank()
+        if rank is None:
             return
-        rank = 0 if self.shard is not None else self.world.rank
         seq = np.random.SeedSequence([self.config.seed, self.state.step, rank])
         torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
 
@@ -268,31 +189,23 @@ class Trainer:
 
     @property
     def binding(self) -> str:
-        """What every weights file of this run carries (see nnlm.lm.array_binding)."""
+        """What every weights file of this run carries (see nnlm.model_files.array_binding)."""
         return array_binding(self.lm.kind, self.vocab.fingerprint, self.lm.config(),
                              self.model_id)
 
     def load_state(self, header: dict | None = None) -> None:
         """The state in CKPT/state, checked to belong to this run (``header``: the
         checkpoint's config.json, whose model_id the run keeps)."""
-        state_dir = self.outdir / "state"
         binding = None
         if header is not None and header.get("format_version", 1) >= 2:
             self.model_id = header["model_id"]
             binding = self.binding
-        if not (state_dir / "trainer.json").exists():
-            raise NnlmError(f"{state_dir}: no training state to resume; start without --resume")
-        where = state_dir / "trainer.json"
-        info = read_json(where, TRAINER_JSON, "the training state")
-        if binding is not None and info.get("binding") != binding:
-            raise NnlmError(f"{where}: belongs to another training run; restore this run's "
-                            "state/ or train into a new directory")
-        model_tensors = read_safetensors(state_dir / "model.safetensors", binding)
-        if self.shard is not None:
-            model_tensors = self.shard.shard_tensors(model_tensors)
-        self.model.load_named_tensors(model_tensors, str(state_dir / "model.safetensors"))
-        tensors = read_safetensors(state_dir / "optimizer.safetensors", binding)
-        tensors = self._own_optimizer_tensors(info.get("world") or {}, tensors, state_dir)
+        info, model_tensors, tensors = self.checkpoint.load(binding)
+        state_dir = self.checkpoint.folder
+        self.model.load_named_tensors(self.scheme.own_tensors(model_tensors),
+                                      str(state_dir / "model.safetensors"))
+        tensors = self.scheme.own_optimizer(info.get("world") or {}, tensors, state_dir,
+                                            self.config.optimizer)
         try:
             self.optimizer.load_state(info["optimizer"], tensors)
             torch.set_rng_state(tensors.pop("__torch_rng__"))
@@ -307,31 +220,6 @@ class Trainer:
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
                             "; it was damaged or edited") from None
 
-    def _world_record(self) -> dict:
-        return {"size": self.world.size if self.world else 1,
-                "output_parallel": self.shard is not None}
-
-    def _own_optimizer_tensors(self, saved: dict, tensors: dict, state_dir: Path) -> dict:
-        """This process's optimizer tensors from a saved state. Output-parallel runs keep
-        Adam's moments of the output rows per rank: they resume only with the same ranks."""
-        size, split = int(saved.get("size", 1)), bool(saved.get("output_parallel", False))
-        moments = any(not k.startswith("__") for k in tensors)
-        now = self._world_record()
-        if moments and (split or now["output_parallel"]) and \
-                (split, size) != (now["output_parallel"], now["size"]):
-            was = f"{size} output-parallel ranks" if split else f"{size} data-parallel process(es)"
-            raise NnlmError(f"{state_dir}: saved by {was}; {self.config.optimizer}'s moments "
-                            "of the output rows are split by rank under --output-parallel, so "
-                            f"this run ({now['size']} process(es)"
-                            f"{', output-parallel' if now['output_parallel'] else ''}) cannot "
-                            f"take them over. Resume with the same layout ({was})")
-        if not split:
-            return tensors
-        prefix = f"rank{self.world.rank if self.world else 0}."
-        own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-        own.update({k: v for k, v in tensors.items() if k.startswith("__")})
-        return own
-
     def apply_resume_changes(self, changes: dict) -> None:
         """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
         follows a new lr (plateau decay kept), and the next metrics.csv row notes it."""
@@ -345,35 +233,26 @@ class Trainer:
     def model_tensors(self) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (output-parallel: gathered over the
         ranks, a collective every rank calls)."""
-        if self.shard is not None:
-            return self.shard.full_tensors(self.model)
-        return network_tensors(self.model)
+        return self.scheme.full_tensors(self.model)
 
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/.
         Under torchrun every rank calls it (the gathers) and rank 0 writes."""
         model = self.model_tensors()
         opt_info, tensors = self.optimizer.state()
-        tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-        if self.shard is not None:  # each rank's moments of its own output rows
-            parts = self.world.gather_objects(tensors)
-            tensors = {f"rank{r}.{k}": v for r, part in enumerate(parts or []) for k, v in
-                       part.items()}
+        tensors = self.scheme.gather_optimizer(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()})
         self._reseed()
         if not self.is_main:
             return
-        with atomic_path(self.outdir / "state") as tmp:
-            tmp.mkdir()
-            save_safetensors(model, tmp / "model.safetensors", self.binding)
-            tensors["__torch_rng__"] = torch.get_rng_state()
-            if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
-                tensors["__cuda_rng__"] = torch.cuda.get_rng_state(self.device)
-            if hasattr(self.objective, "generator"):
-                tensors["__noise_rng__"] = self.objective.generator.get_state()
-            save_safetensors(tensors, tmp / "optimizer.safetensors", self.binding)
-            info = {"trainer": asdict(self.state), "optimizer": opt_info, "binding": self.binding,
-                    "world": self._world_record()}
-            (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
+        tensors["__torch_rng__"] = torch.get_rng_state()
+        if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+            tensors["__cuda_rng__"] = torch.cuda.get_rng_state(self.device)
+        if hasattr(self.objective, "generator"):
+            tensors["__noise_rng__"] = self.objective.generator.get_state()
+        self.checkpoint.save(binding=self.binding, model=model, optimizer_info=opt_info,
+                             optimizer=tensors, trainer=asdict(self.state),
+                             layout=self.scheme.record())
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -391,16 +270,9 @@ class Trainer:
         if net.config.outputs < net.config.vocab_size:
             targets = targets.clamp(max=net.config.outputs - 1)
         sgd = isinstance(self.optimizer, PaperSGD)
-        loss = None
-        if self.shard is not None:
-            loss = self.shard.loss(self.objective, net, contexts, targets, bf16=cfg.bf16,
-                                   sparse=self.sparse)
-        elif len(targets):  # a data-parallel rank's share of a short last batch may be empty
-            loss = self.objective.loss(net, contexts, targets, bf16=cfg.bf16, sparse=self.sparse)
+        loss = self.scheme.loss(self.objective, net, contexts, targets, cfg.bf16, self.sparse)
         value, n = (float(loss.detach()) if loss is not None else 0.0), len(targets)
-        if self.sync is not None:  # every rank decides on the whole batch's loss
-            value, n = self.world.all_sum([value, n], "the loss sum")
-            n = int(n)
+        value, n = self.scheme.total(value, n)  # every rank decides on the whole batch's loss
         per_token = value / n
         if not math.isfinite(per_token) or per_token > self.objective.loss_limit(
                 net.config.outputs):
@@ -408,31 +280,21 @@ class Trainer:
         self.optimizer.zero_grad()
         if loss is not None:
             (loss if sgd else loss / n).backward()
-        if self.sync is not None:
-            self.sync()
+        self.scheme.exchange()
         if cfg.clip:
-            if self.shard is not None:
-                norm = self.shard.grad_norm_squared(net) ** 0.5
-                if norm > cfg.clip:
-                    scale_gradients(net, cfg.clip / (norm + 1e-6))
-            else:
-                clip_gradients(net, cfg.clip)
+            self.scheme.clip(net, cfg.clip)
         self.optimizer.step(self.state.step, n)
         return value, n
 
     def _diverged(self, what: str) -> None:
-        where = self.outdir / "state" / "trainer.json"
-        try:
-            saved = read_json(where, TRAINER_JSON)["trainer"] if where.exists() else None
-        except NnlmError:
-            saved = None
+        saved = self.checkpoint.saved_step()
         if saved is not None:
-            kept = (f"the last good checkpoint ({self.outdir / 'state'}, update "
-                    f"{saved['step']}) is kept. Continue from it with --resume and a lower "
-                    f"--lr (now {self.config.lr:g}) or --clip 1.0")
+            kept = (f"the last good checkpoint ({self.checkpoint.folder}, update "
+                    f"{saved}) is kept. Continue from it with resume=True and a lower "
+                    f"lr= (now {self.config.lr:g}) or clip=1.0")
         else:
-            kept = (f"no checkpoint was good yet. Rerun with a lower --lr (now "
-                    f"{self.config.lr:g}) or --clip 1.0")
+            kept = (f"no checkpoint was good yet. Rerun with a lower lr= (now "
+                    f"{self.config.lr:g}) or clip=1.0")
         raise TrainingDiverged(f"training diverged at update {self.state.step} ({what}); {kept}")
 
     SANITY_TOKENS = 4096
@@ -447,10 +309,7 @@ class Trainer:
         if not hasattr(self, "_sanity"):
             n = min(len(valid), self.SANITY_TOKENS)
             self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
-        if self.shard is not None:
-            nll = float(self._shard_nll(*self._sanity)[0].mean())
-        else:
-            nll = -float(np.mean(self.lm.target_logprobs(*self._sanity)))
+        nll = self.scheme.mean_nll(self.lm, *self._sanity)
         limit = math.log(self.model.config.vocab_size) + 1
         if not nll <= limit:  # NaN fails too
             self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
@@ -463,55 +322,27 @@ class Trainer:
         without it Z comes out lower (log-sum-exp is convex), so raw scores would be
         biased low. The best model is saved with its output biases shifted by this mean:
         exact probabilities do not change, and log Z is centred on held-out text."""
-        if self.shard is not None:
-            n = min(len(valid), LOG_Z_SAMPLE)
-            pos = np.linspace(0, len(valid) - 1, n).astype(np.int64)
-            return float(self._shard_nll(valid.contexts(self.lm.order, pos), valid.ids[pos])[1]
-                         .mean())
-        return self.lm.log_z_stats(valid.contexts(self.lm.order)).mean
-
-    EVAL_BATCH = 4096
-
-    def _shard_nll(self, contexts: np.ndarray, targets: np.ndarray
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(-log p, log Z) per row from the output layer split over the ranks."""
-        self.model.eval()
-        out = [self.shard.nll_and_log_z(
-            self.model, torch.from_numpy(contexts[i : i + self.EVAL_BATCH].astype(np.int64)
-                                         ).to(self.device),
-            torch.from_numpy(targets[i : i + self.EVAL_BATCH].astype(np.int64)).to(self.device))
-            for i in range(0, len(targets), self.EVAL_BATCH)]
-        return torch.cat([a for a, _ in out]).cpu(), torch.cat([b for _, b in out]).cpu()
+        return self.scheme.mean_log_z(self.lm, valid)
 
     def evaluate(self, stream: Stream) -> float:
         """Exact perplexity (full normalization) of the current model on ``stream``; under
         torchrun every rank calls it (data-parallel ranks score a share each and the
         NLL and token counts are all-reduced)."""
-        if self.shard is not None:
-            pos = np.arange(len(stream))
-            nll = float(self._shard_nll(stream.contexts(self.lm.order, pos), stream.ids)[0].sum())
-            return _perplexity(nll, len(stream))
-        if self.world is not None:
-            lo, hi = shard_range(len(stream), self.world.size, self.world.rank)
-            pos = np.arange(lo, hi)
-            nll = -float(np.sum(self.lm.target_logprobs(stream.contexts(self.lm.order, pos),
-                                                        stream.ids[lo:hi]))) if hi > lo else 0.0
-            nll, n = self.world.all_sum([nll, hi - lo], "the validation sum")
-            return _perplexity(nll, n)
-        return _perplexity(-float(np.sum(self.lm.logprobs(stream))), len(stream))
+        return _perplexity(*self.scheme.nll_sum(self.lm, stream))
 
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
             checkpoint_every: int = 0) -> dict:
         """Train until done (or until ``max_steps`` updates: then save and return early).
         Ctrl-C stops it after the current update, always (see :mod:`nnlm.interrupts`);
         the last checkpoint is kept."""
-        with StopOnInterrupt() as self.interrupt:
-            return self._fit(train, valid, max_steps, checkpoint_every)
+        self.ensure_ready(train)
+        with StopOnInterrupt() as self.interrupt, self.scheme.running(self, train):
+            result = self._fit(train, valid, max_steps, checkpoint_every)
+        return self.scheme.finish(result, self.log)
 
     def _fit(self, train: Stream, valid: Stream, max_steps: int | None,
              checkpoint_every: int) -> dict:
         cfg, st = self.config, self.state
-        self.ensure_ready(train)
         if self.is_main:
             self.outdir.mkdir(parents=True, exist_ok=True)
             self.write_header()
@@ -519,7 +350,7 @@ class Trainer:
             if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
                 save_model(self.backoff, self.outdir / BACKOFF_DIR)
         self._reseed()
-        self._load_kernels()
+        self.scheme.load_kernels(self.optimizer)
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
             perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
@@ -538,7 +369,8 @@ class Trainer:
                                     - st.step % checkpoint_every)
                     if max_steps is not None:
                         until = min(until, st.step_in_epoch + max(max_steps - st.step, 1))
-                    self._train_span(train, perm, until, bar, started, words_at_start)
+                    self.scheme.train_span(self, train, perm, until, bar, started,
+                                           words_at_start)
                     stop = max_steps is not None and st.step >= max_steps
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
                         self.check_sane(valid)  # never save a state gone bad
@@ -556,17 +388,13 @@ class Trainer:
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
 
-    def _load_kernels(self) -> None:
-        """Load the optimizer's compiled updates before the clock starts: their first use
-        would otherwise count about a second of loading as training time."""
-        self.optimizer.load_kernels()
-
-    def _train_span(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
-                    words_at_start: int) -> None:
+    def train_batches(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
+                      words_at_start: int) -> None:
         """Train on batches step_in_epoch .. until-1 of the epoch's permutation ``perm``,
-        one update each, advancing the counters (HogwildTrainer hands them to workers)."""
+        one update each, advancing the counters (the Hogwild scheme hands them to workers
+        instead)."""
         cfg, st = self.config, self.state
-        part = (self.world.rank, self.world.size) if self.sync is not None else None
+        part = self.scheme.batch_part()
         graphed = self._graphed_step()
         for _, contexts, targets in batches(train, self.model.config.order, perm,
                                              cfg.batch_size, st.step_in_epoch, until, part,
@@ -596,8 +424,11 @@ class Trainer:
     def _graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph update of full batches, where this run can use one."""
         if not hasattr(self, "_graphed"):
-            self._graphed = GraphedStep(self, self.config.batch_size) \
-                if GraphedStep.supported(self) else None
+            capture = self.scheme.graphable and GraphedStep.can_capture(
+                self.device, self.objective, self.optimizer, self.sparse, self.config.clip)
+            self._graphed = GraphedStep(self.model, self.objective, self.optimizer,
+                                        self.config.batch_size, self.config.bf16, self.log) \
+                if capture else None
             if self._graphed is not None:
                 self.log("each full batch's update runs as one CUDA graph "
                          "(NNLM_CUDA_GRAPHS=0 runs it kernel by kernel)")
@@ -636,7 +467,7 @@ class Trainer:
         # the running training loss per token; a perplexity over V only under the full
         # softmax without a short-list (whose network predicts K + 1 outputs)
         train_loss = st.train_nll / max(st.train_tokens, 1)
-        over_v = cfg.objective == "softmax" and self.lm.shortlist is None
+        over_v = cfg.spec.likelihood and self.lm.shortlist is None
         train_ppl = math.exp(train_loss) if over_v else math.nan
         st.epoch += 1
         row = {"epoch": st.epoch, "step": st.step, "train_ppl": train_ppl, "valid_ppl": valid_ppl,
@@ -674,8 +505,7 @@ class Trainer:
         ``valid_log_z``)."""
         tensors = self.model_tensors()
         if bias_shift:  # the network says which biases move (the energy model's differ)
-            tensors["b"] = (tensors["b"] - bias_shift if self.shard is not None
-                            else self.model.bias_shifted(bias_shift).cpu())
+            tensors["b"] = self.scheme.shifted_biases(tensors, self.model, bias_shift)
         if self.is_main:
             write_tensors(tensors, self.outdir / "model.safetensors", self.binding)
 

@@ -21,65 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NnlmError
-from ..lm import LanguageModel, header_binding
+from ..lm import LanguageModel
+from ..model_files import header_binding
 from ..stream import Stream
 from ..vocab import BOS_ID, UNK_ID, Vocabulary
 from .counts import expand_ranges
-from .hashindex import HashIndex
-
-
-class NgramLevel:
-    """The stored n-grams of one order k >= 2."""
-
-    def __init__(self, keys, logp, log_bow, prefix, last, n_prefixes: int):
-        self.keys = np.asarray(keys, np.int64)
-        self.logp = np.asarray(logp, np.float64)
-        self.log_bow = np.asarray(log_bow, np.float64)
-        self.prefix = np.asarray(prefix, np.int64)
-        self.last = np.asarray(last, np.int64)
-        self.n_prefixes = n_prefixes
-        self._index: HashIndex | None = None
-        self._by_prefix: tuple[np.ndarray, np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def _grouped(self) -> tuple[np.ndarray, np.ndarray]:
-        """Entries grouped by context (CSR), built on first use: only full next-word
-        distributions need it, and it costs 8 bytes an n-gram."""
-        if self._by_prefix is None:
-            order = np.argsort(self.prefix, kind="stable")
-            offsets = np.searchsorted(self.prefix[order], np.arange(self.n_prefixes + 1))
-            self._by_prefix = order, offsets.astype(np.int64)
-        return self._by_prefix
-
-    @property
-    def by_prefix(self) -> np.ndarray:
-        """Entry indices sorted by context."""
-        return self._grouped()[0]
-
-    @property
-    def prefix_offsets(self) -> np.ndarray:
-        """Where each context's entries start in :attr:`by_prefix` (one more than contexts)."""
-        return self._grouped()[1]
-
-    def find(self, queries: np.ndarray) -> np.ndarray:
-        """Index of each key in ``queries`` (-1 where absent), by a hash index built on
-        first use (scoring is dominated by these lookups)."""
-        if self._index is None:
-            self._index = HashIndex(self.keys)
-        return self._index.lookup(queries)
-
-    def first_and_suffix(self, ids: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
-        """g1 and id(g2..gk) (one order down) of the entries ``ids``."""
-        return np.divmod(self.keys[ids], V)[::-1]
-
-    def find_pairs(self, ids: np.ndarray, words: np.ndarray, V: int) -> np.ndarray:
-        """Index of each n-gram (words[i] followed by the (k-1)-gram ids[i]), -1 where
-        absent or where a word is -1 (no word: KenLM's null context)."""
-        query = ids * V + words
-        query[words < 0] = -1
-        return self.find(query)
+from .levels import NgramLevel, backoff_arrays_problem
 
 
 def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -324,7 +271,7 @@ class BackoffNgram(LanguageModel):
     # the on-disk form: nnlm's mapped trie (nnlm.ngram.store.trie); (P, B) quantizes it
     store_quantize: tuple[int, int] | None = None
 
-    def save_files(self, directory: Path, binding: str) -> None:
+    def save_files(self, directory: Path, binding: str, save) -> None:
         """The model as ``ngrams.trie`` (mapped when loaded, float32 or quantized)."""
         from .store.trie import FILE_NAME
         from .store.trie_write import write_trie
@@ -334,7 +281,7 @@ class BackoffNgram(LanguageModel):
             self.write_extra_files(directory)
 
     @classmethod
-    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> BackoffNgram:
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> BackoffNgram:
         """A model directory holding ``ngrams.trie`` (mapped: memory grows only with the
         pages that queries touch, and processes share them), or, as saved before the
         trie existed, ``arrays.npz`` (read whole)."""
@@ -342,7 +289,7 @@ class BackoffNgram(LanguageModel):
 
         trie = Path(path) / FILE_NAME
         if not trie.exists():
-            return super().load_dir(path, header, vocab)
+            return super().load_dir(path, header, vocab, load)
         return cls.from_trie(trie, header_binding(header), vocab, header["config"])
 
     @classmethod
@@ -366,18 +313,7 @@ class BackoffNgram(LanguageModel):
 
     @classmethod
     def saved_array_problem(cls, arrays: dict) -> str | None:
-        """Every log-probability and back-off weight is finite, but p(<s>) = 0: a -inf
-        elsewhere would give some token probability 0 and a perplexity of infinity."""
-        for name, a in arrays.items():
-            if not name.startswith(("unigram_logp", "unigram_log_bow", "logp_", "log_bow_")):
-                continue
-            bad = np.isneginf(a)
-            if name == "unigram_logp" and len(bad) > BOS_ID:
-                bad[BOS_ID] = False
-            if np.any(bad):
-                return (f"array {name!r} holds -inf at entry {int(np.flatnonzero(bad)[0])} (a "
-                        "probability or back-off weight of 0)")
-        return None
+        return backoff_arrays_problem(arrays)
 
     @classmethod
     def from_saved(cls, vocab: Vocabulary, config: dict, arrays: dict):

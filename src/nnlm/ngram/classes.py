@@ -237,10 +237,10 @@ class ClassNgram(LanguageModel):
 
     CLASS_TRIE = "class_ngrams.trie"
 
-    def save_files(self, directory: Path, binding: str) -> None:
+    def save_files(self, directory: Path, binding: str, save) -> None:
         """arrays.npz (the clustering and p(w | class)), the class n-gram model as a mapped
         trie (nnlm.ngram.store.trie) and classes.tsv."""
-        from ..lm import write_arrays
+        from ..model_files import write_arrays
         from .store.trie_write import write_trie
 
         write_arrays(Path(directory) / "arrays.npz",
@@ -250,12 +250,12 @@ class ClassNgram(LanguageModel):
         self.write_extra_files(directory)
 
     @classmethod
-    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary) -> ClassNgram:
-        from ..lm import header_binding, read_arrays
+    def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> ClassNgram:
+        from ..model_files import header_binding, read_arrays
 
         trie = Path(path) / cls.CLASS_TRIE
         if not trie.exists():  # saved before the trie: everything in arrays.npz
-            return super().load_dir(path, header, vocab)
+            return super().load_dir(path, header, vocab, load)
         binding = header_binding(header)
         arrays = read_arrays(Path(path) / "arrays.npz", binding)
         config = header["config"]

@@ -114,7 +114,7 @@ def chunk_for(memory: int | None) -> int:
     if memory is None:
         return CHUNK_POSITIONS
     if memory < MIN_MEMORY:
-        raise NnlmError(f"--memory {human_size(memory)} is too small to make progress: "
+        raise NnlmError(f"memory={human_size(memory)} is too small to make progress: "
                         f"counting needs at least {MIN_MEMORY >> 20}M")
     return int(min(CHUNK_POSITIONS, max(1 << 16, memory // 4 // BYTES_PER_POSITION)))
 

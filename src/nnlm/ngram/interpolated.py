@@ -70,7 +70,7 @@ class DeletedInterpolation(LanguageModel):
         self.weights = np.full((n_buckets, self.order + 1), 1.0 / (self.order + 1))
         if valid is None:
             raise NnlmError("deleted interpolation fits its weights on held-out data: "
-                            "give a validation text (--valid VALID)")
+                            "give a validation text (valid_path=VALID)")
         self.fit_weights(valid)
         return self
 

@@ -27,8 +27,9 @@ import numpy as np
 from ..errors import NnlmError
 from ..stream import Stream
 from ..vocab import BOS_ID, Vocabulary
-from .backoff import BackoffNgram, NgramLevel
+from .backoff import BackoffNgram
 from .counts import OrderTable, chunk_for, count_ngrams
+from .levels import NgramLevel
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback defaults
 
@@ -86,7 +87,7 @@ def discounts_from(a: np.ndarray, order: int, fallback=None) -> np.ndarray:
     if fallback is None:
         raise DiscountError(
             f"cannot estimate modified Kneser-Ney discounts: {problem}; is this small or "
-            "artificial data? Use --discount-fallback (KenLM's defaults 0.5 1 1.5) to proceed"
+            "artificial data? Use discount_fallback=True (KenLM's defaults 0.5 1 1.5) to proceed"
         )
     return np.asarray(fallback, dtype=np.float64)
 

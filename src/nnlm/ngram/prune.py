@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import NnlmError
 from ..vocab import BOS_ID
-from .backoff import BackoffNgram, NgramLevel
+from .backoff import BackoffNgram
+from .levels import NgramLevel
 
 
 def _closed(model: BackoffNgram, keep: list[np.ndarray]) -> list[np.ndarray]:
@@ -148,12 +149,13 @@ def check_thresholds(thresholds, order: int) -> list[int]:
     0 for unigrams (which are never pruned); shorter lists repeat their last value."""
     t = [int(x) for x in thresholds]
     if not t or any(x < 0 for x in t):
-        raise NnlmError("--prune: give non-negative count thresholds, one per order")
+        raise NnlmError("prune_counts= needs non-negative count thresholds, one per order")
     if t[0] != 0:
-        raise NnlmError("--prune: the unigram threshold must be 0 (unigrams are never pruned)")
+        raise NnlmError("prune_counts= needs a unigram threshold of 0 (unigrams are never pruned)")
     if any(b < a for a, b in zip(t, t[1:])):
-        raise NnlmError(f"--prune {' '.join(map(str, t))}: thresholds must not decrease with "
-                        "the order (a longer n-gram is never more frequent than its parts)")
+        raise NnlmError(f"prune_counts= thresholds must not decrease with the order (got "
+                        f"{' '.join(map(str, t))}: a longer n-gram is never more frequent than "
+                        "its parts)")
     if len(t) > order:
-        raise NnlmError(f"--prune: {len(t)} thresholds for a {order}-gram model")
+        raise NnlmError(f"prune_counts= has {len(t)} thresholds for a {order}-gram model")
     return t + [t[-1]] * (order - len(t))

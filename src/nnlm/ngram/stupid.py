@@ -27,8 +27,9 @@ import numpy as np
 
 from ..stream import Stream
 from ..vocab import BOS_ID, NO_WORD, Vocabulary
-from .backoff import BackoffNgram, NgramLevel
+from .backoff import BackoffNgram
 from .counts import count_ngrams
+from .levels import NgramLevel
 
 ALPHA = 0.4  # Brants et al.'s value
 

@@ -72,9 +72,9 @@ def train_ngram(
 ) -> LanguageModel:
     """Fit a count-based model on a text file (see the module docstring for methods)."""
     if method not in METHODS:
-        raise NnlmError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        raise NnlmError(f"method={method!r}: choose from {', '.join(METHODS)}")
     if not 1 <= order <= 9:
-        raise NnlmError(f"--order {order}: choose an order between 1 and 9")
+        raise NnlmError(f"order={order}: choose an order between 1 and 9")
     if vocab is None:
         vocab, train = read_corpus(train_path, min_count, max_size)
     else:
@@ -89,8 +89,8 @@ def train_ngram(
             return StupidBackoff(vocab, order, alpha).fit(train)
         if method == "interpolated":
             if valid_path is None:
-                raise NnlmError("--method interpolated fits its weights on held-out data: "
-                                "give --valid VALID")
+                raise NnlmError("method=interpolated fits its weights on held-out data: "
+                                "give valid_path=VALID")
             return DeletedInterpolation(vocab, order).fit(train, read_stream(valid_path, vocab))
         word_class = None
         if clustering_path is not None:

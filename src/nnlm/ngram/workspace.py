@@ -30,7 +30,7 @@ def _write_error(folder: Path, error: OSError) -> NnlmError:
         cause = "no space left on device" if free < (64 << 20) else str(error)
     cause = cause[:1].lower() + cause[1:]
     return NnlmError(f"{folder}: cannot write counting's temporary files ({cause}); free "
-                     "some space or give another folder with --temp DIR")
+                     "some space or give another folder with temp=DIR")
 
 
 class PositionArray:
@@ -92,13 +92,13 @@ class Workspace:
         self.dir: Path | None = None
         if folder is not None:
             if Path(folder).exists() and not Path(folder).is_dir():
-                raise NnlmError(f"{folder}: is a file; --temp needs a folder for counting's "
+                raise NnlmError(f"{folder}: is a file; temp= needs a folder for counting's "
                                 "temporary files")
             try:
                 self.dir = Path(tempfile.mkdtemp(prefix="nnlm-count-", dir=folder))
             except OSError as e:
                 raise NnlmError(f"{folder}: cannot make a temporary folder for counting "
-                                f"({e.strerror or e}); give another with --temp DIR") from None
+                                f"({e.strerror or e}); give another with temp=DIR") from None
         self._runs: dict[str, tuple] = {}  # handle -> arrays, or their files on disk
         self._count = 0
 

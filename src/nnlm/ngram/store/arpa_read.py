@@ -21,7 +21,8 @@ from ...fileio import decode_block, open_for_reading, read_block
 from ...jit_cache import first_call
 from ...progress import progress_bar
 from ...vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
-from ..backoff import BackoffNgram, NgramLevel
+from ..backoff import BackoffNgram
+from ..levels import NgramLevel
 from ..normalization import MASS_TOLERANCE, check_normalized, contexts_text
 from .arpa_write import ARPA_ZERO
 

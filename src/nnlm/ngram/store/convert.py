@@ -52,7 +52,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     """Convert ``source`` into ``target``; returns what was written (for the CLI to
     print): format, orders, n-grams, bytes and bytes per n-gram."""
     from ...fileio import atomic_path
-    from ...models import check_model_output, load_model, save_model
+    from ...model_files import check_model_output
+    from ...models import load_model, save_model
     from .arpa_write import write_arpa
     from .trie import FILE_NAME
     from .trie_write import write_trie
@@ -60,7 +61,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     target = Path(target)
     to_arpa, to_file = is_arpa_name(target), is_file_name(target)
     if to_arpa and quantize:
-        raise NnlmError(f"{target}: --quantize applies to nnlm's model format; ARPA files "
+        raise NnlmError(f"{target}: quantize= applies to nnlm's model format; ARPA files "
                         "hold decimal numbers (give a directory name as the target)")
     if to_file:
         check_file_output(target)

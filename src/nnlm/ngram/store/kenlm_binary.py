@@ -488,5 +488,5 @@ class KenlmProbing(BackoffNgram):
             out[lo:lo + len(c)] = flat.reshape(len(c), V)
         return out
 
-    def save_files(self, directory, binding) -> None:
+    def save_files(self, directory, binding, save) -> None:
         raise NnlmError(f"{self.path}: {NOT_CONVERTIBLE}")

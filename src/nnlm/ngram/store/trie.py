@@ -46,7 +46,7 @@ import numpy as np
 
 from ...errors import NnlmError
 from ...jsonfiles import Int, Optional
-from ..backoff import NgramLevel
+from ..levels import NgramLevel
 from . import bits as bitpack
 
 MAGIC = b"NNLMTRIE"

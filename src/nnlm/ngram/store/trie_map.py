@@ -13,6 +13,7 @@ import numpy as np
 
 from ...errors import NnlmError
 from ...jsonfiles import check_fields
+from ..levels import backoff_arrays_problem
 from . import bits as bitpack
 from .trie import (
     ALIGN,
@@ -158,9 +159,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
     for key, a in small.items():
         if np.isnan(a).any() or np.isposinf(a).any():
             raise NnlmError(f"{path}: {key} holds NaN or +inf; the file is damaged")
-    from ..backoff import BackoffNgram
-
-    problem = BackoffNgram.saved_array_problem(small)
+    problem = backoff_arrays_problem(small)
     if problem:
         raise NnlmError(f"{path}: {problem}; the model is corrupt")
     levels: list[TrieLevel] = []
@@ -191,11 +190,11 @@ def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -
         raise NnlmError(f"{path}: a word of its vocabulary is not UTF-8") from None
 
 
-def load_trie_file(path: str | os.PathLike):
+def load_trie_file(path: str | os.PathLike, model_class):
     """A one-file model (``write_trie(..., standalone=True)``; ``nnlm ngram convert IN
-    OUT.nnlm``): its kind, settings and vocabulary come from its header."""
+    OUT.nnlm``): its kind, settings and vocabulary come from its header; ``model_class``
+    (``nnlm.models.model_class``) gives the class of its kind."""
     from ...jsonfiles import Fields
-    from ...models import _model_class
     from ...vocab import Vocabulary
 
     path = Path(path)
@@ -205,10 +204,8 @@ def load_trie_file(path: str | os.PathLike):
                         "load the directory that holds it")
     check_fields(header, {"model": Fields({"kind": str, "config": dict,
                                            "vocab_fingerprint": str})}, str(path))
-    cls = _model_class(header["model"]["kind"])
-    from ..backoff import BackoffNgram
-
-    if not issubclass(cls, BackoffNgram):
+    cls = model_class(header["model"]["kind"])
+    if not hasattr(cls, "from_trie"):
         raise NnlmError(f"{path}: holds a {header['model']['kind']} model; one-file models are "
                         "back-off models")
     mapped_words = map_trie(path, STANDALONE, header["vocab_size"])["words"]

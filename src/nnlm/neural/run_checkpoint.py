@@ -1,0 +1,80 @@
+"""``CKPT/state/``: the latest state of a training run, from which ``--resume`` continues
+exactly.
+
+It holds three files, replaced together in one atomic rename:
+
+- ``model.safetensors``: every parameter, gathered whole (whatever the parallel scheme);
+- ``optimizer.safetensors``: the optimizer's tensors (Adam's moments; under the
+  output-parallel scheme each rank's, as ``rank{r}.NAME``) and the random generators'
+  states (``__torch_rng__``, ``__cuda_rng__``, ``__noise_rng__``);
+- ``trainer.json``: the loop's counters (:data:`TRAINER_JSON`), the optimizer's JSON
+  state, the run's binding and the layout of the processes that saved it.
+
+Both weights files carry the run's binding (:func:`nnlm.model_files.array_binding`), so a state
+from another run is refused by name instead of loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..errors import NnlmError
+from ..fileio import atomic_path
+from ..jsonfiles import Fields, Float, Int, Optional, read_json
+from .checkpoint import read_safetensors, save_safetensors
+
+# state/trainer.json, as save writes it: checked field by field when read back
+TRAINER_JSON = {
+    "trainer": Fields({"epoch": Int(min=0), "step_in_epoch": Int(min=0), "step": Int(min=0),
+                       "best_valid": Float(min=0, infinite=True), "bad_epochs": Int(min=0),
+                       "elapsed": Float(min=0), "history": list, "train_nll": Float(min=0),
+                       "train_tokens": Int(min=0), "note": Optional(str)}),
+    "optimizer": dict, "binding": Optional(str), "world": Optional(dict)}
+
+
+class RunCheckpoint:
+    """The ``state/`` folder of the run in ``outdir``."""
+
+    def __init__(self, outdir: Path):
+        self.folder = Path(outdir) / "state"
+
+    def exists(self) -> bool:
+        return (self.folder / "trainer.json").exists()
+
+    def saved_step(self) -> int | None:
+        """The update at which the last good state was saved (None: none, or unreadable)."""
+        try:
+            return read_json(self.folder / "trainer.json", TRAINER_JSON)["trainer"]["step"] \
+                if self.exists() else None
+        except NnlmError:
+            return None
+
+    def save(self, *, binding: str, model: dict[str, torch.Tensor],
+             optimizer_info: dict, optimizer: dict[str, torch.Tensor], trainer: dict,
+             layout: dict) -> None:
+        """Write the three files at once (``optimizer`` includes the generators)."""
+        with atomic_path(self.folder) as tmp:
+            tmp.mkdir()
+            save_safetensors(model, tmp / "model.safetensors", binding)
+            save_safetensors(optimizer, tmp / "optimizer.safetensors", binding)
+            info = {"trainer": trainer, "optimizer": optimizer_info, "binding": binding,
+                    "world": layout}
+            (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    def load(self, binding: str | None) -> tuple[dict, dict, dict]:
+        """(trainer.json, model tensors, optimizer tensors), checked to belong to the run
+        of ``binding`` (None: a format-1 checkpoint, which has none)."""
+        if not self.exists():
+            raise NnlmError(f"{self.folder}: no training state to resume; start without "
+                            "resume=True")
+        where = self.folder / "trainer.json"
+        info = read_json(where, TRAINER_JSON, "the training state")
+        if binding is not None and info.get("binding") != binding:
+            raise NnlmError(f"{where}: belongs to another training run; restore this run's "
+                            "state/ or train into a new directory")
+        model = read_safetensors(self.folder / "model.safetensors", binding)
+        optimizer = read_safetensors(self.folder / "optimizer.safetensors", binding)
+        return info, model, optimizer
