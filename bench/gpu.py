@@ -37,10 +37,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from nnlm import Vocabulary, count_words, read_stream
+from nnlm.neural.networks.registry import network_config
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.presets import resolved
-from nnlm.neural.registry import network_config
-from nnlm.neural.train import TrainConfig, Trainer, output_counts
+from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
 
 CUDA = torch.device("cuda")
 

@@ -32,9 +32,9 @@ from torch import nn
 
 from nnlm import Vocabulary, count_words, load_model, read_stream
 from nnlm.neural.allocator import keep_freed_memory
-from nnlm.neural.network import NPLMConfig
+from nnlm.neural.networks.network import NPLMConfig
 from nnlm.neural.nplm_lm import NPLM
-from nnlm.neural.train import TrainConfig, Trainer
+from nnlm.neural.training.train import TrainConfig, Trainer
 
 
 class PlainNPLM(nn.Module):

@@ -35,11 +35,11 @@ from nplm import rate  # bench/nplm.py, beside this script
 from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.lm import evaluation_from_logprobs
 from nnlm.models import load_model
-from nnlm.neural.network import LBLConfig, NPLMConfig
+from nnlm.neural.networks.network import LBLConfig, NPLMConfig
 from nnlm.neural.nplm_lm import NeuralLM
-from nnlm.neural.run import train_from_files
 from nnlm.neural.runtime import prepare_process
-from nnlm.neural.train import TrainConfig, Trainer, output_counts
+from nnlm.neural.training.run import train_from_files
+from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
 
 # configurations whose training step costs what another's does (alpha changes no work)
 SAME_SPEED = {"selfnorm_a03": "selfnorm", "selfnorm_a1": "selfnorm"}

@@ -10,7 +10,7 @@ in two ways:
 - moments per worker: each worker's Adam moments see every other batch
   (moments 2 below: two optimizers, taking the batches in turn).
 
-(The moments were the cost; ``nnlm.neural.hogwild`` now shares one set.)
+(The moments were the cost; ``nnlm.neural.parallel.hogwild`` now shares one set.)
 
 Each scheme here runs the single-process trainer for one epoch of the mlp1 preset with
 one, both or neither of them, for each seed, and writes the validation perplexities:
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from nnlm.neural import train as train_module
-from nnlm.neural.run import train_from_files
+from nnlm.neural.training import train as train_module
+from nnlm.neural.training.run import train_from_files
 
 SCHEMES = {"one process": (0, 1), "stale by one update": (1, 1),
            "moments per worker": (0, 2), "both (async without races)": (1, 2)}
@@ -87,7 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     original = train_module.Trainer
-    run_module = sys.modules["nnlm.neural.run"]
+    run_module = sys.modules["nnlm.neural.training.run"]
     for seed in args.seeds:
         for scheme in args.schemes:
             delay, moments = SCHEMES[scheme]

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from nnlm.neural.batches import batches
+from nnlm.neural.networks.registry import network_config
 from nnlm.neural.nplm_lm import NeuralLM
-from nnlm.neural.registry import network_config
-from nnlm.neural.train import TrainConfig, Trainer, output_counts
+from nnlm.neural.training.batches import batches
+from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
 from parallel_ranks import toy_data
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -232,8 +232,8 @@ def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
     """An update that cannot be captured (here: one that reads a value back to the host)
     is said in one log line and runs step by step, with the updates a run without graphs
     makes: nothing ran during the failed capture."""
-    from nnlm.neural import energy
-    from nnlm.neural.cuda_graph import WARMUP, GraphedStep
+    from nnlm.neural.networks import energy
+    from nnlm.neural.parallel.cuda_graph import WARMUP, GraphedStep
 
     def syncing(a, G):
         float(a.abs().max())  # a host read: not allowed while a stream is capturing

@@ -16,11 +16,11 @@ from conftest import write
 from nnlm import Stream, Vocabulary, evaluate, load_model, read_stream, save_model
 from nnlm.cli import main
 from nnlm.mixture import Mixture
-from nnlm.neural.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
+from nnlm.neural.networks.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
-from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
-from nnlm.neural.optim import LazyAdam
-from nnlm.neural.run import train_from_files
+from nnlm.neural.training.objectives import NCE, FullSoftmax, SelfNormalized
+from nnlm.neural.training.optim import LazyAdam
+from nnlm.neural.training.run import train_from_files
 from nnlm.ngram import AddK, KneserNey
 from nnlm.vocab import BOS_ID
 
@@ -221,7 +221,7 @@ def every_kind(tmp_path=None):
                                                                 order=3, m=3, h=4))))
     lbl_lm = NeuralLM(VOCAB, randomized(LBLNetwork(LBLConfig(vocab_size=len(VOCAB), order=3,
                                                              m=3))))
-    from nnlm.neural.energy import EnergyConfig, EnergyNetwork
+    from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork
 
     energy_lm = NeuralLM(VOCAB, randomized(EnergyNetwork(EnergyConfig(
         vocab_size=len(VOCAB), order=3, m=3, h=4, v_per_word=True))))
@@ -346,10 +346,11 @@ def imports_of(path: Path) -> set[str]:
 def test_model_families_never_import_the_layers_above_them():
     src = Path(__file__).parents[1] / "src" / "nnlm"
     for family in ("neural", "ngram"):
-        for path in (src / family).glob("*.py"):
+        for path in (src / family).rglob("*.py"):
             bad = {m for m in imports_of(path) if "experiments" in m or m.endswith("cli")}
             assert not bad, (path.name, bad)
-    assert not any("nplm_lm" in m for m in imports_of(src / "neural" / "checkpoint.py"))
+    weights_files = src / "neural" / "networks" / "checkpoint.py"
+    assert not any("nplm_lm" in m for m in imports_of(weights_files))
 
 
 # -- bad input -------------------------------------------------------------------------

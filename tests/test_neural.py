@@ -15,12 +15,12 @@ import torch.nn.functional as F
 from conftest import write
 from nnlm import Stream, Vocabulary, evaluate, load_model, read_stream
 from nnlm.cli import main
-from nnlm.neural.network import NPLMConfig, NPLMNetwork
+from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
+from nnlm.neural.networks.registry import build_network
 from nnlm.neural.nplm_lm import NPLM
-from nnlm.neural.objectives import FullSoftmax
-from nnlm.neural.registry import build_network
-from nnlm.neural.run import train_from_files
-from nnlm.neural.train import TrainConfig, Trainer, TrainingDiverged
+from nnlm.neural.training.objectives import FullSoftmax
+from nnlm.neural.training.run import train_from_files
+from nnlm.neural.training.train import TrainConfig, Trainer, TrainingDiverged
 from nnlm.vocab import BOS_ID
 
 WORDS = ["a", "b", "c", "d"]
@@ -279,8 +279,8 @@ def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, t
                          train={**sgd, "lr": 500.0}, **args)
     info = json.loads((out / "state/trainer.json").read_text())
     assert info["trainer"]["step"] == 3
+    from nnlm.neural.networks.registry import network_config
     from nnlm.neural.nplm_lm import NeuralLM
-    from nnlm.neural.registry import network_config
 
     header = json.loads((out / "config.json").read_text())
     net = build_network(network_config(header["config"]))
@@ -367,7 +367,7 @@ def test_a_presets_bf16_falls_back_to_float32_on_a_cpu_without_it(tmp_path, monk
 
     from nnlm.cli import main
 
-    monkeypatch.setattr("nnlm.neural.run.native_bf16", lambda device: False)
+    monkeypatch.setattr("nnlm.neural.training.run.native_bf16", lambda device: False)
     assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
     base = ["train", str(tmp_path / "toy/train.txt"), "--valid", str(tmp_path / "toy/valid.txt"),
             "--preset", "mlp1", "--max-steps", "2", "--threads", "1"]

@@ -11,8 +11,8 @@ from conftest import write
 from nnlm import Vocabulary, load_model, save_model
 from nnlm.cli import main
 from nnlm.errors import NnlmError
-from nnlm.neural.energy import EnergyConfig, EnergyNetwork
-from nnlm.neural.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
+from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork
+from nnlm.neural.networks.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.open_vocab import score_open_vocab
 from nnlm.vocab import BOS_ID, EOS_ID, UNK_ID

@@ -1180,7 +1180,7 @@ def test_max_steps_before_the_first_epoch_ends_still_leaves_a_model(world, tmp_p
 
 def test_train_config_is_checked_for_every_caller():
     from nnlm.errors import NnlmError
-    from nnlm.neural.train import TrainConfig
+    from nnlm.neural.training.train import TrainConfig
 
     for bad in ({"epochs": 0}, {"clip": -1.0}, {"lr": float("nan")}, {"seed": -1},
                 {"plateau_decay": 0.0}, {"batch_size": "256"}, {"weight_decay": -0.1}):

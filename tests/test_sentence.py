@@ -12,7 +12,7 @@ import torch
 from conftest import write
 from nnlm import Vocabulary, load_model
 from nnlm.cli import main
-from nnlm.neural.network import NPLMConfig, NPLMNetwork
+from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.sentence import SentenceEncoder, cosine_top_k, normalize_text, stable_bucket
 
@@ -120,7 +120,7 @@ def test_embed_cli_edge_cases(tmp_path, capsys):
 
 def test_toy_world_cats_are_nearer_to_cats_than_to_teachers(tmp_path, capsys):
     from nnlm.corpus import write_splits
-    from nnlm.neural.run import train_from_files
+    from nnlm.neural.training.run import train_from_files
     from nnlm.toyworld import toy_world
 
     write_splits(tmp_path / "data", toy_world(seed=0))

@@ -25,8 +25,8 @@ from .vocab import Vocabulary
 __version__ = "0.1.0"
 
 _LAZY = {"NPLM": "nnlm.neural.nplm_lm", "NeuralLM": "nnlm.neural.nplm_lm",
-         "NPLMConfig": "nnlm.neural.network", "TrainConfig": "nnlm.neural.train",
-         "Trainer": "nnlm.neural.train"}
+         "NPLMConfig": "nnlm.neural.networks.network", "TrainConfig": "nnlm.neural.training.train",
+         "Trainer": "nnlm.neural.training.train"}
 
 
 def __getattr__(name):  # the neural names import torch only when first used

@@ -20,7 +20,7 @@ from .toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
 
 
 def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = None) -> dict:
-    from .neural.run import train_from_files
+    from .neural.training.run import train_from_files
 
     workdir = claim_workdir(workdir, "demo")
     data = workdir / "data"

@@ -104,7 +104,7 @@ def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alp
 def _network(sentences, valid, preset, output, min_count, max_steps, threads, verbose,
              options) -> LanguageModel:
     from .models import load_model
-    from .neural.run import train_from_files
+    from .neural.training.run import train_from_files
 
     if valid is None:
         raise NnlmError("valid: a network needs validation sentences (for early stopping "

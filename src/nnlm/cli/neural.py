@@ -18,7 +18,7 @@ from ..argtypes import (
     unit_interval,
 )
 from ..errors import NnlmError, a
-from ..neural.heartbeat import WORKER_TIMEOUT
+from ..neural.parallel.heartbeat import WORKER_TIMEOUT
 from .common import (
     OBJECTIVES,
     PRESET_NAMES,
@@ -235,8 +235,8 @@ ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "s
 
 
 def cmd_train(args) -> None:
-    from ..neural.run import train_from_files
     from ..neural.settings import TRAIN_FIELDS
+    from ..neural.training.run import train_from_files
 
     arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
     if args.energy_v is not None:

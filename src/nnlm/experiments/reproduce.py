@@ -153,7 +153,7 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
         save_model(model, model_dir)
         return model_dir
     if row.kind == "nplm":
-        from ..neural.run import train_from_files
+        from ..neural.training.run import train_from_files
 
         result_file = model_dir / "state" / "result.json"
         done = training_done(result_file, log)

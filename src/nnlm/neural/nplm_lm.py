@@ -30,9 +30,9 @@ from ..errors import NnlmError
 from ..lm import LanguageModel, logsumexp
 from ..model_files import header_binding
 from ..vocab import BOS_ID, Vocabulary
-from .network import Network
-from .output import folded_input, folded_weight
-from .registry import build_network, network_config
+from .networks.network import Network
+from .networks.output import folded_input, folded_weight
+from .networks.registry import build_network, network_config
 
 EVAL_BATCH = 2048  # full distributions (next_logprobs)
 SCORE_BATCH = 256  # per-token scoring: rows per output product (CPU: cache-sized)
@@ -102,7 +102,7 @@ class NeuralLM(LanguageModel):
         return self.model.config.to_dict()
 
     def save_files(self, directory: Path, binding: str, save) -> None:
-        from .checkpoint import write_network
+        from .networks.checkpoint import write_network
 
         write_network(self.model, directory / "model.safetensors", binding)
         if self.backoff is not None:
@@ -110,7 +110,7 @@ class NeuralLM(LanguageModel):
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> NeuralLM:
-        from .checkpoint import read_network
+        from .networks.checkpoint import read_network
 
         try:
             config = network_config({**header["config"], "vocab_size": len(vocab)})

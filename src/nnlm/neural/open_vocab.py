@@ -47,7 +47,7 @@ from ..errors import NnlmError, a, where
 from ..fileio import iter_line_blocks
 from ..progress import progress_bar
 from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary, special_error
-from .registry import build_network
+from .networks.registry import build_network
 
 #: the weights of a new word's combination (see the module docstring)
 PRIORS = ("types", "tokens")

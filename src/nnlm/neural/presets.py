@@ -115,7 +115,7 @@ def resolved(preset: str, recipe: str | None = None,
     layer to drop out) are left out."""
     from dataclasses import fields
 
-    from .registry import NETWORKS
+    from .networks.registry import NETWORKS
 
     base = PRESETS[preset]
     rec = RECIPES[recipe or base["recipe"]]

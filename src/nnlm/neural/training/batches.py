@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..stream import Stream
-from .distributed import shard_range
+from ...stream import Stream
+from ..parallel.distributed import shard_range
 
 BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
 

@@ -29,10 +29,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..errors import NnlmError
+from ...errors import NnlmError
+from ..networks.network import Network
+from ..training.objectives import NCE, FullSoftmax, Objective, SelfNormalized
 from .distributed import World, shard_range
-from .network import Network
-from .objectives import NCE, FullSoftmax, Objective, SelfNormalized
 
 
 class OutputShard:

@@ -28,27 +28,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import NnlmError
-from ..interrupts import StopOnInterrupt
-from ..lm import LanguageModel
-from ..model_files import array_binding, new_model_id, write_header
-from ..models import save_model
-from ..progress import progress_bar
-from ..stream import Stream
-from ..vocab import Vocabulary
+from ...errors import NnlmError
+from ...interrupts import StopOnInterrupt
+from ...lm import LanguageModel
+from ...model_files import array_binding, new_model_id, write_header
+from ...models import save_model
+from ...progress import progress_bar
+from ...stream import Stream
+from ...vocab import Vocabulary
+from ..networks.checkpoint import write_tensors
+from ..networks.network import NetworkConfig
+from ..networks.registry import build_network
+from ..nplm_lm import BACKOFF_DIR, NeuralLM
+from ..parallel.cuda_graph import GraphedStep
+from ..parallel.distributed import World
+from ..parallel.schemes import SingleProcess, scheme_for
+from ..settings import TrainConfig
 from .batches import batches
-from .checkpoint import write_tensors
-from .cuda_graph import GraphedStep
-from .distributed import World
 from .metrics_log import write_metrics
-from .network import NetworkConfig
-from .nplm_lm import BACKOFF_DIR, NeuralLM
 from .objectives import make_objective
 from .optim import AdamOptimizer, PaperSGD
-from .registry import build_network
 from .run_checkpoint import RunCheckpoint
-from .schemes import SingleProcess, scheme_for
-from .settings import TrainConfig
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
 

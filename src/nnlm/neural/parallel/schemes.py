@@ -1,6 +1,6 @@
 """How the processes of one training run share its work: the parallel scheme.
 
-The training loop (:class:`nnlm.neural.train.Trainer`) is the same whatever the scheme;
+The training loop (:class:`nnlm.neural.training.train.Trainer`) is the same whatever the scheme;
 what differs is owned here:
 
 - **the loss** of a batch and which share of the batch this process computes it on;
@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import NnlmError
-from ..lm import LanguageModel
-from ..stream import Stream
+from ...errors import NnlmError
+from ...lm import LanguageModel
+from ...stream import Stream
+from ..networks.network import Network
+from ..training.objectives import Objective
+from ..training.optim import clip_gradients, scale_gradients
 from .distributed import GradientSync, World, shard_range
-from .network import Network
-from .objectives import Objective
-from .optim import clip_gradients, scale_gradients
 from .output_parallel import OutputShard
 
 EVAL_BATCH = 4096  # rows a rank scores at once under the output-parallel scheme
@@ -103,7 +103,7 @@ class SingleProcess:
     # -- gathering ---------------------------------------------------------------------
     def full_tensors(self, net: Network) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (a collective where they are split)."""
-        from .checkpoint import network_tensors
+        from ..networks.checkpoint import network_tensors
 
         return network_tensors(net)
 
@@ -128,7 +128,7 @@ class SingleProcess:
         """This process's optimizer tensors from a state saved under layout ``saved``.
         Output-parallel runs keep Adam's moments of the output rows per rank: they resume
         only with the same layout."""
-        size, split = int(saved.get("size", 1)), bool(saved.get("output_parallel", False))
+        size, split = int(saved.get("size") or 1), bool(saved.get("output_parallel"))
         moments = any(not k.startswith("__") for k in tensors)
         now = self.record()
         if moments and (split or now["output_parallel"]) and \
@@ -214,7 +214,7 @@ class DataParallel(SingleProcess):
 
 class OutputParallel(DataParallel):
     """The paper's parameter-parallel scheme: every rank trains on the whole batch and
-    owns a slice of the output layer (see :mod:`nnlm.neural.output_parallel`)."""
+    owns a slice of the output layer (see :mod:`nnlm.neural.parallel.output_parallel`)."""
 
     def __init__(self, world: World):
         super().__init__(world)
@@ -266,7 +266,7 @@ class OutputParallel(DataParallel):
         return float(self._nll_and_log_z(lm, contexts, targets)[0].mean())
 
     def mean_log_z(self, lm, valid: Stream) -> float:
-        from .nplm_lm import LOG_Z_SAMPLE
+        from ..nplm_lm import LOG_Z_SAMPLE
 
         n = min(len(valid), LOG_Z_SAMPLE)
         pos = np.linspace(0, len(valid) - 1, n).astype(np.int64)

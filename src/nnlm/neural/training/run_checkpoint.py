@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from ..errors import NnlmError
-from ..fileio import atomic_path
-from ..jsonfiles import Fields, Float, Int, Optional, read_json
-from .checkpoint import read_safetensors, save_safetensors
+from ...errors import NnlmError
+from ...fileio import atomic_path
+from ...jsonfiles import Fields, Float, Int, Optional, read_json
+from ..networks.checkpoint import read_safetensors, save_safetensors
 
 # state/trainer.json, as save writes it: checked field by field when read back
 TRAINER_JSON = {
@@ -32,7 +32,8 @@ TRAINER_JSON = {
                        "best_valid": Float(min=0, infinite=True), "bad_epochs": Int(min=0),
                        "elapsed": Float(min=0), "history": list, "train_nll": Float(min=0),
                        "train_tokens": Int(min=0), "note": Optional(str)}),
-    "optimizer": dict, "binding": Optional(str), "world": Optional(dict)}
+    "optimizer": dict, "binding": Optional(str),
+    "world": Optional(Fields({"size": Optional(Int(min=1)), "output_parallel": Optional(bool)}))}
 
 
 class RunCheckpoint:

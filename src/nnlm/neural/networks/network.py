@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import NnlmError
-from ..vocab import BOS_ID
+from ...errors import NnlmError
+from ...vocab import BOS_ID
 from .output import gather_rows, output_logits
 
 
@@ -39,7 +39,7 @@ from .output import gather_rows, output_logits
 class NetworkConfig:
     """What every network of the family has: |V| (input rows), n, m, |V_out|."""
 
-    network_name: ClassVar[str] = ""  # the registry's name (neural/registry.py)
+    network_name: ClassVar[str] = ""  # the registry's name (networks/registry.py)
     vocab_size: int
     order: int = 5  # n: the model conditions on n - 1 words
     m: int = 60

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .network import Network
+from ..networks.network import Network
 
 
 def _row_counts(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

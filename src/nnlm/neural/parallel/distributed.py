@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ..errors import NnlmError
+from ...errors import NnlmError
 
 BACKEND_ENV = "NNLM_DIST_BACKEND"  # gloo or nccl; default: nccl on CUDA, gloo on the CPU
 TIMEOUT_SECONDS = float(os.environ.get("NNLM_DIST_TIMEOUT", 600))  # a stalled rank

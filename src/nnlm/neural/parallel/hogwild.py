@@ -44,14 +44,14 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from ..errors import NnlmError
-from ..stream import Stream
-from .allocator import keep_freed_memory
-from .batches import batches
+from ...errors import NnlmError
+from ...stream import Stream
+from ..allocator import keep_freed_memory
+from ..training.batches import batches
+from ..training.optim import PaperSGD
+from ..training.train import Trainer, TrainingDiverged
 from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
-from .optim import PaperSGD
 from .schemes import SingleProcess
-from .train import Trainer, TrainingDiverged
 
 POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are alive
 
@@ -244,7 +244,7 @@ def _set_lr_state(optimizer, lr: dict) -> None:
 def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
             train: Stream, inbox, outbox, beats: Heartbeats, parent: int) -> None:
     """One Hogwild worker: a Trainer whose parameters are the shared ones. It beats after
-    every update and dies with its coordinator (see :mod:`nnlm.neural.heartbeat`)."""
+    every update and dies with its coordinator (see :mod:`nnlm.neural.parallel.heartbeat`)."""
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     beats.beat(rank)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from ..errors import a
-from ..sysmem import check_allocation
+from ...errors import a
+from ...sysmem import check_allocation
 from .energy import EnergyConfig, EnergyNetwork
 from .network import LBLConfig, LBLNetwork, Network, NetworkConfig, NPLMConfig, NPLMNetwork
 

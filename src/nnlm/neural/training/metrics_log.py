@@ -8,7 +8,7 @@ import io
 import math
 from pathlib import Path
 
-from ..fileio import atomic_write_text
+from ...fileio import atomic_write_text
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
                  "elapsed_seconds", "train_loss", "valid_log_z", "note"]
@@ -41,7 +41,7 @@ def log_tensorboard(row: dict, logdir: Path) -> None:
 def plot_learning_curve(history: list[dict], path: Path) -> None:
     if not history:
         return
-    from ..plots import perplexity_axis, png_figure
+    from ...plots import perplexity_axis, png_figure
 
     epochs = [r["epoch"] for r in history]
     with png_figure(path) as (fig, ax):

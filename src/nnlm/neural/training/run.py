@@ -18,20 +18,20 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..corpus import count_words, read_stream
-from ..errors import NnlmError
-from ..fileio import atomic_write_text
-from ..model_files import check_model_output, load_vocab_for, read_header
-from ..models import load_model
-from ..vocab import Vocabulary
-from .distributed import close_world, init_world, launched_by_torchrun
-from .heartbeat import WORKER_TIMEOUT
-from .nplm_lm import BACKOFF_DIR, check_backoff
-from .presets import PRESETS, RECIPES, resolved
-from .registry import network_config
-from .runtime import available_cores, native_bf16, prepare_process, resolve_device
-from .schemes import scheme_for
-from .settings import TrainConfig, check_objective_settings
+from ...corpus import count_words, read_stream
+from ...errors import NnlmError
+from ...fileio import atomic_write_text
+from ...model_files import check_model_output, load_vocab_for, read_header
+from ...models import load_model
+from ...vocab import Vocabulary
+from ..networks.registry import network_config
+from ..nplm_lm import BACKOFF_DIR, check_backoff
+from ..parallel.distributed import close_world, init_world, launched_by_torchrun
+from ..parallel.heartbeat import WORKER_TIMEOUT
+from ..parallel.schemes import scheme_for
+from ..presets import PRESETS, RECIPES, resolved
+from ..runtime import available_cores, native_bf16, prepare_process, resolve_device
+from ..settings import TrainConfig, check_objective_settings
 from .train import Trainer, output_counts
 
 DEFAULT_PRESET = "mlp1"
@@ -207,7 +207,7 @@ def _train(job: TrainJob, device, world, log) -> dict:
     if world is not None:  # every rank has checked the inputs before rank 0 writes
         world.barrier("checking the inputs")
     if job.workers > 1:
-        from .hogwild import Hogwild
+        from ..parallel.hogwild import Hogwild
 
         scheme = Hogwild(job.workers, job.worker_timeout)
     else:
