@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[neural,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[neural,distributed,dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
 	@# lm-evaluation-harness's API client, a real client of nnlm serve: the package without

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..argtypes import (
@@ -22,6 +23,10 @@ from .common import (
 )
 
 
+def path_or_url(text: str):
+    """A local path, or a URL (s3://...) kept as written (a Path would fold its //)."""
+    return text if "://" in text else Path(text)
+
 def add_parsers(sub) -> None:
     # ngram ---------------------------------------------------------------------------
     ngram = sub.add_parser("ngram", help="train count-based models, cluster words, export ARPA",
@@ -38,9 +43,10 @@ def add_parsers(sub) -> None:
         "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
         "      --valid data/brown/valid.txt -o runs/delint3\n"
         "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500")
-    train.add_argument("train", type=Path, nargs="+", metavar="TRAIN",
+    train.add_argument("train", type=path_or_url, nargs="+", metavar="TRAIN",
                        help="the training text; several files (shards, compressed or not) "
-                       "are one corpus, read in the order given")
+                       "are one corpus, read in the order given (with --cluster also "
+                       "fsspec URLs the workers can read)")
     train.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL",
                        help="model directory to write")
     train.add_argument("--method", choices=list(METHODS), default="kn",
@@ -51,6 +57,16 @@ def add_parsers(sub) -> None:
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
                        help="also write an ARPA file (kn only)")
+    dist = train.add_argument_group(
+        "distributed (kn only; needs the distributed extra: pip install \"nnlm[distributed]\")")
+    dist.add_argument("--cluster", metavar="SPEC",
+                      help="estimate on a Dask cluster: local:N starts N worker processes "
+                      "here; an address (tcp://host:8786) joins a running scheduler, whose "
+                      "workers each read their own shards (files they can open, or fsspec "
+                      "URLs: s3://, gs://, hdfs://). The model equals the one-process model")
+    dist.add_argument("--partitions", type=positive_int, metavar="P",
+                      help="parts each order is cut into across the workers (default: "
+                      "twice the workers)")
     kn = train.add_argument_group("kneser-ney")
     kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
                     help="when counts-of-counts leave discounts undefined (tiny data), use "
@@ -207,6 +223,12 @@ def cmd_ngram(args) -> None:
         raise NnlmError("--prune needs --method kn")
     if args.arpa and args.method != "kn":
         raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
+    if args.partitions is not None and args.cluster is None:
+        raise NnlmError("--partitions cuts the work among --cluster's workers: give --cluster")
+    urls = [p for p in args.train if isinstance(p, str)]
+    if urls and args.cluster is None:
+        raise NnlmError(f"{urls[0]}: a URL is read by a cluster's workers; give --cluster "
+                        "(local:N works too), or download it first")
     if args.alpha is not None and args.method != "stupid":
         raise NnlmError("--alpha goes with --method stupid")
     check_model_output(args.output, args.method)  # before the work, not after it
@@ -216,7 +238,8 @@ def cmd_ngram(args) -> None:
         max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
         discount_fallback=fallback, k=args.k, alpha=args.alpha if args.alpha is not None
         else 0.4, prune_counts=args.prune_counts, memory=args.memory,
-        temp=args.temp)
+        temp=args.temp, cluster=args.cluster, partitions=args.partitions,
+        log=lambda message: print(message, file=sys.stderr))
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if args.arpa:
@@ -229,7 +252,8 @@ def cmd_ngram(args) -> None:
 HANDLERS = {"ngram": cmd_ngram}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
-    "ngram train": lambda a: ([*a.train, a.valid_path, a.clustering, a.vocab],
+    "ngram train": lambda a: ([*(p for p in a.train if isinstance(p, Path)), a.valid_path,
+                               a.clustering, a.vocab],
                               [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),

@@ -72,7 +72,14 @@ def check_fallback(fallback):
 
 def discounts_from(a: np.ndarray, order: int, fallback=None) -> np.ndarray:
     """(D_1, D_2, D_3+) for one order from its adjusted counts (Chen & Goodman eq. 26)."""
-    n = np.bincount(np.minimum(a[a > 0], 5), minlength=6)[:5]  # n[1..4]
+    return discounts_of_counts(np.bincount(np.minimum(a[a > 0], 5), minlength=6), order,
+                               fallback)
+
+
+def discounts_of_counts(n: np.ndarray, order: int, fallback=None) -> np.ndarray:
+    """(D_1, D_2, D_3+) for one order from its counts-of-counts ``n`` (n[j]: how many
+    n-grams have adjusted count j, j = 1..4)."""
+    n = np.asarray(n)[:5]
     problem = None
     if np.any(n[1:4] == 0):
         j = int(np.flatnonzero(n[1:4] == 0)[0]) + 1

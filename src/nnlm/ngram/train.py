@@ -69,12 +69,33 @@ def train_ngram(
     prune_counts=None,
     memory: int | None = None,
     temp: str | os.PathLike | None = None,
+    cluster: str | None = None,
+    partitions: int | None = None,
+    log=lambda message: None,
 ) -> LanguageModel:
-    """Fit a count-based model on a text file (see the module docstring for methods)."""
+    """Fit a count-based model on a text file, or on several (shards of one corpus; see
+    the module docstring for methods). ``cluster``: estimate on a Dask cluster instead
+    (``local:N`` or a scheduler's address; modified Kneser-Ney only): each worker reads
+    its own shards, which may be fsspec URLs (s3://, gs://, hdfs://) the workers can
+    read; ``partitions``: how many parts each order is cut into (default: twice the
+    workers)."""
     if method not in METHODS:
         raise NnlmError(f"method={method!r}: choose from {', '.join(METHODS)}")
     if not 1 <= order <= 9:
         raise NnlmError(f"order={order}: choose an order between 1 and 9")
+    if cluster is not None:
+        from .distributed.run import train_distributed
+
+        if method != "kn":
+            raise NnlmError(f"cluster= estimates method=kn (modified Kneser-Ney) only; "
+                            f"method={method} runs in one process (drop cluster=)")
+        for name, value in (("prune_counts", prune_counts), ("memory", memory),
+                            ("temp", temp)):
+            if value:
+                raise NnlmError(f"{name}= applies to one process; with cluster= the engine "
+                                "bounds and spills each worker's memory")
+        return train_distributed(train_path, order, cluster, vocab, min_count, max_size,
+                                 discount_fallback, partitions, log)
     if vocab is None:
         vocab, train = read_corpus(train_path, min_count, max_size)
     else:

@@ -1,0 +1,147 @@
+"""The numpy work of distributed estimation, one function per task: what a worker does
+with its own shard or its own partition. Nothing here knows about the engine.
+
+An n-gram of order k travels as k int32 word columns ``w0 .. w{k-1}`` (w0 the earliest
+word) beside its numbers, in a pandas DataFrame: the engine hashes the columns it joins
+on, so an n-gram is placed by all of its words, never by its last word alone (which
+would send every n-gram ending in ``</s>`` or "the" to one worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+
+from ...corpus import count_words, read_stream
+from ...errors import NnlmError
+from ...vocab import BOS_ID, EOS_ID, Vocabulary
+from ..counts import SentenceSequence
+
+
+def columns(k: int, first: int = 0) -> list[str]:
+    """The word columns of an order-k n-gram (``first``: where its numbering starts)."""
+    return [f"w{i}" for i in range(first, first + k)]
+
+
+@contextlib.contextmanager
+def opened(path):
+    """A shard as the readers take it: a local path as it is; a URL (s3://, gs://,
+    hdfs://, ...) opened through fsspec on this worker, compressed or not."""
+    if "://" not in str(path):
+        yield path
+        return
+    import fsspec
+
+    try:
+        with fsspec.open(str(path), "rb", compression="infer") as f:
+            yield f
+    except (OSError, ImportError, ValueError) as e:
+        raise NnlmError(f"{path}: cannot be read on this worker ({type(e).__name__}: "
+                        f"{str(e).strip()[:160]})") from None
+
+
+def shard_words(path) -> dict:
+    """The vocabulary pass on one shard: its token counts."""
+    with opened(path) as source:
+        return dict(count_words(source))
+
+
+def shard_ngrams(path, words: list[str], order: int) -> dict[int, pd.DataFrame]:
+    """The counting pass on one shard: for k = 1..order, its distinct k-grams (as KenLM
+    counts them: ``<s> w1 .. wL </s>`` per line, no n-gram across a line end) with their
+    counts in this shard."""
+    vocab = Vocabulary(words)
+    with opened(path) as source:
+        stream = read_stream(source, vocab)
+    seq = SentenceSequence(stream)
+    s = seq.read(0, len(seq))
+    # no n-gram continues past a </s>: the longest n-gram starting at p ends there
+    eos = np.flatnonzero(s == EOS_ID)  # the sequence ends with one
+    # words from each position up to and including its line's </s>
+    room = np.repeat(eos, np.diff(eos, prepend=-1)) - np.arange(len(s)) + 1
+    out = {}
+    for k in range(1, order + 1):
+        starts = np.flatnonzero(room >= k)
+        windows = np.stack([s[starts + i] for i in range(k)], axis=1)
+        out[k] = _distinct(windows, np.ones(len(windows), np.int64), k)
+    return out
+
+
+def _distinct(words: np.ndarray, counts: np.ndarray, k: int) -> pd.DataFrame:
+    """Rows of ``words`` (n, k) made distinct, their ``counts`` summed."""
+    words = np.ascontiguousarray(words, dtype=np.int32)
+    keys = words.view(np.dtype((np.void, 4 * k))).ravel()
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
+    rows = uniq.view(np.int32).reshape(-1, k)
+    frame = pd.DataFrame({c: rows[:, i] for i, c in enumerate(columns(k))})
+    frame["c"] = summed.astype(np.int64)
+    return frame
+
+
+def adjusted_counts(table: pd.DataFrame, left: pd.DataFrame | None, k: int,
+                    top: bool) -> pd.DataFrame:
+    """a(g) for one partition of order k (Chen & Goodman; as lmplz): the raw count at the
+    top order or for an n-gram that starts with ``<s>``, otherwise the number of
+    distinct words before it (``left``: the n-gram's ``n`` left extensions, joined on its
+    words); ``<s>`` as a unigram gets 0 (it is never predicted)."""
+    a = table["c"].to_numpy(np.int64, copy=True)
+    if not top:
+        n = left["n"].to_numpy(np.float64)
+        from_left = np.nan_to_num(n, nan=0.0).astype(np.int64)
+        starts_bos = table["w0"].to_numpy() == BOS_ID
+        a = np.where(starts_bos, a, from_left)
+    if k == 1:
+        a[table["w0"].to_numpy() == BOS_ID] = 0
+    out = table[columns(k)].copy()
+    out["a"] = a
+    return out
+
+
+def counts_of_counts(frame: pd.DataFrame) -> np.ndarray:
+    """n_1 .. n_4 (index 1-4) of one partition's adjusted counts, 5 meaning 5 or more."""
+    a = frame["a"].to_numpy()
+    return np.bincount(np.minimum(a[a > 0], 5), minlength=6)[:6].astype(np.int64)
+
+
+def discount_of(a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """D(a) elementwise: 0 for a = 0, D_1, D_2, D_3+."""
+    return np.concatenate([[0.0], d])[np.minimum(a, 3)]
+
+
+def with_discounts(frame: pd.DataFrame, d: list[float]) -> pd.DataFrame:
+    out = frame.copy()
+    out["D"] = discount_of(frame["a"].to_numpy(), np.asarray(d, np.float64))
+    return out
+
+
+def interpolation_terms(rows: pd.DataFrame) -> pd.DataFrame:
+    """u(g) = (a(g) - D(a(g))) / S(h) and gamma(h) for rows that carry their context's
+    sums S(h) and mass(h) = sum of D over h's words (0 where S(h) = 0)."""
+    a, D = rows["a"].to_numpy(np.float64), rows["D"].to_numpy()
+    S, mass = rows["S"].to_numpy(), rows["mass"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(S > 0, (a - D) / S, 0.0)
+        gamma = np.where(S > 0, mass / S, 1.0)
+    out = rows.drop(columns=["a", "D", "S", "mass"])
+    out["u"], out["gamma"] = u, gamma
+    return out
+
+
+def context_gammas(sums: pd.DataFrame) -> pd.DataFrame:
+    """gamma(h) = mass(h) / S(h) (1 where S(h) = 0) for one partition of contexts."""
+    S, mass = sums["S"].to_numpy(), sums["mass"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gamma = np.where(S > 0, mass / S, 1.0)
+    out = sums.drop(columns=["S", "mass"])
+    out["bow"] = gamma
+    return out
+
+
+def interpolate(rows: pd.DataFrame) -> pd.DataFrame:
+    """p(g) = u(g) + gamma(h) p(suffix of g) for rows joined with their suffix's ``p_low``."""
+    out = rows[[c for c in rows.columns if c.startswith("w")]].copy()
+    out["p"] = rows["u"].to_numpy() + rows["gamma"].to_numpy() * rows["p_low"].to_numpy()
+    return out
