@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 
 from ...errors import NnlmError
 
-CONNECT_TIMEOUT = 30.0  # seconds to wait for a scheduler's answer
+CONNECT_TIMEOUT = 30.0  # seconds to wait for a scheduler's answer (NNLM_CLUSTER_TIMEOUT)
 _LOCAL = re.compile(r"local:(\d+)$")
 
 
@@ -31,10 +32,12 @@ def check_cluster(spec: str) -> None:
 
 
 @contextlib.contextmanager
-def connect(spec: str, timeout: float = CONNECT_TIMEOUT, memory_limit: str | None = None):
+def connect(spec: str, timeout: float | None = None, memory_limit: str | None = None):
     """A Dask ``Client`` on the cluster ``spec`` (see the module docstring), closed (and
     a local cluster stopped) on the way out."""
     check_cluster(spec)
+    if timeout is None:
+        timeout = float(os.environ.get("NNLM_CLUSTER_TIMEOUT", CONNECT_TIMEOUT))
     try:
         from distributed import Client, LocalCluster
     except ModuleNotFoundError:

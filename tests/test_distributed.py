@@ -1,0 +1,165 @@
+"""Modified Kneser-Ney on a Dask cluster (issue 29) against the one-process estimator:
+every n-gram, probability and back-off, from shards read by the workers themselves."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nnlm.cli import main
+from nnlm.corpus import read_corpus
+from nnlm.ngram import KneserNey
+
+distributed = pytest.importorskip("distributed", reason="the distributed extra (dask)")
+
+from nnlm.ngram.distributed.cluster import connect  # noqa: E402
+from nnlm.ngram.distributed.estimate import estimate_kn, shard_vocabulary  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """The toy world's training text in three shards, one of them gzip-compressed."""
+    from nnlm.toyworld import toy_world
+
+    root = tmp_path_factory.mktemp("shards")
+    train = toy_world(seed=0, n_train=1500, n_valid=10, n_test=10)[0]
+    paths = []
+    for i in range(3):
+        text = ("\n".join(train[i::3]) + "\n").encode()
+        path = root / (f"s{i}.txt.gz" if i == 1 else f"s{i}.txt")
+        path.write_bytes(gzip.compress(text) if i == 1 else text)
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def client():
+    with connect("local:2") as c:
+        yield c
+
+
+def assert_same_model(a: KneserNey, b: KneserNey, tol: float = 1e-9) -> None:
+    assert a.vocab == b.vocab and a.order == b.order
+    np.testing.assert_allclose(a.discounts, b.discounts, rtol=0, atol=tol)
+    assert np.array_equal(np.isneginf(a.unigram_logp), np.isneginf(b.unigram_logp))
+    finite = np.isfinite(a.unigram_logp)
+    np.testing.assert_allclose(a.unigram_logp[finite], b.unigram_logp[finite], rtol=0,
+                               atol=tol)
+    np.testing.assert_allclose(a.unigram_log_bow, b.unigram_log_bow, rtol=0, atol=tol)
+    assert len(a.levels) == len(b.levels)
+    for x, y in zip(a.levels, b.levels):
+        for name in ("keys", "prefix", "last"):
+            assert np.array_equal(getattr(x, name), getattr(y, name)), name
+        assert x.n_prefixes == y.n_prefixes
+        np.testing.assert_allclose(x.logp, y.logp, rtol=0, atol=tol)
+        np.testing.assert_allclose(x.log_bow, y.log_bow, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("order", [1, 2, 5])
+def test_the_cluster_estimates_the_one_process_model(client, shards, order):
+    vocab = shard_vocabulary(client, [str(p) for p in shards])
+    reference_vocab, stream = read_corpus(shards)
+    assert vocab == reference_vocab  # the vocabulary pass, summed over workers
+    model = estimate_kn(client, [str(p) for p in shards], order, vocab, True, partitions=3)
+    assert_same_model(KneserNey(vocab, order, True).fit(stream), model)
+    # and it is a model: each context's distribution sums to 1
+    ctx = np.array([[vocab.index.get("the", 3)] * max(order - 1, 1)])[:, : order - 1]
+    assert abs(np.exp(model.next_logprobs(ctx)).sum() - 1) < 1e-9
+
+
+def test_the_command_line_trains_on_a_local_cluster(shards, tmp_path, capsys):
+    base = ["ngram", "train", *map(str, shards), "--order", "3", "--discount-fallback"]
+    assert main([*base, "--cluster", "local:2", "--partitions", "2", "-o",
+                 str(tmp_path / "dist"), "--arpa", str(tmp_path / "dist.arpa")]) == 0
+    assert main([*base, "-o", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    for model in ("dist", "one", "dist.arpa"):
+        assert main(["eval", str(tmp_path / model), str(shards[0]), "--json"]) == 0
+    reports = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    import json
+
+    ppl = [json.loads(r)["perplexity"] for r in reports]
+    assert ppl[0] == pytest.approx(ppl[1], rel=1e-12) and ppl[2] == pytest.approx(ppl[1],
+                                                                                  rel=1e-6)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "addk"], "--cluster estimates --method kn"),
+    (["--prune", "0", "1"], "--prune applies to one process"),
+    (["--cluster", "local:0"], "--cluster local:0: give local:N with N >= 1"),
+    (["--cluster", "tcp://127.0.0.1:9"], "--cluster tcp://127.0.0.1:9: no Dask scheduler "
+                                         "answered within 2 s"),
+])
+def test_bad_cluster_settings_are_one_line(shards, tmp_path, capsys, monkeypatch, extra,
+                                           message):
+    monkeypatch.setenv("NNLM_CLUSTER_TIMEOUT", "2")
+    argv = ["ngram", "train", *map(str, shards), "-o", str(tmp_path / "m")]
+    if "--cluster" not in extra:
+        extra = [*extra, "--cluster", "local:1"]
+    started = time.monotonic()
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert time.monotonic() - started < 30
+
+
+def test_a_missing_shard_or_a_url_without_a_cluster_is_named(shards, tmp_path, capsys):
+    argv = ["ngram", "train", str(shards[0]), str(tmp_path / "gone.txt"), "-o",
+            str(tmp_path / "m"), "--cluster", "local:1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "gone.txt: no such file" in err and len(err.splitlines()) == 1
+    assert main(["ngram", "train", "s3://bucket/shard.txt", "-o", str(tmp_path / "m")]) == 2
+    assert "s3://bucket/shard.txt: a URL is read by a cluster's workers" in \
+        capsys.readouterr().err
+    assert main(["ngram", "train", str(shards[0]), "--partitions", "4", "-o",
+                 str(tmp_path / "m")]) == 2
+    assert "--partitions cuts the work among --cluster's workers" in capsys.readouterr().err
+
+
+def test_a_shard_a_worker_cannot_read_is_named(client, tmp_path):
+    bad = tmp_path / "bad.txt.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00not gzip at all")
+    from nnlm.errors import NnlmError
+
+    with pytest.raises(NnlmError, match="bad.txt.gz"):
+        shard_vocabulary(client, [str(bad)])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_is_replaced_and_the_model_is_still_exact(shards, tmp_path):
+    """The engine reruns a dead worker's tasks on the others (its nanny starts a new
+    one): the job finishes with the same numbers."""
+    big = tmp_path / "big.txt"
+    big.write_text("".join(p.read_text() if not p.name.endswith(".gz") else
+                           gzip.decompress(p.read_bytes()).decode() for p in shards) * 8)
+    paths = [str(big)] * 3
+    with connect("local:2") as c:
+        vocab = shard_vocabulary(c, paths)
+        before = set(c.scheduler_info()["workers"])
+        result, killed = {}, {}
+
+        def job():
+            result["model"] = estimate_kn(c, paths, 4, vocab, True, partitions=4)
+
+        thread = threading.Thread(target=job)
+        thread.start()
+        time.sleep(3.0)
+        killed["during"] = thread.is_alive()
+        victim = sorted(before)[0]
+        try:
+            c.run(os._exit, 1, workers=[victim])
+        except Exception:  # noqa: BLE001 - the worker dies before it can answer
+            pass
+        thread.join(timeout=600)
+        assert not thread.is_alive()
+        after = set(c.scheduler_info()["workers"])
+    assert killed["during"], "the job ended before the kill; make it longer"
+    assert victim not in after
+    _, stream = read_corpus(paths)
+    assert_same_model(KneserNey(vocab, 4, True).fit(stream), result["model"])
