@@ -163,3 +163,33 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_model_is_still_exact(shards
     assert victim not in after
     _, stream = read_corpus(paths)
     assert_same_model(KneserNey(vocab, 4, True).fit(stream), result["model"])
+
+
+def _can_make_namespaces() -> bool:
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    probe = subprocess.run(["ip", "netns", "add", "nnlm-probe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", "nnlm-probe"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_path):
+    """bench/two_hosts_dask.sh: a scheduler and a worker in one namespace, a worker in
+    another, joined by a veth pair; the model equals the one-process model to 1e-9."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not _can_make_namespaces():
+        pytest.skip("network namespaces need root and CAP_NET_ADMIN (ip netns)")
+    script = Path(__file__).parents[1] / "bench" / "two_hosts_dask.sh"
+    run = subprocess.run(["bash", str(script), str(tmp_path / "out"), "4", *map(str, shards),
+                          "--discount-fallback"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": sys.executable, "PORT": "8796"},
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "on 2 worker(s)" in run.stderr and "largest difference" in run.stdout

@@ -12,8 +12,11 @@ options stays as it is.
     >>> _ = p.add_argument("--lr", type=float)
     >>> _ = p.add_argument("--bf16", action=argparse.BooleanOptionalAction)
     >>> _ = p.add_argument("--resume", action="store_true")
+    >>> _ = p.add_argument("--discount-fallback", nargs="*", type=float)
     >>> as_flags("lr=0.5 is too large; rerun with resume=True, or bf16=False, or size=3", p)
     '--lr 0.5 is too large; rerun with --resume, or --no-bf16, or size=3'
+    >>> as_flags("use discount_fallback=True", p)
+    'use --discount-fallback'
 """
 
 from __future__ import annotations
@@ -32,10 +35,9 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 def _flag(action: argparse.Action, value: str) -> str:
     long = next((s for s in action.option_strings if s.startswith("--")),
                 action.option_strings[0])
-    switch = action.nargs == 0
-    if value in ("True", "False") and switch:
-        if value == "True":
-            return long
+    if value == "True":  # a switch, or an option whose values are optional
+        return long
+    if value == "False":
         return f"--no-{long[2:]}" if isinstance(action, argparse.BooleanOptionalAction) \
             else f"no {long}"
     if value.startswith("'") and value.endswith("'") and len(value) >= 2:

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Two hosts on one machine for distributed n-gram estimation: a Dask scheduler and one
+# worker in each of two Linux network namespaces joined by a veth pair, so the shuffles
+# cross a real network interface with its own addresses; then the same model estimated in
+# one process, and every n-gram, probability and back-off compared (to 1e-9).
+#
+#   sudo bench/two_hosts_dask.sh OUT ORDER SHARD [SHARD ...]
+#   sudo bench/two_hosts_dask.sh /tmp/2h 5 data/shards/*.txt
+#
+#   host 0: namespace nnlm-d0, veth nnlm-e0, 10.78.0.1/24: the scheduler, a worker, the client
+#   host 1: namespace nnlm-d1, veth nnlm-e1, 10.78.0.2/24: a worker
+#
+# Needs root (ip netns, ip link) and the distributed extra. Both namespaces share the file
+# system, so each worker reads the shards it is given. The namespaces, the veth pair and
+# the processes are removed on exit, whatever happens. Environment: PYTHON (default: the
+# python on PATH), PORT (default 8786). Exit status 0 when the models are equal.
+set -euo pipefail
+if [[ $# -lt 3 ]]; then sed -n '2,16p' "$0"; exit 2; fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "two_hosts_dask.sh: network namespaces need root; run it with sudo" >&2; exit 2
+fi
+out=$1 order=$2; shift 2
+python=${PYTHON:-python}
+port=${PORT:-8786}
+dask_bin=$(dirname "$(command -v "$python")")/dask
+pids=()
+
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del nnlm-d0 2>/dev/null || true
+    ip netns del nnlm-d1 2>/dev/null || true
+    ip link del nnlm-e0 2>/dev/null || true
+}
+trap cleanup EXIT
+cleanup
+
+ip netns add nnlm-d0
+ip netns add nnlm-d1
+ip link add nnlm-e0 type veth peer name nnlm-e1
+for i in 0 1; do
+    ip link set nnlm-e$i netns nnlm-d$i
+    ip -n nnlm-d$i addr add 10.78.0.$((i + 1))/24 dev nnlm-e$i
+    ip -n nnlm-d$i link set nnlm-e$i up
+    ip -n nnlm-d$i link set lo up
+done
+mkdir -p "$out"
+ip netns exec nnlm-d0 "$dask_bin" scheduler --host 10.78.0.1 --port "$port" \
+    --no-dashboard >"$out/scheduler.log" 2>&1 &
+pids+=($!)
+for i in 0 1; do
+    ip netns exec nnlm-d$i "$dask_bin" worker "tcp://10.78.0.1:$port" \
+        --host 10.78.0.$((i + 1)) --nthreads 1 --nworkers 1 --no-dashboard \
+        --local-directory "$out/worker$i" >"$out/worker$i.log" 2>&1 &
+    pids+=($!)
+done
+# wait for both workers to join
+ip netns exec nnlm-d0 "$python" - "$port" <<'PY'
+import sys, time
+from distributed import Client
+c = Client(f"tcp://10.78.0.1:{sys.argv[1]}", timeout="60s")
+deadline = time.monotonic() + 60
+while len(c.scheduler_info()["workers"]) < 2:
+    if time.monotonic() > deadline:
+        sys.exit("two_hosts_dask.sh: the workers did not join within 60 s")
+    time.sleep(0.2)
+print("workers:", sorted(c.scheduler_info()["workers"]))
+PY
+start=$(date +%s.%N)
+ip netns exec nnlm-d0 "$python" -m nnlm ngram train "$@" --order "$order" \
+    --cluster "tcp://10.78.0.1:$port" -o "$out/two_hosts"
+echo "two hosts: $(echo "$(date +%s.%N) - $start" | bc) s"
+"$python" -m nnlm ngram train "$@" --order "$order" -o "$out/one_process"
+"$python" - "$out/two_hosts" "$out/one_process" <<'PY'
+import sys
+import numpy as np
+from nnlm import load_model
+a, b = (load_model(p) for p in sys.argv[1:3])
+assert a.vocab == b.vocab
+worst = 0.0
+fin = np.isfinite(b.unigram_logp)
+worst = max(worst, np.abs(a.unigram_logp[fin] - b.unigram_logp[fin]).max(),
+            np.abs(a.unigram_log_bow - b.unigram_log_bow).max())
+for x, y in zip(a.levels, b.levels):
+    for name in ("keys", "prefix", "last"):
+        assert np.array_equal(np.asarray(getattr(x, name)), np.asarray(getattr(y, name))), name
+    worst = max(worst, np.abs(np.asarray(x.logp) - np.asarray(y.logp)).max(),
+                np.abs(np.asarray(x.log_bow) - np.asarray(y.log_bow)).max())
+print(f"equal: {sum(len(x.keys) for x in a.levels) + len(a.vocab):,} n-grams, "
+      f"largest difference {worst:.2e}")
+assert worst <= 1e-9
+PY
