@@ -28,6 +28,7 @@ added in another order).
 from __future__ import annotations
 
 import operator
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -70,10 +71,30 @@ def shard_vocabulary(client, shards: Sequence, min_count: int = 1,
 
 def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                 discount_fallback=None, partitions: int | None = None,
-                log: Callable[[str], None] = lambda message: None) -> KneserNey:
+                log: Callable[[str], None] = lambda message: None,
+                stats: dict | None = None) -> KneserNey:
     """Interpolated modified Kneser-Ney of ``order`` from the text ``shards`` (paths each
-    worker can read), on the Dask ``client``'s cluster (see the module docstring)."""
+    worker can read), on the Dask ``client``'s cluster (see the module docstring).
+
+    ``stats``: a dict that receives, per pass, the seconds to its end and the rows and
+    bytes that entered its shuffles (for bench/distributed.py; measuring them costs a
+    pass over the data)."""
     import dask.dataframe as dd
+
+    clock = time.perf_counter()
+
+    def shuffled(name: str, k: int, *frames) -> None:
+        if stats is not None:
+            for frame in frames:
+                rows, size = client.compute([frame.shape[0],
+                                             frame.memory_usage(index=False).sum()],
+                                            sync=True)
+                stats.setdefault("shuffles", []).append(
+                    {"pass": name, "order": k, "rows": int(rows), "bytes": int(size)})
+
+    def passed(name: str) -> None:
+        if stats is not None:
+            stats.setdefault("seconds", {})[name] = round(time.perf_counter() - clock, 3)
 
     fallback = check_fallback(discount_fallback)
     V, N = len(vocab), order
@@ -81,15 +102,21 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     P = partitions or max(2, 2 * workers)
     log(f"counting n-grams of {len(shards)} shard(s) on {workers} worker(s), "
         f"{P} partitions")
-    counted = client.map(kernels.shard_ngrams, list(shards), words=list(vocab.words),
-                         order=N, pure=False)
+    # The vocabulary goes to every worker once, as data, and as one string: in a task's
+    # arguments Dask takes a string equal to a task's name for that task (Brown's
+    # vocabulary holds "words", a name in the graph), which broke the first 50k-word run.
+    words = client.scatter("\n".join(vocab.words), broadcast=True, hash=False)
+    counted = client.map(kernels.shard_ngrams, list(shards), vocabulary=words, order=N,
+                         pure=False)
     tables = {}
     for k in range(1, N + 1):
         parts = [client.submit(operator.getitem, f, k) for f in counted]
         frame = dd.from_delayed(parts, meta=_meta(k, c=np.int64), verify_meta=False)
+        shuffled("count", k, frame)
         tables[k] = _int32(frame.groupby(columns(k), sort=False)["c"].sum(split_out=P)
                            .reset_index(), k).persist()
     del counted
+    passed("count")
 
     log("adjusted counts and discounts")
     adjusted, n = {}, np.zeros((N, 6), np.int64)
@@ -101,6 +128,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
             suffixes = _renamed(tables[k + 1][columns(k, 1)], k, 1)
             left = _int32(suffixes.groupby(columns(k), sort=False).size(split_out=P)
                           .rename("n").reset_index(), k)
+            shuffled("adjust", k, suffixes, tables[k], left)
             joined = tables[k].merge(left, on=columns(k), how="left", npartitions=P)
             adjusted[k] = joined.map_partitions(lambda f, k=k: kernels.adjusted_counts(
                 f, f, k, False), meta=_meta(k, a=np.int64))
@@ -108,6 +136,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         n[k - 1] = adjusted[k].map_partitions(_counts_frame, meta=_COUNTS_META).sum() \
             .compute().to_numpy()
     del tables
+    passed("adjust")
     discounts = np.stack([discounts_of_counts(n[k - 1], k, fallback) for k in range(1, N + 1)])
 
     log("interpolating")
@@ -128,14 +157,17 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         ctx = columns(k - 1)
         sums = _int32(rows.groupby(ctx, sort=False).agg({"a": "sum", "D": "sum"}, split_out=P)
                       .rename(columns={"a": "S", "D": "mass"}).reset_index(), k - 1).persist()
+        shuffled("context", k, rows, sums)
         gammas[k] = sums.map_partitions(kernels.context_gammas,
                                         meta=_meta(k - 1, bow=np.float64))
         terms = rows.merge(sums, on=ctx, how="left", npartitions=P).map_partitions(
             kernels.interpolation_terms, meta=_meta(k, u=np.float64, gamma=np.float64))
         low = probs[k - 1].rename(columns={**dict(zip(columns(k - 1), columns(k - 1, 1))),
                                            "p": "p_low"})
+        shuffled("interpolate", k, terms, low)
         probs[k] = terms.merge(low, on=columns(k - 1, 1), how="left", npartitions=P) \
             .map_partitions(kernels.interpolate, meta=_meta(k, p=np.float64)).persist()
+    passed("interpolate")
     log("gathering the model")
     model = KneserNey(vocab, N, fallback)
     model.discounts = discounts
@@ -174,6 +206,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
             n_prefixes = len(table_keys[k - 1])
         model.levels.append(NgramLevel(level_keys, np.log(p), log_bow, prefix, w[:, -1],
                                        n_prefixes))
+    passed("gather")
     return model
 
 

@@ -48,11 +48,11 @@ def shard_words(path) -> dict:
         return dict(count_words(source))
 
 
-def shard_ngrams(path, words: list[str], order: int) -> dict[int, pd.DataFrame]:
+def shard_ngrams(path, vocabulary: str, order: int) -> dict[int, pd.DataFrame]:
     """The counting pass on one shard: for k = 1..order, its distinct k-grams (as KenLM
     counts them: ``<s> w1 .. wL </s>`` per line, no n-gram across a line end) with their
-    counts in this shard."""
-    vocab = Vocabulary(words)
+    counts in this shard. ``vocabulary``: the words in id order, one a line."""
+    vocab = Vocabulary(vocabulary.split("\n"))
     with opened(path) as source:
         stream = read_stream(source, vocab)
     seq = SentenceSequence(stream)
