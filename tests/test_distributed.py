@@ -195,3 +195,33 @@ def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "on 2 worker(s)" in run.stderr and "largest difference" in run.stdout
+
+
+@pytest.mark.slow
+def test_a_worker_out_of_disk_is_one_line_naming_the_engines_error(shards, tmp_path):
+    """Workers whose local directory is a 64 KB tmpfs: the shuffle's spill fails, and
+    the command says a worker ran out of disk, with Dask's own error."""
+    import subprocess
+
+    from distributed import LocalCluster
+
+    from nnlm.errors import NnlmError
+    from nnlm.ngram.distributed.run import train_distributed
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+            capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, local_directory=str(disk),
+                          dashboard_address=None, silence_logs=50) as cluster:
+            with pytest.raises(NnlmError) as caught:
+                train_distributed([str(p) for p in shards] * 20, 5, cluster.scheduler_address,
+                                  None, 1, None, True, None, lambda message: None)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    message = str(caught.value)
+    assert "a worker ran out of disk" in message and "No space left" in message
+    assert len(message.splitlines()) == 1
