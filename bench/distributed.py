@@ -4,6 +4,7 @@ goes at 1B and 100B tokens.
 
     python bench/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
         [--shards 4] [--lmplz PATH] [--work DIR] [--out bench/results/distributed.json]
+    python bench/distributed.py --combine A.json B.json --out bench/results/distributed.json
 
 For each size it writes a synthetic corpus with Brown's statistics (bench/synthetic.py;
 NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
@@ -154,7 +155,19 @@ def main() -> None:
                         help="network GB/s per worker for the projection (default: 10 GbE)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-distributed"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/distributed.json"))
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                        help="no runs: merge earlier results (one size each) into --out "
+                        "and project from all of them")
     args = parser.parse_args()
+    if args.combine:
+        parts = [json.loads(p.read_text()) for p in args.combine]
+        result = {"machine": parts[0]["machine"],
+                  "sizes": sorted((s for p in parts for s in p["sizes"]),
+                                  key=lambda s: s["tokens"])}
+        result["projection"] = project(result["sizes"], args.bandwidth)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result["projection"], indent=1))
+        return
     sys.path.insert(0, str(HERE))
     from scale import run
     from synthetic import generate

@@ -34,23 +34,9 @@ fi
 python=${PYTHON:-python}
 port=${PORT:-29611}
 
-cleanup() {
-    ip netns del nnlm-h0 2>/dev/null || true
-    ip netns del nnlm-h1 2>/dev/null || true   # deleting a namespace removes its veth end
-    ip link del nnlm-v0 2>/dev/null || true
-}
-trap cleanup EXIT
-cleanup
-
-ip netns add nnlm-h0
-ip netns add nnlm-h1
-ip link add nnlm-v0 type veth peer name nnlm-v1
-for i in 0 1; do
-    ip link set nnlm-v$i netns nnlm-h$i
-    ip -n nnlm-h$i addr add 10.77.0.$((i + 1))/24 dev nnlm-v$i
-    ip -n nnlm-h$i link set nnlm-v$i up
-    ip -n nnlm-h$i link set lo up
-done
+source "$(dirname "$0")/netns.sh"
+trap 'netns_down nnlm' EXIT
+netns_up nnlm 10.77.0
 if command -v ping >/dev/null; then ip netns exec nnlm-h0 ping -c 1 -W 2 10.77.0.2 >/dev/null; fi
 
 pids=()

@@ -7,8 +7,8 @@
 #   sudo bench/two_hosts_dask.sh OUT ORDER SHARD [SHARD ...]
 #   sudo bench/two_hosts_dask.sh /tmp/2h 5 data/shards/*.txt
 #
-#   host 0: namespace nnlm-d0, veth nnlm-e0, 10.78.0.1/24: the scheduler, a worker, the client
-#   host 1: namespace nnlm-d1, veth nnlm-e1, 10.78.0.2/24: a worker
+#   host 0: namespace nnlm-d-h0, veth nnlm-d-v0, 10.78.0.1/24: the scheduler, a worker, the client
+#   host 1: namespace nnlm-d-h1, veth nnlm-d-v1, 10.78.0.2/24: a worker
 #
 # Needs root (ip netns, ip link) and the distributed extra. Both namespaces share the file
 # system, so each worker reads the shards it is given. The namespaces, the veth pair and
@@ -25,37 +25,26 @@ port=${PORT:-8786}
 dask_bin=$(dirname "$(command -v "$python")")/dask
 pids=()
 
+source "$(dirname "$0")/netns.sh"
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    ip netns del nnlm-d0 2>/dev/null || true
-    ip netns del nnlm-d1 2>/dev/null || true
-    ip link del nnlm-e0 2>/dev/null || true
+    netns_down nnlm-d
 }
 trap cleanup EXIT
-cleanup
-
-ip netns add nnlm-d0
-ip netns add nnlm-d1
-ip link add nnlm-e0 type veth peer name nnlm-e1
-for i in 0 1; do
-    ip link set nnlm-e$i netns nnlm-d$i
-    ip -n nnlm-d$i addr add 10.78.0.$((i + 1))/24 dev nnlm-e$i
-    ip -n nnlm-d$i link set nnlm-e$i up
-    ip -n nnlm-d$i link set lo up
-done
+netns_up nnlm-d 10.78.0
 mkdir -p "$out"
-ip netns exec nnlm-d0 "$dask_bin" scheduler --host 10.78.0.1 --port "$port" \
+ip netns exec nnlm-d-h0 "$dask_bin" scheduler --host 10.78.0.1 --port "$port" \
     --no-dashboard >"$out/scheduler.log" 2>&1 &
 pids+=($!)
 for i in 0 1; do
-    ip netns exec nnlm-d$i "$dask_bin" worker "tcp://10.78.0.1:$port" \
+    ip netns exec nnlm-d-h$i "$dask_bin" worker "tcp://10.78.0.1:$port" \
         --host 10.78.0.$((i + 1)) --nthreads 1 --nworkers 1 --no-dashboard \
         --local-directory "$out/worker$i" >"$out/worker$i.log" 2>&1 &
     pids+=($!)
 done
 # wait for both workers to join
-ip netns exec nnlm-d0 "$python" - "$port" <<'PY'
+ip netns exec nnlm-d-h0 "$python" - "$port" <<'PY'
 import sys, time
 from distributed import Client
 c = Client(f"tcp://10.78.0.1:{sys.argv[1]}", timeout="60s")
@@ -67,7 +56,7 @@ while len(c.scheduler_info()["workers"]) < 2:
 print("workers:", sorted(c.scheduler_info()["workers"]))
 PY
 start=$(date +%s.%N)
-ip netns exec nnlm-d0 "$python" -m nnlm ngram train "$@" --order "$order" \
+ip netns exec nnlm-d-h0 "$python" -m nnlm ngram train "$@" --order "$order" \
     --cluster "tcp://10.78.0.1:$port" -o "$out/two_hosts"
 echo "two hosts: $(echo "$(date +%s.%N) - $start" | bc) s"
 "$python" -m nnlm ngram train "$@" --order "$order" -o "$out/one_process"

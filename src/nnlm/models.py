@@ -1,23 +1,17 @@
-"""Saving and loading any nnlm model: one directory, one format, one registry.
+"""Saving and loading any nnlm model: one registry of kinds, one loader for every path.
 
-A saved model is a directory::
-
-    MODEL/
-      config.json     {"nnlm_model": "addk", "format_version": 2, "vocab_size": ...,
-                       "vocab_fingerprint": ..., "model_id": ..., "config": {...}}
-      vocab.txt       the vocabulary (see nnlm.vocab)
-      ...             the kind's own files: arrays.npz for count-based models (loaded
-                      with allow_pickle=False), model.safetensors for networks, ...
+A saved model is a directory in the format of :mod:`nnlm.model_files` (config.json,
+vocab.txt and the kind's own files, bound to each other). Besides directories,
+:func:`load_model` takes one-file models, ARPA files and KenLM's binaries.
 
 One protocol for every kind (count-based, neural, mixture): a model class has ``kind``,
-``config()``, ``save_files(directory, binding)`` (its own files, each carrying
-``binding``, see :func:`nnlm.model_files.array_binding`; :class:`~nnlm.lm.LanguageModel`
-writes ``arrays()`` to arrays.npz by default) and the class method
-``load_dir(path, header, vocab)``. :func:`write_header` is the one writer of config.json.
-Loading checks config.json's fields and types, that ``vocab.txt`` is the vocabulary the
-model was trained with, and that every array file carries the model's binding, so a
-model never silently scores with another vocabulary's ids or another model's arrays.
-Model kinds are registered below by import path, so loading an n-gram model never imports torch.
+``config()``, ``save_files(directory, binding, save)`` (its own files, each carrying
+``binding``; :class:`~nnlm.lm.LanguageModel` writes ``arrays()`` to arrays.npz by
+default) and the class method ``load_dir(path, header, vocab, load)``. ``save`` and
+``load`` are :func:`save_model` and :func:`load_model` themselves, handed down for the
+models nested inside another (a mixture's components, a short-list's n-gram model), so
+that no model family imports this module. Model kinds are registered below by import
+path, so loading an n-gram model never imports torch.
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from .model_files import (
     write_header,
 )
 
-# kind -> "module:Class"; each class has kind, config(), save_files(dir), load_dir(...)
+# kind -> "module:Class"; each class has kind, config(), save_files(...), load_dir(...)
 MODEL_KINDS = {
     "addk": "nnlm.ngram.addk:AddK",
     "backoff": "nnlm.ngram.backoff:BackoffNgram",

@@ -94,7 +94,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
 
     def passed(name: str) -> None:
         if stats is not None:
-            stats.setdefault("seconds", {})[name] = round(time.perf_counter() - clock, 3)
+            stats.setdefault("pass_end_seconds", {})[name] = round(time.perf_counter() - clock, 3)
 
     fallback = check_fallback(discount_fallback)
     V, N = len(vocab), order
