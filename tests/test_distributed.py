@@ -225,3 +225,15 @@ def test_a_worker_out_of_disk_is_one_line_naming_the_engines_error(shards, tmp_p
     message = str(caught.value)
     assert "a worker ran out of disk" in message and "No space left" in message
     assert len(message.splitlines()) == 1
+
+
+def test_shards_given_as_urls_are_read_by_the_workers_through_fsspec(client, shards):
+    """A file:// URL goes the way s3:// or hdfs:// would: fsspec on the worker opens it
+    (gzip inferred from the name), and the model is the one from the paths."""
+    urls = [p.resolve().as_uri() for p in shards]
+    assert all(u.startswith("file://") for u in urls)
+    vocab = shard_vocabulary(client, urls)
+    assert vocab == shard_vocabulary(client, [str(p) for p in shards])
+    from_urls = estimate_kn(client, urls, 3, vocab, True)
+    assert_same_model(estimate_kn(client, [str(p) for p in shards], 3, vocab, True),
+                      from_urls, tol=0)
