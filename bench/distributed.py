@@ -5,6 +5,7 @@ goes at 1B and 100B tokens.
     python bench/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
         [--shards 4] [--lmplz PATH] [--work DIR] [--out bench/results/distributed.json]
     python bench/distributed.py --combine A.json B.json --out bench/results/distributed.json
+    python bench/distributed.py --compare MODEL_A MODEL_B
 
 For each size it writes a synthetic corpus with Brown's statistics (bench/synthetic.py;
 NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
@@ -73,7 +74,9 @@ def compare(a_dir: Path, b_dir: Path) -> dict:
     from nnlm import load_model
 
     a, b = load_model(a_dir), load_model(b_dir)
-    same = a.vocab == b.vocab and len(a.levels) == len(b.levels)
+    if a.vocab != b.vocab or len(a.levels) != len(b.levels):
+        return {"same_ngrams": False, "largest_difference": float("inf"), "ngrams": 0}
+    same = True
     fin = np.isfinite(b.unigram_logp)
     worst = float(max(np.abs(a.unigram_logp[fin] - b.unigram_logp[fin]).max(),
                       np.abs(a.unigram_log_bow - b.unigram_log_bow).max()))
@@ -158,7 +161,16 @@ def main() -> None:
     parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
                         help="no runs: merge earlier results (one size each) into --out "
                         "and project from all of them")
+    parser.add_argument("--compare", type=Path, nargs=2, metavar="MODEL",
+                        help="no runs: compare two models n-gram by n-gram; exit status 1 "
+                        "unless equal to 1e-9 (bench/two_hosts_dask.sh uses it)")
     args = parser.parse_args()
+    if args.compare:
+        same = compare(*args.compare)
+        print(f"equal: {same['ngrams']:,} n-grams, largest difference "
+              f"{same['largest_difference']:.2e}" if same["same_ngrams"] else
+              f"different n-grams: {same}")
+        sys.exit(0 if same["same_ngrams"] and same["largest_difference"] <= 1e-9 else 1)
     if args.combine:
         parts = [json.loads(p.read_text()) for p in args.combine]
         result = {"machine": parts[0]["machine"],

@@ -60,22 +60,4 @@ ip netns exec nnlm-d-h0 "$python" -m nnlm ngram train "$@" --order "$order" \
     --cluster "tcp://10.78.0.1:$port" -o "$out/two_hosts"
 echo "two hosts: $(echo "$(date +%s.%N) - $start" | bc) s"
 "$python" -m nnlm ngram train "$@" --order "$order" -o "$out/one_process"
-"$python" - "$out/two_hosts" "$out/one_process" <<'PY'
-import sys
-import numpy as np
-from nnlm import load_model
-a, b = (load_model(p) for p in sys.argv[1:3])
-assert a.vocab == b.vocab
-worst = 0.0
-fin = np.isfinite(b.unigram_logp)
-worst = max(worst, np.abs(a.unigram_logp[fin] - b.unigram_logp[fin]).max(),
-            np.abs(a.unigram_log_bow - b.unigram_log_bow).max())
-for x, y in zip(a.levels, b.levels):
-    for name in ("keys", "prefix", "last"):
-        assert np.array_equal(np.asarray(getattr(x, name)), np.asarray(getattr(y, name))), name
-    worst = max(worst, np.abs(np.asarray(x.logp) - np.asarray(y.logp)).max(),
-                np.abs(np.asarray(x.log_bow) - np.asarray(y.log_bow)).max())
-print(f"equal: {sum(len(x.keys) for x in a.levels) + len(a.vocab):,} n-grams, "
-      f"largest difference {worst:.2e}")
-assert worst <= 1e-9
-PY
+"$python" "$(dirname "$0")/distributed.py" --compare "$out/two_hosts" "$out/one_process"

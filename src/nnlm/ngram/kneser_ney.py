@@ -99,9 +99,16 @@ def discounts_of_counts(n: np.ndarray, order: int, fallback=None) -> np.ndarray:
     return np.asarray(fallback, dtype=np.float64)
 
 
-def _discount(a: np.ndarray, d: np.ndarray) -> np.ndarray:
+def discount_of(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     """D(a) elementwise: 0 for a = 0, D_1, D_2, D_3+."""
     return np.concatenate([[0.0], d])[np.minimum(a, 3)]
+
+
+def backoff_of(S: np.ndarray, mass: np.ndarray) -> np.ndarray:
+    """gamma(h) = mass(h) / S(h), the discounted mass over the context's total; 1 for a
+    context whose words all have adjusted count 0 (S = 0)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(S > 0, mass / S, 1.0)
 
 
 class KneserNey(BackoffNgram):
@@ -166,10 +173,10 @@ class KneserNey(BackoffNgram):
                 n_ctx = 1 if k == 1 else len(tables[k - 2])
                 prefix = table.prefix
                 S = np.bincount(prefix, weights=a, minlength=n_ctx)
-                D = _discount(a, self.discounts[k - 1])
+                D = discount_of(a, self.discounts[k - 1])
                 mass = np.bincount(prefix, weights=D, minlength=n_ctx)
+                gamma = backoff_of(S, mass)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    gamma = np.where(S > 0, mass / S, 1.0)
                     p = np.subtract(a, D, out=D)  # in place: these arrays are the big ones
                     del D
                     S_h = S[prefix]

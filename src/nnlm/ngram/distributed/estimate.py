@@ -35,9 +35,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...errors import NnlmError
 from ...vocab import BOS_ID, Vocabulary
-from ..kneser_ney import KneserNey, check_fallback, discounts_of_counts
+from ..kneser_ney import (
+    KneserNey,
+    backoff_of,
+    check_fallback,
+    discount_of,
+    discounts_of_counts,
+)
 from ..levels import NgramLevel
 from . import kernels
 from .kernels import columns
@@ -122,7 +127,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     adjusted, n = {}, np.zeros((N, 6), np.int64)
     for k in range(1, N + 1):
         if k == N:
-            adjusted[k] = tables[k].map_partitions(kernels.adjusted_counts, None, k, True,
+            adjusted[k] = tables[k].map_partitions(kernels.adjusted_counts, k, True,
                                                    meta=_meta(k, a=np.int64))
         else:
             suffixes = _renamed(tables[k + 1][columns(k, 1)], k, 1)
@@ -130,8 +135,8 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                           .rename("n").reset_index(), k)
             shuffled("adjust", k, suffixes, tables[k], left)
             joined = tables[k].merge(left, on=columns(k), how="left", npartitions=P)
-            adjusted[k] = joined.map_partitions(lambda f, k=k: kernels.adjusted_counts(
-                f, f, k, False), meta=_meta(k, a=np.int64))
+            adjusted[k] = joined.map_partitions(kernels.adjusted_counts, k, False,
+                                                meta=_meta(k, a=np.int64))
         adjusted[k] = adjusted[k].persist()
         n[k - 1] = adjusted[k].map_partitions(_counts_frame, meta=_COUNTS_META).sum() \
             .compute().to_numpy()
@@ -144,9 +149,9 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     words = np.sort(uni["w0"].to_numpy().astype(np.int64))
     uni = uni.set_index("w0").loc[words]
     a1 = uni["a"].to_numpy()
-    D1 = kernels.discount_of(a1, discounts[0])
+    D1 = discount_of(a1, discounts[0])
     S, mass = float(a1.sum()), float(D1.sum())
-    gamma0 = mass / S if S > 0 else 1.0
+    gamma0 = float(backoff_of(np.array(S), np.array(mass)))
     p1 = ((a1 - D1) / S if S > 0 else np.zeros(len(a1))) + gamma0 / (V - 1)
     probs = {1: dd.from_pandas(pd.DataFrame({"w0": words.astype(np.int32), "p": p1}),
                                npartitions=min(P, max(1, len(words))))}
@@ -226,8 +231,3 @@ def _counts_frame(frame: pd.DataFrame) -> pd.DataFrame:
     n = kernels.counts_of_counts(frame)
     return pd.DataFrame({f"n{j}": [int(n[j])] for j in range(6)})
 
-
-def check_method(method: str) -> None:
-    if method != "kn":
-        raise NnlmError(f"cluster= estimates method=kn (modified Kneser-Ney) only; "
-                        f"method={method} runs in one process")

@@ -18,6 +18,7 @@ from ...corpus import count_words, read_stream
 from ...errors import NnlmError
 from ...vocab import BOS_ID, EOS_ID, Vocabulary
 from ..counts import SentenceSequence
+from ..kneser_ney import backoff_of, discount_of
 
 
 def columns(k: int, first: int = 0) -> list[str]:
@@ -65,31 +66,29 @@ def shard_ngrams(path, vocabulary: str, order: int) -> dict[int, pd.DataFrame]:
     for k in range(1, order + 1):
         starts = np.flatnonzero(room >= k)
         windows = np.stack([s[starts + i] for i in range(k)], axis=1)
-        out[k] = _distinct(windows, np.ones(len(windows), np.int64), k)
+        out[k] = _distinct(windows, k)
     return out
 
 
-def _distinct(words: np.ndarray, counts: np.ndarray, k: int) -> pd.DataFrame:
-    """Rows of ``words`` (n, k) made distinct, their ``counts`` summed."""
+def _distinct(words: np.ndarray, k: int) -> pd.DataFrame:
+    """The distinct rows of ``words`` (n, k) with how often each occurs."""
     words = np.ascontiguousarray(words, dtype=np.int32)
     keys = words.view(np.dtype((np.void, 4 * k))).ravel()
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
+    uniq, counts = np.unique(keys, return_counts=True)
     rows = uniq.view(np.int32).reshape(-1, k)
     frame = pd.DataFrame({c: rows[:, i] for i, c in enumerate(columns(k))})
-    frame["c"] = summed.astype(np.int64)
+    frame["c"] = counts.astype(np.int64)
     return frame
 
 
-def adjusted_counts(table: pd.DataFrame, left: pd.DataFrame | None, k: int,
-                    top: bool) -> pd.DataFrame:
+def adjusted_counts(table: pd.DataFrame, k: int, top: bool) -> pd.DataFrame:
     """a(g) for one partition of order k (Chen & Goodman; as lmplz): the raw count at the
     top order or for an n-gram that starts with ``<s>``, otherwise the number of
-    distinct words before it (``left``: the n-gram's ``n`` left extensions, joined on its
-    words); ``<s>`` as a unigram gets 0 (it is never predicted)."""
+    distinct words before it (the column ``n``, joined on the n-gram's words; missing
+    where it has none); ``<s>`` as a unigram gets 0 (it is never predicted)."""
     a = table["c"].to_numpy(np.int64, copy=True)
     if not top:
-        n = left["n"].to_numpy(np.float64)
+        n = table["n"].to_numpy(np.float64)
         from_left = np.nan_to_num(n, nan=0.0).astype(np.int64)
         starts_bos = table["w0"].to_numpy() == BOS_ID
         a = np.where(starts_bos, a, from_left)
@@ -106,11 +105,6 @@ def counts_of_counts(frame: pd.DataFrame) -> np.ndarray:
     return np.bincount(np.minimum(a[a > 0], 5), minlength=6)[:6].astype(np.int64)
 
 
-def discount_of(a: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """D(a) elementwise: 0 for a = 0, D_1, D_2, D_3+."""
-    return np.concatenate([[0.0], d])[np.minimum(a, 3)]
-
-
 def with_discounts(frame: pd.DataFrame, d: list[float]) -> pd.DataFrame:
     out = frame.copy()
     out["D"] = discount_of(frame["a"].to_numpy(), np.asarray(d, np.float64))
@@ -124,19 +118,15 @@ def interpolation_terms(rows: pd.DataFrame) -> pd.DataFrame:
     S, mass = rows["S"].to_numpy(), rows["mass"].to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         u = np.where(S > 0, (a - D) / S, 0.0)
-        gamma = np.where(S > 0, mass / S, 1.0)
     out = rows.drop(columns=["a", "D", "S", "mass"])
-    out["u"], out["gamma"] = u, gamma
+    out["u"], out["gamma"] = u, backoff_of(S, mass)
     return out
 
 
 def context_gammas(sums: pd.DataFrame) -> pd.DataFrame:
     """gamma(h) = mass(h) / S(h) (1 where S(h) = 0) for one partition of contexts."""
-    S, mass = sums["S"].to_numpy(), sums["mass"].to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        gamma = np.where(S > 0, mass / S, 1.0)
     out = sums.drop(columns=["S", "mass"])
-    out["bow"] = gamma
+    out["bow"] = backoff_of(sums["S"].to_numpy(), sums["mass"].to_numpy())
     return out
 
 

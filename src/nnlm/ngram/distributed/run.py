@@ -3,10 +3,10 @@ the engine's failures into one line."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ...errors import NnlmError
+from ...fileio import open_for_reading
 from ...vocab import Vocabulary
 from .cluster import connect
 
@@ -24,15 +24,10 @@ def shard_list(train_path) -> list[str]:
         if is_url(p):
             out.append(str(p))
             continue
-        path = Path(p)
         if str(p) == "-":
             raise NnlmError("-: standard input cannot be split among workers; give files")
-        if not path.is_file():
-            raise NnlmError(f"{path}: no such file" if not path.exists() else
-                            f"{path}: not a file")
-        if not os.access(path, os.R_OK):
-            raise NnlmError(f"{path}: not readable (permission denied)")
-        out.append(str(path.resolve()))
+        open_for_reading(p).close()  # the readers' own one-line errors, before any work
+        out.append(str(Path(p).resolve()))
     return out
 
 
