@@ -107,10 +107,13 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     P = partitions or max(2, 2 * workers)
     log(f"counting n-grams of {len(shards)} shard(s) on {workers} worker(s), "
         f"{P} partitions")
-    # The vocabulary goes to every worker once, as data, and as one string: in a task's
-    # arguments Dask takes a string equal to a task's name for that task (Brown's
-    # vocabulary holds "words", a name in the graph), which broke the first 50k-word run.
-    words = client.scatter("\n".join(vocab.words), broadcast=True, hash=False)
+    # The vocabulary is one task whose argument is the words as UTF-8 bytes. Not a list
+    # of strings: in a task's arguments Dask takes a string equal to a task's name for
+    # that task (Brown's vocabulary holds "words", a name in the graph). Not scattered
+    # data either: the memory manager keeps one replica of scattered data, and a worker
+    # dying with it lost it for good; a task's result is recomputed from its spec.
+    words = client.submit(kernels.vocabulary_text, "\n".join(vocab.words).encode(),
+                          pure=False)
     counted = client.map(kernels.shard_ngrams, list(shards), vocabulary=words, order=N,
                          pure=False)
     tables = {}

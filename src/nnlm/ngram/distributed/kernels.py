@@ -49,6 +49,11 @@ def shard_words(path) -> dict:
         return dict(count_words(source))
 
 
+def vocabulary_text(words: bytes) -> str:
+    """The vocabulary task's result: the words in id order, one a line."""
+    return words.decode("utf-8")
+
+
 def shard_ngrams(path, vocabulary: str, order: int) -> dict[int, pd.DataFrame]:
     """The counting pass on one shard: for k = 1..order, its distinct k-grams (as KenLM
     counts them: ``<s> w1 .. wL </s>`` per line, no n-gram across a line end) with their
