@@ -42,7 +42,9 @@ def add_parsers(sub) -> None:
         "model.safetensors (best on VALID),\nmetrics.csv, learning_curve.png and state/ "
         "(to --resume).\n\npresets: " + ", ".join(PRESET_NAMES) + "\n"
         "  mlp1-mlp10: the networks of Table 1 of the paper; modern: n=6, m=h=256, output\n"
-        "  weights tied to C (U = C), dropout, AdamW; lbl: the log-bilinear model of Mnih &\n"
+        "  weights tied to C (U = C), dropout, AdamW; deep: Sun & Iyyer's 2021 network, the\n"
+        "  last 5 words plus an average of the 58 before them, two residual blocks with\n"
+        "  layer norm, tied; lbl: the log-bilinear model of Mnih &\n"
         "  Hinton 2007; energy: the paper's energy-minimization variant (the target read\n"
         "  through C too; on a CPU train it with --objective nce, on a GPU the full\n"
         "  softmax is affordable and better); tiny: the toy world.\n"
@@ -59,6 +61,10 @@ def add_parsers(sub) -> None:
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      --shortlist 4000 --shortlist-backoff runs/kn5 -o runs/mlp1-sl4k\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset deep \\\n"
+        "      -o runs/deep\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset modern \\\n"
+        "      --context fofe --fofe-alpha 0.7 --history 32 -o runs/fofe\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset energy \\\n"
         "      --objective nce --noise-samples 100 -o runs/energy\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --workers 2 -o runs/async\n"
@@ -90,6 +96,23 @@ def add_parsers(sub) -> None:
     arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                       help="U = C: the output layer reuses the word features (needs h = m, "
                            "--no-direct; fewer parameters, often lower perplexity)")
+    arch.add_argument("--history", type=ranged(int, 0, 1024), metavar="S",
+                      help="also read the S words of the line before the window: averaged "
+                      "(deep, see --far) or through FOFE codes (--context fofe)")
+    arch.add_argument("--context", choices=["window", "fofe"],
+                      help="nplm: x holds the window's words (the paper), or in each slot the "
+                      "FOFE code of the history up to that word (Zhang et al. 2015)")
+    arch.add_argument("--fofe-alpha", type=ranged(float, 0, 1, low_open=True, high_open=True),
+                      metavar="A", help="FOFE's forgetting factor, in (0, 1) (default 0.7)")
+    arch.add_argument("--far", choices=["learned", "mean", "fofe", "none"],
+                      help="deep: how the --history words become one vector: learned weights "
+                      "per distance, the plain mean, a FOFE code, or none (--history 0)")
+    arch.add_argument("--layers", type=ranged(int, 0, 64), metavar="L",
+                      help="deep: residual blocks above the first hidden layer")
+    arch.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
+                      help="deep: residual connections around each block")
+    arch.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None,
+                      help="deep: layer normalization before each block and the output")
     arch.add_argument("--energy-v", choices=["shared", "per-word"],
                       help="energy preset: one v for all words, or one per target word (the "
                       "paper's suggestion: as many parameters as U)")
@@ -231,7 +254,8 @@ def add_parsers(sub) -> None:
     add_sentence_arguments(si)
 
 
-ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist")
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist",
+               "history", "context", "fofe_alpha", "far", "layers", "residual", "layer_norm")
 
 
 def cmd_train(args) -> None:

@@ -85,7 +85,7 @@ class NeuralLM(LanguageModel):
         if self.shortlist is not None:
             check_backoff(backoff, vocab, self.shortlist)
         self.backoff = backoff if self.shortlist is not None else None
-        self.order = max(cfg.order, backoff.order if self.backoff else 0)
+        self.order = max(cfg.context_size + 1, backoff.order if self.backoff else 0)
 
     @classmethod
     def new(cls, vocab: Vocabulary, network: str = "nplm", backoff=None, **config) -> NeuralLM:

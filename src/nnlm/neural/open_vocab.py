@@ -222,7 +222,7 @@ def score_open_vocab(lm, path, lr: float = DEFAULT_LR, prior: str = "types"
         raise NnlmError(f"the open-vocabulary learning rate must be >= 0, not {lr}")
     _growth(lm, prior)
     base_words = set(lm.vocab.words[: lm.growth.base_size])
-    k = lm.model.config.order - 1
+    k = lm.model.config.context_size
     lps, first, later, in_ctx, added = [], [], [], [], []
     sentences = 0
     with progress_bar(None, "open-vocabulary scoring", "lines") as bar:
@@ -320,7 +320,7 @@ def add_words(lm, words: list[str], contexts: list, prior: str = "types") -> Non
     if len(words) != len(contexts):
         raise NnlmError(f"add_words: {len(words)} words but {len(contexts)} contexts")
     _growth(lm, prior)
-    k = lm.model.config.order - 1
+    k = lm.model.config.context_size
     for w, ctxs in zip(words, contexts):
         if not isinstance(w, str) or not w or w.split() != [w]:
             raise NnlmError(f"add_words: {w!r} is not a word")

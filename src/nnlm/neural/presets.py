@@ -65,6 +65,10 @@ RECIPES: dict[str, dict] = {
                "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
                          "weight_decay": 0.01, "batch_size": 256, "epochs": 12, "patience": 2,
                          "plateau_decay": 0.5, "bf16": False}},
+    "deep": {"model": {"dropout_x": 0.3, "dropout_h": 0.3},
+             "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
+                       "weight_decay": 0.05, "batch_size": 256, "epochs": 20, "patience": 2,
+                       "plateau_decay": 0.5, "bf16": True}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,
                        "batch_size": 64, "epochs": 8, "patience": 2, "plateau_decay": 0.5}},
@@ -89,6 +93,9 @@ PRESETS["lbl"] = {"model": {"network": "lbl", "order": 5, "m": 100}, "recipe": "
                   "mix": False}
 PRESETS["energy"] = {"model": {"network": "energy", "order": 5, "m": 60, "h": 50},
                      "recipe": "energy", "mix": False}
+PRESETS["deep"] = {"model": {"network": "deep", "order": 6, "m": 256, "history": 58,
+                             "far": "learned", "h": 512, "layers": 2, "tied": True},
+                   "recipe": "deep", "mix": False}
 PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "recipe": "tiny",
                    "mix": False}
 
@@ -101,6 +108,7 @@ PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "reci
 OBJECTIVE_OVERRIDES: dict[str, dict[str, dict]] = {
     "fast": {"nce": {"train": {"lr": 3e-3}, "model": {"dropout_x": 0.4, "dropout_h": 0.25}}},
     "modern": {"nce": {"train": {"lr": 3e-3}}},
+    "deep": {"nce": {"train": {"lr": 3e-3}}},
     "lbl": {"nce": {"train": {"lr": 3e-3}}},
     "energy": {"nce": {"train": {"lr": 3e-3}}},
 }

@@ -32,6 +32,7 @@ from torch import nn
 
 from ...errors import NnlmError
 from ...vocab import BOS_ID
+from .context import fofe_codes, present
 from .output import gather_rows, output_logits
 
 
@@ -210,9 +211,21 @@ class NPLMConfig(NetworkConfig):
     dropout_x: float = 0.0  # dropout on the concatenated features x
     dropout_h: float = 0.0  # dropout on the hidden activations
     tied: bool = False  # U = C: the output layer reuses the word features (needs h = m)
+    context: str = "window"  # or "fofe": each slot of x holds a FOFE code (context.py)
+    history: int = 0  # words before the window that the FOFE codes reach back to
+    fofe_alpha: float = 0.7  # the forgetting factor alpha of context = fofe
 
     def __post_init__(self):
         super().__post_init__()
+        if self.context not in ("window", "fofe"):
+            raise ValueError(f"context={self.context!r}: choose window or fofe")
+        if self.history and self.context != "fofe":
+            raise ValueError(f"history={self.history} reaches past the window only through "
+                             "FOFE codes: set context='fofe'")
+        if self.history < 0:
+            raise ValueError("need history >= 0")
+        if not 0 < self.fofe_alpha < 1:
+            raise ValueError(f"fofe_alpha={self.fofe_alpha} outside (0, 1)")
         if self.h < 0:
             raise ValueError("need h >= 0")
         if self.h == 0 and not self.direct:
@@ -227,6 +240,10 @@ class NPLMConfig(NetworkConfig):
         for p in (self.dropout_x, self.dropout_h):
             if not 0 <= p < 1:
                 raise ValueError(f"dropout {p} outside [0, 1)")
+
+    @property
+    def context_size(self) -> int:
+        return self.order - 1 + self.history
 
     def num_parameters(self) -> int:
         """|V|(1 + nm + h) + h(1 + (n-1)m) with direct connections; minus |V|(n-1)m without;
@@ -250,6 +267,10 @@ class NPLMNetwork(Network):
     connections; b (|V|) the output biases. h = 0 drops the hidden layer (the paper's
     MLP3/MLP4). W and U are stored side by side in one (|V|, (n-1)m + h) matrix, so the
     output layer is a single product on z = [x, tanh(d + H x)]; ``W`` and ``U`` are views.
+
+    With ``context = "fofe"`` slot i of x holds the FOFE code of the history up to
+    w_{t-i} instead of C(w_{t-i}) (Zhang et al. 2015; ``context.py``), reaching ``history``
+    words past the window: n = 2 is their first-order FOFE network, n = 3 the second.
     """
 
     def __init__(self, config: NPLMConfig):
@@ -297,6 +318,14 @@ class NPLMNetwork(Network):
 
     def biases(self) -> list[nn.Parameter]:
         return [p for p in (self.d, self.b) if p is not None]
+
+    def features(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        if self.config.context == "window":
+            return super().features(contexts, sparse)
+        E = F.embedding(contexts, self.C, sparse=sparse)
+        codes = fofe_codes(E, present(contexts), self.config.fofe_alpha,
+                           self.config.order - 1)
+        return codes.reshape(len(contexts), -1)
 
     def hidden_input(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
         """z = [x, tanh(d + H x)] (only the parts the output layer uses): (B, out_in)."""

@@ -7,13 +7,14 @@ from dataclasses import fields
 
 from ...errors import a
 from ...sysmem import check_allocation
+from .deep import DeepConfig, DeepNetwork
 from .energy import EnergyConfig, EnergyNetwork
 from .network import LBLConfig, LBLNetwork, Network, NetworkConfig, NPLMConfig, NPLMNetwork
 
 NETWORKS: dict[str, tuple[type[NetworkConfig], type[Network]]] = {
     cfg.network_name: (cfg, net)
     for cfg, net in [(NPLMConfig, NPLMNetwork), (LBLConfig, LBLNetwork),
-                     (EnergyConfig, EnergyNetwork)]
+                     (EnergyConfig, EnergyNetwork), (DeepConfig, DeepNetwork)]
 }
 
 

@@ -265,7 +265,7 @@ def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
             lock_seconds = _serialize_steps(trainer.optimizer, lock)
         else:
             trainer.optimizer.load_state(*opt_state)
-        cfg, order = trainer.config, trainer.model.config.order
+        cfg, order = trainer.config, trainer.model.config.context_size + 1
         beats.beat(rank)
         outbox.put((rank, {"ready": True}))
     except Exception as e:  # noqa: BLE001 - reported to the coordinator as one line

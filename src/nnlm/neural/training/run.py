@@ -255,8 +255,13 @@ def _quiet(message: str) -> None:
 def describe(config) -> str:
     """One line: the network and its sizes."""
     d = config.to_dict()
-    keys = [k for k in ("order", "m", "h", "direct", "tied", "v_per_word") if k in d]
+    keys = [k for k in ("order", "m", "h", "layers", "direct", "tied", "v_per_word", "history")
+            if k in d]
     parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
+    if d.get("history"):
+        parts.append(f"far={d['far']}" if "far" in d else f"context={d['context']}")
+    if d.get("context") == "fofe" or d.get("far") == "fofe":
+        parts.append(f"alpha={d['fofe_alpha']}")
     if config.outputs < config.vocab_size:
         parts.append(f"short-list {config.outputs - 1}")
     return f"{d['network']} " + " ".join(parts)

@@ -396,7 +396,7 @@ class Trainer:
         cfg, st = self.config, self.state
         part = self.scheme.batch_part()
         graphed = self._graphed_step()
-        for _, contexts, targets in batches(train, self.model.config.order, perm,
+        for _, contexts, targets in batches(train, self.model.config.context_size + 1, perm,
                                              cfg.batch_size, st.step_in_epoch, until, part,
                                              pin=graphed is not None):
             self.interrupt.check()
