@@ -3,7 +3,8 @@ process and KenLM's lmplz, on synthetic corpora, as JSON; then a model of where 
 goes at 1B and 100B tokens.
 
     python bench/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
-        [--shards 4] [--lmplz PATH] [--work DIR] [--out bench/results/distributed.json]
+        [--shards 4] [--lmplz PATH] [--arpa] [--work DIR] \\
+        [--out bench/results/distributed.json]
     python bench/distributed.py --combine A.json B.json --out bench/results/distributed.json
     python bench/distributed.py --compare MODEL_A MODEL_B
 
@@ -42,11 +43,13 @@ HERE = Path(__file__).resolve().parent
 CHILD = ("import importlib.util, sys; "
          "spec = importlib.util.spec_from_file_location('bench_distributed', sys.argv[1]); "
          "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+         "arpa = sys.argv[5] or None; "
          "m.worker_run(int(sys.argv[2]), m.Path(sys.argv[3]), m.Path(sys.argv[4]), "
-         "sys.argv[5:])")
+         "sys.argv[6:], arpa and m.Path(arpa))")
 
 
-def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str]) -> None:
+def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str],
+               arpa: Path | None = None) -> None:
     """The child: estimate on local:W and write what it measured to ``out``."""
     from nnlm.models import save_model
     from nnlm.ngram.distributed.cluster import connect
@@ -57,7 +60,7 @@ def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str]) -> N
     with connect(f"local:{workers}") as client:
         vocab = shard_vocabulary(client, shards)
         stats["vocabulary_seconds"] = round(time.perf_counter() - t, 3)
-        model = estimate_kn(client, shards, 5, vocab, stats=stats)
+        model = estimate_kn(client, shards, 5, vocab, stats=stats, arpa=arpa)
         usage = client.run(resource.getrusage, resource.RUSAGE_SELF)  # picklable by name
         peaks = {w: u[2] for w, u in usage.items()}  # ru_maxrss, KB
     stats["estimate_seconds"] = round(time.perf_counter() - t, 3)
@@ -87,6 +90,17 @@ def compare(a_dir: Path, b_dir: Path) -> dict:
                     float(np.abs(np.asarray(x.log_bow) - np.asarray(y.log_bow)).max()))
     return {"same_ngrams": bool(same), "largest_difference": worst,
             "ngrams": int(len(a.vocab) + sum(len(x.keys) for x in a.levels))}
+
+
+def same_lines(a: Path, b: Path) -> bool:
+    """Whether two ARPA files hold the same lines (sections keep their places; the lines
+    within a section may come in another order)."""
+    import subprocess
+
+    env = {**os.environ, "LC_ALL": "C"}
+    sa = subprocess.run(["sort", str(a)], capture_output=True, env=env, check=True).stdout
+    sb = subprocess.run(["sort", str(b)], capture_output=True, env=env, check=True).stdout
+    return sa == sb
 
 
 def cut(corpus: Path, parts: int, folder: Path) -> list[str]:
@@ -156,6 +170,9 @@ def main() -> None:
     parser.add_argument("--lmplz", type=Path)
     parser.add_argument("--bandwidth", type=float, default=1.25,
                         help="network GB/s per worker for the projection (default: 10 GbE)")
+    parser.add_argument("--arpa", action="store_true",
+                        help="also write the ARPA file (one process: from the model; the "
+                        "cluster: streamed from the workers) and compare the two files")
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-distributed"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/distributed.json"))
     parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
@@ -196,7 +213,8 @@ def main() -> None:
         shards = cut(corpus, args.shards, work)
         size = {"tokens": tokens, "shards": args.shards}
         size["one_process"] = run([*nnlm, "ngram", "train", *shards, "--order", "5", "-o",
-                                   str(work / "one")])
+                                   str(work / "one"),
+                                   *(["--arpa", str(work / "one.arpa")] if args.arpa else [])])
         print(tokens, "one process", size["one_process"], flush=True)
         if lmplz:
             size["lmplz"] = run([str(lmplz), "-o", "5", "-S", "40%", "-T", str(work)],
@@ -205,10 +223,14 @@ def main() -> None:
         size["distributed"] = []
         for w in args.workers:
             out, model = work / f"w{w}.json", work / f"w{w}"
+            arpa = work / f"w{w}.arpa" if args.arpa else None
             outer = run([sys.executable, "-c", CHILD, __file__, str(w), str(out), str(model),
-                         *shards])
+                         str(arpa or ""), *shards])
             stats = json.loads(out.read_text())
             stats.update(workers=w, **outer, **compare(model, work / "one"))
+            if arpa:
+                stats["arpa_equal_to_one_process_sorted"] = same_lines(arpa, work / "one.arpa")
+                arpa.unlink()
             stats["vs_one_process"] = round(outer["seconds"] / size["one_process"]["seconds"], 2)
             if lmplz:
                 stats["vs_lmplz"] = round(outer["seconds"] / size["lmplz"]["seconds"], 2)
@@ -221,6 +243,9 @@ def main() -> None:
         result["sizes"].append(size)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
+    if 1 not in args.workers:
+        print("no projection: it takes a worker's rate from the local:1 runs")
+        return
     result["projection"] = project(result["sizes"], args.bandwidth)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["projection"], indent=1))

@@ -4,6 +4,7 @@ every n-gram, probability and back-off, from shards read by the workers themselv
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import threading
 import time
@@ -11,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from nnlm import Stream
 from nnlm.cli import main
 from nnlm.corpus import read_corpus
 from nnlm.ngram import KneserNey
@@ -72,6 +74,55 @@ def test_the_cluster_estimates_the_one_process_model(client, shards, order):
     # and it is a model: each context's distribution sums to 1
     ctx = np.array([[vocab.index.get("the", 3)] * max(order - 1, 1)])[:, : order - 1]
     assert abs(np.exp(model.next_logprobs(ctx)).sum() - 1) < 1e-9
+
+
+def _arpa_entries(path) -> dict:
+    """{(order, words): (log10 p, log10 bow)} of an ARPA file, and its header counts."""
+    entries, counts, k = {}, {}, 0
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith("ngram "):
+            a, b = line[6:].split("=")
+            counts[int(a)] = int(b)
+        elif line.endswith("-grams:"):
+            k = int(line[1:].split("-")[0])
+        elif k and line and not line.startswith("\\"):
+            fields = line.split("\t")
+            entries[(k, fields[1])] = (float(fields[0]),
+                                       float(fields[2]) if len(fields) > 2 else 0.0)
+    return entries, counts
+
+
+def test_the_arpa_file_streamed_from_the_workers_is_the_one_process_file(client, shards,
+                                                                         tmp_path):
+    """Every n-gram with the same log10 p and back-off as write_arpa of the one-process
+    model (sections in partition order, so compared as sets), and KenLM reads it."""
+    from nnlm.ngram.store.arpa_write import write_arpa
+
+    paths = [str(p) for p in shards]
+    vocab = shard_vocabulary(client, paths)
+    _, stream = read_corpus(shards)
+    model = estimate_kn(client, paths, 4, vocab, True, partitions=3,
+                        arpa=tmp_path / "dist.arpa.gz")
+    one = KneserNey(vocab, 4, True).fit(stream)
+    write_arpa(one, tmp_path / "one.arpa")
+    with gzip.open(tmp_path / "dist.arpa.gz", "rt") as f:
+        (tmp_path / "dist.arpa").write_text(f.read())
+    got, got_counts = _arpa_entries(tmp_path / "dist.arpa")
+    want, want_counts = _arpa_entries(tmp_path / "one.arpa")
+    assert got_counts == want_counts == dict(enumerate(one.num_ngrams(), start=1))
+    assert got.keys() == want.keys()
+    worst = max(max(abs(a - b) for a, b in zip(got[key], want[key])) for key in want)
+    assert worst < 1e-6, worst
+    assert_same_model(one, model)
+    kenlm = pytest.importorskip("kenlm")
+    lm = kenlm.Model(str(tmp_path / "dist.arpa"))
+    plain = next(p for p in shards if not p.name.endswith(".gz"))
+    first = plain.read_text(encoding="utf-8").splitlines()[0]
+    line = first.split()
+    ours = one.logprobs(Stream.from_lines([line], vocab)) * math.log10(math.e)
+    theirs = [s[0] for s in lm.full_scores(" ".join(line))]
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
 
 
 def test_the_command_line_trains_on_a_local_cluster(shards, tmp_path, capsys):

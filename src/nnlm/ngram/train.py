@@ -71,6 +71,7 @@ def train_ngram(
     temp: str | os.PathLike | None = None,
     cluster: str | None = None,
     partitions: int | None = None,
+    arpa: str | os.PathLike | None = None,
     log=lambda message: None,
 ) -> LanguageModel:
     """Fit a count-based model on a text file, or on several (shards of one corpus; see
@@ -78,7 +79,8 @@ def train_ngram(
     (``local:N`` or a scheduler's address; modified Kneser-Ney only): each worker reads
     its own shards, which may be fsspec URLs (s3://, gs://, hdfs://) the workers can
     read; ``partitions``: how many parts each order is cut into (default: twice the
-    workers)."""
+    workers); ``arpa``: also write the model there as an ARPA file, streamed from the
+    workers' partitions (one process otherwise: write it from the model)."""
     if method not in METHODS:
         raise NnlmError(f"method={method!r}: choose from {', '.join(METHODS)}")
     if not 1 <= order <= 9:
@@ -95,7 +97,10 @@ def train_ngram(
                 raise NnlmError(f"{name}= applies to one process; with cluster= the engine "
                                 "bounds and spills each worker's memory")
         return train_distributed(train_path, order, cluster, vocab, min_count, max_size,
-                                 discount_fallback, partitions, log)
+                                 discount_fallback, partitions, log, arpa=arpa)
+    if arpa is not None:
+        raise NnlmError("arpa= is streamed by the cluster's workers; in one process, "
+                        "write the model with nnlm.ngram.store.arpa_write.write_arpa")
     if vocab is None:
         vocab, train = read_corpus(train_path, min_count, max_size)
     else:

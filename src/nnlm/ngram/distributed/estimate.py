@@ -19,8 +19,10 @@ blocks between workers, spilling to disk as it must):
 6. **Interpolation**, order by order, placed by suffix: p(h w) = u(h w) + gamma(h)
    p(suffix), the lower order's p joined on its words.
 
-The client then gathers the orders (the model is written by one process) and builds the
-same arrays :class:`~nnlm.ngram.kneser_ney.KneserNey` builds: every n-gram, probability
+With ``arpa``, the ARPA file is written next, from the workers' partitions of each order
+(formatted where they lie, pulled one at a time: no process holds an order whole).
+The client then gathers the orders (the model directory is written by one process) and
+builds the same arrays :class:`~nnlm.ngram.kneser_ney.KneserNey` builds: every n-gram, probability
 and back-off equal to the single-process model's (to rounding: sums over a context are
 added in another order).
 """
@@ -28,9 +30,11 @@ added in another order).
 from __future__ import annotations
 
 import operator
+import resource
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +48,7 @@ from ..kneser_ney import (
     discounts_of_counts,
 )
 from ..levels import NgramLevel
+from ..store.arpa_write import write_arpa_sections
 from . import kernels
 from .kernels import columns
 
@@ -77,13 +82,15 @@ def shard_vocabulary(client, shards: Sequence, min_count: int = 1,
 def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                 discount_fallback=None, partitions: int | None = None,
                 log: Callable[[str], None] = lambda message: None,
-                stats: dict | None = None) -> KneserNey:
+                stats: dict | None = None, arpa=None) -> KneserNey:
     """Interpolated modified Kneser-Ney of ``order`` from the text ``shards`` (paths each
     worker can read), on the Dask ``client``'s cluster (see the module docstring).
 
-    ``stats``: a dict that receives, per pass, the seconds to its end and the rows and
-    bytes that entered its shuffles (for bench/distributed.py; measuring them costs a
-    pass over the data)."""
+    ``stats``: a dict that receives, per pass, the seconds to its end, this process's peak
+    memory by then, and the rows and bytes that entered its shuffles (for
+    bench/distributed.py; measuring them costs a pass over the data). ``arpa``: also
+    write the model there as an ARPA file, streamed from the workers (:func:`stream_arpa`).
+    """
     import dask.dataframe as dd
 
     clock = time.perf_counter()
@@ -100,6 +107,8 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     def passed(name: str) -> None:
         if stats is not None:
             stats.setdefault("pass_end_seconds", {})[name] = round(time.perf_counter() - clock, 3)
+            stats.setdefault("client_peak_rss_gb_at_pass_end", {})[name] = round(
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)
 
     fallback = check_fallback(discount_fallback)
     V, N = len(vocab), order
@@ -112,9 +121,9 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     # that task (Brown's vocabulary holds "words", a name in the graph). Not scattered
     # data either: the memory manager keeps one replica of scattered data, and a worker
     # dying with it lost it for good; a task's result is recomputed from its spec.
-    words = client.submit(kernels.vocabulary_text, "\n".join(vocab.words).encode(),
-                          pure=False)
-    counted = client.map(kernels.shard_ngrams, list(shards), vocabulary=words, order=N,
+    vocabulary = client.submit(kernels.vocabulary_text, "\n".join(vocab.words).encode(),
+                               pure=False)
+    counted = client.map(kernels.shard_ngrams, list(shards), vocabulary=vocabulary, order=N,
                          pure=False)
     tables = {}
     for k in range(1, N + 1):
@@ -176,9 +185,6 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         probs[k] = terms.merge(low, on=columns(k - 1, 1), how="left", npartitions=P) \
             .map_partitions(kernels.interpolate, meta=_meta(k, p=np.float64)).persist()
     passed("interpolate")
-    log("gathering the model")
-    model = KneserNey(vocab, N, fallback)
-    model.discounts = discounts
     uni_p = np.full(V, gamma0 / (V - 1))
     uni_p[words] = p1
     uni_p[BOS_ID] = 0.0
@@ -187,15 +193,23 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         g = gammas[2].compute()
         uni_bow[g["w0"].to_numpy()] = g["bow"].to_numpy()
     with np.errstate(divide="ignore"):
-        model.unigram_logp = np.log(uni_p)
-    model.unigram_log_bow = np.log(uni_bow)
+        unigram_logp, unigram_log_bow = np.log(uni_p), np.log(uni_bow)
+    final = {k: (probs[k].merge(gammas[k + 1], on=columns(k), how="left", npartitions=P)
+                 if k < N else probs[k]).persist() for k in range(2, N + 1)}
+    del probs, gammas
+    if arpa is not None:
+        log(f"writing {arpa} from the workers' partitions")
+        stream_arpa(client, Path(arpa), vocab, vocabulary, final, unigram_logp,
+                    unigram_log_bow if N > 1 else None)
+        passed("arpa")
+    log("gathering the model")
+    model = KneserNey(vocab, N, fallback)
+    model.discounts = discounts
+    model.unigram_logp, model.unigram_log_bow = unigram_logp, unigram_log_bow
     model.levels = []
     table_keys = {1: words}  # each order's sorted keys (KneserNey's: suffix id * V + w0)
     for k in range(2, N + 1):
-        frame = probs[k]
-        if k < N:
-            frame = frame.merge(gammas[k + 1], on=columns(k), how="left", npartitions=P)
-        frame = frame.compute()
+        frame = final.pop(k).compute()
         w = frame[columns(k)].to_numpy(np.int64)
         suffix_id = _ids(w[:, 1:], table_keys, V)
         keys = suffix_id * V + w[:, 0]
@@ -216,6 +230,40 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                                        n_prefixes))
     passed("gather")
     return model
+
+
+def stream_arpa(client, path: Path, vocab: Vocabulary, vocabulary, final: dict,
+                unigram_logp: np.ndarray, unigram_log_bow: np.ndarray | None) -> None:
+    """Write the ARPA file from the workers' partitions of each order: each partition's
+    lines are formatted where it lies (``kernels.arpa_lines``) and come to this process
+    one at a time, a few in flight, so no process holds an order whole. Within a section
+    the n-grams come in partition order; ARPA readers (KenLM's, nnlm's) take any order."""
+    from dask import delayed
+    from distributed import as_completed
+
+    N = max(final) if final else 1
+    counts = [len(vocab)] + [int(final[k].map_partitions(len).sum().compute())
+                             for k in range(2, N + 1)]
+    ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+
+    def chunks(k):
+        parts = final[k].to_delayed()
+        running = as_completed()
+        for part in parts[:ahead]:
+            running.add(client.compute(delayed(kernels.arpa_lines)(part, vocabulary, k,
+                                                                   k == N)))
+        waiting = iter(parts[ahead:])
+        for future in running:
+            text, rows = future.result()
+            future.release()
+            nxt = next(waiting, None)
+            if nxt is not None:
+                running.add(client.compute(delayed(kernels.arpa_lines)(nxt, vocabulary, k,
+                                                                       k == N)))
+            yield text, rows
+
+    write_arpa_sections(path, vocab, counts, unigram_logp, unigram_log_bow,
+                        ((k, chunks(k)) for k in range(2, N + 1)))
 
 
 def _ids(w: np.ndarray, table_keys: dict, V: int) -> np.ndarray:

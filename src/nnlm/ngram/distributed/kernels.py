@@ -19,6 +19,7 @@ from ...errors import NnlmError
 from ...vocab import BOS_ID, EOS_ID, Vocabulary
 from ..counts import SentenceSequence
 from ..kneser_ney import backoff_of, discount_of
+from ..store.arpa_write import ngram_lines
 
 
 def columns(k: int, first: int = 0) -> list[str]:
@@ -140,3 +141,16 @@ def interpolate(rows: pd.DataFrame) -> pd.DataFrame:
     out = rows[[c for c in rows.columns if c.startswith("w")]].copy()
     out["p"] = rows["u"].to_numpy() + rows["gamma"].to_numpy() * rows["p_low"].to_numpy()
     return out
+
+
+def arpa_lines(frame: pd.DataFrame, vocabulary: str, k: int, top: bool) -> tuple[str, int]:
+    """One partition of order ``k`` (w0 .. w{k-1} oldest first, p and, below the top
+    order, the back-off ``bow``; NaN where the n-gram is no context) as ARPA lines, and
+    how many."""
+    words = np.array(vocabulary.split("\n"), dtype=object)
+    frame = frame.sort_values(columns(k))
+    ids = frame[columns(k)].to_numpy(np.int64)
+    with np.errstate(divide="ignore"):
+        logp = np.log(frame["p"].to_numpy(np.float64))
+        log_bow = None if top else np.log(frame["bow"].fillna(1.0).to_numpy(np.float64))
+    return ngram_lines(words, ids, logp, log_bow), len(frame)

@@ -65,32 +65,60 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
                                 "hold NaN or values above 0")
     words = model.vocab.words
     word_array = np.array(words, dtype=object)
-    counts = model.num_ngrams()
+
+    def section(k: int, level):
+        for lo in range(0, len(level), WRITE_CHUNK):
+            hi = min(len(level), lo + WRITE_CHUNK)
+            ids = words_of(model, k, np.arange(lo, hi))
+            bows = level.log_bow[lo:hi] if k < model.order else None
+            yield ngram_lines(word_array, ids, level.logp[lo:hi], bows), hi - lo
+
+    write_arpa_sections(path, model.vocab, model.num_ngrams(), model.unigram_logp,
+                        model.unigram_log_bow if model.order > 1 else None,
+                        ((k, section(k, level)) for k, level in enumerate(model.levels,
+                                                                         start=2)))
+    return path
+
+
+def ngram_lines(word_array: np.ndarray, ids: np.ndarray, logp: np.ndarray,
+                log_bow: np.ndarray | None) -> str:
+    """ARPA lines of n-grams (``ids``: (rows, k) word ids, oldest first) with natural-log
+    probabilities and back-offs (None: the highest order, which has none)."""
+    probs = _fmt(logp)
+    texts = word_array[ids[:, 0]]
+    for j in range(1, ids.shape[1]):
+        texts = texts + " " + word_array[ids[:, j]]
+    if log_bow is None:
+        return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, _fmt(log_bow)))
+
+
+def write_arpa_sections(path: Path, vocab, counts: list[int], unigram_logp: np.ndarray,
+                        unigram_log_bow: np.ndarray | None, sections) -> None:
+    """Write an ARPA file (atomically, compressed by its name) from its n-gram counts, the
+    unigram arrays and, per higher order, ``(k, chunks)``: an iterable of (text of ARPA
+    lines, n-grams in it), written as they come. What the writer holds at once is one
+    chunk, however the chunks are made (a model's level, a cluster's partitions)."""
+    words = vocab.words
     with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f, \
             progress_bar(sum(counts), f"writing {path.name}", "n-grams", delay=2.0) as bar:
         f.write("\\data\\\n")
         for k, n in enumerate(counts, start=1):
             f.write(f"ngram {k}={n}\n")
         f.write("\n\\1-grams:\n")
-        probs = _fmt(model.unigram_logp)
-        bows = _fmt(model.unigram_log_bow) if model.order > 1 else None
+        probs = _fmt(unigram_logp)
+        bows = _fmt(unigram_log_bow) if unigram_log_bow is not None else None
         for i, w in enumerate(words):
             f.write(f"{probs[i]}\t{w}\t{bows[i]}\n" if bows else f"{probs[i]}\t{w}\n")
         bar.update(counts[0])
-        for k, level in enumerate(model.levels, start=2):
+        for k, chunks in sections:
             f.write(f"\n\\{k}-grams:\n")
-            for lo in range(0, len(level), WRITE_CHUNK):
-                hi = min(len(level), lo + WRITE_CHUNK)
-                ids = words_of(model, k, np.arange(lo, hi))
-                probs = _fmt(level.logp[lo:hi])
-                texts = word_array[ids[:, 0]]
-                for j in range(1, k):
-                    texts = texts + " " + word_array[ids[:, j]]
-                if k < model.order:
-                    bows = _fmt(level.log_bow[lo:hi])
-                    f.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
-                else:
-                    f.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts))
-                bar.update(hi - lo)
+            written = 0
+            for text, rows in chunks:
+                f.write(text)
+                written += rows
+                bar.update(rows)
+            if written != counts[k - 1]:
+                raise NnlmError(f"{path}: {written:,} {k}-grams written where the header "
+                                f"says {counts[k - 1]:,}; the model changed while written")
         f.write("\n\\end\\\n")
-    return path
