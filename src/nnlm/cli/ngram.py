@@ -56,7 +56,8 @@ def add_parsers(sub) -> None:
     train.add_argument("--valid", dest="valid_path", type=Path, metavar="VALID",
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
-                       help="also write an ARPA file (kn only)")
+                       help="also write an ARPA file (kn only; with --cluster, streamed "
+                       "from the workers' partitions)")
     dist = train.add_argument_group(
         "distributed (kn only; needs the distributed extra: pip install \"nnlm[distributed]\")")
     dist.add_argument("--cluster", metavar="SPEC",

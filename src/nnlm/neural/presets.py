@@ -67,7 +67,7 @@ RECIPES: dict[str, dict] = {
                          "plateau_decay": 0.5, "bf16": False}},
     "deep": {"model": {"dropout_x": 0.3, "dropout_h": 0.3},
              "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
-                       "weight_decay": 0.05, "batch_size": 256, "epochs": 14, "patience": 2,
+                       "weight_decay": 0.05, "batch_size": 256, "epochs": 12, "patience": 2,
                        "plateau_decay": 0.5, "bf16": True}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,

@@ -1,0 +1,111 @@
+"""What each ingredient of the ``deep`` preset buys (issue 30): the preset trained with
+one ingredient taken out or changed at a time, on Brown v1, at an equal budget.
+
+    python bench/deep.py run   --data data/brown [--epochs 3] [--only deep,no_far,...]
+    python bench/deep.py table  # the markdown table of docs/deep.md from the JSON
+
+``run`` trains each variant with the preset's recipe (AdamW, dropout, early stopping) for
+at most ``--epochs`` epochs, then scores the test text exactly. Results merge into the
+JSON (``--out``) as each run ends, so an interrupted bench resumes where it stopped.
+Models go to ``--workdir``. The variants:
+
+- ``deep``: the preset (n = 6: the last 5 words; S = 58 earlier words of the line
+  averaged with learned weights; h = 512; L = 2 residual pre-LN blocks; tied; dropout 0.3);
+- the window: ``window3`` (n = 4), ``window9`` (n = 10);
+- the distant context: ``no_far`` (S = 0), ``far_mean`` (plain mean), ``far_fofe``
+  (FOFE code, alpha 0.7);
+- depth: ``layers0``, ``layers1``, ``layers4``;
+- ``no_residual``, ``no_layer_norm``, ``no_dropout``, ``untied``;
+- references: ``modern`` (the best one-hidden-layer NPLM) and ``modern_fofe`` (the same
+  with FOFE codes in the window's slots, reaching 32 words back).
+
+Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "deep": ("deep", {}),
+    "window3": ("deep", {"order": 4}),
+    "window9": ("deep", {"order": 10}),
+    "no_far": ("deep", {"history": 0, "far": "none"}),
+    "far_mean": ("deep", {"far": "mean"}),
+    "far_fofe": ("deep", {"far": "fofe"}),
+    "layers0": ("deep", {"layers": 0}),
+    "layers1": ("deep", {"layers": 1}),
+    "layers4": ("deep", {"layers": 4}),
+    "no_residual": ("deep", {"residual": False}),
+    "no_layer_norm": ("deep", {"layer_norm": False}),
+    "no_dropout": ("deep", {"dropout_x": 0.0, "dropout_h": 0.0}),
+    "untied": ("deep", {"tied": False}),
+    "modern": ("modern", {}),
+    "modern_fofe": ("modern", {"context": "fofe", "history": 32}),
+}
+
+
+def run(args) -> None:
+    from nnlm import evaluate, load_model, read_stream
+    from nnlm.neural.training.run import train_from_files
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    names = args.only.split(",") if args.only else list(VARIANTS)
+    for name in names:
+        if name in results and results[name].get("epochs") == args.epochs:
+            print(f"{name}: done before ({results[name]['test_ppl']:.1f})")
+            continue
+        preset, arch = VARIANTS[name]
+        out = args.workdir / name
+        t = time.perf_counter()
+        curve = []
+        train_from_files(args.data / "train.txt", args.data / "valid.txt", out, preset=preset,
+                         arch=arch, train={"epochs": args.epochs},
+                         log=lambda line: (print(f"{name}: {line}", flush=True),
+                                           curve.append(line)))
+        seconds = time.perf_counter() - t
+        lm = load_model(out)
+        test = evaluate(lm, read_stream(args.data / "test.txt", lm.vocab)).perplexity
+        valid = evaluate(lm, read_stream(args.data / "valid.txt", lm.vocab)).perplexity
+        results[name] = {"preset": preset, "arch": arch, "epochs": args.epochs,
+                         "parameters": lm.model.config.num_parameters(),
+                         "valid_ppl": round(valid, 2), "test_ppl": round(test, 2),
+                         "train_seconds": round(seconds, 1),
+                         "log": [line for line in curve if line.startswith("epoch")]}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"{name}: test {test:.1f}, valid {valid:.1f}, {seconds / 60:.1f} min", flush=True)
+
+
+def table(args) -> None:
+    results = json.loads(args.out.read_text())
+    base = results.get("deep", {}).get("test_ppl")
+    print("| variant | change | parameters | valid | test | test vs deep | minutes |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, r in results.items():
+        change = ", ".join(f"{k}={v}" for k, v in r["arch"].items()) or "(the preset)"
+        if r["preset"] != "deep":
+            change = f"preset {r['preset']} " + ("" if not r["arch"] else change)
+        ratio = f"{r['test_ppl'] / base:.3f}" if base else ""
+        print(f"| {name} | {change} | {r['parameters'] / 1e6:.2f} M | {r['valid_ppl']:.1f} | "
+              f"{r['test_ppl']:.1f} | {ratio} | {r['train_seconds'] / 60:.0f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["run", "table"])
+    parser.add_argument("--data", type=Path, default=Path("data/brown"))
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated variants (default: all)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/nnlm-deep"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/deep.json"))
+    args = parser.parse_args()
+    run(args) if args.what == "run" else table(args)
+
+
+if __name__ == "__main__":
+    main()
