@@ -64,8 +64,8 @@ def run(args) -> None:
         curve = []
         train_from_files(args.data / "train.txt", args.data / "valid.txt", out, preset=preset,
                          arch=arch, train={"epochs": args.epochs},
-                         log=lambda line: (print(f"{name}: {line}", flush=True),
-                                           curve.append(line)))
+                         log=lambda line, name=name, curve=curve: (
+                             print(f"{name}: {line}", flush=True), curve.append(line)))
         seconds = time.perf_counter() - t
         lm = load_model(out)
         test = evaluate(lm, read_stream(args.data / "test.txt", lm.vocab)).perplexity

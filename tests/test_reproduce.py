@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from nnlm.corpus import write_splits
 from nnlm.experiments.reproduce import ROWS, dependencies, reproduce
 from nnlm.toyworld import toy_world
@@ -10,6 +12,7 @@ from nnlm.toyworld import toy_world
 def test_dependencies_pull_in_networks_trigram_and_kn5():
     assert dependencies(["mlp2"]) == ["mlp1", "mlp2", "delint3", "kn5"]  # the table's order
     assert dependencies(["class500"]) == ["kn5", "class500"]
+    assert dependencies(["deep+modern+kn5"]) == ["kn5", "modern", "deep", "deep+modern+kn5"]
 
 
 def test_every_paper_row_has_the_papers_numbers():
@@ -35,3 +38,20 @@ def test_reproduce_writes_report_results_and_plot_and_resumes(tmp_path):
     logs.clear()
     reproduce(tmp_path, only=["mlp8", "class150"], quick=True, threads=1, log=logs.append)
     assert not any(line.startswith(("training", "  ")) for line in logs), logs
+
+
+@pytest.mark.slow
+def test_reproduce_extended_adds_the_deep_network_and_em_mixtures(tmp_path):
+    """--extended on the toy world (2 epochs a network): the rows beyond the paper, in a
+    table of their own; each EM mixture beats its parts on the text its weights were
+    fitted on."""
+    write_splits(tmp_path / "data", toy_world(seed=0, n_train=1500))
+    results = reproduce(tmp_path, only=["deep+modern+kn5", "deep+kn5"], quick=True,
+                        threads=1, log=lambda s: None)
+    r = results["rows"]
+    assert set(r) == {"kn5", "modern", "deep", "deep+kn5", "deep+modern+kn5"}
+    report = (tmp_path / "report.md").read_text()
+    assert "## Beyond the paper" in report and "| deep+kn5 | deep + kn5 |" in report
+    for name, parts in (("deep+kn5", ["deep", "kn5"]),
+                        ("deep+modern+kn5", ["deep", "modern", "kn5"])):
+        assert r[name]["valid"] < min(r[p]["valid"] for p in parts), name

@@ -47,6 +47,9 @@ def add_parsers(sub) -> None:
     rep.add_argument("--quick", action="store_true",
                      help="a reduced run (delint3, kn3, kn5, class150, mlp7, mlp8; 2 epochs): "
                      "about 10 minutes")
+    rep.add_argument("--extended", action="store_true",
+                     help="also the networks beyond the paper (modern, deep) and their "
+                     "mixtures with KN5 and each other, in a second table")
     rep.add_argument("--paper-cut", action="store_true",
                      help="count rare words over the whole corpus, as the paper did")
     rep.add_argument("--threads", type=positive_int, default=None,
@@ -79,7 +82,7 @@ def cmd_reproduce(args) -> None:
 
     only = [x.strip() for x in args.only.split(",")] if args.only else None
     reproduce(args.workdir, only=only, quick=args.quick, paper_cut=args.paper_cut,
-              threads=args.threads)
+              threads=args.threads, extended=args.extended)
 
 
 def cmd_demo(args) -> None:

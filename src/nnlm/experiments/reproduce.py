@@ -10,6 +10,11 @@ train / valid / test perplexity, and writes into WORKDIR:
 - ``results.json``: every number, the settings, versions and timings;
 - ``valid_vs_time.png``: validation perplexity against training time, neural models.
 
+``--extended`` adds, beside the paper's table, the networks of the family that go
+further (issue 30): ``modern`` (one hidden layer, tied, dropout), ``deep`` (Sun & Iyyer
+2021: a long context and residual blocks), and their mixtures with KN5 and with each
+other, weights by EM per context-frequency bucket on the validation text.
+
 Every trained model is kept in WORKDIR/models and every evaluation in WORKDIR/evals, so an
 interrupted reproduction picks up where it stopped (neural training resumes mid-run).
 The paper's numbers are transcribed from its Table 1 (Brown; its corpus split, |V| =
@@ -37,7 +42,7 @@ from .workdir import claim_workdir
 @dataclass(frozen=True)
 class Row:
     name: str
-    kind: str  # "delint", "kn", "class", "nplm", "mix"
+    kind: str  # "delint", "kn", "class", "nplm", "mix"; extended: "net", "em"
     n: int
     c: int | None = None
     h: int | None = None
@@ -45,6 +50,7 @@ class Row:
     direct: bool | None = None
     mix: bool = False
     paper: tuple = (None, None, None)  # train, valid, test perplexity in the paper
+    parts: tuple = ()  # an "em" row's models, mixed with weights by EM per bucket
 
 
 def _mlp(i: int, paper) -> Row:
@@ -71,7 +77,15 @@ ROWS = [
     Row("class500_n4", "class", 4, 500, paper=(None, 327, 312)),
     Row("class500_n5", "class", 5, 500, paper=(None, 327, 312)),
 ]
-BY_NAME = {r.name: r for r in ROWS}
+# beyond the paper (--extended): networks by preset, then mixtures by EM per bucket
+EXTENDED_ROWS = [
+    Row("modern", "net", 6, h=256, m=256, direct=False),
+    Row("deep", "net", 6, h=512, m=256, direct=False),
+    Row("modern+kn5", "em", 6, parts=("modern", "kn5")),
+    Row("deep+kn5", "em", 6, parts=("deep", "kn5")),
+    Row("deep+modern+kn5", "em", 6, parts=("deep", "modern", "kn5")),
+]
+BY_NAME = {r.name: r for r in [*ROWS, *EXTENDED_ROWS]}
 QUICK_ROWS = ["delint3", "kn3", "kn5", "class150", "mlp7", "mlp8"]
 QUICK_EPOCHS = 2
 
@@ -82,16 +96,21 @@ def dependencies(names: list[str]) -> list[str]:
     need = list(dict.fromkeys(["kn5", *names]))
     for name in list(need):
         row = BY_NAME[name]
+        if row.kind == "em":
+            need[need.index(name):need.index(name)] = [p for p in row.parts if p not in need]
         if row.kind == "mix":
             base = f"mlp{int(name[3:]) - 1}"
             need[need.index(name):need.index(name)] = [base, "delint3"]
-    return [r.name for r in ROWS if r.name in need]
+    return [r.name for r in BY_NAME.values() if r.name in need]
 
 
 def reproduce(workdir, only: list[str] | None = None, quick: bool = False,
-              paper_cut: bool = False, threads: int | None = None, log=print) -> dict:
+              paper_cut: bool = False, threads: int | None = None, log=print,
+              extended: bool = False) -> dict:
     workdir = claim_workdir(workdir, "reproduce", may_hold=("data",))
     names = only or (QUICK_ROWS if quick else [r.name for r in ROWS])
+    if extended and not only:
+        names = [*names, *(r.name for r in EXTENDED_ROWS)]
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         raise NnlmError(f"unknown rows {unknown}; choose from {', '.join(BY_NAME)}")
@@ -102,14 +121,15 @@ def reproduce(workdir, only: list[str] | None = None, quick: bool = False,
         write_splits(data, prepare_brown(paper_cut=paper_cut))
     started = time.time()
     results = {"rows": {}, "settings": {"quick": quick, "paper_cut": paper_cut,
-                                        "rows": names},
+                                        "extended": extended, "rows": names},
                "versions": _versions()}
     done = {}
     # mixtures last: they are made from models trained in this loop
-    for name in sorted(names, key=lambda n: BY_NAME[n].kind == "mix"):
+    for name in sorted(names, key=lambda n: BY_NAME[n].kind in ("mix", "em")):
         t0 = time.time()
         model_dir = _train_row(BY_NAME[name], workdir, quick, threads, log)
-        ev = _evaluate_row(name, model_dir, workdir, log)
+        ev = _evaluate_row(name, model_dir, workdir, log, parts=(
+            ("valid", "test") if BY_NAME[name].kind == "em" else ("train", "valid", "test")))
         if BY_NAME[name].kind == "mix":
             ev["bucketed"] = _evaluate_row(f"{name}_bucketed", model_dir.with_name(
                 f"{name}_bucketed"), workdir, log, parts=("valid", "test"))
@@ -152,7 +172,7 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
                             discount_fallback=True)
         save_model(model, model_dir)
         return model_dir
-    if row.kind == "nplm":
+    if row.kind in ("nplm", "net"):
         from ..neural.training.run import train_from_files
 
         result_file = model_dir / "state" / "result.json"
@@ -165,9 +185,20 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
                              preset=None if resume else row.name, train={} if resume else train,
                              resume=resume, threads=threads, log=lambda s: log("  " + s))
         return model_dir
-    # an even row: its network mixed 0.5 / 0.5 with the deleted-interpolation trigram
-    from ..mixture import Mixture
+    from ..mixture import ContextBuckets, Mixture
 
+    if row.kind == "em":
+        if not (model_dir / "config.json").exists():
+            paths = [workdir / "models" / p for p in row.parts]
+            models = [load_model(p) for p in paths]
+            log(f"mixing {' + '.join(row.parts)} (weights by EM per bucket)")
+            buckets = ContextBuckets.from_stream(
+                read_stream(data / "train.txt", models[0].vocab), len(models[0].vocab))
+            mixture = Mixture(models, buckets=buckets)
+            mixture.fit_weights(read_stream(data / "valid.txt", mixture.vocab))
+            mixture.save(model_dir, paths)
+        return model_dir
+    # an even row: its network mixed 0.5 / 0.5 with the deleted-interpolation trigram
     base = workdir / "models" / f"mlp{int(row.name[3:]) - 1}"
     trigram = workdir / "models" / "delint3"
     # the paper's 0.5 / 0.5, and beside it weights by EM per context-frequency bucket
@@ -177,8 +208,6 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
     if model_dir in missing:
         Mixture(models, weights=[0.5, 0.5]).save(model_dir, [base, trigram])
     if bucketed in missing:
-        from ..mixture import ContextBuckets
-
         buckets = ContextBuckets.from_stream(read_stream(data / "train.txt", models[0].vocab),
                                              len(models[0].vocab))
         mixture = Mixture(models, buckets=buckets)
@@ -249,6 +278,8 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
     ]
     for name, r in rows.items():
         row = BY_NAME[name]
+        if row.kind in ("net", "em"):
+            continue
         pt, pv, ptest = row.paper
         direct = "" if row.direct is None else ("yes" if row.direct else "no")
         mix = "yes" if row.mix else ("no" if row.kind in ("nplm", "mix") else "")
@@ -258,11 +289,24 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
             f"{r['test'] / kn5:.3f} | {_fmt(pt)} | {_fmt(pv)} | {_fmt(ptest)} | "
             f"{ptest / paper_kn5:.3f} | "
             f"{_fmt(r.get('bucketed', {}).get('test'), 1)} |")
+    extended = [name for name in rows if BY_NAME[name].kind in ("net", "em")]
+    if extended:
+        lines += ["", "## Beyond the paper", "",
+                  "Networks of the same family that go further (`--extended`), and "
+                  "mixtures with weights by EM per context-frequency bucket on the "
+                  "validation text.", "",
+                  "| model | parts | train | valid | test | ratio |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for name in extended:
+            r, row = rows[name], BY_NAME[name]
+            lines.append(f"| {name} | {' + '.join(row.parts) or 'preset ' + name} | "
+                         f"{_fmt(r.get('train'), 1)} | {r['valid']:.1f} | {r['test']:.1f} | "
+                         f"{r['test'] / kn5:.3f} |")
     lines += ["", f"Total time: {results['seconds'] / 60:.1f} min. Versions: "
               + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "."]
     atomic_write_text(workdir / "report.md", "\n".join(lines) + "\n")
     atomic_write_text(workdir / "results.json", json.dumps(results, indent=2) + "\n")
-    _plot(workdir, [n for n in rows if BY_NAME[n].kind == "nplm"])
+    _plot(workdir, [n for n in rows if BY_NAME[n].kind in ("nplm", "net")])
 
 
 def _plot(workdir: Path, names: list[str]) -> None:
