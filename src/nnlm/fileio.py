@@ -38,7 +38,8 @@ from typing import BinaryIO
 
 from .errors import NnlmError, where
 
-BLOCK_BYTES = 1 << 22  # lines are read in blocks of about 4 MiB
+BLOCK_BYTES = 1 << 20  # lines are read in blocks of about 1 MiB: encoding a 10M-token
+# text took 127 MB over its ids' 80 at 1 MiB, 158 at 4 MiB, and ran 10% faster
 MAX_LINE_BYTES = 1 << 26  # 64 MiB: a longer "line" is no text (/dev/zero, a binary file)
 STDIN_NAME = "<stdin>"
 BOM = "\ufeff"

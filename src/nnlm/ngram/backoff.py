@@ -39,6 +39,11 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.arange(lo, hi) - np.repeat(offsets[first:last + 1], np.diff(bounds))
 
 
+# tokens scored at a time: the batch's index arrays stay in cache and the peak memory
+# stays low. Measured on a 10M-token KN5 trie scoring 1.4M tokens: 2^17 ran as fast as
+# 2^20 (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286.
+SCORE_BATCH = 1 << 17
+
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
 
@@ -164,13 +169,13 @@ class BackoffNgram(LanguageModel):
             keep[rows[self.extends(k)[ids]]] = k
         return keep
 
-    def logprobs(self, stream: Stream, batch_size: int = 1 << 20) -> np.ndarray:
+    def logprobs(self, stream: Stream, batch_size: int = SCORE_BATCH) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream`` (see
         :meth:`logprobs_and_orders`)."""
         return self.logprobs_and_orders(stream, batch_size)[0]
 
     def logprobs_and_orders(self, stream: Stream,
-                            batch_size: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+                            batch_size: int = SCORE_BATCH) -> tuple[np.ndarray, np.ndarray]:
         """Per predicted token of ``stream``: the natural-log probability, and the length of
         the longest stored n-gram ending in it (:meth:`matched_orders`).
 
