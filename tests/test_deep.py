@@ -135,8 +135,12 @@ def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
         whole = lm.logprobs(stream)
         assert np.array_equal(back.logprobs(stream), whole)
         model = Model(tmp_path / name)
-        per_word = [p for line in text for p, _, _ in model.full_scores(line)]
-        assert np.allclose(np.array(per_word) / math.log10(math.e), whole, atol=1e-5), name
+        scores = [s for line in text for s in model.full_scores(line)]
+        assert np.allclose(np.array([p for p, _, _ in scores]) / math.log10(math.e), whole,
+                           atol=1e-5), name
+        # the n-gram length is the words of the line seen (<s> included), plus one
+        lengths = [n for _, n, _ in model.full_scores(text[0])]
+        assert lengths == [min(i + 2, lm.order) for i in range(len(text[0].split()) + 1)]
 
 
 @pytest.fixture(scope="module")

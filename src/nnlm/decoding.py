@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import NnlmError, a
 from .lm import LOG10_E, LanguageModel
+from .stream import seen_lengths
 from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID, special_error
 
 
@@ -129,12 +130,12 @@ class Model:
 
     def _scores(self, contexts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """log10 p and n-gram length of each (context, word): the back-off model's longest
-        match, or for other models the context's length in words, plus one."""
+        match, or for other models the words of the line they have seen, plus one."""
         if hasattr(self.lm, "target_logprobs_and_orders"):
             logp, length = self.lm.target_logprobs_and_orders(contexts, ids)
         else:
             logp = self.lm.target_logprobs(contexts, ids)
-            length = np.minimum((contexts != NO_WORD).sum(axis=1), self.order - 1) + 1
+            length = seen_lengths(contexts, self.order)
         return logp * LOG10_E, length
 
     # -- whole sentences -----------------------------------------------------------------

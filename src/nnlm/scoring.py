@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import NnlmError
 from .lm import LOG10_E, LanguageModel, check_logprobs
-from .stream import Stream
+from .stream import Stream, seen_lengths
 from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, special_error
 
 CHUNK_LINES = 4096
@@ -188,11 +188,11 @@ def sentence_contexts(ids: np.ndarray, offsets: np.ndarray, k: int, pad: int) ->
 def target_scores(model: LanguageModel, contexts: np.ndarray, ids: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Natural-log p(ids[i] | contexts[i]) (float64) and the n-gram length each used: a
-    back-off model's longest matching n-gram, or the context's words plus one for a model
-    that always sees n-1 (kenlm's ``full_scores`` lengths)."""
+    back-off model's longest matching n-gram, or for another model the words of the line
+    it has seen plus one (kenlm's ``full_scores`` lengths)."""
     if hasattr(model, "target_logprobs_and_orders"):
         logp, orders = model.target_logprobs_and_orders(contexts, ids)
     else:
         logp = model.target_logprobs(contexts, ids)
-        orders = np.minimum((contexts != NO_WORD).sum(axis=1), model.order - 1) + 1
+        orders = seen_lengths(contexts, model.order)
     return np.asarray(logp, np.float64), np.asarray(orders, np.int64)

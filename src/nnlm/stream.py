@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import NnlmError
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary, special_error
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, Vocabulary, special_error
 
 
 @dataclass(frozen=True)
@@ -140,3 +140,19 @@ class Stream:
             else:
                 pos = np.arange(lo, min(lo + batch_size, n), dtype=np.int64)
             yield self.contexts(order, pos), self.ids[pos]
+
+
+def seen_lengths(contexts: np.ndarray, order: int) -> np.ndarray:
+    """The n-gram length a model that reads its whole context reports for each row (what
+    kenlm's ``full_scores`` gives): the words of the line the row holds, the line's
+    ``<s>`` included, capped at n - 1, plus one. Not words: ``NO_WORD`` slots and the
+    ``<s>`` padding before the line's own ``<s>`` (the last one of a row)."""
+    contexts = np.asarray(contexts)
+    k = contexts.shape[1]
+    if k == 0:
+        return np.ones(len(contexts), np.int64)
+    bos = contexts == BOS_ID
+    last_bos = np.where(bos.any(axis=1), k - 1 - np.argmax(bos[:, ::-1], axis=1), -1)
+    after = k - np.maximum(last_bos, 0)  # slots from the line's <s> on (all if none)
+    words = np.where(last_bos >= 0, after, (contexts != NO_WORD).sum(axis=1))
+    return np.minimum(words, order - 1) + 1
