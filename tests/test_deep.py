@@ -18,7 +18,11 @@ from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.training.run import train_from_files
 from nnlm.vocab import BOS_ID
-from test_family import assert_gradients_match_finite_differences, randomized
+from test_family import (
+    assert_gradients_match_finite_differences,
+    assert_resume_is_exact,
+    randomized,
+)
 
 WORDS = ["a", "b", "c", "d", "e", "f"]
 VOCAB = Vocabulary.from_counts({w: 7 - i for i, w in enumerate(WORDS)})  # 9 with specials
@@ -157,20 +161,8 @@ DEEP_TOY = {"order": 3, "m": 8, "h": 16, "history": 6, "layers": 1}
 
 
 def test_deep_resume_reaches_the_same_parameters_as_an_uninterrupted_run(toy, tmp_path):
-    from safetensors.torch import load_file
-
-    data = toy / "data"
-    kw = dict(preset="deep", arch=DEEP_TOY, train={"epochs": 2, "batch_size": 64,
-                                                   "bf16": False},
-              threads=1, log=lambda s: None)
-    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "whole", **kw)
-    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut", max_steps=30,
-                     **kw)
-    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut", resume=True,
-                     threads=1, log=lambda s: None)
-    a = load_file(str(tmp_path / "whole/model.safetensors"))
-    b = load_file(str(tmp_path / "cut/model.safetensors"))
-    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert_resume_is_exact(toy / "data", tmp_path, 30, preset="deep", arch=DEEP_TOY,
+                           train={"epochs": 2, "batch_size": 64, "bf16": False})
 
 
 def test_deep_trains_on_the_toy_world_and_mixes_with_an_ngram_model(toy, tmp_path):

@@ -316,19 +316,24 @@ def test_lbl_and_shortlist_train_on_the_toy_world(toy):
 
 
 def test_nce_resume_reaches_the_same_parameters_as_an_uninterrupted_run(toy, tmp_path):
+    assert_resume_is_exact(toy / "data", tmp_path, 100, preset="tiny",
+                           train={"epochs": 2, "objective": "nce", "noise_samples": 5})
+
+
+def assert_resume_is_exact(data, tmp_path, max_steps: int, **settings):
+    """A run stopped after ``max_steps`` updates and resumed ends with the parameters of
+    the run that was never stopped, bit for bit."""
     from safetensors.torch import load_file
 
-    data = toy / "data"
-    kw = dict(preset="tiny", train={"epochs": 2, "objective": "nce", "noise_samples": 5},
-              threads=1, log=lambda s: None)
+    kw = dict(threads=1, log=lambda s: None, **settings)
     train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "whole", **kw)
-    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut", max_steps=100,
-                     **kw)
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut",
+                     max_steps=max_steps, **kw)
     train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "cut", resume=True,
                      threads=1, log=lambda s: None)
     a = load_file(str(tmp_path / "whole/model.safetensors"))
     b = load_file(str(tmp_path / "cut/model.safetensors"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
 
 
 # -- layering --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .context import decayed_sum, present, weighted_average
-from .network import Network, NetworkConfig
+from .network import Network, NetworkConfig, check_history, check_outputs_and_dropout
 
 FAR = ("learned", "mean", "fofe", "none")
 
@@ -58,20 +58,12 @@ class DeepConfig(NetworkConfig):
         super().__post_init__()
         if self.far not in FAR:
             raise ValueError(f"far={self.far!r}: choose from {', '.join(FAR)}")
-        if self.history < 0:
-            raise ValueError("need history >= 0")
+        check_history(self.history, self.fofe_alpha)
         if (self.far == "none") != (self.history == 0):
             raise ValueError("far='none' goes with history=0, and history=0 with far='none'")
-        if not 0 < self.fofe_alpha < 1:
-            raise ValueError(f"fofe_alpha={self.fofe_alpha} outside (0, 1)")
         if self.h < 1 or self.layers < 0:
             raise ValueError("need h >= 1 and layers >= 0")
-        if self.tied and self.output_size is not None:
-            raise ValueError("tied output weights (U = C) need one output row per word: "
-                             "not with a short-list")
-        for p in (self.dropout_x, self.dropout_h):
-            if not 0 <= p < 1:
-                raise ValueError(f"dropout {p} outside [0, 1)")
+        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
 
     @property
     def context_size(self) -> int:

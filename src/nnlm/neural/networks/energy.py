@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .network import Network, NetworkConfig
+from .network import Network, NetworkConfig, check_outputs_and_dropout
 from .output import gather_rows
 
 BLOCK_ELEMENTS: int | None = None  # (row, candidate, unit) values per block; None: the
@@ -64,8 +64,7 @@ class EnergyConfig(NetworkConfig):
             raise ValueError("the energy network needs h >= 1")
         if self.output_size is not None:
             raise ValueError("the energy network scores every word through C: no short-list")
-        if not 0 <= self.dropout_x < 1:
-            raise ValueError(f"dropout {self.dropout_x} outside [0, 1)")
+        check_outputs_and_dropout(self, False, self.dropout_x)
 
     @property
     def x_size(self) -> int:

@@ -200,6 +200,25 @@ class Network(nn.Module):
 WEIGHT_LIMIT = 1e6
 
 
+def check_outputs_and_dropout(config: NetworkConfig, tied: bool, *dropouts: float) -> None:
+    """What every config with tied output rows and dropout checks: tied rows are C, one a
+    word, so not with a short-list; each dropout in [0, 1)."""
+    if tied and config.output_size is not None:
+        raise ValueError("tied output weights (U = C) need one output row per word: "
+                         "not with a short-list")
+    for p in dropouts:
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout {p} outside [0, 1)")
+
+
+def check_history(history: int, fofe_alpha: float) -> None:
+    """A long context's settings: S >= 0 words, the FOFE factor alpha in (0, 1)."""
+    if history < 0:
+        raise ValueError("need history >= 0")
+    if not 0 < fofe_alpha < 1:
+        raise ValueError(f"fofe_alpha={fofe_alpha} outside (0, 1)")
+
+
 # -- the NPLM of Bengio et al. (2003) ------------------------------------------------------
 @dataclass(frozen=True)
 class NPLMConfig(NetworkConfig):
@@ -222,10 +241,7 @@ class NPLMConfig(NetworkConfig):
         if self.history and self.context != "fofe":
             raise ValueError(f"history={self.history} reaches past the window only through "
                              "FOFE codes: set context='fofe'")
-        if self.history < 0:
-            raise ValueError("need history >= 0")
-        if not 0 < self.fofe_alpha < 1:
-            raise ValueError(f"fofe_alpha={self.fofe_alpha} outside (0, 1)")
+        check_history(self.history, self.fofe_alpha)
         if self.h < 0:
             raise ValueError("need h >= 0")
         if self.h == 0 and not self.direct:
@@ -234,12 +250,7 @@ class NPLMConfig(NetworkConfig):
             raise ValueError(f"tied output weights (U = C) need h = m and no direct connections "
                              f"(here h={self.h}, m={self.m}, direct={self.direct}); the modern "
                              "preset is one such network")
-        if self.tied and self.output_size is not None:
-            raise ValueError("tied output weights (U = C) need one output row per word: "
-                             "not with a short-list")
-        for p in (self.dropout_x, self.dropout_h):
-            if not 0 <= p < 1:
-                raise ValueError(f"dropout {p} outside [0, 1)")
+        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
 
     @property
     def context_size(self) -> int:
@@ -364,11 +375,7 @@ class LBLConfig(NetworkConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.tied and self.output_size is not None:
-            raise ValueError("tied representations (q = r) need one output row per word: "
-                             "not with a short-list")
-        if not 0 <= self.dropout_x < 1:
-            raise ValueError(f"dropout {self.dropout_x} outside [0, 1)")
+        check_outputs_and_dropout(self, self.tied, self.dropout_x)
 
     def num_parameters(self) -> int:
         """|V| m (r) + (n-1) m^2 (the C_i) + |V_out| (m + 1) (q, b), less |V| m when tied."""
