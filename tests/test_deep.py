@@ -203,3 +203,4 @@ def test_bad_long_context_settings_are_one_line(toy, tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (extra, err)
         assert len(err.strip().splitlines()) <= 2, err
+

@@ -392,3 +392,18 @@ def test_resuming_a_finished_run_says_what_to_grow(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "finished its 1 epochs" in err and "--epochs 6" in err and len(err.splitlines()) == 1
     assert main([*base, "--resume", "--epochs", "2"]) == 0
+
+
+def test_an_epochs_words_per_second_counts_the_whole_epoch(toy, tmp_path):
+    """With checkpoints inside the epoch, the logged rate is the epoch's tokens over its
+    training time (metrics.csv's elapsed_seconds between epochs), not the last span's."""
+    import csv
+
+    data = toy / "data"
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "m", preset="tiny",
+                     train={"epochs": 2}, checkpoint_every=25, threads=1,
+                     log=lambda s: None)
+    rows = list(csv.DictReader((tmp_path / "m/metrics.csv").open()))
+    tokens = len(read_stream(data / "train.txt", load_model(tmp_path / "m").vocab))
+    seconds = float(rows[1]["elapsed_seconds"]) - float(rows[0]["elapsed_seconds"])
+    assert float(rows[1]["words_per_second"]) == pytest.approx(tokens / seconds, rel=0.02)

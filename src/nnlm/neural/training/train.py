@@ -356,6 +356,8 @@ class Trainer:
             perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
             started = time.perf_counter()
             words_at_start = st.step_in_epoch * cfg.batch_size
+            # the epoch's rate counts all of its spans between checkpoints (this process's)
+            epoch_words, epoch_elapsed = words_at_start, st.elapsed
             bar_context = progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
                                        "batch") if self.is_main else \
                 contextlib.nullcontext(_SilentBar())
@@ -381,10 +383,9 @@ class Trainer:
                         if stop:
                             self._save_unfinished(valid)
                             return {"interrupted": True, "step": st.step}
-            seconds = time.perf_counter() - started
-            st.elapsed += seconds
-            self._end_epoch(train, valid, (st.step_in_epoch * cfg.batch_size - words_at_start)
-                            / max(seconds, 1e-9))
+            st.elapsed += time.perf_counter() - started
+            self._end_epoch(train, valid, (st.step_in_epoch * cfg.batch_size - epoch_words)
+                            / max(st.elapsed - epoch_elapsed, 1e-9))
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
 
