@@ -240,16 +240,10 @@ def cmd_ngram(args) -> None:
         discount_fallback=fallback, k=args.k, alpha=args.alpha if args.alpha is not None
         else 0.4, prune_counts=args.prune_counts, memory=args.memory,
         temp=args.temp, cluster=args.cluster, partitions=args.partitions,
-        arpa=args.arpa if args.cluster else None,
-        log=lambda message: print(message, file=sys.stderr))
+        arpa=args.arpa, log=lambda message: print(message, file=sys.stderr))
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
-    if args.arpa and args.cluster:
-        print(f"{args.arpa}: ARPA, written from the workers' partitions")
-    elif args.arpa:
-        from ..ngram.store.arpa_write import write_arpa
-
-        write_arpa(model, args.arpa)
+    if args.arpa:
         print(f"{args.arpa}: ARPA")
 
 

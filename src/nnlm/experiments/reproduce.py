@@ -185,20 +185,15 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
                              preset=None if resume else row.name, train={} if resume else train,
                              resume=resume, threads=threads, log=lambda s: log("  " + s))
         return model_dir
-    from ..mixture import ContextBuckets, Mixture
-
     if row.kind == "em":
         if not (model_dir / "config.json").exists():
             paths = [workdir / "models" / p for p in row.parts]
-            models = [load_model(p) for p in paths]
             log(f"mixing {' + '.join(row.parts)} (weights by EM per bucket)")
-            buckets = ContextBuckets.from_stream(
-                read_stream(data / "train.txt", models[0].vocab), len(models[0].vocab))
-            mixture = Mixture(models, buckets=buckets)
-            mixture.fit_weights(read_stream(data / "valid.txt", mixture.vocab))
-            mixture.save(model_dir, paths)
+            _save_em_mixture([load_model(p) for p in paths], paths, data, model_dir)
         return model_dir
     # an even row: its network mixed 0.5 / 0.5 with the deleted-interpolation trigram
+    from ..mixture import Mixture
+
     base = workdir / "models" / f"mlp{int(row.name[3:]) - 1}"
     trigram = workdir / "models" / "delint3"
     # the paper's 0.5 / 0.5, and beside it weights by EM per context-frequency bucket
@@ -208,12 +203,20 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
     if model_dir in missing:
         Mixture(models, weights=[0.5, 0.5]).save(model_dir, [base, trigram])
     if bucketed in missing:
-        buckets = ContextBuckets.from_stream(read_stream(data / "train.txt", models[0].vocab),
-                                             len(models[0].vocab))
-        mixture = Mixture(models, buckets=buckets)
-        mixture.fit_weights(read_stream(data / "valid.txt", mixture.vocab))
-        mixture.save(bucketed, [base, trigram])
+        _save_em_mixture(models, [base, trigram], data, bucketed)
     return model_dir
+
+
+def _save_em_mixture(models: list, paths: list[Path], data: Path, out: Path) -> None:
+    """``models`` (saved at ``paths``) mixed with weights by EM per context-frequency
+    bucket (buckets from the training text, weights fitted on the validation text)."""
+    from ..mixture import ContextBuckets, Mixture
+
+    buckets = ContextBuckets.from_stream(read_stream(data / "train.txt", models[0].vocab),
+                                         len(models[0].vocab))
+    mixture = Mixture(models, buckets=buckets)
+    mixture.fit_weights(read_stream(data / "valid.txt", mixture.vocab))
+    mixture.save(out, paths)
 
 
 def training_done(result_file: Path, log) -> bool:

@@ -79,8 +79,8 @@ def train_ngram(
     (``local:N`` or a scheduler's address; modified Kneser-Ney only): each worker reads
     its own shards, which may be fsspec URLs (s3://, gs://, hdfs://) the workers can
     read; ``partitions``: how many parts each order is cut into (default: twice the
-    workers); ``arpa``: also write the model there as an ARPA file, streamed from the
-    workers' partitions (one process otherwise: write it from the model)."""
+    workers); ``arpa``: also write the model there as an ARPA file (kn only; on a cluster,
+    streamed from the workers' partitions)."""
     if method not in METHODS:
         raise NnlmError(f"method={method!r}: choose from {', '.join(METHODS)}")
     if not 1 <= order <= 9:
@@ -98,17 +98,21 @@ def train_ngram(
                                 "bounds and spills each worker's memory")
         return train_distributed(train_path, order, cluster, vocab, min_count, max_size,
                                  discount_fallback, partitions, log, arpa=arpa)
-    if arpa is not None:
-        raise NnlmError("arpa= is streamed by the cluster's workers; in one process, "
-                        "write the model with nnlm.ngram.store.arpa_write.write_arpa")
+    if arpa is not None and method != "kn":
+        raise NnlmError(f"arpa= needs method=kn (method={method} has no back-off form)")
     if vocab is None:
         vocab, train = read_corpus(train_path, min_count, max_size)
     else:
         train = read_stream(train_path, vocab)
     try:
         if method == "kn":
-            return KneserNey(vocab, order, discount_fallback).fit(train, prune_counts,
-                                                                  memory=memory, temp=temp)
+            model = KneserNey(vocab, order, discount_fallback).fit(train, prune_counts,
+                                                                   memory=memory, temp=temp)
+            if arpa is not None:
+                from .store.arpa_write import write_arpa
+
+                write_arpa(model, arpa)
+            return model
         if method == "addk":
             return AddK(vocab, order, k).fit(train)
         if method == "stupid":

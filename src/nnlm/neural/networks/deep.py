@@ -66,10 +66,6 @@ class DeepConfig(NetworkConfig):
         check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
 
     @property
-    def context_size(self) -> int:
-        return self.order - 1 + self.history
-
-    @property
     def x_size(self) -> int:
         return (self.order - 1 + (self.far != "none")) * self.m
 

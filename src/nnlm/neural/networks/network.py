@@ -57,7 +57,9 @@ class NetworkConfig:
 
     @property
     def context_size(self) -> int:
-        return self.order - 1
+        """Words a row of contexts holds: the window's n - 1, and the ``history`` words
+        before it of the networks that read further (FOFE codes, deep's average)."""
+        return self.order - 1 + getattr(self, "history", 0)
 
     @property
     def x_size(self) -> int:
@@ -251,10 +253,6 @@ class NPLMConfig(NetworkConfig):
                              f"(here h={self.h}, m={self.m}, direct={self.direct}); the modern "
                              "preset is one such network")
         check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
-
-    @property
-    def context_size(self) -> int:
-        return self.order - 1 + self.history
 
     def num_parameters(self) -> int:
         """|V|(1 + nm + h) + h(1 + (n-1)m) with direct connections; minus |V|(n-1)m without;

@@ -247,19 +247,21 @@ def stream_arpa(client, path: Path, vocab: Vocabulary, vocabulary, final: dict,
     ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
 
     def chunks(k):
-        parts = final[k].to_delayed()
+        parts = iter(final[k].to_delayed())
         running = as_completed()
-        for part in parts[:ahead]:
-            running.add(client.compute(delayed(kernels.arpa_lines)(part, vocabulary, k,
-                                                                   k == N)))
-        waiting = iter(parts[ahead:])
+
+        def submit_next():
+            part = next(parts, None)
+            if part is not None:
+                running.add(client.compute(delayed(kernels.arpa_lines)(part, vocabulary, k,
+                                                                       k == N)))
+
+        for _ in range(ahead):
+            submit_next()
         for future in running:
             text, rows = future.result()
             future.release()
-            nxt = next(waiting, None)
-            if nxt is not None:
-                running.add(client.compute(delayed(kernels.arpa_lines)(nxt, vocabulary, k,
-                                                                       k == N)))
+            submit_next()
             yield text, rows
 
     write_arpa_sections(path, vocab, counts, unigram_logp, unigram_log_bow,
