@@ -107,12 +107,22 @@ class Mixture(LanguageModel):
                          for m in self.components])
 
     def component_logprobs(self, stream: Stream) -> np.ndarray:
-        """(K, N): each component's log-probability of each predicted token of ``stream``;
-        compute once and hand to :meth:`fit_weights` and :meth:`mix`."""
-        return self._component_logprobs(stream.contexts(self.order), stream.ids)
+        """(K, N): each component's log-probability of each predicted token of ``stream``
+        (each scores the stream its own way: a recurrent network line by line); compute
+        once and hand to :meth:`fit_weights` and :meth:`mix`."""
+        return np.stack([m.logprobs(stream) for m in self.components])
+
+    def bucket_contexts(self, stream: Stream) -> np.ndarray:
+        """The contexts :meth:`mix` needs for ``stream``: the two words the buckets read
+        (none when unbucketed), never the components' whole histories."""
+        return stream.contexts(BUCKET_ORDER if self.buckets is not None else 1)
+
+    def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
+        return self.mix(self.component_logprobs(stream), self.bucket_contexts(stream))
 
     def mix(self, lp: np.ndarray, contexts: np.ndarray) -> np.ndarray:
-        """Mixed log-probabilities (N,) from component log-probabilities ``lp`` (K, N)."""
+        """Mixed log-probabilities (N,) from component log-probabilities ``lp`` (K, N);
+        ``contexts``: at least the last two words of each (``bucket_contexts``)."""
         with np.errstate(divide="ignore"):
             logw = np.log(self.weights[self._rows(contexts)]).T  # (K, N)
         return logsumexp(lp + logw, axis=0)
@@ -135,9 +145,9 @@ class Mixture(LanguageModel):
         """EM on ``valid`` (per bucket if bucketed); returns the mean log-likelihood after
         each iteration (never decreasing). ``component_logprobs``: the (K, N) array of
         :meth:`component_logprobs`, if already computed."""
-        contexts = valid.contexts(self.order)
+        contexts = self.bucket_contexts(valid)
         lp = component_logprobs if component_logprobs is not None else \
-            self._component_logprobs(contexts, valid.ids)
+            self.component_logprobs(valid)
         lp = lp.T  # (N, K)
         shift = lp.max(axis=1)
         shift = np.where(np.isfinite(shift), shift, 0.0)

@@ -59,7 +59,7 @@ class SentenceScore:
 
 _BLANK = SentenceScore([], np.zeros(0), None, np.zeros(0, bool))
 
-SAMPLE_TOKENS = 20000  # how many (context, target) pairs ``seen`` collects at most
+SAMPLE_TOKENS = 20000  # how many tokens ``seen`` collects at most
 
 
 def score_sentences(
@@ -70,8 +70,8 @@ def score_sentences(
     command, see :mod:`nnlm.corpus`): it yields a score with no tokens, so output rows stay
     aligned with input lines.
 
-    ``seen``: a list that receives ``(contexts, targets)`` of the first chunks scored, up
-    to about SAMPLE_TOKENS tokens (for reports on the text, such as log Z statistics).
+    ``seen``: a list that receives the :class:`Stream` of the first chunks scored, up to
+    about SAMPLE_TOKENS tokens (for reports on the text, such as log Z statistics).
     """
     chunk: list[list[str]] = []
     for n, line in enumerate(lines, start=1):
@@ -101,8 +101,8 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]],
     lengths = np.array([len(words) for words in sentences], np.int64)
     ids = model.vocab.encode(w for words in sentences for w in words)
     stream = Stream.from_ids(ids, lengths)  # an empty sentence is a single </s> slot
-    if seen is not None and sum(len(t) for _, t in seen) < SAMPLE_TOKENS:
-        seen.append((stream.contexts(model.order), stream.ids))
+    if seen is not None and sum(len(s) for s in seen) < SAMPLE_TOKENS:
+        seen.append(stream)
     if hasattr(model, "logprobs_and_orders"):  # back-off models: one pass gives both
         logp, orders = model.logprobs_and_orders(stream)
     else:

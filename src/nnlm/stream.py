@@ -91,6 +91,16 @@ class Stream:
     def num_unk(self) -> int:
         return int(np.count_nonzero(self.ids == UNK_ID))
 
+    def first_lines(self, tokens: int) -> Stream:
+        """The stream of the first lines that hold at least ``tokens`` slots (all of them
+        in a shorter stream)."""
+        if len(self.offsets) == 1:
+            return self
+        lines = int(np.searchsorted(self.offsets, tokens, side="left"))
+        lines = max(1, min(lines, len(self.offsets) - 1))
+        end = self.offsets[lines]
+        return Stream(self.ids[:end], self.offsets[: lines + 1])
+
     def line(self, i: int) -> np.ndarray:
         """Word ids of line i, without its ``</s>``."""
         return self.ids[self.offsets[i] : self.offsets[i + 1] - 1]

@@ -44,7 +44,8 @@ def add_parsers(sub) -> None:
         "  mlp1-mlp10: the networks of Table 1 of the paper; modern: n=6, m=h=256, output\n"
         "  weights tied to C (U = C), dropout, AdamW; deep: Sun & Iyyer's 2021 network, the\n"
         "  last 5 words plus an average of the 58 before them, two residual blocks with\n"
-        "  layer norm, tied; lbl: the log-bilinear model of Mnih &\n"
+        "  layer norm, tied; lstm: g as a recurrent network, an LSTM over the line (h=512,\n"
+        "  m=256, dropout, tied; Zaremba et al. 2014); lbl: the log-bilinear model of Mnih &\n"
         "  Hinton 2007; energy: the paper's energy-minimization variant (the target read\n"
         "  through C too; on a CPU train it with --objective nce, on a GPU the full\n"
         "  softmax is affordable and better); tiny: the toy world.\n"
@@ -63,6 +64,8 @@ def add_parsers(sub) -> None:
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lbl -o runs/lbl\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset deep \\\n"
         "      -o runs/deep\n"
+        "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset lstm \\\n"
+        "      -o runs/lstm\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset modern \\\n"
         "      --context fofe --fofe-alpha 0.7 --history 32 -o runs/fofe\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset energy \\\n"
@@ -85,8 +88,9 @@ def add_parsers(sub) -> None:
                     "--lr, --clip, --epochs and --patience may change (say, to recover from a "
                     "divergence); the change is logged and noted in metrics.csv")
     arch = tr.add_argument_group("architecture (override the preset)")
-    arch.add_argument("--order", type=ranged(int, 2, 20), metavar="N",
-                      help="n: condition on N-1 words (2 to 20)")
+    arch.add_argument("--order", type=ranged(int, 2, 4097), metavar="N",
+                      help="n: condition on N-1 words (the lstm: at most the last N-1 words "
+                      "of the line; 1025 by default)")
     arch.add_argument("--m", type=positive_int, metavar="M",
                       help="feature vector size (columns of C)")
     arch.add_argument("--h", type=nonnegative_int, metavar="H",
@@ -108,7 +112,11 @@ def add_parsers(sub) -> None:
                       help="deep: how the --history words become one vector: learned weights "
                       "per distance, the plain mean, a FOFE code, or none (--history 0)")
     arch.add_argument("--layers", type=ranged(int, 0, 64), metavar="L",
-                      help="deep: residual blocks above the first hidden layer")
+                      help="deep: residual blocks above the first hidden layer; lstm: "
+                      "stacked LSTM layers (at least 1)")
+    arch.add_argument("--span", type=ranged(int, 1, 4096), metavar="T",
+                      help="lstm: training reads each line in pieces of at most T words, "
+                      "each from a zero state (default 256)")
     arch.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
                       help="deep: residual connections around each block")
     arch.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None,
@@ -128,7 +136,9 @@ def add_parsers(sub) -> None:
                      help="r >= 0 in eps_0 / (1 + r t)")
     opt.add_argument("--weight-decay", type=nonnegative_float, metavar="L",
                      help="on C, H, U, W only (>= 0)")
-    opt.add_argument("--batch-size", type=positive_int, metavar="B")
+    opt.add_argument("--batch-size", type=positive_int, metavar="B",
+                     help="examples an update (the lstm: target words an update, in line "
+                     "pieces of like length)")
     opt.add_argument("--epochs", type=positive_int, metavar="E")
     opt.add_argument("--patience", type=positive_int, metavar="K",
                      help="stop after K epochs without validation improvement")
@@ -255,7 +265,8 @@ def add_parsers(sub) -> None:
 
 
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist",
-               "history", "context", "fofe_alpha", "far", "layers", "residual", "layer_norm")
+               "history", "context", "fofe_alpha", "far", "layers", "residual", "layer_norm",
+               "span")
 
 
 def cmd_train(args) -> None:

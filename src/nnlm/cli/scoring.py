@@ -92,7 +92,7 @@ def cmd_score(args) -> None:
     out = sys.stdout
     if not args.per_token:
         out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
-    seen: list = []  # (contexts, targets) of the first chunks, for the neural report
+    seen: list = []  # the first chunks' streams, for the neural report
     normalized = getattr(model, "normalized", True)
     if not normalized:
         print(f"nnlm: note: a {model.kind} model gives scores, not probabilities: its log10 "
@@ -122,12 +122,9 @@ def cmd_score(args) -> None:
         print(f"{sentences:,} sentences, {tokens:,} tokens (</s> included), {oov:,} OOV, "
               f"log10 prob {total:.4f}{ppl}", file=sys.stderr)
     if parts and seen:
-        import numpy as np
-
         from ..neural.nplm_lm import scoring_report
 
-        report, warnings = scoring_report(parts, np.concatenate([c for c, _ in seen]),
-                                          np.concatenate([t for _, t in seen]))
+        report, warnings = scoring_report(parts, seen)
         for line in [*describe_report(report), *(f"nnlm: warning: {w}" for w in warnings)]:
             print(line, file=sys.stderr)
 
@@ -172,7 +169,7 @@ def cmd_eval(args) -> None:
     if parts:
         from ..neural.nplm_lm import scoring_report
 
-        report, warnings = scoring_report(parts, stream.contexts(model.order), stream.ids)
+        report, warnings = scoring_report(parts, [stream])
         result.update(report)
         for w in warnings:
             print(f"nnlm: warning: {w}", file=sys.stderr)

@@ -53,7 +53,7 @@ def mix_models(paths: Sequence[str | os.PathLike], valid_path: str | os.PathLike
     each = [evaluation_from_logprobs(valid, row, mixture.vocab).perplexity for row in lp]
     if not weights:
         mixture.fit_weights(valid, iterations, component_logprobs=lp)
-    result = evaluation_from_logprobs(valid, mixture.mix(lp, valid.contexts(mixture.order)),
+    result = evaluation_from_logprobs(valid, mixture.mix(lp, mixture.bucket_contexts(valid)),
                                       mixture.vocab)
     if output is not None:
         mixture.save(output, paths)

@@ -29,6 +29,7 @@ import torch
 from ..errors import NnlmError
 from ..lm import LanguageModel, logsumexp
 from ..model_files import header_binding
+from ..stream import Stream
 from ..vocab import BOS_ID, Vocabulary
 from .networks.network import Network
 from .networks.output import folded_input, folded_weight
@@ -47,9 +48,25 @@ def score_rows(vocab_size: int, device: torch.device) -> int:
     if device.type == "cpu":
         return SCORE_BATCH
     return int(min(HIDDEN_BLOCK, max(SCORE_BATCH, GPU_LOGITS // max(vocab_size, 1))))
+LINE_TOKENS = 8192  # a recurrent network's padded positions per pass when scoring lines
 BACKOFF_BATCH = 512  # rows of the short-list's n-gram distributions at once
 LOG_Z_SAMPLE = 20000  # tokens whose log Z is measured for log_z_stats
 BACKOFF_DIR = "shortlist_backoff"  # where a short-list checkpoint keeps its n-gram model
+
+
+class _OutputHead:
+    """The output layer prepared for scoring: the weight with the bias folded in, and a
+    logits buffer reused across batches (a fresh 14 MB tensor per batch costs as much as
+    the product, in page faults)."""
+
+    def __init__(self, net: Network, bf16: bool):
+        dtype = torch.bfloat16 if bf16 else torch.float32
+        self.weight = folded_weight(net.output_matrix, net.b + net.mask, dtype)
+        self.weight_t = self.weight.t()
+        V = self.weight.shape[0]
+        self.batch = score_rows(V, self.weight.device)
+        self.logits = torch.empty(self.batch, V, dtype=self.weight.dtype,
+                                  device=self.weight.device)
 
 
 @dataclass(frozen=True)
@@ -204,33 +221,76 @@ class NeuralLM(LanguageModel):
         net = self.model.eval()
         if not net.linear_output:
             return self._scored_logprobs(contexts, targets)
-        dtype = torch.bfloat16 if self.bf16 else torch.float32
-        weight = folded_weight(net.output_matrix, net.b + net.mask, dtype)
-        weight_t = weight.t()
-        V = weight.shape[0]
-        batch = score_rows(V, weight.device)
-        logits = torch.empty(batch, V, dtype=weight.dtype, device=weight.device)
+        head = _OutputHead(net, self.bf16)
         out = np.empty(len(targets))
         for start in range(0, len(targets), HIDDEN_BLOCK):
             stop = min(start + HIDDEN_BLOCK, len(targets))
-            ctx = self._tensor(contexts[start:stop])
-            tgt = self._tensor(targets[start:stop])
-            z32 = net.hidden_input(ctx)
-            z = folded_input(z32, weight.shape[1], dtype)
-            block = torch.empty(stop - start, dtype=torch.float64, device=z.device)
-            for i in range(0, len(z), batch):
-                rows = min(batch, len(z) - i)
-                y, t = logits[:rows], tgt[i : i + rows]
-                torch.mm(z[i : i + rows], weight_t, out=y)
-                if self.bf16:
-                    lp = self._bf16_logprobs(y, z32[i : i + rows], t)
-                else:
-                    picked = y.gather(1, t[:, None]).squeeze(1).double()
-                    mx = y.amax(dim=1)
-                    y.sub_(mx[:, None]).exp_()
-                    lp = picked - (mx.double() + y.sum(dim=1, dtype=torch.float64).log())
-                block[i : i + rows] = lp
-            out[start:stop] = block.cpu().numpy()  # one copy (and wait) per block
+            z32 = net.hidden_input(self._tensor(contexts[start:stop]))
+            out[start:stop] = self._z_logprobs(head, z32, self._tensor(targets[start:stop]))
+        return out
+
+    def _z_logprobs(self, head: _OutputHead, z32: torch.Tensor, tgt: torch.Tensor
+                    ) -> np.ndarray:
+        """log softmax(y)[target] for the rows of z (see ``network_logprobs``), float64."""
+        z = folded_input(z32, head.weight.shape[1], head.weight.dtype)
+        block = torch.empty(len(z), dtype=torch.float64, device=z.device)
+        for i in range(0, len(z), head.batch):
+            rows = min(head.batch, len(z) - i)
+            y, t = head.logits[:rows], tgt[i : i + rows]
+            torch.mm(z[i : i + rows], head.weight_t, out=y)
+            if self.bf16:
+                lp = self._bf16_logprobs(y, z32[i : i + rows], t)
+            else:
+                picked = y.gather(1, t[:, None]).squeeze(1).double()
+                mx = y.amax(dim=1)
+                y.sub_(mx[:, None]).exp_()
+                lp = picked - (mx.double() + y.sum(dim=1, dtype=torch.float64).log())
+            block[i : i + rows] = lp
+        return block.cpu().numpy()  # one copy (and wait) per block
+
+    def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
+        """One float64 per slot of ``stream``; a recurrent network reads each line once
+        (``_line_logprobs``), any other scores windows of contexts."""
+        if not getattr(self.model, "recurrent", False):
+            return super().logprobs(stream, batch_size)
+        return self._line_logprobs(stream)
+
+    @torch.no_grad()
+    def _line_logprobs(self, stream: Stream) -> np.ndarray:
+        """A recurrent network's log-probabilities line by line: each line's first n - 1
+        slots from one pass over the line (lines batched by length, LINE_TOKENS padded
+        positions a batch), any later slot of a longer line through its window of n - 1
+        words. Equal to scoring every slot through its context (``target_logprobs``)."""
+        from ..progress import progress_bar
+        from .segments import by_length, pieces, spans
+
+        if self.self_normalized:
+            raise NnlmError("self-normalized scoring needs a network trained to be "
+                            "self-normalized (objective selfnorm or nce); a recurrent "
+                            "network trains with the full softmax")
+        net = self.model.eval()
+        out = np.empty(len(stream))
+        head = _OutputHead(net, self.bf16)
+        k = self.order - 1
+        starts, lengths = pieces(stream, k, first_only=True)
+        with progress_bar(len(stream), f"scoring ({self.kind} {net.config.network_name})",
+                          "tokens", delay=2.0) as bar:
+            for batch in by_length(lengths, LINE_TOKENS):
+                inputs, targets = spans(stream, starts[batch], lengths[batch])
+                z32 = net.hidden_input(inputs.to(net.device))
+                at = (starts[batch, None] + np.arange(inputs.inputs.shape[1])[None, :])[
+                    inputs.mask().numpy()]
+                out[at] = self._z_logprobs(head, z32, self._tensor(targets))
+                bar.update(len(targets))
+            # slots n - 1 or more words into a longer line: their windows of n - 1 words
+            in_line = np.arange(len(stream)) - np.repeat(stream.offsets[:-1],
+                                                         np.diff(stream.offsets))
+            rest = np.flatnonzero(in_line >= k)
+            for i in range(0, len(rest), EVAL_BATCH):
+                pos = rest[i : i + EVAL_BATCH]
+                out[pos] = self.network_logprobs(stream.contexts(self.order, pos),
+                                                 stream.ids[pos])
+                bar.update(len(pos))
         return out
 
     @torch.no_grad()
@@ -344,19 +404,20 @@ NPLM = NeuralLM  # the name of the paper's model, kept for the API
 LOG_Z_WARN = 0.1  # mean |log Z| above this: raw scores are not probabilities
 
 
-def scoring_report(parts: list[NeuralLM], contexts: np.ndarray, targets: np.ndarray
-                   ) -> tuple[dict, list[str]]:
+def scoring_report(parts: list[NeuralLM], streams: list[Stream]) -> tuple[dict, list[str]]:
     """What ``nnlm eval`` and ``score`` add for neural models: short-list coverage and,
-    under self-normalized scoring, log Z statistics; with warnings where |log Z| is large.
-    Keys get a suffix _i when there are several networks (a mixture)."""
+    under self-normalized scoring, log Z statistics, over the texts ``streams``; with
+    warnings where |log Z| is large. Keys get a suffix _i when there are several networks
+    (a mixture)."""
     report, warnings = {}, []
+    targets = np.concatenate([s.ids for s in streams]) if streams else np.zeros(0, np.int32)
     for i, lm in enumerate(parts):
         key = "" if len(parts) == 1 else f"_{i}"
         if lm.shortlist is not None:
             report[f"shortlist{key}"] = lm.shortlist
             report[f"shortlist_coverage{key}"] = lm.coverage(targets)
         if lm.self_normalized:
-            stats = lm.log_z_stats(contexts[:, contexts.shape[1] - lm.order + 1 :])
+            stats = lm.log_z_stats(np.concatenate([s.contexts(lm.order) for s in streams]))
             report.update({f"{k}{key}": v for k, v in stats.to_dict().items()})
             if stats.mean_abs > LOG_Z_WARN:
                 warnings.append(

@@ -69,6 +69,10 @@ RECIPES: dict[str, dict] = {
              "train": {"optimizer": "adamw", "lr": 1e-3, "lr_decay": 0.0,
                        "weight_decay": 0.05, "batch_size": 256, "epochs": 12, "patience": 2,
                        "plateau_decay": 0.5, "bf16": True}},
+    "lstm": {"model": {"dropout_x": 0.3, "dropout_h": 0.4},
+             "train": {"optimizer": "adamw", "lr": 2e-3, "lr_decay": 0.0,
+                       "weight_decay": 0.05, "batch_size": 2048, "epochs": 12, "patience": 2,
+                       "plateau_decay": 0.5, "clip": 1.0, "bf16": True}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,
                        "batch_size": 64, "epochs": 8, "patience": 2, "plateau_decay": 0.5}},
@@ -96,6 +100,9 @@ PRESETS["energy"] = {"model": {"network": "energy", "order": 5, "m": 60, "h": 50
 PRESETS["deep"] = {"model": {"network": "deep", "order": 6, "m": 256, "history": 58,
                              "far": "learned", "h": 512, "layers": 2, "tied": True},
                    "recipe": "deep", "mix": False}
+PRESETS["lstm"] = {"model": {"network": "lstm", "order": 1025, "m": 256, "h": 512,
+                             "layers": 1, "tied": True, "span": 256},
+                   "recipe": "lstm", "mix": False}
 PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "recipe": "tiny",
                    "mix": False}
 

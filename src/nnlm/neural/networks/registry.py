@@ -9,12 +9,14 @@ from ...errors import a
 from ...sysmem import check_allocation
 from .deep import DeepConfig, DeepNetwork
 from .energy import EnergyConfig, EnergyNetwork
+from .lstm import LSTMConfig, LSTMNetwork
 from .network import LBLConfig, LBLNetwork, Network, NetworkConfig, NPLMConfig, NPLMNetwork
 
 NETWORKS: dict[str, tuple[type[NetworkConfig], type[Network]]] = {
     cfg.network_name: (cfg, net)
     for cfg, net in [(NPLMConfig, NPLMNetwork), (LBLConfig, LBLNetwork),
-                     (EnergyConfig, EnergyNetwork), (DeepConfig, DeepNetwork)]
+                     (EnergyConfig, EnergyNetwork), (DeepConfig, DeepNetwork),
+                     (LSTMConfig, LSTMNetwork)]
 }
 
 

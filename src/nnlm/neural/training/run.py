@@ -24,7 +24,7 @@ from ...fileio import atomic_write_text
 from ...model_files import check_model_output, load_vocab_for, read_header
 from ...models import load_model
 from ...vocab import Vocabulary
-from ..networks.registry import network_config
+from ..networks.registry import NETWORKS, network_config
 from ..nplm_lm import BACKOFF_DIR, check_backoff
 from ..parallel.distributed import close_world, init_world, launched_by_torchrun
 from ..parallel.heartbeat import WORKER_TIMEOUT
@@ -193,6 +193,7 @@ def _train(job: TrainJob, device, world, log) -> dict:
         raise NnlmError(f"bad settings: {e}") from None
     if not job.resume:
         check_objective_settings(train, model_config.outputs)
+    check_recurrent(model_config, train_config, job.workers, world)
     prepare_process(job.threads, device)
     if train_config.bf16 and not native_bf16(device):
         if asked_bf16:  # asked for by name: kept, and said
@@ -248,6 +249,23 @@ def _train(job: TrainJob, device, world, log) -> dict:
     return result
 
 
+def check_recurrent(config, train: TrainConfig, workers: int, world) -> None:
+    """What a recurrent network (the LSTM) does not train with, refused in one line: the
+    sampled and self-normalized objectives (its scoring reads whole lines, exactly), and
+    the parallel schemes, which split batches of fixed-size contexts."""
+    if not getattr(NETWORKS[config.network_name][1], "recurrent", False):
+        return
+    name = config.network_name
+    if train.objective != "softmax":
+        raise NnlmError(f"objective={train.objective}: the {name} network trains with the "
+                        "full softmax (objective=softmax)")
+    if workers > 1:
+        raise NnlmError(f"workers={workers}: the {name} network trains in one process (the "
+                        "asynchronous scheme splits batches of fixed-size contexts)")
+    if world is not None:
+        raise NnlmError(f"the {name} network trains in one process, not under torchrun")
+
+
 def _quiet(message: str) -> None:
     """The log of a rank other than 0."""
 
@@ -255,7 +273,8 @@ def _quiet(message: str) -> None:
 def describe(config) -> str:
     """One line: the network and its sizes."""
     d = config.to_dict()
-    keys = [k for k in ("order", "m", "h", "layers", "direct", "tied", "v_per_word", "history")
+    keys = [k for k in ("order", "m", "h", "layers", "direct", "tied", "v_per_word", "history",
+                        "span")
             if k in d]
     parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
     if d.get("history"):

@@ -43,6 +43,7 @@ from ..nplm_lm import BACKOFF_DIR, NeuralLM
 from ..parallel.cuda_graph import GraphedStep
 from ..parallel.distributed import World
 from ..parallel.schemes import SingleProcess, scheme_for
+from ..segments import SpanPlan
 from ..settings import TrainConfig
 from .batches import batches
 from .metrics_log import write_metrics
@@ -306,10 +307,14 @@ class Trainer:
         log |V| plus one nat. Checked before every save, on the weights being saved (the
         training loss of a batch is measured before its update, so it cannot vouch for
         them)."""
-        if not hasattr(self, "_sanity"):
-            n = min(len(valid), self.SANITY_TOKENS)
-            self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
-        nll = self.scheme.mean_nll(self.lm, *self._sanity)
+        if self.recurrent:  # whole lines, read once each (their contexts are long)
+            head = valid.first_lines(self.SANITY_TOKENS)
+            nll = -float(np.mean(self.lm.logprobs(head)))
+        else:
+            if not hasattr(self, "_sanity"):
+                n = min(len(valid), self.SANITY_TOKENS)
+                self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
+            nll = self.scheme.mean_nll(self.lm, *self._sanity)
         limit = math.log(self.model.config.vocab_size) + 1
         if not nll <= limit:  # NaN fails too
             self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
@@ -351,11 +356,11 @@ class Trainer:
                 save_model(self.backoff, self.outdir / BACKOFF_DIR)
         self._reseed()
         self.scheme.load_kernels(self.optimizer)
-        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
-            perm = np.random.default_rng([cfg.seed, st.epoch]).permutation(len(train))
+            perm = self.epoch_plan(train)
+            steps_per_epoch = self.steps(perm, train)
             started = time.perf_counter()
-            words_at_start = st.step_in_epoch * cfg.batch_size
+            words_at_start = self.words(perm, st.step_in_epoch)
             # the epoch's rate counts all of its spans between checkpoints (this process's)
             epoch_words, epoch_elapsed = words_at_start, st.elapsed
             bar_context = progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
@@ -377,29 +382,59 @@ class Trainer:
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
                         self.check_sane(valid)  # never save a state gone bad
                         st.elapsed += time.perf_counter() - started
-                        started, words_at_start = time.perf_counter(), st.step_in_epoch * \
-                            cfg.batch_size
+                        started = time.perf_counter()
+                        words_at_start = self.words(perm, st.step_in_epoch)
                         self.save_state()
                         if stop:
                             self._save_unfinished(valid)
                             return {"interrupted": True, "step": st.step}
             st.elapsed += time.perf_counter() - started
-            self._end_epoch(train, valid, (st.step_in_epoch * cfg.batch_size - epoch_words)
+            self._end_epoch(train, valid, (self.words(perm, st.step_in_epoch) - epoch_words)
                             / max(st.elapsed - epoch_elapsed, 1e-9))
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
 
-    def train_batches(self, train: Stream, perm: np.ndarray, until: int, bar, started: float,
-                      words_at_start: int) -> None:
-        """Train on batches step_in_epoch .. until-1 of the epoch's permutation ``perm``,
-        one update each, advancing the counters (the Hogwild scheme hands them to workers
+    @property
+    def recurrent(self) -> bool:
+        """True for a network that reads line pieces in training (the LSTM)."""
+        return getattr(self.model, "recurrent", False)
+
+    def epoch_plan(self, train: Stream) -> np.ndarray | SpanPlan:
+        """The current epoch's batches, drawn from (seed, epoch) so that a resumed run
+        replays them: a permutation of the training slots cut into ``batch_size`` batches,
+        or for a recurrent network line pieces grouped by length, ``batch_size`` targets a
+        batch at most (``segments.py``)."""
+        rng = np.random.default_rng([self.config.seed, self.state.epoch])
+        if self.recurrent:
+            return SpanPlan(train, self.model.config.span, self.config.batch_size, rng)
+        return rng.permutation(len(train))
+
+    def steps(self, plan: np.ndarray | SpanPlan, train: Stream) -> int:
+        """Updates in an epoch of ``plan``."""
+        if isinstance(plan, SpanPlan):
+            return plan.steps
+        return math.ceil(len(train) / self.config.batch_size)
+
+    def words(self, plan: np.ndarray | SpanPlan, steps: int) -> int:
+        """Targets in the first ``steps`` batches of ``plan``."""
+        if isinstance(plan, SpanPlan):
+            return plan.words(steps)
+        return steps * self.config.batch_size
+
+    def train_batches(self, train: Stream, perm: np.ndarray | SpanPlan, until: int, bar,
+                      started: float, words_at_start: int) -> None:
+        """Train on batches step_in_epoch .. until-1 of the epoch's plan ``perm``, one
+        update each, advancing the counters (the Hogwild scheme hands them to workers
         instead)."""
         cfg, st = self.config, self.state
         part = self.scheme.batch_part()
         graphed = self._graphed_step()
-        for _, contexts, targets in batches(train, self.model.config.context_size + 1, perm,
-                                             cfg.batch_size, st.step_in_epoch, until, part,
-                                             pin=graphed is not None):
+        if isinstance(perm, SpanPlan):
+            plan = perm.range(st.step_in_epoch, until)
+        else:
+            plan = batches(train, self.model.config.context_size + 1, perm, cfg.batch_size,
+                           st.step_in_epoch, until, part, pin=graphed is not None)
+        for _, contexts, targets in plan:
             self.interrupt.check()
             if graphed is not None and len(targets) == graphed.batch_size:
                 graphed(contexts, targets)  # its loss is read at the next flush
@@ -414,7 +449,7 @@ class Trainer:
             bar.update(1)
             if st.step % self.LOG_EVERY == 0:
                 self._flush_graphed()
-                rate = (st.step_in_epoch * cfg.batch_size - words_at_start) / max(
+                rate = (self.words(perm, st.step_in_epoch) - words_at_start) / max(
                     time.perf_counter() - started, 1e-9)
                 bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
                                 words_s=f"{rate:,.0f}")
@@ -425,7 +460,7 @@ class Trainer:
     def _graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph update of full batches, where this run can use one."""
         if not hasattr(self, "_graphed"):
-            capture = self.scheme.graphable and GraphedStep.can_capture(
+            capture = self.scheme.graphable and not self.recurrent and GraphedStep.can_capture(
                 self.device, self.objective, self.optimizer, self.sparse, self.config.clip)
             self._graphed = GraphedStep(self.model, self.objective, self.optimizer,
                                         self.config.batch_size, self.config.bf16, self.log) \

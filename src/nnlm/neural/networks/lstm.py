@@ -1,0 +1,171 @@
+"""g as a recurrent network: an LSTM over the line, the network that Bengio et al. (2003)
+name beside the feed-forward one ("may be implemented by a feed-forward or a recurrent
+neural network"), in the manner of Zaremba, Sutskever & Vinyals (2014), *Recurrent
+Neural Network Regularization* (dropout between layers, never on the recurrent
+connections) and Press & Wolf (2017) (output tied to C)::
+
+    x_t        = drop(C(w_t))                                   # (B, m)
+    (a_t, c_t) = LSTM_L(x_t, (a_{t-1}, c_{t-1}))                  # (B, h); a_0 = c_0 = 0
+    z_t        = P drop(a_t)                (tied: (B, m); untied: z_t = drop(a_t))
+    y_t        = b + U z_t                                      # U = C when tied
+
+The words it reads are the line's, from its ``<s>``, and at most the last n - 1 of them
+(``order`` = n: 1025 by default, more than any Brown paragraph). A window that does not
+reach back to the line's ``<s>`` (a line longer than n - 1 words) is read from its first
+word with a zero state. That is the model every path computes:
+
+- a batch of contexts (``Stream.contexts``, ``nnlm.Model``'s states, generation): each
+  row's words of the line are read, left-aligned, and the state after the last one
+  gives z (:meth:`LSTMNetwork.hidden_input` on a tensor);
+- a batch of :class:`~nnlm.neural.networks.spans.Spans` (training, and scoring a whole
+  text: ``NeuralLM.logprobs``): each row is read once and every position gives its z,
+  so a line of L words costs L steps instead of L^2 / 2.
+
+Because the state starts at zero at the line's ``<s>`` and nothing reads before it,
+scoring line by line and scoring through contexts give the same numbers (the tests check
+it, through ``nnlm.Model`` too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .context import present
+from .network import Network, NetworkConfig, check_outputs_and_dropout
+from .spans import Spans
+
+LSTM_WINDOW = 1025  # n: reads at most the last 1024 words of the line
+
+
+@dataclass(frozen=True)
+class LSTMConfig(NetworkConfig):
+    """n (reads at most n - 1 words of the line), m, h, L layers, ``span``: the longest
+    piece of a line that training reads from one state."""
+
+    network_name: ClassVar[str] = "lstm"
+    order: int = LSTM_WINDOW
+    m: int = 256
+    h: int = 512
+    layers: int = 1
+    tied: bool = True  # U = C through a projection P (h -> m)
+    dropout_x: float = 0.3  # on the words read, C(w_t)
+    dropout_h: float = 0.4  # between layers and on a_t
+    span: int = 256  # training cuts longer lines into pieces of this many words
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.h < 1 or self.layers < 1:
+            raise ValueError("need h >= 1 and layers >= 1")
+        if self.span < 1:
+            raise ValueError("need span >= 1")
+        if self.output_size is not None:
+            raise ValueError("the lstm network predicts every word: no short-list")
+        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
+
+    def num_parameters(self) -> int:
+        V, Vo, m, h, L = self.vocab_size, self.outputs, self.m, self.h, self.layers
+        lstm = 4 * h * (m + h + 2) + (L - 1) * 4 * h * (2 * h + 2)
+        return V * m + Vo + lstm + (m * h if self.tied else Vo * h)
+
+
+class LSTMNetwork(Network):
+    """See the module docstring. Named tensors: C, b, per layer l ``W_ih.l``, ``W_hh.l``,
+    ``b_ih.l``, ``b_hh.l`` (gates in PyTorch's order i, f, g, o), and ``P`` (tied) or
+    ``U``."""
+
+    recurrent: ClassVar[bool] = True
+
+    def __init__(self, config: LSTMConfig):
+        super().__init__(config)
+        self.rnn = nn.LSTM(config.m, config.h, config.layers, batch_first=True,
+                           dropout=config.dropout_h if config.layers > 1 else 0.0)
+        self.P = nn.Parameter(torch.empty(config.m, config.h)) if config.tied else None
+        self.U = None if config.tied else nn.Parameter(torch.empty(config.outputs, config.h))
+        self.reset_parameters()
+
+    def _layer(self, kind: str, layer: int) -> nn.Parameter:
+        return getattr(self.rnn, f"{kind}_l{layer}")
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """C ~ U(-0.1, 0.1); the LSTM's weights and P or U ~ U(+-1/sqrt(h)); biases 0
+        except the forget gates' (1, so that the state is kept at first: Gers et al.
+        2000)."""
+        cfg = self.config
+        bound = cfg.h ** -0.5
+        with torch.no_grad():
+            self.C.uniform_(-0.1, 0.1, generator=generator)
+            for w in [*self._weights(), self.P, self.U]:
+                if w is not None:
+                    w.uniform_(-bound, bound, generator=generator)
+            self.b.zero_()
+            for layer in range(cfg.layers):
+                for kind in ("bias_ih", "bias_hh"):
+                    bias = self._layer(kind, layer)
+                    bias.zero_()
+                    bias[cfg.h : 2 * cfg.h] = 0.5  # i, f, g, o: the forget gate's sum is 1
+
+    def _weights(self) -> list[nn.Parameter]:
+        return [self._layer(k, i) for i in range(self.config.layers)
+                for k in ("weight_ih", "weight_hh")]
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        return self.C if self.config.tied else self.U
+
+    def weights(self) -> list[nn.Parameter]:
+        """C, the LSTM's weight matrices and P or U take weight decay; biases do not."""
+        return [p for p in (self.C, *self._weights(), self.P, self.U) if p is not None]
+
+    def biases(self) -> list[nn.Parameter]:
+        return [self.b, *(self._layer(k, i) for i in range(self.config.layers)
+                          for k in ("bias_ih", "bias_hh"))]
+
+    def read(self, inputs: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """a_t for every position of ``inputs`` (B, T), each row read from a zero state:
+        (B, T, h). A position reads only the ones before it, so what follows a row's
+        end (padding) changes nothing before it."""
+        x = F.embedding(inputs, self.C, sparse=sparse)  # (B, T, m)
+        if self.config.dropout_x and self.training:
+            x = F.dropout(x, self.config.dropout_x)
+        if not inputs.shape[1]:
+            return x.new_zeros(*inputs.shape, self.config.h)
+        return self.rnn(x)[0]
+
+    def _output(self, a: torch.Tensor) -> torch.Tensor:
+        """z from a_t (N, h)."""
+        if self.config.dropout_h and self.training:
+            a = F.dropout(a, self.config.dropout_h)
+        return F.linear(a, self.P) if self.config.tied else a
+
+    def hidden_input(self, contexts, sparse: bool = False) -> torch.Tensor:
+        """z: (N, m) tied, (N, h) untied. ``contexts`` a :class:`Spans` batch: one z for
+        each position read, rows in order; an int tensor (B, K) of contexts (oldest
+        first): one z per row, after reading the row's words of the line (the last
+        ``<s>`` on, or all K where the row holds none)."""
+        if isinstance(contexts, Spans):
+            a = self.read(contexts.inputs, sparse)
+            return self._output(a[contexts.mask()])
+        keep = present(contexts)
+        count = keep.sum(1)  # words of the line in each row, its <s> included
+        K, longest = contexts.shape[1], int(count.max()) if len(contexts) else 0
+        # left-align each row's words of the line: slot j holds word K - count + j
+        at = (K - count)[:, None] + torch.arange(longest, device=contexts.device)[None, :]
+        inputs = contexts.gather(1, at.clamp(max=K - 1))
+        a = self.read(inputs, sparse)
+        return self._output(a[torch.arange(len(contexts), device=a.device), count - 1])
+
+    def named_tensors(self) -> dict[str, torch.Tensor]:
+        out = {"C": self.C, "b": self.b}
+        names = {"weight_ih": "W_ih", "weight_hh": "W_hh", "bias_ih": "b_ih", "bias_hh": "b_hh"}
+        for i in range(self.config.layers):
+            for kind, name in names.items():
+                out[f"{name}.{i}"] = self._layer(kind, i)
+        for name in ("P", "U"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
