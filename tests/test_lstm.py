@@ -218,3 +218,38 @@ def test_lstm_refusals_are_one_line(toy, tmp_path, capsys):
         assert len(err.strip().splitlines()) <= 2, err
     with pytest.raises(ValueError, match="no short-list"):
         LSTMConfig(vocab_size=V, tied=False, output_size=5)
+
+
+def test_a_decoder_continues_each_hypothesis_from_its_parents_state():
+    """nnlm.Model's hypotheses that grow by a word are one LSTM step each (the state cache
+    holds one entry per prefix), give the numbers of reading each prefix whole, and a
+    change of the weights drops the cached states."""
+    lm = NeuralLM(VOCAB, lstm(layers=2))
+    model = Model(lm)
+    widths = []  # words read by each call into the LSTM
+    read = lm.model.read_states
+    lm.model.read_states = lambda inputs, *a: (widths.append(inputs.shape[1]), read(inputs, *a))[1]
+    words = TEXT[3].split()
+    start = State()
+    model.BeginSentenceWrite(start)
+    beams = [start, start]
+    for w in words[:6]:
+        out = model.advance(beams, [w, "f"])
+        ctx = torch.from_numpy(np.array([s.words for s in beams]))
+        want = lm.model.eval().hidden_input(ctx)
+        assert torch.allclose(lm._states.hidden_input(lm.model, ctx), want, atol=1e-6)
+        beams = [out.states[0], out.states[1]]
+    assert widths == [1] * 6  # <s>, then one step a word from the parents' states
+    assert len(lm._states.states) == 11  # <s>, then the two hypotheses' prefixes
+    whole = lm.logprobs(Stream.from_lines([words[:6]], VOCAB))[:6].sum() * math.log10(math.e)
+    state, total = start, 0.0
+    for w in words[:6]:
+        out = State()
+        total += model.BaseScore(state, w, out)
+        state = out
+    assert math.isclose(total, whole, abs_tol=1e-5)
+    with torch.no_grad():
+        lm.model.C.mul_(2.0)  # new weights: the cached states no longer apply
+    after = Model(lm).score(" ".join(words[:6]), eos=False)
+    assert math.isclose(after, lm.logprobs(Stream.from_lines([words[:6]], VOCAB))[:6].sum()
+                        * math.log10(math.e), abs_tol=1e-5)

@@ -48,6 +48,7 @@ def score_rows(vocab_size: int, device: torch.device) -> int:
     if device.type == "cpu":
         return SCORE_BATCH
     return int(min(HIDDEN_BLOCK, max(SCORE_BATCH, GPU_LOGITS // max(vocab_size, 1))))
+DECODER_ROWS = 1024  # a recurrent network continues batches up to this from cached states
 LINE_TOKENS = 8192  # a recurrent network's padded positions per pass when scoring lines
 BACKOFF_BATCH = 512  # rows of the short-list's n-gram distributions at once
 LOG_Z_SAMPLE = 20000  # tokens whose log Z is measured for log_z_stats
@@ -150,7 +151,11 @@ class NeuralLM(LanguageModel):
     @torch.no_grad()
     def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
         self.model.eval()
-        logits = self.model.scores(self._tensor(contexts), bf16=self.bf16)
+        ctx = self._tensor(contexts)
+        if getattr(self.model, "recurrent", False):
+            logits = self.model.output_logits(self._hidden(ctx), bf16=self.bf16)
+        else:
+            logits = self.model.scores(ctx, bf16=self.bf16)
         return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
@@ -225,9 +230,21 @@ class NeuralLM(LanguageModel):
         out = np.empty(len(targets))
         for start in range(0, len(targets), HIDDEN_BLOCK):
             stop = min(start + HIDDEN_BLOCK, len(targets))
-            z32 = net.hidden_input(self._tensor(contexts[start:stop]))
+            z32 = self._hidden(self._tensor(contexts[start:stop]))
             out[start:stop] = self._z_logprobs(head, z32, self._tensor(targets[start:stop]))
         return out
+
+    def _hidden(self, contexts: torch.Tensor) -> torch.Tensor:
+        """z of each context row; a recurrent network's in a few rows (a decoder's, a
+        generator's) continued from the states of their prefixes (``recurrent_states``)."""
+        net = self.model
+        if not getattr(net, "recurrent", False) or net.training or len(contexts) > DECODER_ROWS:
+            return net.hidden_input(contexts)
+        if not hasattr(self, "_states"):
+            from .recurrent_states import StateCache
+
+            self._states = StateCache()
+        return self._states.hidden_input(net, contexts)
 
     def _z_logprobs(self, head: _OutputHead, z32: torch.Tensor, tgt: torch.Tensor
                     ) -> np.ndarray:

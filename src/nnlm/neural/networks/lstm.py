@@ -136,6 +136,23 @@ class LSTMNetwork(Network):
             return x.new_zeros(*inputs.shape, self.config.h)
         return self.rnn(x)[0]
 
+    def read_states(self, inputs: torch.Tensor, lengths: torch.Tensor, state=None
+                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Read row r's first ``lengths[r]`` words of ``inputs`` (B, T), from ``state``
+        ((L, B, h) a and c) or a zero state: (a after each row's last word (B, h), the
+        state there). What a decoder continues from (``recurrent_states.py``)."""
+        x = F.embedding(inputs, self.C)
+        if self.config.dropout_x and self.training:
+            x = F.dropout(x, self.config.dropout_x)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        _, (a, c) = self.rnn(packed, state)
+        return a[-1], (a, c)
+
+    def output(self, a: torch.Tensor) -> torch.Tensor:
+        """z from a_t (N, h)."""
+        return self._output(a)
+
     def _output(self, a: torch.Tensor) -> torch.Tensor:
         """z from a_t (N, h)."""
         if self.config.dropout_h and self.training:
