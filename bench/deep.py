@@ -16,8 +16,9 @@ Models go to ``--workdir``. The variants:
   (FOFE code, alpha 0.7);
 - depth: ``layers0``, ``layers1``, ``layers4``;
 - ``no_residual``, ``no_layer_norm``, ``no_dropout``, ``untied``;
-- references: ``modern`` (the best one-hidden-layer NPLM) and ``modern_fofe`` (the same
-  with FOFE codes in the window's slots, reaching 32 words back).
+- references: ``modern`` (the best one-hidden-layer NPLM), ``modern_fofe`` (the same
+  with FOFE codes in the window's slots, reaching 32 words back) and ``lstm`` (the
+  recurrent g, at the same budget of epochs).
 
 Never run by the tests.
 """
@@ -45,6 +46,7 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "untied": ("deep", {"tied": False}),
     "modern": ("modern", {}),
     "modern_fofe": ("modern", {"context": "fofe", "history": 32}),
+    "lstm": ("lstm", {}),
 }
 
 

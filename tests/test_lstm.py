@@ -114,11 +114,18 @@ def test_training_pieces_read_what_the_model_reads():
     assert torch.allclose(z[exact], net.hidden_input(ctx[exact]), atol=1e-6)
 
 
-def test_lstm_distributions_sum_to_one():
+def test_lstm_distributions_sum_to_one_with_added_words_too():
     lm = NeuralLM(VOCAB, lstm(layers=2))
     lp = lm.next_logprobs(contexts(7, rows=20).numpy())
     assert np.allclose(np.exp(lp).sum(1), 1.0, atol=1e-9)
     assert np.all(lp[:, BOS_ID] == -np.inf)
+    # the open vocabulary: a new word's row of C (also its output row) from its context
+    lm.add_words(["zzz"], [["a", "b", "c"]])
+    stream = Stream.from_lines([["a", "zzz", "b"]], lm.vocab)
+    assert len(lm.vocab) == V + 1 and lm.model.C.shape[0] == V + 1
+    lp = lm.next_logprobs(stream.contexts(lm.order))
+    assert np.allclose(np.exp(lp).sum(1), 1.0, atol=1e-9)
+    assert np.allclose(lm.logprobs(stream), lp[np.arange(len(stream)), stream.ids])
 
 
 def test_an_epoch_plan_visits_every_slot_once_in_batches_within_the_budget():

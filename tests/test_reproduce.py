@@ -41,17 +41,19 @@ def test_reproduce_writes_report_results_and_plot_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_reproduce_extended_adds_the_deep_network_and_em_mixtures(tmp_path):
+def test_reproduce_extended_adds_the_deep_and_lstm_networks_and_em_mixtures(tmp_path):
     """--extended on the toy world (2 epochs a network): the rows beyond the paper, in a
     table of their own; each EM mixture beats its parts on the text its weights were
     fitted on."""
     write_splits(tmp_path / "data", toy_world(seed=0, n_train=1500))
-    results = reproduce(tmp_path, only=["deep+modern+kn5", "deep+kn5"], quick=True,
-                        threads=1, log=lambda s: None)
+    results = reproduce(tmp_path, only=["deep+modern+kn5", "deep+kn5", "deep+lstm+kn5"],
+                        quick=True, threads=1, log=lambda s: None)
     r = results["rows"]
-    assert set(r) == {"kn5", "modern", "deep", "deep+kn5", "deep+modern+kn5"}
+    assert set(r) == {"kn5", "modern", "deep", "lstm", "deep+kn5", "deep+modern+kn5",
+                      "deep+lstm+kn5"}
     report = (tmp_path / "report.md").read_text()
     assert "## Beyond the paper" in report and "| deep+kn5 | deep + kn5 |" in report
     for name, parts in (("deep+kn5", ["deep", "kn5"]),
-                        ("deep+modern+kn5", ["deep", "modern", "kn5"])):
+                        ("deep+modern+kn5", ["deep", "modern", "kn5"]),
+                        ("deep+lstm+kn5", ["deep", "lstm", "kn5"])):
         assert r[name]["valid"] < min(r[p]["valid"] for p in parts), name

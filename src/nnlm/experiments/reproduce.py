@@ -12,7 +12,8 @@ train / valid / test perplexity, and writes into WORKDIR:
 
 ``--extended`` adds, beside the paper's table, the networks of the family that go
 further (issue 30): ``modern`` (one hidden layer, tied, dropout), ``deep`` (Sun & Iyyer
-2021: a long context and residual blocks), and their mixtures with KN5 and with each
+2021: a long context and residual blocks), ``lstm`` (g as a recurrent network, the one
+the paper names beside the feed-forward g), and their mixtures with KN5 and with each
 other, weights by EM per context-frequency bucket on the validation text.
 
 Every trained model is kept in WORKDIR/models and every evaluation in WORKDIR/evals, so an
@@ -84,6 +85,9 @@ EXTENDED_ROWS = [
     Row("modern+kn5", "em", 6, parts=("modern", "kn5")),
     Row("deep+kn5", "em", 6, parts=("deep", "kn5")),
     Row("deep+modern+kn5", "em", 6, parts=("deep", "modern", "kn5")),
+    Row("lstm", "net", 1025, h=512, m=256, direct=False),
+    Row("lstm+kn5", "em", 1025, parts=("lstm", "kn5")),
+    Row("deep+lstm+kn5", "em", 1025, parts=("deep", "lstm", "kn5")),
 ]
 BY_NAME = {r.name: r for r in [*ROWS, *EXTENDED_ROWS]}
 QUICK_ROWS = ["delint3", "kn3", "kn5", "class150", "mlp7", "mlp8"]
