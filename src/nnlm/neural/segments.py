@@ -96,12 +96,14 @@ class SpanPlan:
     def words(self, steps: int) -> int:
         return int(self.cumulative[min(steps, self.steps)])
 
-    def __iter__(self):
-        raise TypeError("iterate over SpanPlan.range(first, last)")
-
-    def range(self, first: int, last: int):
-        """Yield (i, Spans, targets) for batches first..last-1."""
+    def range(self, first: int, last: int, part: tuple[int, int] | None = None,
+              pin: bool = False):
+        """Yield (i, Spans, targets) for batches first..last-1 (``part``: a recurrent
+        network trains in one process, so there is none)."""
+        if part is not None:
+            raise ValueError("a recurrent network's batches are not split over ranks")
         for i in range(first, last):
             b = self.batches[i]
             inputs, targets = spans(self.train, self.starts[b], self.lengths[b])
-            yield i, inputs, torch.from_numpy(targets.astype(np.int64))
+            targets = torch.from_numpy(targets.astype(np.int64))
+            yield i, *((inputs.pin_memory(), targets.pin_memory()) if pin else (inputs, targets))

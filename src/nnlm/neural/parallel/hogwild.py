@@ -178,11 +178,12 @@ class Hogwild(SingleProcess):
     def load_kernels(self, optimizer) -> None:
         """Nothing: the coordinator never updates; each worker loads its own kernels."""
 
-    def train_span(self, trainer, train: Stream, perm: np.ndarray, until: int, bar,
+    def train_span(self, trainer, train: Stream, plan, until: int, bar,
                    started: float, words_at_start: int) -> None:
-        """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P)
-        and wait for all of them (Adam's moments are shared; under the paper's SGD worker 0
-        returns its state for checkpoints)."""
+        """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P;
+        each draws the epoch's ``plan`` itself, from the same seed) and wait for all of
+        them (Adam's moments are shared; under the paper's SGD worker 0 returns its state
+        for checkpoints)."""
         trainer.interrupt.check()
         st = trainer.state
         first = st.step_in_epoch
@@ -200,7 +201,7 @@ class Hogwild(SingleProcess):
         st.step += until - first
         st.step_in_epoch = until
         bar.update(until - first)
-        rate = (until * trainer.config.batch_size - words_at_start) / max(
+        rate = (plan.words(until) - words_at_start) / max(
             time.perf_counter() - started, 1e-9)
         bar.set_postfix(loss=f"{st.train_nll / max(st.train_tokens, 1):.3f}",
                         words_s=f"{rate:,.0f}")

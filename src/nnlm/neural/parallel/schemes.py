@@ -152,10 +152,10 @@ class SingleProcess:
         """Around the whole of ``trainer.fit`` (where workers start and stop)."""
         yield
 
-    def train_span(self, trainer, train: Stream, perm: np.ndarray, until: int, bar,
+    def train_span(self, trainer, train: Stream, plan, until: int, bar,
                    started: float, words_at_start: int) -> None:
-        """Train batches step_in_epoch .. until-1 of the epoch's permutation ``perm``."""
-        trainer.train_batches(train, perm, until, bar, started, words_at_start)
+        """Train batches step_in_epoch .. until-1 of the epoch's ``plan``."""
+        trainer.train_batches(train, plan, until, bar, started, words_at_start)
 
     def finish(self, result: dict, log) -> dict:
         """The run's result, with what the scheme measured."""

@@ -1,8 +1,11 @@
 """Training batches: (index, contexts, targets) for a span of a permutation of the
 training positions, built a block of batches at a time, whole or split over ranks and
-workers."""
+workers; and :class:`SlotPlan`, a feed-forward network's epoch of them (a recurrent
+network's is ``segments.SpanPlan``)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -40,3 +43,26 @@ def batches(train: Stream, order: int, perm: np.ndarray, batch_size: int, first:
         for i, (a, b) in zip(block, spans):
             yield i, contexts[at : at + b - a], targets[at : at + b - a]
             at += b - a
+
+
+class SlotPlan:
+    """A feed-forward network's epoch: a permutation of the training slots (drawn from
+    ``rng``) cut into ``batch_size`` batches of (n - 1)-word contexts; ``steps`` updates,
+    ``words(k)`` examples in the first k."""
+
+    def __init__(self, train: Stream, order: int, batch_size: int, rng: np.random.Generator):
+        self.train, self.order, self.batch_size = train, order, batch_size
+        self.perm = rng.permutation(len(train))
+
+    @property
+    def steps(self) -> int:
+        return math.ceil(len(self.train) / self.batch_size)
+
+    def words(self, steps: int) -> int:
+        return steps * self.batch_size
+
+    def range(self, first: int, last: int, part: tuple[int, int] | None = None,
+              pin: bool = False):
+        """Yield (i, contexts, targets) for batches first..last-1 (see :func:`batches`)."""
+        return batches(self.train, self.order, self.perm, self.batch_size, first, last, part,
+                       pin=pin)

@@ -45,7 +45,7 @@ from ..parallel.distributed import World
 from ..parallel.schemes import SingleProcess, scheme_for
 from ..segments import SpanPlan
 from ..settings import TrainConfig
-from .batches import batches
+from .batches import SlotPlan
 from .metrics_log import write_metrics
 from .objectives import make_objective
 from .optim import AdamOptimizer, PaperSGD
@@ -357,10 +357,10 @@ class Trainer:
         self._reseed()
         self.scheme.load_kernels(self.optimizer)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
-            perm = self.epoch_plan(train)
-            steps_per_epoch = self.steps(perm, train)
+            plan = self.epoch_plan(train)
+            steps_per_epoch = plan.steps
             started = time.perf_counter()
-            words_at_start = self.words(perm, st.step_in_epoch)
+            words_at_start = plan.words(st.step_in_epoch)
             # the epoch's rate counts all of its spans between checkpoints (this process's)
             epoch_words, epoch_elapsed = words_at_start, st.elapsed
             bar_context = progress_bar(steps_per_epoch, f"epoch {st.epoch + 1}/{cfg.epochs}",
@@ -376,20 +376,20 @@ class Trainer:
                                     - st.step % checkpoint_every)
                     if max_steps is not None:
                         until = min(until, st.step_in_epoch + max(max_steps - st.step, 1))
-                    self.scheme.train_span(self, train, perm, until, bar, started,
+                    self.scheme.train_span(self, train, plan, until, bar, started,
                                            words_at_start)
                     stop = max_steps is not None and st.step >= max_steps
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
                         self.check_sane(valid)  # never save a state gone bad
                         st.elapsed += time.perf_counter() - started
                         started = time.perf_counter()
-                        words_at_start = self.words(perm, st.step_in_epoch)
+                        words_at_start = plan.words(st.step_in_epoch)
                         self.save_state()
                         if stop:
                             self._save_unfinished(valid)
                             return {"interrupted": True, "step": st.step}
             st.elapsed += time.perf_counter() - started
-            self._end_epoch(train, valid, (self.words(perm, st.step_in_epoch) - epoch_words)
+            self._end_epoch(train, valid, (plan.words(st.step_in_epoch) - epoch_words)
                             / max(st.elapsed - epoch_elapsed, 1e-9))
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
@@ -399,7 +399,7 @@ class Trainer:
         """True for a network that reads line pieces in training (the LSTM)."""
         return getattr(self.model, "recurrent", False)
 
-    def epoch_plan(self, train: Stream) -> np.ndarray | SpanPlan:
+    def epoch_plan(self, train: Stream) -> SlotPlan | SpanPlan:
         """The current epoch's batches, drawn from (seed, epoch) so that a resumed run
         replays them: a permutation of the training slots cut into ``batch_size`` batches,
         or for a recurrent network line pieces grouped by length, ``batch_size`` targets a
@@ -407,34 +407,16 @@ class Trainer:
         rng = np.random.default_rng([self.config.seed, self.state.epoch])
         if self.recurrent:
             return SpanPlan(train, self.model.config.span, self.config.batch_size, rng)
-        return rng.permutation(len(train))
+        return SlotPlan(train, self.model.config.context_size + 1, self.config.batch_size, rng)
 
-    def steps(self, plan: np.ndarray | SpanPlan, train: Stream) -> int:
-        """Updates in an epoch of ``plan``."""
-        if isinstance(plan, SpanPlan):
-            return plan.steps
-        return math.ceil(len(train) / self.config.batch_size)
-
-    def words(self, plan: np.ndarray | SpanPlan, steps: int) -> int:
-        """Targets in the first ``steps`` batches of ``plan``."""
-        if isinstance(plan, SpanPlan):
-            return plan.words(steps)
-        return steps * self.config.batch_size
-
-    def train_batches(self, train: Stream, perm: np.ndarray | SpanPlan, until: int, bar,
+    def train_batches(self, train: Stream, plan: SlotPlan | SpanPlan, until: int, bar,
                       started: float, words_at_start: int) -> None:
-        """Train on batches step_in_epoch .. until-1 of the epoch's plan ``perm``, one
-        update each, advancing the counters (the Hogwild scheme hands them to workers
-        instead)."""
-        cfg, st = self.config, self.state
-        part = self.scheme.batch_part()
+        """Train on batches step_in_epoch .. until-1 of the epoch's ``plan``, one update
+        each, advancing the counters (the Hogwild scheme hands them to workers instead)."""
+        st = self.state
         graphed = self._graphed_step()
-        if isinstance(perm, SpanPlan):
-            plan = perm.range(st.step_in_epoch, until)
-        else:
-            plan = batches(train, self.model.config.context_size + 1, perm, cfg.batch_size,
-                           st.step_in_epoch, until, part, pin=graphed is not None)
-        for _, contexts, targets in plan:
+        for _, contexts, targets in plan.range(st.step_in_epoch, until, self.scheme.batch_part(),
+                                               pin=graphed is not None):
             self.interrupt.check()
             if graphed is not None and len(targets) == graphed.batch_size:
                 graphed(contexts, targets)  # its loss is read at the next flush
@@ -449,7 +431,7 @@ class Trainer:
             bar.update(1)
             if st.step % self.LOG_EVERY == 0:
                 self._flush_graphed()
-                rate = (self.words(perm, st.step_in_epoch) - words_at_start) / max(
+                rate = (plan.words(st.step_in_epoch) - words_at_start) / max(
                     time.perf_counter() - started, 1e-9)
                 bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
                                 words_s=f"{rate:,.0f}")
