@@ -226,13 +226,24 @@ class NeuralLM(LanguageModel):
         net = self.model.eval()
         if not net.linear_output:
             return self._scored_logprobs(contexts, targets)
-        head = _OutputHead(net, self.bf16)
+        head = self._small_head() if len(targets) <= DECODER_ROWS else _OutputHead(net, self.bf16)
         out = np.empty(len(targets))
         for start in range(0, len(targets), HIDDEN_BLOCK):
             stop = min(start + HIDDEN_BLOCK, len(targets))
             z32 = self._hidden(self._tensor(contexts[start:stop]))
             out[start:stop] = self._z_logprobs(head, z32, self._tensor(targets[start:stop]))
         return out
+
+    def _small_head(self) -> _OutputHead:
+        """The output layer prepared once for the small batches of a decoder (folding the
+        bias into a copy of the output rows costs more than scoring a few rows), kept
+        while the weights stay as they are."""
+        net = self.model
+        key = (self.bf16, net.output_matrix.data_ptr(), net.output_matrix._version,
+               net.b.data_ptr(), net.b._version)
+        if getattr(self, "_head_key", None) != key:
+            self._head, self._head_key = _OutputHead(net, self.bf16), key
+        return self._head
 
     def _hidden(self, contexts: torch.Tensor) -> torch.Tensor:
         """z of each context row; a recurrent network's in a few rows (a decoder's, a
