@@ -164,6 +164,10 @@ def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
         state, out = out, State()
     lo, hi = stream.offsets[3], stream.offsets[4]
     assert math.isclose(total, whole[lo:hi].sum() * math.log10(math.e), abs_tol=1e-5)
+    import nnlm.kenlm  # kenlm's State holds a few words: it points to nnlm.Model
+
+    with pytest.raises(ValueError, match="use nnlm.Model"):
+        nnlm.kenlm.Model(tmp_path / "lstm")
 
 
 @pytest.fixture(scope="module")

@@ -257,7 +257,9 @@ class Model:
         self._k = self._lm.order - 1
         if self._k > MAX_ORDER - 1:
             raise ValueError(f"order {self._lm.order}: the kenlm API holds at most "
-                             f"{MAX_ORDER - 1} words of state")
+                             f"{MAX_ORDER - 1} words of state; for a network that reads "
+                             "the whole line (deep, lstm) use nnlm.Model, whose states hold "
+                             "any number of words (an LSTM's: its hidden state)")
         self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
         self._fast = _query(self._lm, self._serial)
         if self._fast is not None:  # the per-call methods, straight to C
