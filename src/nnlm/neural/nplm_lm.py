@@ -58,7 +58,11 @@ BACKOFF_DIR = "shortlist_backoff"  # where a short-list checkpoint keeps its n-g
 class _OutputHead:
     """The output layer prepared for scoring: the weight with the bias folded in, and a
     logits buffer reused across batches (a fresh 14 MB tensor per batch costs as much as
-    the product, in page faults)."""
+    the product, in page faults).
+
+    ``by_word``: in float32 on a CPU the logits are computed word-major, y^T = W z^T
+    (|V|, rows), which runs 1.2-1.5x faster here than z W^T (rows, |V|) with the same
+    numbers; the softmax then reduces over the first axis."""
 
     def __init__(self, net: Network, bf16: bool):
         dtype = torch.bfloat16 if bf16 else torch.float32
@@ -66,8 +70,16 @@ class _OutputHead:
         self.weight_t = self.weight.t()
         V = self.weight.shape[0]
         self.batch = score_rows(V, self.weight.device)
-        self.logits = torch.empty(self.batch, V, dtype=self.weight.dtype,
+        self.by_word = not bf16 and self.weight.device.type == "cpu"
+        self.logits = torch.empty(self.batch * V, dtype=self.weight.dtype,
                                   device=self.weight.device)
+
+    def product(self, z: torch.Tensor) -> torch.Tensor:
+        """The logits of the rows of z: (|V|, rows) word-major, else (rows, |V|)."""
+        V, rows = self.weight.shape[0], len(z)
+        if self.by_word:
+            return torch.mm(self.weight, z.t(), out=self.logits[: V * rows].view(V, rows))
+        return torch.mm(z, self.weight_t, out=self.logits[: V * rows].view(rows, V))
 
 
 @dataclass(frozen=True)
@@ -264,9 +276,13 @@ class NeuralLM(LanguageModel):
         block = torch.empty(len(z), dtype=torch.float64, device=z.device)
         for i in range(0, len(z), head.batch):
             rows = min(head.batch, len(z) - i)
-            y, t = head.logits[:rows], tgt[i : i + rows]
-            torch.mm(z[i : i + rows], head.weight_t, out=y)
-            if self.bf16:
+            y, t = head.product(z[i : i + rows]), tgt[i : i + rows]
+            if head.by_word:  # y is (|V|, rows)
+                picked = y[t, torch.arange(rows, device=y.device)].double()
+                mx = y.amax(dim=0)
+                y.sub_(mx).exp_()
+                lp = picked - (mx.double() + y.sum(dim=0, dtype=torch.float64).log())
+            elif self.bf16:
                 lp = self._bf16_logprobs(y, z32[i : i + rows], t)
             else:
                 picked = y.gather(1, t[:, None]).squeeze(1).double()
