@@ -48,6 +48,8 @@ def score_rows(vocab_size: int, device: torch.device) -> int:
     if device.type == "cpu":
         return SCORE_BATCH
     return int(min(HIDDEN_BLOCK, max(SCORE_BATCH, GPU_LOGITS // max(vocab_size, 1))))
+
+
 DECODER_ROWS = 1024  # a recurrent network continues batches up to this from cached states
 LINE_TOKENS = 8192  # a recurrent network's padded positions per pass when scoring lines
 BACKOFF_BATCH = 512  # rows of the short-list's n-gram distributions at once
@@ -126,6 +128,11 @@ class NeuralLM(LanguageModel):
     def neural_parts(self) -> list:
         return [self]
 
+    @property
+    def recurrent(self) -> bool:
+        """True for a network that reads the line word by word (the LSTM)."""
+        return self.model.recurrent
+
     # -- persistence (nnlm.models.save_model / load_model; a checkpoint loads with
     # nnlm.load_model, which gives its best weights) ---------------------------------------
     def config(self) -> dict:
@@ -164,7 +171,7 @@ class NeuralLM(LanguageModel):
     def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
         self.model.eval()
         ctx = self._tensor(contexts)
-        if getattr(self.model, "recurrent", False):
+        if self.recurrent:
             logits = self.model.output_logits(self._hidden(ctx), bf16=self.bf16)
         else:
             logits = self.model.scores(ctx, bf16=self.bf16)
@@ -261,7 +268,7 @@ class NeuralLM(LanguageModel):
         """z of each context row; a recurrent network's in a few rows (a decoder's, a
         generator's) continued from the states of their prefixes (``recurrent_states``)."""
         net = self.model
-        if not getattr(net, "recurrent", False) or net.training or len(contexts) > DECODER_ROWS:
+        if not self.recurrent or net.training or len(contexts) > DECODER_ROWS:
             return net.hidden_input(contexts)
         if not hasattr(self, "_states"):
             from .recurrent_states import StateCache
@@ -295,7 +302,7 @@ class NeuralLM(LanguageModel):
     def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
         """One float64 per slot of ``stream``; a recurrent network reads each line once
         (``_line_logprobs``), any other scores windows of contexts."""
-        if not getattr(self.model, "recurrent", False):
+        if not self.recurrent:
             return super().logprobs(stream, batch_size)
         return self._line_logprobs(stream)
 

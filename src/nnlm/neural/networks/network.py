@@ -85,6 +85,9 @@ class Network(nn.Module):
     #: y = b + output_matrix z (the fused output kernels apply); False for a network
     #: that scores candidates some other way through ``scores`` (the energy model)
     linear_output: ClassVar[bool] = True
+    #: True for a network that reads the line word by word (the LSTM): it trains on line
+    #: pieces (``segments.SpanPlan``) and scores a text line by line
+    recurrent: ClassVar[bool] = False
 
     def __init__(self, config: NetworkConfig):
         super().__init__()

@@ -253,7 +253,7 @@ def check_recurrent(config, train: TrainConfig, workers: int, world) -> None:
     """What a recurrent network (the LSTM) does not train with, refused in one line: the
     sampled and self-normalized objectives (its scoring reads whole lines, exactly), and
     the parallel schemes, which split batches of fixed-size contexts."""
-    if not getattr(NETWORKS[config.network_name][1], "recurrent", False):
+    if not NETWORKS[config.network_name][1].recurrent:
         return
     name = config.network_name
     if train.objective != "softmax":

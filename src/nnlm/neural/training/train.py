@@ -397,7 +397,7 @@ class Trainer:
     @property
     def recurrent(self) -> bool:
         """True for a network that reads line pieces in training (the LSTM)."""
-        return getattr(self.model, "recurrent", False)
+        return self.model.recurrent
 
     def epoch_plan(self, train: Stream) -> SlotPlan | SpanPlan:
         """The current epoch's batches, drawn from (seed, epoch) so that a resumed run
