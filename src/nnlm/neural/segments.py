@@ -49,14 +49,14 @@ def spans(stream: Stream, starts: np.ndarray, lengths: np.ndarray) -> tuple[Span
 
 def by_length(lengths: np.ndarray, tokens: int, order: np.ndarray | None = None
               ) -> list[np.ndarray]:
-    """Batches of piece indices (taken in ``order``, default by length) whose padded size
-    (rows x longest row) stays within ``tokens``, or one piece where a piece alone is
-    longer."""
+    """Batches of piece indices, taken in ``order`` (shortest first; default: all pieces
+    by length), whose padded size (rows x the last, longest row) stays within ``tokens``,
+    or one piece where a piece alone is longer."""
     order = np.argsort(lengths, kind="stable") if order is None else order
     batches, lo = [], 0
     while lo < len(order):
         hi = lo + 1
-        while hi < len(order) and (hi - lo + 1) * lengths[order[lo : hi + 1]].max() <= tokens:
+        while hi < len(order) and (hi - lo + 1) * lengths[order[hi]] <= tokens:
             hi += 1
         batches.append(order[lo:hi])
         lo = hi
@@ -69,7 +69,8 @@ def training_plan(lengths: np.ndarray, tokens: int, rng: np.random.Generator
     of SHUFFLE_POOL batches (so a batch holds pieces of like length), then the batches
     shuffled."""
     perm = rng.permutation(len(lengths))
-    pool = max(1, SHUFFLE_POOL * tokens // max(1, int(np.mean(lengths)) if len(lengths) else 1))
+    mean = int(lengths.mean()) if len(lengths) else 1
+    pool = max(1, SHUFFLE_POOL * tokens // max(1, mean))
     batches = []
     for lo in range(0, len(perm), pool):
         part = perm[lo : lo + pool]
