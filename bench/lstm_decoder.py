@@ -57,7 +57,6 @@ def main() -> None:
     from nnlm import evaluate, load_model, read_stream
     from nnlm.decoding import Model, State
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     lm = load_model(args.model)
     lines = (args.data / "test.txt").read_text().splitlines()
     sentences = [line.split()[: args.words] for line in lines if line.strip()][: args.sentences]

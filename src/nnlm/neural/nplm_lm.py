@@ -170,11 +170,11 @@ class NeuralLM(LanguageModel):
     @torch.no_grad()
     def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
         self.model.eval()
-        ctx = self._tensor(contexts)
-        if self.recurrent:
-            logits = self.model.output_logits(self._hidden(ctx), bf16=self.bf16)
+        ctx, net = self._tensor(contexts), self.model
+        if net.linear_output:  # z through _hidden: a recurrent network's cached states
+            logits = net.output_logits(self._hidden(ctx), bf16=self.bf16)
         else:
-            logits = self.model.scores(ctx, bf16=self.bf16)
+            logits = net.scores(ctx, bf16=self.bf16)
         return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
@@ -284,18 +284,14 @@ class NeuralLM(LanguageModel):
         for i in range(0, len(z), head.batch):
             rows = min(head.batch, len(z) - i)
             y, t = head.product(z[i : i + rows]), tgt[i : i + rows]
-            if head.by_word:  # y is (|V|, rows)
-                picked = y[t, torch.arange(rows, device=y.device)].double()
-                mx = y.amax(dim=0)
-                y.sub_(mx).exp_()
-                lp = picked - (mx.double() + y.sum(dim=0, dtype=torch.float64).log())
-            elif self.bf16:
+            if self.bf16:
                 lp = self._bf16_logprobs(y, z32[i : i + rows], t)
-            else:
-                picked = y.gather(1, t[:, None]).squeeze(1).double()
-                mx = y.amax(dim=1)
-                y.sub_(mx[:, None]).exp_()
-                lp = picked - (mx.double() + y.sum(dim=1, dtype=torch.float64).log())
+            else:  # the words run along axis d of y
+                d = 0 if head.by_word else 1
+                picked = y.gather(d, t.unsqueeze(d)).squeeze(d).double()
+                mx = y.amax(dim=d)
+                y.sub_(mx.unsqueeze(d)).exp_()
+                lp = picked - (mx.double() + y.sum(dim=d, dtype=torch.float64).log())
             block[i : i + rows] = lp
         return block.cpu().numpy()  # one copy (and wait) per block
 

@@ -16,8 +16,6 @@ from collections import OrderedDict
 
 import torch
 
-from .networks.context import present
-
 CACHE_STATES = 4096  # prefixes kept: (2 L + 1) h floats each, 25 MB for L = 1, h = 512
 
 
@@ -38,8 +36,8 @@ class StateCache:
     def hidden_input(self, net, contexts: torch.Tensor) -> torch.Tensor:
         """z for each row of contexts (B, K), as ``net.hidden_input`` gives it."""
         self._check(net)
-        keep = present(contexts)
-        count = keep.sum(1).tolist()
+        inputs, count = net.line_words(contexts)
+        count = count.tolist()
         rows = contexts.cpu().numpy()
         K = contexts.shape[1]
         keys = [rows[r, K - n :].tobytes() for r, n in enumerate(count)]
@@ -63,10 +61,7 @@ class StateCache:
             self._store(keys, step, top, h, c, a)
         if whole:  # read from the line's <s> (left-aligned, as hidden_input does)
             n = torch.tensor([count[r] for r in whole])
-            longest = int(n.max())
-            at = (K - n)[:, None] + torch.arange(longest)[None, :]
-            inputs = contexts[whole].gather(1, at.clamp(max=K - 1).to(contexts.device))
-            top, (h, c) = net.read_states(inputs, n)
+            top, (h, c) = net.read_states(inputs[whole, : int(n.max())], n)
             self._store(keys, whole, top, h, c, a)
         return net.output(a)
 

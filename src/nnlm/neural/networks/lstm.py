@@ -125,13 +125,18 @@ class LSTMNetwork(Network):
         return [self.b, *(self._layer(k, i) for i in range(self.config.layers)
                           for k in ("bias_ih", "bias_hh"))]
 
+    def _embed(self, inputs: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """x_t = drop(C(w_t)) for every position of ``inputs`` (B, T): (B, T, m)."""
+        x = F.embedding(inputs, self.C, sparse=sparse)
+        if self.config.dropout_x and self.training:
+            x = F.dropout(x, self.config.dropout_x)
+        return x
+
     def read(self, inputs: torch.Tensor, sparse: bool = False) -> torch.Tensor:
         """a_t for every position of ``inputs`` (B, T), each row read from a zero state:
         (B, T, h). A position reads only the ones before it, so what follows a row's
         end (padding) changes nothing before it."""
-        x = F.embedding(inputs, self.C, sparse=sparse)  # (B, T, m)
-        if self.config.dropout_x and self.training:
-            x = F.dropout(x, self.config.dropout_x)
+        x = self._embed(inputs, sparse)
         if not inputs.shape[1]:
             return x.new_zeros(*inputs.shape, self.config.h)
         return self.rnn(x)[0]
@@ -141,40 +146,38 @@ class LSTMNetwork(Network):
         """Read row r's first ``lengths[r]`` words of ``inputs`` (B, T), from ``state``
         ((L, B, h) a and c) or a zero state: (a after each row's last word (B, h), the
         state there). What a decoder continues from (``recurrent_states.py``)."""
-        x = F.embedding(inputs, self.C)
-        if self.config.dropout_x and self.training:
-            x = F.dropout(x, self.config.dropout_x)
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
-                                                   enforce_sorted=False)
+        packed = nn.utils.rnn.pack_padded_sequence(self._embed(inputs), lengths.cpu(),
+                                                   batch_first=True, enforce_sorted=False)
         _, (a, c) = self.rnn(packed, state)
         return a[-1], (a, c)
 
     def output(self, a: torch.Tensor) -> torch.Tensor:
         """z from a_t (N, h)."""
-        return self._output(a)
-
-    def _output(self, a: torch.Tensor) -> torch.Tensor:
-        """z from a_t (N, h)."""
         if self.config.dropout_h and self.training:
             a = F.dropout(a, self.config.dropout_h)
         return F.linear(a, self.P) if self.config.tied else a
 
+    @staticmethod
+    def line_words(contexts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each context row's words of the line (the last ``<s>`` on, or all K where the
+        row holds none), left-aligned: (inputs (B, longest), count (B,))."""
+        count = present(contexts).sum(1)  # words of the line in each row, its <s> included
+        K, longest = contexts.shape[1], int(count.max()) if len(contexts) else 0
+        # slot j holds word K - count + j
+        at = (K - count)[:, None] + torch.arange(longest, device=contexts.device)[None, :]
+        return contexts.gather(1, at.clamp(max=K - 1)), count
+
     def hidden_input(self, contexts, sparse: bool = False) -> torch.Tensor:
         """z: (N, m) tied, (N, h) untied. ``contexts`` a :class:`Spans` batch: one z for
         each position read, rows in order; an int tensor (B, K) of contexts (oldest
-        first): one z per row, after reading the row's words of the line (the last
-        ``<s>`` on, or all K where the row holds none)."""
+        first): one z per row, after reading the row's words of the line
+        (:meth:`line_words`)."""
         if isinstance(contexts, Spans):
             a = self.read(contexts.inputs, sparse)
-            return self._output(a[contexts.mask()])
-        keep = present(contexts)
-        count = keep.sum(1)  # words of the line in each row, its <s> included
-        K, longest = contexts.shape[1], int(count.max()) if len(contexts) else 0
-        # left-align each row's words of the line: slot j holds word K - count + j
-        at = (K - count)[:, None] + torch.arange(longest, device=contexts.device)[None, :]
-        inputs = contexts.gather(1, at.clamp(max=K - 1))
+            return self.output(a[contexts.mask()])
+        inputs, count = self.line_words(contexts)
         a = self.read(inputs, sparse)
-        return self._output(a[torch.arange(len(contexts), device=a.device), count - 1])
+        return self.output(a[torch.arange(len(contexts), device=a.device), count - 1])
 
     def named_tensors(self) -> dict[str, torch.Tensor]:
         out = {"C": self.C, "b": self.b}

@@ -5,8 +5,9 @@ One :class:`Trainer` does it all, top to bottom:
 
 1. seed everything; build the network, the objective (full softmax, NCE,
    self-normalization) and the optimizer (or load them from ``CKPT/state``);
-2. each epoch visits every training slot once, in a permutation drawn from (seed, epoch),
-   so a resumed run replays exactly the batches the interrupted one would have seen;
+2. each epoch visits every training slot once, in batches drawn from (seed, epoch) (a
+   permutation of the slots; for a recurrent network, line pieces grouped by length), so
+   a resumed run replays exactly the batches the interrupted one would have seen;
 3. after each epoch: validation perplexity, a row of ``metrics.csv``, the learning-curve
    PNG, the best model so far in ``CKPT/model.safetensors``, the latest state in
    ``CKPT/state/``; early stopping after ``patience`` epochs without improvement;
@@ -307,7 +308,7 @@ class Trainer:
         log |V| plus one nat. Checked before every save, on the weights being saved (the
         training loss of a batch is measured before its update, so it cannot vouch for
         them)."""
-        if self.recurrent:  # whole lines, read once each (their contexts are long)
+        if self.model.recurrent:  # whole lines, read once each (their contexts are long)
             head = valid.first_lines(self.SANITY_TOKENS)
             nll = -float(np.mean(self.lm.logprobs(head)))
         else:
@@ -394,18 +395,13 @@ class Trainer:
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
 
-    @property
-    def recurrent(self) -> bool:
-        """True for a network that reads line pieces in training (the LSTM)."""
-        return self.model.recurrent
-
     def epoch_plan(self, train: Stream) -> SlotPlan | SpanPlan:
         """The current epoch's batches, drawn from (seed, epoch) so that a resumed run
         replays them: a permutation of the training slots cut into ``batch_size`` batches,
         or for a recurrent network line pieces grouped by length, ``batch_size`` targets a
         batch at most (``segments.py``)."""
         rng = np.random.default_rng([self.config.seed, self.state.epoch])
-        if self.recurrent:
+        if self.model.recurrent:
             return SpanPlan(train, self.model.config.span, self.config.batch_size, rng)
         return SlotPlan(train, self.model.config.context_size + 1, self.config.batch_size, rng)
 
@@ -442,8 +438,9 @@ class Trainer:
     def _graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph update of full batches, where this run can use one."""
         if not hasattr(self, "_graphed"):
-            capture = self.scheme.graphable and not self.recurrent and GraphedStep.can_capture(
-                self.device, self.objective, self.optimizer, self.sparse, self.config.clip)
+            capture = (self.scheme.graphable and not self.model.recurrent
+                       and GraphedStep.can_capture(self.device, self.objective, self.optimizer,
+                                                   self.sparse, self.config.clip))
             self._graphed = GraphedStep(self.model, self.objective, self.optimizer,
                                         self.config.batch_size, self.config.bf16, self.log) \
                 if capture else None
