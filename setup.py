@@ -5,7 +5,9 @@ still succeeds and both answer from their numpy paths, slower."""
 
 from setuptools import Extension, setup
 
+POINTERS = ["src/nnlm/ngram/store/pointers.h"]  # the trie's run pointers, read by both
+
 setup(ext_modules=[Extension("nnlm._kenlm_query", ["src/nnlm/_kenlm_query.c"],
-                             extra_compile_args=["-O3"], optional=True),
+                             depends=POINTERS, extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
-                             extra_compile_args=["-O3"], optional=True)])
+                             depends=POINTERS, extra_compile_args=["-O3"], optional=True)])

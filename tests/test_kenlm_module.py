@@ -77,12 +77,19 @@ def query_path(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("form", ["arpa", "mapped"])
-def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form, tmp_path):
+@pytest.mark.parametrize("form", ["arpa", "mapped", "mapped-linear"])
+def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form, tmp_path,
+                                                     monkeypatch):
     """``form``: the ARPA file read into memory (hash indexes), or converted to nnlm's
-    mapped trie and queried where it lies; kenlm reads the ARPA file either way."""
+    mapped trie and queried where it lies (``mapped-linear``: every order's run pointers
+    in the linear layout, which the writer keeps for large orders); kenlm reads the ARPA
+    file either way."""
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    from nnlm.ngram.store import run_pointers
     from nnlm.ngram.store.convert import convert
+
+    if form == "mapped-linear":
+        monkeypatch.setattr(run_pointers, "choose_layout", lambda values: "linear")
 
     path, sentences = toy_arpa
     cases = [(path, sentences)] + [(p, ["looking on a little the biarritz not_found more .",
@@ -90,7 +97,7 @@ def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form,
                                         "a sentence ."]) for p in sorted(FIXTURES.glob("*.arpa"))]
     for file, lines in cases:
         mine = file
-        if form == "mapped":
+        if form != "arpa":
             mine = tmp_path / file.stem
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -14,7 +14,7 @@ from conftest import zipf_corpus
 from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
 from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
-from nnlm.ngram.store import bits, trie, trie_map
+from nnlm.ngram.store import bits, run_pointers, trie, trie_map
 from nnlm.ngram.store import values as coding
 from nnlm.vocab import BOS_ID
 
@@ -28,6 +28,14 @@ def kn4():
     return KneserNey(vocab, 4, discount_fallback=True).fit(stream), test
 
 
+@pytest.fixture(params=["packed", "linear"])
+def layout(request, monkeypatch):
+    """Run a test with the run pointers of every order bit-packed, and again in the
+    linear layout (the writer picks per order; a toy model gets both only this way)."""
+    monkeypatch.setattr(run_pointers, "choose_layout", lambda values: request.param)
+    return request.param
+
+
 @pytest.fixture(params=["compiled", "numpy"])
 def lookups(request, monkeypatch):
     """Run a test with the C lookups and again with the numpy ones."""
@@ -36,6 +44,64 @@ def lookups(request, monkeypatch):
     elif trie._native is None:
         pytest.skip("nnlm.ngram.store._trie is not built (no C compiler at install)")
     return request.param
+
+
+# -- run pointers ----------------------------------------------------------------------
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 3), st.integers(0, 40), st.integers(0, 5000)),
+                min_size=0, max_size=700), st.sampled_from(["packed", "linear", None]))
+def test_run_pointers_round_trip_in_either_layout(steps, layout):
+    """Pointers with runs of every length (a heavy context's thousands of extensions
+    among ones of none) come back exactly, whichever layout holds them; oracle: the
+    numbers themselves."""
+    values = np.concatenate([[0], np.cumsum(steps, dtype=np.int64)])
+    coded = run_pointers.encode(values, layout)
+    spec = run_pointers.header_entry(coded)
+    count, top = len(values), int(values[-1])
+    assert run_pointers.spec_ok(spec, count, top)
+    arrays = dict(run_pointers.named_sections(coded, 1))
+    assert {k: len(v) for k, v in arrays.items()} == run_pointers.sections(spec, 1, count, top)
+    if spec[0] == "packed":
+        stored = run_pointers.Packed(arrays["child_1"], spec[1], count, top)
+    else:
+        stored = run_pointers.Linear(arrays["child_lines_1"], arrays["child_exceptions_1"],
+                                     spec[1], count, top)
+    assert np.array_equal(stored.decode(), values)
+
+
+def test_the_linear_layout_is_chosen_where_it_is_smaller_and_light():
+    """Contexts of one or two extensions each (a top order's): 64 to a line, far under
+    bit-packing; one context holding most n-grams (the unigrams'): packed."""
+    rng = np.random.default_rng(0)
+    light = np.concatenate([[0], np.cumsum(rng.integers(0, 4, 100_000))])
+    assert run_pointers.choose_layout(light) == "linear"
+    coded = run_pointers.encode(light)
+    assert coded["lines"].nbytes < 0.5 * bits.pack(light, bits.width(int(light[-1]))).nbytes
+    heavy = light.copy()
+    heavy[5000:] += 10**6
+    assert run_pointers.choose_layout(heavy) == "packed"
+
+
+def test_a_file_of_format_1_still_loads_and_converts(tmp_path):
+    """tests/fixtures/trie_v1: a KN3 directory saved by nnlm's first trie format
+    (bit-packed run pointers), of the corpus rebuilt here; oracle: the same model
+    estimated again in memory."""
+    from pathlib import Path
+
+    lines = zipf_corpus(n_sentences=300, n_words=40, max_words=10)
+    vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line})
+    model = KneserNey(vocab, 3, discount_fallback=True).fit(Stream.from_lines(lines, vocab))
+    old = Path(__file__).parent / "fixtures" / "trie_v1"
+    assert trie_map.read_trie_header(old / "ngrams.trie")[0]["format_version"] == 1
+    mapped = load_model(old)
+    assert all(isinstance(level.pointers, run_pointers.Packed) for level in mapped.levels)
+    test = Stream.from_lines(zipf_corpus(seed=7, n_sentences=50, n_words=40), vocab)
+    np.testing.assert_allclose(mapped.logprobs(test), model.logprobs(test), atol=2e-6)
+    save_model(mapped, tmp_path / "new")  # what nnlm ngram convert OLD NEW does
+    header = trie_map.read_trie_header(tmp_path / "new" / "ngrams.trie")[0]
+    assert header["format_version"] == trie.FORMAT_VERSION == 2
+    np.testing.assert_allclose(load_model(tmp_path / "new").logprobs(test),
+                               mapped.logprobs(test), atol=0)
 
 
 # -- bit packing -----------------------------------------------------------------------
@@ -69,13 +135,18 @@ def test_packing_refuses_a_value_too_wide():
 
 
 # -- the mapped model scores as the in-memory one ------------------------------------------
-def test_mapped_model_equals_the_in_memory_model(tmp_path, kn4, lookups):
+def test_mapped_model_equals_the_in_memory_model(tmp_path, kn4, lookups, layout):
     model, test = kn4
     save_model(model, tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "config.json", "ngrams.trie", "vocab.txt"]
     mapped = load_model(tmp_path / "m")
     assert all(isinstance(level, trie.TrieLevel) for level in mapped.levels)
+    kinds = {"packed": run_pointers.Packed, "linear": run_pointers.Linear}
+    assert all(isinstance(level.pointers, kinds[layout]) for level in mapped.levels)
+    if layout == "linear":  # lines, the step from one to the next, and exceptions
+        assert all(level.pointers.n_exceptions >= 1 for level in mapped.levels)
+        assert max(level.pointers.count for level in mapped.levels) > 10 * 64
     want, want_orders = model.logprobs_and_orders(test)
     got, got_orders = mapped.logprobs_and_orders(test)
     np.testing.assert_allclose(got, want, atol=2e-6)  # float32 storage
@@ -87,7 +158,7 @@ def test_mapped_model_equals_the_in_memory_model(tmp_path, kn4, lookups):
                           model.state_lengths(contexts, test.ids))
 
 
-def test_every_key_is_found_and_no_absent_one(kn4, tmp_path, lookups):
+def test_every_key_is_found_and_no_absent_one(kn4, tmp_path, lookups, layout):
     model, _ = kn4
     save_model(model, tmp_path / "m")
     mapped = load_model(tmp_path / "m")
@@ -189,7 +260,7 @@ def section_bounds(path):
                   | {start + off + size for off, size, _, _ in header["sections"].values()})
 
 
-def test_truncation_at_every_section_boundary_is_one_line(tmp_path, kn4):
+def test_truncation_at_every_section_boundary_is_one_line(tmp_path, kn4, layout):
     model, _ = kn4
     save_model(model, tmp_path / "m")
     path = tmp_path / "m" / "ngrams.trie"
@@ -243,7 +314,7 @@ def test_header_sizes_that_disagree_with_the_sections_are_refused(tmp_path, kn4)
         load_model(tmp_path / "m")
 
 
-def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups):
+def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups, layout):
     """Random bytes over the words, pointers and tables: wrong numbers or a one-line
     error, never a crash (pointers are clamped to their order)."""
     model, test = kn4

@@ -26,6 +26,8 @@
 #include <string.h>
 #include "structmember.h"
 
+#include "ngram/store/pointers.h"
+
 #define MAX_ORDER 12
 #define GOLDEN 0x9E3779B97F4A7C15ULL
 
@@ -243,8 +245,9 @@ typedef struct {
     int stride;              /* 2 below the top order, 1 at it */
     /* trie mode (nnlm.ngram.store.trie): bit-packed words and run pointers, the order's
        table if it has one, the values where they lie (back-offs' zeros signed as KenLM's) */
-    const uint64_t *words, *parents, *tslots;
-    uint64_t word_bits, wmask, parent_bits, pmask, n, n_parents, slot_bits, smask, n_slots;
+    const uint64_t *words, *tslots;
+    Pointers parents;        /* order k-1's run pointers (ngram/store/pointers.h) */
+    uint64_t word_bits, wmask, n, n_parents, slot_bits, smask, n_slots;
     Values logp, bow;
 } Level;
 
@@ -261,7 +264,7 @@ typedef struct {
     uint64_t table_mask;
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[10 * MAX_ORDER + 5];
+    Py_buffer buffers[12 * MAX_ORDER + 5];
     int n_buffers;
 } QueryObject;
 
@@ -330,18 +333,11 @@ static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n
 /* -- the mapped trie: see nnlm/ngram/store/_trie.c, whose layout this reads ---------- */
 #define LOG10_E 0.43429448190325182765
 
-static inline uint64_t unpack(const uint64_t *data, uint64_t bits, uint64_t mask, uint64_t i) {
-    uint64_t pos = i * bits, w = pos >> 6, off = pos & 63;
-    return ((data[w] >> off) | ((data[w + 1] << 1) << (63 - off))) & mask;
-}
-
-static uint64_t mask_of(uint64_t bits) { return bits >= 64 ? ~0ULL : (1ULL << bits) - 1; }
-
 /* the entry of (word, then the (k-1)-gram parent), or -1 */
 static inline int64_t trie_find(const Level *L, uint64_t parent, uint64_t word, uint64_t V) {
     if (parent >= L->n_parents) return -1;
-    uint64_t a = unpack(L->parents, L->parent_bits, L->pmask, parent);
-    uint64_t b = unpack(L->parents, L->parent_bits, L->pmask, parent + 1);
+    uint64_t a, b;
+    pointers_pair(&L->parents, parent, &a, &b);
     if (b > L->n) b = L->n;
     if (a >= b) return -1;
     if (L->tslots) {
@@ -394,26 +390,36 @@ static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject 
     return 0;
 }
 
-/* a level of a mapped trie: ("trie", words, word_bits, parents, parent_bits, n_parents, n,
- * slots, slot_bits, n_slots, logp, logp_centers, logp_bits, bow, bow_centers, bow_bits);
- * slots and (at the top order) bow may be empty bytes */
+/* a level of a mapped trie: ("trie", words, word_bits, (kind, data, exceptions, bits,
+ * n_exceptions),
+ * n_parents, n, slots, slot_bits, n_slots, logp, logp_centers, logp_bits, bow,
+ * bow_centers, bow_bits); slots and (at the top order) bow may be empty bytes; the
+ * run pointers as nnlm.ngram.store.run_pointers' c_spec() gives them */
 static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
-    PyObject *tag, *words, *parents, *slots, *logp, *lc, *bow, *bc;
-    unsigned long long wb, pbits, npar, n, sbits, nslots;
+    PyObject *tag, *words, *data, *exceptions, *slots, *logp, *lc, *bow, *bc;
+    unsigned long long wb, pbits, n_exc, npar, n, sbits, nslots;
     long long lbits, bbits;
-    if (!PyArg_ParseTuple(t, "OOKOKKKOKKOOLOOL", &tag, &words, &wb, &parents, &pbits, &npar,
-                          &n, &slots, &sbits, &nslots, &logp, &lc, &lbits, &bow, &bc, &bbits))
+    int linear;
+    if (!PyArg_ParseTuple(t, "OOK(iOOKK)KKOKKOOLOOL", &tag, &words, &wb, &linear, &data,
+                          &exceptions, &pbits, &n_exc, &npar, &n, &slots, &sbits, &nslots,
+                          &logp, &lc, &lbits, &bow, &bc, &bbits))
         return -1;
-    Py_ssize_t count;
+    Py_ssize_t count, data_count, exc_count = 0;
     L->trie = 1;
     L->word_bits = wb; L->wmask = mask_of(wb);
-    L->parent_bits = pbits; L->pmask = mask_of(pbits);
     L->n = n; L->n_parents = npar;
-    if (wb < 1 || wb > 64 || pbits < 1 || pbits > 64 || (int64_t)npar != n_lower) return -1;
+    if (wb < 1 || wb > 64 || (int64_t)npar != n_lower) return -1;
     if (!(L->words = take(self, words, 8, &count)) ||
         (uint64_t)count < (n * wb + 63) / 64 + 1) return -1;
-    if (!(L->parents = take(self, parents, 8, &count)) ||
-        (uint64_t)count < ((npar + 1) * pbits + 63) / 64 + 1) return -1;
+    Pointers *P = &L->parents;
+    P->linear = linear != 0;
+    P->bits = pbits; P->mask = mask_of(pbits);
+    P->n_blocks = P->linear ? (npar >> LINE_SHIFT) + 1 : 0;
+    P->n_exceptions = n_exc;
+    if (!(P->data = take(self, data, 8, &data_count))) return -1;
+    if (P->linear && !(P->exceptions = take(self, exceptions, 8, &exc_count))) return -1;
+    if (!pointers_sizes_ok(P, npar + 1, 8 * (uint64_t)data_count, 8 * (uint64_t)exc_count))
+        return -1;
     L->tslots = NULL;
     if (PyObject_Length(slots) > 0) {
         L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
@@ -455,7 +461,7 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
         Level *L = &self->levels[i + 2];
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 16) {
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 15) {
             if (trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
                            (int64_t)self->levels[i + 1].n) < 0)
                 goto bad_size;

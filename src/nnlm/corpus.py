@@ -22,7 +22,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
@@ -65,39 +65,33 @@ class _FirstSeen(dict):
         return i
 
 
-class _Lookup(dict):
-    """word -> id of a fixed vocabulary; any other word is ``<unk>``."""
-
-    def __missing__(self, word: str) -> int:
-        return UNK_ID
-
-
 def _paths(source) -> list:
     """One text or several (shards of one corpus, read in the order given)."""
     return list(source) if isinstance(source, (list, tuple)) else [source]
 
 
-def _encode_blocks(source, table: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Every token of a text file, or of several one after another, through ``table``."""
-    parts = [_encode_file(path, table) for path in _paths(source)]
+def _encode_blocks(source, table: dict, encode) -> tuple[np.ndarray, np.ndarray]:
+    """Every token of a text file, or of several one after another: ``encode`` maps an
+    iterable of tokens to their ids; ``table`` (word -> id) names ``<s>`` and ``</s>``'s
+    ids where it has them."""
+    parts = [_encode_file(path, table, encode) for path in _paths(source)]
     if len(parts) == 1:
         return parts[0]
     return np.concatenate([ids for ids, _ in parts]), np.concatenate([n for _, n in parts])
 
 
-def _encode_file(path, table: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Every token of a text file through ``table`` (see :class:`_FirstSeen`), streamed
-    block by block: (ids, lengths of the non-blank lines). ``<s>`` and
+def _encode_file(path, table: dict, encode) -> tuple[np.ndarray, np.ndarray]:
+    """Every token of a text file through ``encode`` (see :func:`_encode_blocks`),
+    streamed block by block: (ids, lengths of the non-blank lines). ``<s>`` and
     ``</s>`` are refused, naming their line."""
     id_blocks: list[np.ndarray] = []
     length_blocks: list[np.ndarray] = []
-    get = table.__getitem__
     lines = 0
     for first, block in iter_line_blocks(path):
         lines += len(block)
         tokenized = list(map(str.split, block))
         lengths = np.fromiter(map(len, tokenized), np.int64, len(tokenized))
-        ids = np.fromiter(map(get, chain.from_iterable(tokenized)), np.int32,
+        ids = np.fromiter(encode(chain.from_iterable(tokenized)), np.int32,
                           int(lengths.sum()))
         special = [table[w] for w in (BOS, EOS) if w in table]
         if special and np.isin(ids, special).any():
@@ -117,7 +111,9 @@ def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
-    word_ids, lengths = _encode_blocks(path, _Lookup(vocab.index))
+    get = vocab.index.get  # the vocabulary's own dict, not a copy: a model's process
+    word_ids, lengths = _encode_blocks(  # holds one
+        path, vocab.index, lambda tokens: map(get, tokens, repeat(UNK_ID)))
     return Stream.from_ids(word_ids, lengths)
 
 
@@ -132,7 +128,8 @@ def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,
     Reads standard input (``-``) too, since the text is read once.
     """
     first_seen = _FirstSeen()
-    word_ids, lengths = _encode_blocks(path, first_seen)
+    word_ids, lengths = _encode_blocks(path, first_seen,
+                                       lambda tokens: map(first_seen.__getitem__, tokens))
     words = list(first_seen)
     counts = np.bincount(word_ids, minlength=len(words))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)

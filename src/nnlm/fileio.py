@@ -38,8 +38,10 @@ from typing import BinaryIO
 
 from .errors import NnlmError, where
 
-BLOCK_BYTES = 1 << 20  # lines are read in blocks of about 1 MiB: encoding a 10M-token
-# text took 127 MB over its ids' 80 at 1 MiB, 158 at 4 MiB, and ran 10% faster
+BLOCK_BYTES = 1 << 18  # lines are read in blocks of about 256 KiB: a block's tokens are
+# Python strings for a moment (~10x the bytes). Encoding bench/store.py's 985k-token test
+# text peaked 18 MB lower than at 1 MiB (68 MB against 86, the process with a 10M-token
+# model), at 0-5% of read_corpus's speed on 10M tokens; 64 KiB ran 40% slower
 MAX_LINE_BYTES = 1 << 26  # 64 MiB: a longer "line" is no text (/dev/zero, a binary file)
 STDIN_NAME = "<stdin>"
 BOM = "\ufeff"

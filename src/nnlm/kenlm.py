@@ -170,7 +170,7 @@ def _query(lm, serial: int):
             return None
         lp, lc, lb = values(level.logp)
         bp, bc, bb = values(None if top else level.log_bow)
-        return ("trie", level.words, level.word_bits, level.parents, level.parent_bits,
+        return ("trie", level.words, level.word_bits, level.pointers.c_spec(),
                 level.n_prefixes, level.n, b"" if level.slots is None else level.slots,
                 level.slot_bits, level.n_slots, lp, lc, lb, bp, bc, bb)
 

@@ -18,15 +18,14 @@ class reads which kind, and loading any model from a path, are :mod:`nnlm.models
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from .digest import sha256_hex
 from .errors import NnlmError
 from .fileio import TEMP_NAME, atomic_write_text, os_error_message
 from .jsonfiles import Int, Optional, check_fields, read_json
@@ -47,7 +46,7 @@ def array_binding(kind: str, vocab_fingerprint: str, config: dict, model_id: str
     settings, or a config.json edited after the fact, are refused instead of scoring.
     """
     text = json.dumps([kind, vocab_fingerprint, config, model_id], sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return sha256_hex(text.encode("utf-8"))[:16]
 
 
 def header_binding(header: dict) -> str | None:
@@ -74,6 +73,8 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding: str) -> Non
 def read_arrays(path: Path, binding: str | None = None) -> dict[str, np.ndarray]:
     """The arrays of an .npz file (never unpickled), checked: readable, bound to the
     model (``binding``), and no NaN or +inf in a float array (-inf is a log of 0)."""
+    import zipfile  # here: a model without .npz files (a mapped trie) never needs it
+
     if not path.exists():
         raise NnlmError(f"{path}: missing; the model directory is incomplete")
     try:
@@ -223,6 +224,8 @@ def model_identity(path: str | os.PathLike, model=None) -> str:
     path = Path(path)
     if path.is_dir():
         return str(read_header(path).get("model_id"))
+    import hashlib  # OpenSSL's SHA-256, fast on a large file (see nnlm.digest)
+
     try:
         with open(path, "rb") as f:
             return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()

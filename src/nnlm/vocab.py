@@ -20,13 +20,13 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from .digest import sha256_hex
 from .errors import NnlmError, where
 from .fileio import atomic_write_text, iter_line_blocks
 
@@ -140,7 +140,7 @@ class Vocabulary:
     @property
     def fingerprint(self) -> str:
         """A short hash of the word list: models record it to detect a foreign vocabulary."""
-        return hashlib.sha256("\n".join(self.words).encode("utf-8")).hexdigest()[:16]
+        return sha256_hex("\n".join(self.words).encode("utf-8"))[:16]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocabulary) and self.words == other.words

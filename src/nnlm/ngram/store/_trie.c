@@ -1,7 +1,8 @@
 /* nnlm.ngram.store._trie: the lookup loops of nnlm's mapped trie (trie.py), in C.
  *
  * find(...): for each pair (p, w), the entry of one order whose word is w in the run of
- * entries [parents[p], parents[p + 1]) (the extensions of the (k-1)-gram p), or -1.
+ * entries [parents[p], parents[p + 1]) (the extensions of the (k-1)-gram p), or -1. The
+ * run pointers are bit-packed or 64 to a cache line (pointers.h).
  * BackoffNgram's scorers call it once per order for a whole batch of tokens, so that
  * one order's arrays stay in cache while they are searched (a fused token-by-token
  * scorer in C measured 20-30% slower: the orders evict each other). Arrays are
@@ -20,6 +21,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "pointers.h"
+
 #ifndef GROUP
 #define GROUP 8
 #endif
@@ -28,37 +31,48 @@
 #define AHEAD 4
 #endif
 
-static inline uint64_t unpack(const uint64_t *data, uint64_t bits, uint64_t mask, uint64_t i) {
-    uint64_t pos = i * bits, w = pos >> 6, off = pos & 63;
-    return ((data[w] >> off) | ((data[w + 1] << 1) << (63 - off))) & mask;
-}
-
 static inline void prefetch_field(const uint64_t *data, uint64_t bits, uint64_t i) {
     __builtin_prefetch(data + ((i * bits) >> 6));
 }
 
-static uint64_t mask_of(uint64_t bits) { return bits >= 64 ? ~0ULL : (1ULL << bits) - 1; }
-
 typedef struct {          /* order k >= 2 of the trie */
-    const uint64_t *words, *parents;  /* parents: the child pointers of order k-1 */
-    uint64_t word_bits, wmask, parent_bits, pmask, n, n_parents;
+    const uint64_t *words;
+    Pointers parents;                 /* the run pointers of order k-1 (pointers.h) */
+    uint64_t word_bits, wmask, n, n_parents;
     const uint64_t *slots;            /* the order's table, or NULL */
     uint64_t slot_bits, smask, n_slots;
 } Level;
 
-static int level_buffers_ok(const Level *L, Py_ssize_t words_len, Py_ssize_t parents_len,
+static int level_buffers_ok(const Level *L, Py_ssize_t words_len, const Py_buffer *pb,
                             Py_ssize_t slots_len) {
-    return L->word_bits >= 1 && L->word_bits <= 64 && L->parent_bits >= 1 &&
-           L->parent_bits <= 64 &&
+    return L->word_bits >= 1 && L->word_bits <= 64 &&
            (uint64_t)words_len >= 8 * ((L->n * L->word_bits + 63) / 64 + 1) &&
-           (uint64_t)parents_len >= 8 * (((L->n_parents + 1) * L->parent_bits + 63) / 64 + 1) &&
+           pointers_sizes_ok(&L->parents, L->n_parents + 1, pb[0].len, pb[1].len) &&
            (!slots_len || (L->slot_bits >= 1 && L->slot_bits <= 64 && L->n_slots > 0 &&
                            (uint64_t)slots_len >= 8 * ((L->n_slots * L->slot_bits + 63) / 64 + 1)));
 }
 
-/* The entries of the pairs (p[i], w[i]), i < size <= GROUP, into out[i] (-1: absent). */
+/* [lo, end) of the runs of the pairs (p[i], w[i]), i < size <= GROUP (empty where the
+ * pair is not valid), clamped to the order */
+static void group_bounds(const Level *L, int size, const int64_t *p, const int64_t *w,
+                         uint64_t *lo, uint64_t *end) {
+    for (int i = 0; i < size; i++) {
+        lo[i] = end[i] = 0;
+        if (p[i] < 0 || w[i] < 0 || (uint64_t)p[i] >= L->n_parents) continue;
+        uint64_t a, b;
+        pointers_pair(&L->parents, (uint64_t)p[i], &a, &b);
+        if (a > L->n) a = L->n;
+        if (b > L->n) b = L->n;
+        lo[i] = a;
+        end[i] = b > a ? b : a;
+    }
+}
+
+/* The entries of the pairs (p[i], w[i]), i < size <= GROUP, into out[i] (-1: absent);
+ * without a table, in the runs [bounds_lo[i], bounds_end[i]) found by group_bounds. */
 static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
-                       const int64_t *w, int64_t *out) {
+                       const int64_t *w, int64_t *out, const uint64_t *bounds_lo,
+                       const uint64_t *bounds_end) {
     uint64_t lo[GROUP], end[GROUP], len[GROUP];
     int active = 0;
     if (L->slots) {
@@ -72,13 +86,13 @@ static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
             if (!ok[i]) continue;
             uint64_t key = (uint64_t)p[i] * V + (uint64_t)w[i];
             pos[i] = (((key * GOLDEN) >> 32) * L->n_slots) >> 32;
-            prefetch_field(L->parents, L->parent_bits, (uint64_t)p[i]);
+            pointers_prefetch(&L->parents, (uint64_t)p[i]);
             prefetch_field(L->slots, L->slot_bits, pos[i]);
         }
         for (int i = 0; i < size; i++) {
             if (!ok[i]) continue;
-            uint64_t a = unpack(L->parents, L->parent_bits, L->pmask, (uint64_t)p[i]);
-            uint64_t b = unpack(L->parents, L->parent_bits, L->pmask, (uint64_t)p[i] + 1);
+            uint64_t a, b;
+            pointers_pair(&L->parents, (uint64_t)p[i], &a, &b);
             lo[i] = a;
             end[i] = b < L->n ? b : L->n;
             e[i] = unpack(L->slots, L->slot_bits, L->smask, pos[i]);
@@ -101,17 +115,10 @@ static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
         return;
     }
     for (int i = 0; i < size; i++) {
-        len[i] = 0;
         out[i] = -1;
-        if (p[i] < 0 || w[i] < 0 || (uint64_t)p[i] >= L->n_parents) continue;
-        uint64_t a = unpack(L->parents, L->parent_bits, L->pmask, (uint64_t)p[i]);
-        uint64_t b = unpack(L->parents, L->parent_bits, L->pmask, (uint64_t)p[i] + 1);
-        if (a > L->n) a = L->n;
-        if (b > L->n) b = L->n;
-        if (b <= a) continue;
-        lo[i] = a;
-        end[i] = b;
-        len[i] = b - a;
+        lo[i] = bounds_lo[i];
+        end[i] = bounds_end[i];
+        len[i] = end[i] - lo[i];
         active |= len[i] > 1;
     }
     /* branch-free halving: lo stays at the last entry known to be below the word */
@@ -137,57 +144,76 @@ static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
 }
 
 static PyObject *find(PyObject *self, PyObject *args) {
-    Py_buffer wb, pb, qb, xb, ob, sb;
-    unsigned long long word_bits, parent_bits, n_parents, n, slot_bits, n_slots, V;
-    if (!PyArg_ParseTuple(args, "y*Ky*KKKy*y*w*y*KKK", &wb, &word_bits, &pb, &parent_bits,
-                          &n_parents, &n, &qb, &xb, &ob, &sb, &slot_bits, &n_slots, &V))
+    Py_buffer wb, pb[2], qb, xb, ob, sb;
+    unsigned long long word_bits, parent_bits, n_exc, n_parents, n, slot_bits, n_slots, V;
+    int linear;
+    if (!PyArg_ParseTuple(args, "y*K(iy*y*KK)KKy*y*w*y*KKK", &wb, &word_bits, &linear,
+                          &pb[0], &pb[1], &parent_bits, &n_exc, &n_parents, &n, &qb, &xb, &ob,
+                          &sb, &slot_bits, &n_slots, &V))
         return NULL;
     PyObject *result = NULL;
     Level L = {0};
-    L.words = wb.buf; L.parents = pb.buf;
+    L.words = wb.buf;
+    L.parents.linear = linear != 0;
+    L.parents.data = pb[0].buf;
+    L.parents.exceptions = pb[1].buf;
+    L.parents.bits = parent_bits; L.parents.mask = mask_of(parent_bits);
+    L.parents.n_blocks = linear ? (n_parents >> LINE_SHIFT) + 1 : 0;
+    L.parents.n_exceptions = n_exc;
     L.word_bits = word_bits; L.wmask = mask_of(word_bits);
-    L.parent_bits = parent_bits; L.pmask = mask_of(parent_bits);
     L.n = n; L.n_parents = n_parents;
     L.slots = sb.len ? sb.buf : NULL;
     L.slot_bits = slot_bits; L.smask = mask_of(slot_bits); L.n_slots = n_slots;
     Py_ssize_t m = qb.len / 8;
     if (ob.len != qb.len || xb.len != qb.len || V == 0 ||
-        !level_buffers_ok(&L, wb.len, pb.len, sb.len)) {
+        !level_buffers_ok(&L, wb.len, pb, sb.len)) {
         PyErr_SetString(PyExc_ValueError, "find: buffers do not match the sizes given");
         goto done;
     }
     const int64_t *q = qb.buf, *x = xb.buf;
     int64_t *out = ob.buf;
+    uint64_t bounds[2][2][GROUP];  /* [lo, end) of this group's runs and of the next's */
+    int cur = 0;
     Py_BEGIN_ALLOW_THREADS
+    if (!L.slots && m > 0)
+        group_bounds(&L, m < GROUP ? (int)m : GROUP, q, x, bounds[0][0], bounds[0][1]);
     for (Py_ssize_t g = 0; g < m; g += GROUP) {
         /* ask now for what the group AHEAD groups on will read first (its runs' bounds
          * and home slots): by the time it is searched, those lines are on their way */
         Py_ssize_t a0 = g + AHEAD * GROUP, a1 = a0 + GROUP < m ? a0 + GROUP : m;
         for (Py_ssize_t i = a0; i < a1; i++) {
             if (q[i] < 0 || x[i] < 0 || (uint64_t)q[i] >= L.n_parents) continue;
-            prefetch_field(L.parents, L.parent_bits, (uint64_t)q[i]);
+            pointers_prefetch(&L.parents, (uint64_t)q[i]);
             if (L.slots) {
                 uint64_t key = (uint64_t)q[i] * V + (uint64_t)x[i];
                 prefetch_field(L.slots, L.slot_bits, (((key * GOLDEN) >> 32) * L.n_slots) >> 32);
             }
         }
-        if (!L.slots) {  /* the next group: its bounds have arrived; ask for its words */
-            Py_ssize_t b0 = g + GROUP, b1 = b0 + GROUP < m ? b0 + GROUP : m;
-            for (Py_ssize_t i = b0; i < b1; i++) {
-                if (q[i] < 0 || (uint64_t)q[i] >= L.n_parents) continue;
-                uint64_t a = unpack(L.parents, L.parent_bits, L.pmask, (uint64_t)q[i]);
-                uint64_t b = unpack(L.parents, L.parent_bits, L.pmask, (uint64_t)q[i] + 1);
-                if (a < b && b <= L.n) prefetch_field(L.words, L.word_bits, a + ((b - a) >> 1));
-            }
+        /* the group two on: its lines have arrived; ask for what exceptions need */
+        Py_ssize_t e0 = g + 2 * GROUP, e1 = e0 + GROUP < m ? e0 + GROUP : m;
+        if (L.parents.linear)
+            for (Py_ssize_t i = e0; i < e1; i++)
+                if (q[i] >= 0 && (uint64_t)q[i] < L.n_parents)
+                    pointers_prefetch_exception(&L.parents, (uint64_t)q[i]);
+        Py_ssize_t b0 = g + GROUP;
+        if (!L.slots && b0 < m) {  /* the next group: its pointers have arrived; find its
+                                      runs and ask for the middle of each */
+            int size = m - b0 < GROUP ? (int)(m - b0) : GROUP;
+            uint64_t *lo = bounds[cur ^ 1][0], *end = bounds[cur ^ 1][1];
+            group_bounds(&L, size, q + b0, x + b0, lo, end);
+            for (int i = 0; i < size; i++)
+                if (lo[i] < end[i]) prefetch_field(L.words, L.word_bits, lo[i] + ((end[i] - lo[i]) >> 1));
         }
-        group_find(&L, V, m - g < GROUP ? (int)(m - g) : GROUP, q + g, x + g, out + g);
+        group_find(&L, V, m - g < GROUP ? (int)(m - g) : GROUP, q + g, x + g, out + g,
+                   bounds[cur][0], bounds[cur][1]);
+        cur ^= 1;
     }
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
     PyBuffer_Release(&wb);
-    PyBuffer_Release(&pb);
+    for (int i = 0; i < 2; i++) PyBuffer_Release(&pb[i]);
     PyBuffer_Release(&qb);
     PyBuffer_Release(&xb);
     PyBuffer_Release(&ob);
@@ -263,8 +289,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"find", find, METH_VARARGS, "find(words, word_bits, parents, parent_bits, n_parents, "
-     "n, ids, firsts, out): the trie lookups of nnlm.ngram.store.trie.TrieLevel.find"},
+    {"find", find, METH_VARARGS, "find(words, word_bits, (kind, data, exceptions, bits, n_exceptions), "
+     "n_parents, n, ids, firsts, out, slots, slot_bits, n_slots, V): the trie lookups of "
+     "nnlm.ngram.store.trie.TrieLevel.find"},
     {"pack", pack, METH_VARARGS, "pack(values, bits, out): bit-pack uint64 values"},
     {"gather", gather, METH_VARARGS, "gather(data, bits, n, index, out): fields of a packed "
      "array"},

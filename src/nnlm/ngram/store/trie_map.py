@@ -15,6 +15,7 @@ from ...errors import NnlmError
 from ...jsonfiles import check_fields
 from ..levels import backoff_arrays_problem
 from . import bits as bitpack
+from . import run_pointers
 from .trie import (
     ALIGN,
     BYTE_ORDER_MARK,
@@ -55,6 +56,7 @@ def read_trie_header(path: Path) -> tuple[dict, int]:
     if not isinstance(header, dict):
         raise NnlmError(f"{path}: its header is damaged (not a JSON object)")
     check_fields(header, HEADER_FIELDS, str(path))
+    header["format_version"] = version
     start = -(-(PREFIX.size + length) // ALIGN) * ALIGN
     return header, start
 
@@ -70,8 +72,9 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
         out["vocab_offsets"] = ("<i8", V + 1)
     for k in range(1, n + 1):
         if k < n:
-            out[f"child_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1] + 1,
-                                                             header["child_bits"][k - 1]))
+            for name, length in run_pointers.sections(header["pointers"][k - 1], k,
+                                                      counts[k - 1] + 1, counts[k]).items():
+                out[name] = ("<u8", length)
         if k == 1:
             continue
         out[f"word_{k}"] = ("<u8", bitpack.packed_words(counts[k - 1], header["word_bits"]))
@@ -104,8 +107,12 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
         raise NnlmError(f"{path}: belongs to another model (fingerprint {header['binding']}, "
                         f"config.json wants {binding}); retrain or restore the directory")
     q = header["quantize"]
-    if len(header["child_bits"]) != n - 1 or not all(
-            isinstance(b, int) and 1 <= b <= 64 for b in header["child_bits"]) or (
+    if header["format_version"] < 2 and isinstance(header.get("child_bits"), list):
+        header["pointers"] = [["packed", b] for b in header["child_bits"]]  # format 1
+    pointers = header.get("pointers")
+    if not (isinstance(pointers, list) and len(pointers) == n - 1 and all(
+            run_pointers.spec_ok(spec, counts[k - 1] + 1, counts[k])
+            for k, spec in enumerate(pointers, start=1))) or (
             q is not None and (len(q) != 2 or not all(isinstance(b, int) and 1 <= b <= 25
                                                      for b in q))):
         raise NnlmError(f"{path}: its header's bit widths are damaged")
@@ -162,11 +169,17 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
     problem = backoff_arrays_problem(small)
     if problem:
         raise NnlmError(f"{path}: {problem}; the model is corrupt")
+    def run_starts(k):  # order k's run pointers into order k + 1
+        spec, count, top = pointers[k - 1], counts[k - 1] + 1, counts[k]
+        if spec[0] == "packed":
+            return run_pointers.Packed(section(f"child_{k}"), spec[1], count, top)
+        return run_pointers.Linear(section(f"child_lines_{k}"),
+                                   section(f"child_exceptions_{k}"), spec[1], count, top)
+
     levels: list[TrieLevel] = []
     for k in range(2, n + 1):
         levels.append(TrieLevel(
-            k, vocab_size, section(f"word_{k}"), header["word_bits"],
-            section(f"child_{k - 1}"), header["child_bits"][k - 2], counts[k - 2],
+            k, vocab_size, section(f"word_{k}"), header["word_bits"], run_starts(k - 1),
             counts[k - 1], values("logp", k), values("log_bow", k) if k < n else None,
             levels[-1] if levels else None,
             *((section(f"slots_{k}"), slots[str(k)][1], slots[str(k)][0])

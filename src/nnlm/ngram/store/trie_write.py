@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import NnlmError
 from . import bits as bitpack
+from . import run_pointers
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
 from .values import code_values, signed_backoffs
 
@@ -42,10 +43,10 @@ def _sections(model, quantize, meta: dict, standalone: bool = False):
     yield "unigram_log_bow", signed_backoffs(model.unigram_log_bow, model.extends(1))
     for k in range(1, n + 1):
         if k < n:
-            pointers = _child_pointers(model, k)
-            meta["child_bits"].append(bitpack.width(int(pointers[-1])))
-            yield f"child_{k}", bitpack.pack(pointers, meta["child_bits"][-1])
-            del pointers
+            coded = run_pointers.encode(_child_pointers(model, k))
+            meta["pointers"].append(run_pointers.header_entry(coded))
+            yield from run_pointers.named_sections(coded, k)
+            del coded
         if k == 1:
             continue
         level = model.levels[k - 2]
@@ -70,8 +71,8 @@ def _sections(model, quantize, meta: dict, standalone: bool = False):
 
 def header_room(order: int) -> int:
     """Bytes kept for the header before the first section (it is written last, once every
-    section's place is known): generous for its ~6 sections an order."""
-    return -(-(4096 + 640 * order) // ALIGN) * ALIGN
+    section's place is known): generous for its ~9 sections an order."""
+    return -(-(4096 + 1024 * order) // ALIGN) * ALIGN
 
 
 
@@ -87,7 +88,7 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     section's arrays to the model's memory, not the whole file; the header, whose
     section table is known only at the end, goes into room kept for it at the start."""
     n = model.order
-    meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "child_bits": [], "slots": {},
+    meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "pointers": [], "slots": {},
             "values": {}}
     start = header_room(n)
     table = {}
