@@ -2,8 +2,9 @@
 
 Order k-1's pointers are N = n_{k-1} + 1 non-decreasing numbers from 0 to U = n_k. A
 lookup needs two neighbours, ptr[i] and ptr[i + 1], on the path of every query, so a
-layout must answer in one memory access and a few instructions. Two layouts; the writer
-takes the smaller for each order:
+layout must answer in one memory access and a few instructions. Two layouts; for each
+order the writer takes the linear one where it is smaller and its exceptions are light
+(:func:`choose_layout`):
 
 * :class:`Packed`: ceil(log2(U + 1)) bits a pointer (format 1's only layout).
 * :class:`Linear`: 64 pointers to a 64-byte cache line, each the block's straight line
@@ -41,8 +42,6 @@ BASE_BITS = 40
 SLOPE_BITS = 16
 EXCEPTION = np.uint64(1 << 63)
 MAX_HEAVY = 0.2        # see choose_layout
-
-
 CHUNK = 1 << 12  # blocks fitted at a time (262,144 pointers): temporaries of ~15 MB
 
 
