@@ -52,8 +52,8 @@ def lookups(request, monkeypatch):
                 min_size=0, max_size=700), st.sampled_from(["packed", "linear", None]))
 def test_run_pointers_round_trip_in_either_layout(steps, layout):
     """Pointers with runs of every length (a heavy context's thousands of extensions
-    among ones of none) come back exactly, whichever layout holds them; oracle: the
-    numbers themselves."""
+    among ones of none) come back exactly, whichever layout holds them, decoded whole
+    or one at a time; oracle: the numbers themselves."""
     values = np.concatenate([[0], np.cumsum(steps, dtype=np.int64)])
     coded = run_pointers.encode(values, layout)
     spec = run_pointers.header_entry(coded)
@@ -67,6 +67,7 @@ def test_run_pointers_round_trip_in_either_layout(steps, layout):
         stored = run_pointers.Linear(arrays["child_lines_1"], arrays["child_exceptions_1"],
                                      spec[1], count, top)
     assert np.array_equal(stored.decode(), values)
+    assert np.array_equal(stored.at(np.arange(count)), values)  # the lookups' numpy path
 
 
 def test_the_linear_layout_is_chosen_where_it_is_smaller_and_light():

@@ -183,6 +183,10 @@ class Packed:
         of a field or of an exception, exceptions' count)."""
         return (self.kind, self.packed, b"", self.bits, 0)
 
+    def at(self, i: np.ndarray) -> np.ndarray:
+        """ptr[i] for each i < count (numpy; the C loops read the same)."""
+        return bitpack.unpack(self.packed, self.bits, i)
+
     def decode(self) -> np.ndarray:
         """All ``count`` pointers, int64, checked (a damaged array is one line)."""
         return _checked(bitpack.unpack_all(self.packed, self.bits, self.count), self.top)
@@ -201,6 +205,33 @@ class Linear:
 
     def c_spec(self) -> tuple:
         return (self.kind, self.lines, self.exceptions, self.bits, self.n_exceptions)
+
+    def at(self, i: np.ndarray) -> np.ndarray:
+        """ptr[i] for each i < count, as pointers.h's block_pointer reads it: the line's
+        head, then the correction (two words of the line) or the exception's field. A
+        damaged exception number reads as past every order (the callers clamp)."""
+        i = np.asarray(i, np.int64)
+        line = (i >> SHIFT) * LINE_WORDS
+        t = (i & (B - 1)).astype(np.uint64)
+        head = self.lines[line]
+        exc = (head & EXCEPTION) != 0
+        c = (head >> np.uint64(56)) & np.uint64(7)
+        pos = t * c
+        word = line + 1 + (pos >> np.uint64(6)).astype(np.int64)
+        off = pos & np.uint64(63)
+        low = self.lines[word] >> off
+        high = (self.lines[word + 1] << np.uint64(1)) << (np.uint64(63) - off)
+        correction = (low | high) & ((np.uint64(1) << c) - np.uint64(1))
+        out = ((head & np.uint64((1 << BASE_BITS) - 1))
+               + ((t * ((head >> np.uint64(40)) & np.uint64(0xFFFF))) >> np.uint64(8))
+               + correction).astype(np.int64)
+        if exc.any():
+            number = (head[exc] & ~EXCEPTION).astype(np.int64)
+            ok = number < self.n_exceptions
+            fields = np.where(ok, number, 0) * B + t[exc].astype(np.int64)
+            out[exc] = np.where(ok, bitpack.unpack(self.exceptions, self.bits, fields),
+                                np.iinfo(np.int64).max)
+        return out
 
     def decode(self) -> np.ndarray:
         lines = self.lines[:-1].reshape(-1, LINE_WORDS)

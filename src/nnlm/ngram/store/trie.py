@@ -137,10 +137,9 @@ class TrieLevel(NgramLevel):
 
     def runs(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[start, end) of each parent's run of children in this order, clamped to it
-        (numpy: from the order's pointers decoded once; the C loops read them coded)."""
-        starts = self._run_starts()
-        start = np.minimum(starts[parents], self.n)
-        return start, np.clip(starts[parents + 1], start, self.n)
+        (``parents`` < n_prefixes)."""
+        start = np.minimum(self.pointers.at(parents), self.n)
+        return start, np.clip(self.pointers.at(parents + 1), start, self.n)
 
     def find(self, queries: np.ndarray) -> np.ndarray:
         """Index of each key (``id(g2..gk) * |V| + g1``) in this order, -1 where absent."""
