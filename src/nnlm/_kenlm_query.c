@@ -243,8 +243,9 @@ typedef struct {
                                 its log10 back-off, whose -0.0 says "cannot extend" (KenLM's
                                 kNoExtensionBackoff): one cache line holds both */
     int stride;              /* 2 below the top order, 1 at it */
-    /* trie mode (nnlm.ngram.store.trie): bit-packed words and run pointers, the order's
-       table if it has one, the values where they lie (back-offs' zeros signed as KenLM's) */
+    /* trie mode (nnlm.ngram.store.trie): bit-packed words, the run pointers (either
+       layout of pointers.h), the order's table if it has one, the values where they lie
+       (back-offs' zeros signed as KenLM's) */
     const uint64_t *words, *tslots;
     Pointers parents;        /* order k-1's run pointers (ngram/store/pointers.h) */
     uint64_t word_bits, wmask, n, n_parents, slot_bits, smask, n_slots;
@@ -390,11 +391,10 @@ static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject 
     return 0;
 }
 
-/* a level of a mapped trie: ("trie", words, word_bits, (kind, data, exceptions, bits,
- * n_exceptions),
- * n_parents, n, slots, slot_bits, n_slots, logp, logp_centers, logp_bits, bow,
- * bow_centers, bow_bits); slots and (at the top order) bow may be empty bytes; the
- * run pointers as nnlm.ngram.store.run_pointers' c_spec() gives them */
+/* a level of a mapped trie: ("trie", words, word_bits, pointers, n_parents, n, slots,
+ * slot_bits, n_slots, logp, logp_centers, logp_bits, bow, bow_centers, bow_bits), with
+ * pointers = (kind, data, exceptions, bits, n_exceptions) as run_pointers' c_spec()
+ * gives them; slots and (at the top order) bow may be empty bytes */
 static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
     PyObject *tag, *words, *data, *exceptions, *slots, *logp, *lc, *bow, *bc;
     unsigned long long wb, pbits, n_exc, npar, n, sbits, nslots;
