@@ -5,9 +5,10 @@ still succeeds and both answer from their numpy paths, slower."""
 
 from setuptools import Extension, setup
 
-POINTERS = ["src/nnlm/ngram/store/pointers.h"]  # the trie's run pointers, read by both
+# the trie's run pointers and the vocabulary's hash table, read by both
+HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/vocab_hash.h"]
 
 setup(ext_modules=[Extension("nnlm._kenlm_query", ["src/nnlm/_kenlm_query.c"],
-                             depends=POINTERS, extra_compile_args=["-O3"], optional=True),
+                             depends=HEADERS, extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
-                             depends=POINTERS, extra_compile_args=["-O3"], optional=True)])
+                             depends=HEADERS, extra_compile_args=["-O3"], optional=True)])

@@ -14,7 +14,7 @@ from conftest import zipf_corpus
 from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
 from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
-from nnlm.ngram.store import bits, run_pointers, trie, trie_map
+from nnlm.ngram.store import bits, run_pointers, trie, trie_map, vocab_table
 from nnlm.ngram.store import values as coding
 from nnlm.vocab import BOS_ID
 
@@ -325,7 +325,7 @@ def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups, 
     data = bytearray(path.read_bytes())
     rng = np.random.default_rng(3)
     for name, (off, size, _, _) in header["sections"].items():
-        if name.startswith(("child_", "word_", "slots_")):
+        if name.startswith(("child_", "word_", "slots_", "vocab_slots")):
             data[start + off:start + off + size] = rng.bytes(size)
     path.write_bytes(bytes(data))
     mapped = load_model(tmp_path / "m")
@@ -334,6 +334,8 @@ def test_scribbled_sections_never_read_outside_the_file(tmp_path, kn4, lookups, 
         mapped.target_logprobs(test.contexts(4), test.ids)
     except NnlmError as e:
         assert "\n" not in str(e)
+    assert all(mapped.vocab.index.get(w, -1) in range(-1, len(model.vocab))
+               for w in model.vocab.words)  # a scribbled word table: wrong ids at worst
 
 
 # -- nnlm ngram convert ------------------------------------------------------------------
@@ -452,3 +454,75 @@ def test_a_damaged_one_file_model_is_one_line(tmp_path, kn4):
         (tmp_path / "cut.nnlm").write_bytes(bytes(data[:cut]))
         with pytest.raises(NnlmError):
             load_model(tmp_path / "cut.nnlm")
+
+
+# -- the mapped vocabulary ---------------------------------------------------------------
+def test_fnv_1a_is_the_published_one():
+    """FNV-1a's published 64-bit test vectors (Fowler, Noll and Vo): "" and "a"; the
+    table's hash is that times the golden ratio."""
+    blob = np.frombuffer(b"a", np.uint8)
+    got = vocab_table.hashes(blob, np.array([0, 0, 1], np.int64))
+    golden = 0x9E3779B97F4A7C15
+    assert got.tolist() == [(0xCBF29CE484222325 * golden) % 2**64,
+                            (0xAF63DC4C8601EC8C * golden) % 2**64]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.text(st.characters(blacklist_categories=["Cs", "Zs", "Cc"]), min_size=1,
+                       max_size=12), max_size=300),
+       st.lists(st.text(max_size=6), max_size=20))
+def test_the_word_table_finds_every_word_and_no_other(words, probes):
+    """The table written with numpy (vocab_table.slots) read by the C WordIndex and by
+    the dict fallback: every word at its id, any other string absent."""
+    words = ["<unk>", "<s>", "</s>", *sorted(set(words) - {"<unk>", "<s>", "</s>"})]
+    blob, offsets = vocab_table.word_bytes(words)
+    table = vocab_table.slots(blob, offsets)
+    assert len(table) >= 2 * len(words) and np.sort(table[table >= 0]).tolist() == \
+        list(range(len(words)))
+    vocab = vocab_table.MappedVocabulary(blob, offsets, np.zeros(len(words), np.int64),
+                                         table, "x")
+    assert list(vocab.words) == words and vocab.words[-1] == words[-1]
+    assert [vocab.index[w] for w in words] == list(range(len(words)))
+    for p in probes + ["\ud800", 7, None]:  # a lone surrogate, not-a-str
+        expected = words.index(p) if p in words else -1
+        assert vocab.index.get(p, -1) == expected
+        assert (p in vocab.index) == (expected >= 0)
+
+
+def test_a_directory_maps_its_vocabulary_from_the_trie(tmp_path, kn4, monkeypatch):
+    """No vocab.txt is read: the file's words, ids, counts and fingerprint are the
+    model's; without the compiled part the index is a dict with the same ids."""
+    import sys
+
+    model, test = kn4
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert isinstance(loaded.vocab, vocab_table.MappedVocabulary)
+    assert loaded.vocab == model.vocab and model.vocab == loaded.vocab
+    assert loaded.vocab.fingerprint == model.vocab.fingerprint
+    assert loaded.vocab.counts.tolist() == model.vocab.counts.tolist()
+    assert [loaded.vocab.id(w) for w in model.vocab.words + ["never-seen"]] == \
+        list(range(len(model.vocab))) + [0]
+    np.testing.assert_allclose(loaded.logprobs(test), model.logprobs(test), atol=1e-6)
+    monkeypatch.setitem(sys.modules, "nnlm.ngram.store._trie", None)
+    fallback = load_model(tmp_path / "m")
+    assert isinstance(fallback.vocab.index, dict) and fallback.vocab == model.vocab
+    save_model(loaded, tmp_path / "again")  # saving writes vocab.txt from the mapping
+    assert Vocabulary.load(tmp_path / "again" / "vocab.txt").counts.tolist() == \
+        model.vocab.counts.tolist()
+
+
+def test_a_damaged_vocabulary_section_is_one_line(tmp_path, kn4):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    header, start = trie_map.read_trie_header(path)
+    for name in ("vocab_words", "vocab_offsets", "vocab_counts"):
+        data = bytearray(path.read_bytes())
+        data[start + header["sections"][name][0] + 1] ^= 0x10
+        (tmp_path / "bad").mkdir(exist_ok=True)
+        for f in ("config.json", "vocab.txt"):
+            shutil.copy(tmp_path / "m" / f, tmp_path / "bad" / f)
+        (tmp_path / "bad" / "ngrams.trie").write_bytes(bytes(data))
+        with pytest.raises(NnlmError, match="vocabulary section is damaged"):
+            load_model(tmp_path / "bad")

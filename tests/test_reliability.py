@@ -542,8 +542,14 @@ CHECKPOINT_CASES = [
     Case("arrays with nan", **ev(lambda w, t: t / "m", match="NaN", setup=_nan_npz)),
     Case("vocab of another model", **ev(
         lambda w, t: t / "m", match="does not match the model",
-        setup=lambda w, t: (_kn(w, t), write(t / "m/vocab.txt", "# nnlm vocabulary v1\n0\t<unk>"
-                                             "\t0\n1\t<s>\t0\n2\t</s>\t0\n3\tdog\t1\n")))),
+        setup=lambda w, t: (_nplm(w, t), write(t / "m/vocab.txt", "# nnlm vocabulary v1\n0\t"
+                                               "<unk>\t0\n1\t<s>\t0\n2\t</s>\t0\n3\tdog\t1\n")))),
+    # an n-gram model's trie holds its own vocabulary, bound to config.json: a vocab.txt
+    # replaced beside it is not read, and the model scores as it was saved
+    Case("vocab.txt replaced beside a trie", **ev(
+        lambda w, t: t / "m", expect="ok",
+        setup=lambda w, t: (_kn(w, t), write(t / "m/vocab.txt", "# nnlm vocabulary v1\n0\t"
+                                             "<unk>\t0\n1\t<s>\t0\n2\t</s>\t0\n3\tdog\t1\n")))),
     Case("weights with nan", **ev(
         lambda w, t: t / "m", match="not finite|NaN",
         setup=lambda w, t: (_nplm(w, t), safetensors_with(

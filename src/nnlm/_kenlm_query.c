@@ -27,6 +27,7 @@
 #include "structmember.h"
 
 #include "ngram/store/pointers.h"
+#include "ngram/store/vocab_hash.h"
 
 #define MAX_ORDER 12
 #define GOLDEN 0x9E3779B97F4A7C15ULL
@@ -258,14 +259,14 @@ typedef struct {
     int order;
     int64_t V;
     int32_t bos, eos, unk;
-    PyObject *index;         /* dict: word -> id */
+    PyObject *index;         /* dict: word -> id, or None: look words up in vocab */
     const char *blob;        /* the vocabulary's words in UTF-8, end to end */
     const int64_t *offsets;  /* word i is blob[offsets[i]:offsets[i + 1]] */
-    int32_t *table;          /* open addressing over the words' bytes: id, or -1 */
-    uint64_t table_mask;
+    int32_t *table;          /* the table built here, if the file had none */
+    VocabTable vocab;        /* the words' table (vocab_hash.h) */
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[12 * MAX_ORDER + 5];
+    Py_buffer buffers[12 * MAX_ORDER + 6];
     int n_buffers;
 } QueryObject;
 
@@ -292,27 +293,33 @@ static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
     return view->buf;
 }
 
-static inline uint64_t bytes_hash(const char *p, Py_ssize_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ULL;
+/* the vocabulary's table (vocab_hash.h): the trie file's own when it has one (a mapped
+ * vocabulary), else built here over the words' bytes */
+static int build_table(QueryObject *self, PyObject *slots) {
+    self->vocab.blob = self->blob;
+    self->vocab.offsets = self->offsets;
+    self->vocab.n_words = self->V;
+    if (slots != Py_None) {
+        Py_ssize_t n;
+        if (!(self->vocab.slots = take(self, slots, 4, &n))) return -1;
+        if (n < 16 || (n & (n - 1)) || n < 2 * self->V) {
+            PyErr_SetString(PyExc_ValueError, "the vocabulary's table has the wrong size");
+            return -1;
+        }
+        self->vocab.mask = (uint64_t)n - 1;
+        return 0;
     }
-    return h * GOLDEN;
-}
-
-static int build_table(QueryObject *self) {
     uint64_t size = 16;
     while (size < (uint64_t)self->V * 2) size <<= 1;
     self->table = PyMem_Malloc(sizeof(int32_t) * size);
     if (!self->table) { PyErr_NoMemory(); return -1; }
     memset(self->table, 0xff, sizeof(int32_t) * size);
-    self->table_mask = size - 1;
+    self->vocab.slots = self->table;
+    self->vocab.mask = size - 1;
     for (int64_t id = 0; id < self->V; id++) {
         const char *w = self->blob + self->offsets[id];
-        Py_ssize_t n = (Py_ssize_t)(self->offsets[id + 1] - self->offsets[id]);
-        uint64_t pos = bytes_hash(w, n) & self->table_mask;
-        while (self->table[pos] != -1) pos = (pos + 1) & self->table_mask;
+        uint64_t pos = vocab_hash(w, self->offsets[id + 1] - self->offsets[id]) & self->vocab.mask;
+        while (self->table[pos] != -1) pos = (pos + 1) & self->vocab.mask;
         self->table[pos] = (int32_t)id;
     }
     return 0;
@@ -320,15 +327,8 @@ static int build_table(QueryObject *self) {
 
 /* the id of the word p[0:n] (UTF-8), <unk>'s if it is not in the vocabulary */
 static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n) {
-    uint64_t pos = bytes_hash(p, n) & q->table_mask;
-    for (;;) {
-        int32_t id = q->table[pos];
-        if (id < 0) return q->unk;
-        const char *w = q->blob + q->offsets[id];
-        if (q->offsets[id + 1] - q->offsets[id] == n && memcmp(w, p, (size_t)n) == 0)
-            return id;
-        pos = (pos + 1) & q->table_mask;
-    }
+    int64_t id = vocab_find(&q->vocab, p, (int64_t)n);
+    return id < 0 ? q->unk : (int32_t)id;
 }
 
 /* -- the mapped trie: see nnlm/ngram/store/_trie.c, whose layout this reads ---------- */
@@ -433,12 +433,16 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
 }
 
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *index, *blob, *offsets, *uni_pb, *levels;
+    PyObject *index, *blob, *offsets, *uni_pb, *levels, *slots = Py_None;
     long long serial, V;
     int bos, eos, unk;
-    if (!PyArg_ParseTuple(args, "LO!OOLiiiOO!", &serial, &PyDict_Type, &index, &blob,
-                          &offsets, &V, &bos, &eos, &unk, &uni_pb, &PyList_Type, &levels))
+    if (!PyArg_ParseTuple(args, "LOOOLiiiOO!|O", &serial, &index, &blob, &offsets, &V, &bos,
+                          &eos, &unk, &uni_pb, &PyList_Type, &levels, &slots))
         return -1;
+    if (index != Py_None && !PyDict_Check(index)) {
+        PyErr_SetString(PyExc_TypeError, "index: a dict, or None (the words' table)");
+        return -1;
+    }
     Py_ssize_t n_levels = PyList_GET_SIZE(levels);
     if (n_levels + 1 > MAX_ORDER) {
         PyErr_Format(PyExc_ValueError, "order %zd is above %d", n_levels + 1, MAX_ORDER);
@@ -456,7 +460,7 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     if (self->offsets[0] != 0 || self->offsets[V] != blob_size) goto bad_size;
     for (int64_t i = 0; i < V; i++)
         if (self->offsets[i + 1] < self->offsets[i]) goto bad_size;
-    if (build_table(self) < 0) return -1;
+    if (build_table(self, slots) < 0) return -1;
     if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) goto bad_size;
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
@@ -573,6 +577,14 @@ static int check_state(const QueryObject *q, PyObject *s, const char *name) {
 
 /* a word's id: <unk>'s if unknown; -2 and an exception on error */
 static int32_t word_id(const QueryObject *q, PyObject *word) {
+    if (q->index == Py_None) {  /* a mapped vocabulary: its table, over UTF-8 */
+        Py_ssize_t n;
+        const char *p = PyUnicode_AsUTF8AndSize(word, &n);
+        if (p) return bytes_id(q, p, n);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -2;
+        PyErr_Clear();  /* a lone surrogate: no word of the vocabulary */
+        return q->unk;
+    }
     PyObject *id = PyDict_GetItemWithError(q->index, word);
     if (id == NULL) return PyErr_Occurred() ? -2 : q->unk;
     return (int32_t)PyLong_AsLong(id);

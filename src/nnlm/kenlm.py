@@ -200,6 +200,11 @@ def _query(lm, serial: int):
                        entries(level.logp, level.log_bow, lm.extends(k))))
     uni_logp = np.asarray(lm.unigram_logp, np.float64).copy()
     uni_logp[BOS_ID] = -99.0 / LOG10_E  # never scored (refused), as KenLM's <s>: finite
+    uni_pb = entries(uni_logp, lm.unigram_log_bow, lm.extends(1))
+    words = getattr(lm.vocab, "mapped_sections", None)
+    if words is not None:  # a trie file's own words and table (store.vocab_table)
+        return _fast.Query(serial, None, words[0], words[1], len(lm.vocab), BOS_ID, EOS_ID,
+                           UNK_ID, uni_pb, levels, words[2])
     try:  # the words' bytes, for sentences split and looked up without Python strings
         encoded = [w.encode("utf-8") for w in lm.vocab.words]
     except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
@@ -207,8 +212,7 @@ def _query(lm, serial: int):
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(w) for w in encoded], out=offsets[1:])
     return _fast.Query(serial, lm.vocab.index, b"".join(encoded), offsets, len(lm.vocab),
-                       BOS_ID, EOS_ID, UNK_ID,
-                       entries(uni_logp, lm.unigram_log_bow, lm.extends(1)), levels)
+                       BOS_ID, EOS_ID, UNK_ID, uni_pb, levels)
 
 
 class LoadMethod:

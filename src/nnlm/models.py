@@ -164,9 +164,12 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
 
 def _load_dir(path: Path, header: dict) -> LanguageModel:
     cls = model_class(header["nnlm_model"])
-    vocab = load_vocab_for(path, header)
     try:
-        return cls.load_dir(path, header, vocab, load_model)
+        mapped = getattr(cls, "load_dir_mapped", None)  # its vocabulary in its own file
+        model = mapped(path, header) if mapped else None
+        if model is not None:
+            return model
+        return cls.load_dir(path, header, load_vocab_for(path, header), load_model)
     except (KeyError, TypeError, ValueError, IndexError) as e:  # a field missing or mistyped
         raise NnlmError(f"{path / 'config.json'}: a setting is missing or has the wrong type "
                         f"({type(e).__name__}: {e}); the file was edited or is damaged") from None

@@ -298,12 +298,36 @@ class BackoffNgram(LanguageModel):
         return cls.from_trie(trie, header_binding(header), vocab, header["config"])
 
     @classmethod
+    def load_dir_mapped(cls, path: Path, header: dict) -> BackoffNgram | None:
+        """The model of a directory whose ``ngrams.trie`` holds its vocabulary, mapped
+        with it (vocab.txt is not read: see :mod:`.store.vocab_table`); None for any
+        other directory, which :meth:`load_dir` reads."""
+        from .store.trie import FILE_NAME
+        from .store.trie_map import map_trie, read_trie_header
+
+        trie = Path(path) / FILE_NAME
+        binding = header_binding(header)  # what vouches for the file's vocabulary
+        if binding is None or not trie.is_file() or "vocab" not in read_trie_header(trie)[0]:
+            return None
+        mapped = map_trie(trie, binding, header["vocab_size"],
+                          header["vocab_fingerprint"])
+        return cls.from_mapped(trie, mapped, mapped["vocab"], header["config"])
+
+    @classmethod
     def from_trie(cls, trie: Path, binding: str | None, vocab: Vocabulary,
                   config: dict) -> BackoffNgram:
-        """The model mapped from the trie file ``trie`` (see :mod:`.store.trie`)."""
+        """The model mapped from the trie file ``trie`` (see :mod:`.store.trie`), with
+        ``vocab`` (the file's own, where it holds one, must be the same)."""
         from .store.trie_map import map_trie
 
-        mapped = map_trie(trie, binding, len(vocab))
+        mapped = map_trie(trie, binding, len(vocab), vocab.fingerprint)
+        own = mapped["vocab"]
+        return cls.from_mapped(trie, mapped, vocab if own is None else own, config)
+
+    @classmethod
+    def from_mapped(cls, trie: Path, mapped: dict, vocab: Vocabulary,
+                    config: dict) -> BackoffNgram:
+        """The model over a mapped trie file (:func:`.store.trie_map.map_trie`)."""
         if mapped["order"] != config.get("order"):
             raise NnlmError(f"{trie}: holds an order-{mapped['order']} model, config.json says "
                             f"{config.get('order')}; the directory was mixed")

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "pointers.h"
+#include "vocab_hash.h"
 
 #ifndef GROUP
 #define GROUP 8
@@ -288,6 +289,120 @@ done:
     return result;
 }
 
+/* -- WordIndex: the mapped vocabulary's word -> id mapping (vocab_hash.h) --------------
+ * WordIndex(slots, blob, offsets): the dict-like view that nnlm.vocab.Vocabulary.index
+ * is for a vocabulary read into Python, over the sections of a trie file instead: get,
+ * [], in and len, with no Python object per word. It holds the buffers (and so the
+ * mapping) while it lives. vocab_table.py checks the sections before making one. */
+typedef struct {
+    PyObject_HEAD
+    VocabTable t;
+    Py_buffer buffers[3];
+    int n_buffers;
+} WordIndexObject;
+
+static void WordIndex_dealloc(WordIndexObject *self) {
+    for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int WordIndex_init(WordIndexObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *objs[3];
+    if (self->n_buffers) {
+        PyErr_SetString(PyExc_TypeError, "WordIndex is initialized once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2])) return -1;
+    static const Py_ssize_t itemsize[3] = {4, 1, 8};
+    for (int i = 0; i < 3; i++) {
+        if (PyObject_GetBuffer(objs[i], &self->buffers[i], PyBUF_C_CONTIGUOUS) < 0) return -1;
+        self->n_buffers++;
+        if (self->buffers[i].len % itemsize[i]) goto bad;
+    }
+    Py_ssize_t n_slots = self->buffers[0].len / 4, n_offsets = self->buffers[2].len / 8;
+    if (n_slots < 1 || (n_slots & (n_slots - 1)) || n_offsets < 1) goto bad;
+    self->t.slots = self->buffers[0].buf;
+    self->t.mask = (uint64_t)n_slots - 1;
+    self->t.blob = self->buffers[1].buf;
+    self->t.offsets = self->buffers[2].buf;
+    self->t.n_words = n_offsets - 1;
+    if (self->t.offsets[0] != 0 || self->t.offsets[n_offsets - 1] != self->buffers[1].len)
+        goto bad;
+    for (Py_ssize_t i = 0; i + 1 < n_offsets; i++)
+        if (self->t.offsets[i + 1] < self->t.offsets[i]) goto bad;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "WordIndex: the table, words and offsets do not fit "
+                    "together");
+    return -1;
+}
+
+/* the id of a str (-1: not a word of the vocabulary, or not a str); -2 on error */
+static int64_t word_index_find(WordIndexObject *self, PyObject *word) {
+    if (!PyUnicode_Check(word)) return -1;
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(word, &n);
+    if (!p) {  /* a lone surrogate: no word of a UTF-8 vocabulary */
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -2;
+        PyErr_Clear();
+        return -1;
+    }
+    return vocab_find(&self->t, p, (int64_t)n);
+}
+
+static PyObject *WordIndex_get(WordIndexObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n < 1 || n > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(word, default=None)");
+        return NULL;
+    }
+    int64_t id = word_index_find(self, args[0]);
+    if (id == -2) return NULL;
+    if (id >= 0) return PyLong_FromLongLong(id);
+    PyObject *fallback = n == 2 ? args[1] : Py_None;
+    Py_INCREF(fallback);
+    return fallback;
+}
+
+static PyObject *WordIndex_subscript(WordIndexObject *self, PyObject *word) {
+    int64_t id = word_index_find(self, word);
+    if (id == -2) return NULL;
+    if (id < 0) {
+        PyErr_SetObject(PyExc_KeyError, word);
+        return NULL;
+    }
+    return PyLong_FromLongLong(id);
+}
+
+static int WordIndex_contains(WordIndexObject *self, PyObject *word) {
+    int64_t id = word_index_find(self, word);
+    return id == -2 ? -1 : id >= 0;
+}
+
+static Py_ssize_t WordIndex_length(WordIndexObject *self) { return (Py_ssize_t)self->t.n_words; }
+
+static PyMethodDef WordIndex_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))WordIndex_get, METH_FASTCALL,
+     "get(word, default=None): the word's id, or default"},
+    {NULL, NULL, 0, NULL}};
+
+static PyMappingMethods WordIndex_mapping = {(lenfunc)WordIndex_length,
+                                             (binaryfunc)WordIndex_subscript, NULL};
+static PySequenceMethods WordIndex_sequence = {.sq_contains = (objobjproc)WordIndex_contains};
+
+static PyTypeObject WordIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nnlm.ngram.store._trie.WordIndex",
+    .tp_basicsize = sizeof(WordIndexObject),
+    .tp_dealloc = (destructor)WordIndex_dealloc,
+    .tp_as_mapping = &WordIndex_mapping,
+    .tp_as_sequence = &WordIndex_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "WordIndex(slots, blob, offsets): word -> id over a mapped vocabulary",
+    .tp_methods = WordIndex_methods,
+    .tp_init = (initproc)WordIndex_init,
+    .tp_new = PyType_GenericNew,
+};
+
 static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS, "find(words, word_bits, (kind, data, exceptions, bits, n_exceptions), "
      "n_parents, n, ids, firsts, out, slots, slot_bits, n_slots, V): the trie lookups of "
@@ -299,4 +414,15 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_trie", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__trie(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__trie(void) {
+    if (PyType_Ready(&WordIndexType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&WordIndexType);
+    if (PyModule_AddObject(m, "WordIndex", (PyObject *)&WordIndexType) < 0) {
+        Py_DECREF(&WordIndexType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

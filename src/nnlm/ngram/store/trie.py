@@ -63,7 +63,8 @@ HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts"
                  "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
                  "child_bits": Optional(list), "pointers": Optional(list),  # format 1; 2
                  "quantize": Optional(list), "unk_extends": bool,
-                 "slots": dict, "values": dict, "model": Optional(dict)}
+                 "slots": dict, "values": dict, "model": Optional(dict),
+                 "vocab": Optional(dict)}
 
 
 # -- the bigram table ------------------------------------------------------------------

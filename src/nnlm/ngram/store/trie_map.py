@@ -27,6 +27,7 @@ from .trie import (
     TrieLevel,
 )
 from .values import MAX_CODE_BITS, Quantized
+from .vocab_table import map_vocabulary, table_size
 
 
 def read_trie_header(path: Path) -> tuple[dict, int]:
@@ -65,7 +66,14 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     """name -> (dtype, length) of every section the header's sizes call for."""
     n, V, counts = header["order"], header["vocab_size"], header["counts"]
     out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
-    if "model" in header:
+    if "vocab" in header:  # the mapped vocabulary (vocab_table)
+        words = header["sections"].get("vocab_words")
+        out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
+                              and isinstance(words[3], int) else -1)
+        out["vocab_offsets"] = ("<i8", V + 1)
+        out["vocab_counts"] = ("<i8", V)
+        out["vocab_slots"] = ("<i4", header["vocab"]["slots"])
+    elif "model" in header:  # a one-file model written before: words and offsets only
         words = header["sections"].get("vocab_words")
         out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
                               and isinstance(words[3], int) else -1)
@@ -91,12 +99,22 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     return out
 
 
-def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> dict:
+def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
+             fingerprint: str | None = None) -> dict:
     """Map a trie file; returns the header plus ``unigram_logp``, ``unigram_log_bow``
-    (float64 copies: small, and summed in) and ``levels`` (:class:`TrieLevel`).
-    Sizes, bit widths, the binding and every section's bounds are checked first."""
+    (float64 copies: small, and summed in), ``levels`` (:class:`TrieLevel`) and
+    ``vocab``: the mapped vocabulary (:mod:`.vocab_table`; its ``fingerprint`` is the
+    one config.json or the one-file header gives), or None in a file written before it
+    held one. Sizes, bit widths, the binding and every section's bounds are checked
+    first."""
     path = Path(path)
     header, start = read_trie_header(path)
+    vocab_entry = header.get("vocab")
+    if vocab_entry is not None and not (
+            isinstance(vocab_entry, dict) and isinstance(vocab_entry.get("crc32"), int)
+            and isinstance(vocab_entry.get("slots"), int)
+            and table_size(header["vocab_size"]) == vocab_entry["slots"]):
+        raise NnlmError(f"{path}: its header's vocabulary entry is damaged")
     n, counts = header["order"], header["counts"]
     if len(counts) != n or not all(isinstance(c, int) and c >= 0 for c in counts):
         raise NnlmError(f"{path}: its header's n-gram counts do not match its order {n}")
@@ -184,12 +202,16 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int) -> d
             levels[-1] if levels else None,
             *((section(f"slots_{k}"), slots[str(k)][1], slots[str(k)][0])
               if str(k) in slots else ())))
-    if "model" in header:
+    vocab = None
+    if vocab_entry is not None:
+        if fingerprint is None:
+            fingerprint = header.get("model", {}).get("vocab_fingerprint", "")
+        vocab = map_vocabulary(path, section, vocab_entry, fingerprint)
+    elif "model" in header:
         header["words"] = _embedded_words(path, section("vocab_words"),
                                           section("vocab_offsets"), vocab_size)
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
-            "levels": levels,
-            "file_bytes": size}
+            "levels": levels, "vocab": vocab, "file_bytes": size}
 
 
 def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -> list[str]:
@@ -221,15 +243,17 @@ def load_trie_file(path: str | os.PathLike, model_class):
     if not hasattr(cls, "from_trie"):
         raise NnlmError(f"{path}: holds a {header['model']['kind']} model; one-file models are "
                         "back-off models")
-    mapped_words = map_trie(path, STANDALONE, header["vocab_size"])["words"]
-    try:
-        vocab = Vocabulary(mapped_words)
+    mapped = map_trie(path, STANDALONE, header["vocab_size"])
+    if mapped["vocab"] is not None:  # checked by its checksum
+        return cls.from_mapped(path, mapped, mapped["vocab"], header["model"]["config"])
+    try:  # written before the vocabulary was mapped: words only, checked by fingerprint
+        vocab = Vocabulary(mapped["words"])
     except ValueError as e:
         raise NnlmError(f"{path}: its vocabulary is damaged ({e})") from None
     if vocab.fingerprint != header["model"]["vocab_fingerprint"]:
         raise NnlmError(f"{path}: its vocabulary does not match its fingerprint; the file is "
                         "damaged")
-    return cls.from_trie(path, STANDALONE, vocab, header["model"]["config"])
+    return cls.from_mapped(path, mapped, vocab, header["model"]["config"])
 
 
 def is_trie_file(path: str | os.PathLike) -> bool:

@@ -13,6 +13,7 @@ from . import bits as bitpack
 from . import run_pointers
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
 from .values import code_values, signed_backoffs
+from .vocab_table import vocab_sections
 
 
 def _child_pointers(model, k: int) -> np.ndarray:
@@ -27,18 +28,15 @@ def _child_pointers(model, k: int) -> np.ndarray:
 # speed with it (about 4 bytes an n-gram of those orders); quantized ones want size
 HASHED_ORDERS = (2, 3)
 HASHED_ORDERS_QUANTIZED = ()
-def _sections(model, quantize, meta: dict, standalone: bool = False):
+def _sections(model, quantize, meta: dict):
     """Yield (name, array) for every section of ``model``'s file, one at a time, filling
-    ``meta`` (bit widths, tables, value codes) as they are made; ``standalone`` adds the
-    vocabulary (UTF-8 words end to end, and where each starts)."""
+    ``meta`` (bit widths, tables, value codes) as they are made. The vocabulary comes
+    first (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt)."""
     V = len(model.vocab)
     n = model.order
-    if standalone:
-        encoded = [w.encode("utf-8") for w in model.vocab.words]
-        offsets = np.zeros(V + 1, np.int64)
-        np.cumsum([len(w) for w in encoded], out=offsets[1:])
-        yield "vocab_words", np.frombuffer(b"".join(encoded), np.uint8)
-        yield "vocab_offsets", offsets
+    sections, meta["vocab"] = vocab_sections(model.vocab)
+    yield from sections
+    del sections
     yield "unigram_logp", model.unigram_logp.astype(np.float32)
     yield "unigram_log_bow", signed_backoffs(model.unigram_log_bow, model.extends(1))
     for k in range(1, n + 1):
@@ -98,7 +96,7 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         meta["model"] = {"kind": model.kind, "config": model.config(),
                          "vocab_fingerprint": model.vocab.fingerprint}
     with open(path, "wb") as f:
-        for name, a in _sections(model, quantize, meta, standalone):
+        for name, a in _sections(model, quantize, meta):
             f.seek(start + offset)
             f.write(np.ascontiguousarray(a).data)
             table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
