@@ -31,8 +31,14 @@ def kn4():
 @pytest.fixture(params=["packed", "linear"])
 def layout(request, monkeypatch):
     """Run a test with the run pointers of every order bit-packed, and again in the
-    linear layout (the writer picks per order; a toy model gets both only this way)."""
+    linear layout (the writer picks per order; a toy model gets both only this way).
+    The packed run also gives orders 2 and 3 their tables whatever their share (the
+    toy model's trigrams are too many for one by default)."""
+    from nnlm.ngram.store import trie_write
+
     monkeypatch.setattr(run_pointers, "choose_layout", lambda values: request.param)
+    if request.param == "packed":
+        monkeypatch.setattr(trie_write, "HASHED_SHARE", 1.0)
     return request.param
 
 
@@ -479,8 +485,7 @@ def test_the_word_table_finds_every_word_and_no_other(words, probes):
     table = vocab_table.slots(blob, offsets)
     assert len(table) >= 2 * len(words) and np.sort(table[table >= 0]).tolist() == \
         list(range(len(words)))
-    vocab = vocab_table.MappedVocabulary(blob, offsets, np.zeros(len(words), np.int64),
-                                         table, "x")
+    vocab = vocab_table.MappedVocabulary(blob, offsets, table, "x")
     assert list(vocab.words) == words and vocab.words[-1] == words[-1]
     assert [vocab.index[w] for w in words] == list(range(len(words)))
     for p in probes + ["\ud800", 7, None]:  # a lone surrogate, not-a-str
@@ -517,7 +522,7 @@ def test_a_damaged_vocabulary_section_is_one_line(tmp_path, kn4):
     save_model(model, tmp_path / "m")
     path = tmp_path / "m" / "ngrams.trie"
     header, start = trie_map.read_trie_header(path)
-    for name in ("vocab_words", "vocab_offsets", "vocab_counts"):
+    for name in ("vocab_words", "vocab_offsets"):
         data = bytearray(path.read_bytes())
         data[start + header["sections"][name][0] + 1] ^= 0x10
         (tmp_path / "bad").mkdir(exist_ok=True)
@@ -526,3 +531,12 @@ def test_a_damaged_vocabulary_section_is_one_line(tmp_path, kn4):
         (tmp_path / "bad" / "ngrams.trie").write_bytes(bytes(data))
         with pytest.raises(NnlmError, match="vocabulary section is damaged"):
             load_model(tmp_path / "bad")
+
+
+def test_tables_go_to_minority_orders_below_the_top():
+    from nnlm.ngram.store.trie_write import hashed_orders
+
+    assert hashed_orders([14118, 272264, 592067, 700000, 800000], None) == [2, 3]
+    assert hashed_orders([351775, 1797850, 3211119], None) == []  # a KN3: none
+    assert hashed_orders([100, 200], None) == []  # the top order never
+    assert hashed_orders([14118, 272264, 592067, 700000, 800000], (8, 8)) == []

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import NnlmError
 from ..lm import LanguageModel
-from ..model_files import header_binding
+from ..model_files import header_binding, load_vocab_for
 from ..stream import Stream
 from ..vocab import BOS_ID, UNK_ID, Vocabulary
 from .counts import expand_ranges
@@ -41,8 +41,10 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 # tokens scored at a time: the batch's index arrays stay in cache and the peak memory
 # stays low. Measured on a 10M-token KN5 trie scoring 1.4M tokens: 2^17 ran as fast as
-# 2^20 (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286.
-SCORE_BATCH = 1 << 17
+# 2^20 (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286; session 21,
+# Brown KN5 and a KN3 with 352k words, interleaved: 2^14 as fast as 2^17 or faster
+# (6.2-6.8M against 5.8-5.9M tokens/s; 4.0-4.2M against 3.6-4.1M) and 9 MB lower.
+SCORE_BATCH = 1 << 14
 
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
@@ -309,8 +311,8 @@ class BackoffNgram(LanguageModel):
         binding = header_binding(header)  # what vouches for the file's vocabulary
         if binding is None or not trie.is_file() or "vocab" not in read_trie_header(trie)[0]:
             return None
-        mapped = map_trie(trie, binding, header["vocab_size"],
-                          header["vocab_fingerprint"])
+        mapped = map_trie(trie, binding, header["vocab_size"], header["vocab_fingerprint"],
+                          lambda: load_vocab_for(Path(path), header).counts)
         return cls.from_mapped(trie, mapped, mapped["vocab"], header["config"])
 
     @classmethod

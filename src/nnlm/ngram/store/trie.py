@@ -24,10 +24,14 @@ are one contiguous run, sorted by that word. That is KenLM's trie over reversed 
 Finding the k-gram (g1, g2..gk) is a binary search for g1 in the run of g2..gk, so
 lookups chain exactly as the hash index's did. Bigrams are the exception: their runs
 are the longest (every left neighbour of a frequent word; 9 halvings on average in
-running Brown text, 60% of all the search steps), so order 2 also has ``slots``, an
-open-addressing table (load 0.6, linear probing) of entry numbers + 1, bit-packed: one
-or two probes instead, for about 4 bytes a bigram. Entry numbers (ids) are the same as
-the in-memory model's, so every scorer in :class:`BackoffNgram` works unchanged.
+running Brown text, 60% of all the search steps), so order 2 (and 3) also has
+``slots``, an open-addressing table (load 0.6, linear probing) of entry numbers + 1,
+bit-packed: one or two probes instead, for about 4-5 bytes an n-gram of the order;
+only where the order is a minority of the model and not its top order (trie_write's
+``hashed_orders``: on a KN3 the tables would make the file larger than KenLM's trie).
+Entry numbers (ids) are the same as the in-memory model's, so every scorer in
+:class:`BackoffNgram` works unchanged. The vocabulary is in the file too, mapped
+(:mod:`.vocab_table`).
 
 The file: ``NNLMTRIE``, the uint32 0x01020304 in the writer's byte order (a file from
 a big-endian machine is named as such, not misread), a uint32 format version, a uint64

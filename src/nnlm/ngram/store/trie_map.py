@@ -71,7 +71,6 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
         out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
                               and isinstance(words[3], int) else -1)
         out["vocab_offsets"] = ("<i8", V + 1)
-        out["vocab_counts"] = ("<i8", V)
         out["vocab_slots"] = ("<i4", header["vocab"]["slots"])
     elif "model" in header:  # a one-file model written before: words and offsets only
         words = header["sections"].get("vocab_words")
@@ -100,12 +99,13 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
 
 
 def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
-             fingerprint: str | None = None) -> dict:
+             fingerprint: str | None = None, vocab_counts=None) -> dict:
     """Map a trie file; returns the header plus ``unigram_logp``, ``unigram_log_bow``
     (float64 copies: small, and summed in), ``levels`` (:class:`TrieLevel`) and
     ``vocab``: the mapped vocabulary (:mod:`.vocab_table`; its ``fingerprint`` is the
-    one config.json or the one-file header gives), or None in a file written before it
-    held one. Sizes, bit widths, the binding and every section's bounds are checked
+    one config.json or the one-file header gives; ``vocab_counts``: its counts, as
+    :class:`.vocab_table.MappedVocabulary` takes them), or None in a file written before
+    it held one. Sizes, bit widths, the binding and every section's bounds are checked
     first."""
     path = Path(path)
     header, start = read_trie_header(path)
@@ -206,7 +206,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
     if vocab_entry is not None:
         if fingerprint is None:
             fingerprint = header.get("model", {}).get("vocab_fingerprint", "")
-        vocab = map_vocabulary(path, section, vocab_entry, fingerprint)
+        vocab = map_vocabulary(path, section, vocab_entry, fingerprint, vocab_counts)
     elif "model" in header:
         header["words"] = _embedded_words(path, section("vocab_words"),
                                           section("vocab_offsets"), vocab_size)

@@ -24,16 +24,34 @@ def _child_pointers(model, k: int) -> np.ndarray:
     return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
 
 
-# orders with a table beside their runs (see the module docstring): float32 files buy
-# speed with it (about 4 bytes an n-gram of those orders); quantized ones want size
+# orders that may have a table beside their runs (see trie.py's docstring): float32
+# files buy speed with it; quantized ones want size
 HASHED_ORDERS = (2, 3)
 HASHED_ORDERS_QUANTIZED = ()
+# ... where the order holds at most this share of the model's n-grams and is not the
+# top order. A table costs about 37 bits an n-gram of its order, a half of what the
+# n-gram costs without it: on a minority order (Brown KN5's bigrams and trigrams, 11%
+# and 25%) it buys 11% of bulk speed for 16% of the file; on a KN3 the bigrams are a
+# third and the trigrams the rest, and tables would make the file 1.43x KenLM's trie
+# (bench/vocab.py's model). The top order is looked up least (only where every lower
+# order matched).
+HASHED_SHARE = 0.3
+
+
+def hashed_orders(counts: list[int], quantize) -> list[int]:
+    """The orders of a model with ``counts`` n-grams per order that get a table."""
+    total = sum(counts)
+    return [k for k in (HASHED_ORDERS if quantize is None else HASHED_ORDERS_QUANTIZED)
+            if k < len(counts) and counts[k - 1] <= HASHED_SHARE * total]
+
+
 def _sections(model, quantize, meta: dict):
     """Yield (name, array) for every section of ``model``'s file, one at a time, filling
     ``meta`` (bit widths, tables, value codes) as they are made. The vocabulary comes
     first (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt)."""
     V = len(model.vocab)
     n = model.order
+    tabled = hashed_orders(model.num_ngrams(), quantize)
     sections, meta["vocab"] = vocab_sections(model.vocab)
     yield from sections
     del sections
@@ -49,7 +67,7 @@ def _sections(model, quantize, meta: dict):
             continue
         level = model.levels[k - 2]
         yield f"word_{k}", bitpack.pack(level.keys % V, meta["word_bits"])
-        if k in (HASHED_ORDERS if quantize is None else HASHED_ORDERS_QUANTIZED):
+        if k in tabled:
             table, n_slots = build_slots(level.keys)
             meta["slots"][str(k)] = [n_slots, bitpack.width(len(level))]
             yield f"slots_{k}", bitpack.pack(table, meta["slots"][str(k)][1])

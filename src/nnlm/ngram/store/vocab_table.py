@@ -10,14 +10,15 @@ KenLM maps a hash table of its words' 64-bit hashes instead (Heafield 2011, sect
 
 * ``vocab_words``: the words' UTF-8 bytes end to end, and ``vocab_offsets`` (V + 1
   int64): word i is ``vocab_words[offsets[i]:offsets[i + 1]]``;
-* ``vocab_counts``: the training counts (int64), what ``vocab.txt`` has beside them;
 * ``vocab_slots``: an open-addressing table (int32 ids, -1 empty, a power of two at
   least 2V slots) over FNV-1a hashes of the bytes (``vocab_hash.h`` says the hash; the
   C reader and :func:`slots` here agree on it, and tests/test_ngram_store.py checks).
 
-About 9-17 bytes a word besides the words themselves, in pages that every process
-mapping the file shares. The header's ``vocab`` entry holds the table's size and a
-CRC-32 of the first three sections, checked at opening (a few ms for a million words;
+About 16-24 bytes a word besides the words themselves, in pages that every process
+mapping the file shares. The training counts stay in ``vocab.txt`` (read only if asked
+for: saving the model again needs them; nothing that scores does). The header's
+``vocab`` entry holds the table's size and a CRC-32 of the words and offsets, checked
+at opening (a few ms for a million words;
 SHA-256 without OpenSSL would take 0.1 s). :class:`MappedVocabulary` is the
 :class:`~nnlm.vocab.Vocabulary` over those sections: ``index`` a C mapping
 (``_trie.WordIndex``; without the compiled part, a dict as before), ``words`` a sequence
@@ -99,11 +100,9 @@ def checksum(sections: Sequence[np.ndarray]) -> int:
 def vocab_sections(vocab: Vocabulary):
     """(name, array) of the vocabulary's sections, and the header's ``vocab`` entry."""
     blob, offsets = word_bytes(vocab.words)
-    counts = np.asarray(vocab.counts, np.int64)
     table = slots(blob, offsets)
-    entry = {"slots": len(table), "crc32": checksum([blob, offsets, counts])}
-    return [("vocab_words", blob), ("vocab_offsets", offsets), ("vocab_counts", counts),
-            ("vocab_slots", table)], entry
+    entry = {"slots": len(table), "crc32": checksum([blob, offsets])}
+    return [("vocab_words", blob), ("vocab_offsets", offsets), ("vocab_slots", table)], entry
 
 
 class WordList(Sequence):
@@ -144,12 +143,13 @@ class WordList(Sequence):
 class MappedVocabulary(Vocabulary):
     """A :class:`~nnlm.vocab.Vocabulary` over a trie file's sections (see the module
     docstring); ``fingerprint``: the one its model was saved with, which the file's
-    binding or header vouches for."""
+    binding or header vouches for; ``counts``: the training counts, or a function that
+    reads them when first asked for (vocab.txt), or None (zeros: a one-file model)."""
 
-    def __init__(self, blob: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-                 table: np.ndarray, fingerprint: str):
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, table: np.ndarray,
+                 fingerprint: str, counts=None):
         self.words = WordList(blob, offsets)
-        self.counts = counts
+        self._counts = counts
         self.mapped_sections = (blob, offsets, table)  # for nnlm.kenlm's compiled queries
         self._fingerprint = fingerprint
         try:
@@ -163,23 +163,32 @@ class MappedVocabulary(Vocabulary):
     def fingerprint(self) -> str:
         return self._fingerprint
 
+    @property
+    def counts(self) -> np.ndarray:
+        if self._counts is None:
+            self._counts = np.zeros(len(self), np.int64)
+        elif callable(self._counts):
+            self._counts = self._counts()
+        return self._counts
+
     def __len__(self) -> int:
         return len(self.words)
 
 
-def map_vocabulary(path, section, entry, fingerprint: str) -> MappedVocabulary:
+def map_vocabulary(path, section, entry, fingerprint: str, counts=None) -> MappedVocabulary:
     """The vocabulary of the trie file ``path``: ``section(name)`` maps a section whose
-    bounds are checked, ``entry`` is the header's ``vocab`` entry. The offsets, the
-    specials and the checksum are checked here; a damaged file is one line."""
+    bounds are checked, ``entry`` is the header's ``vocab`` entry, ``counts`` as
+    :class:`MappedVocabulary` takes them. The offsets, the specials and the checksum are
+    checked here; a damaged file is one line."""
     from ...vocab import SPECIALS
 
-    blob, offsets = section("vocab_words"), section("vocab_offsets")
-    counts, table = section("vocab_counts"), section("vocab_slots")
+    blob, offsets, table = section("vocab_words"), section("vocab_offsets"), \
+        section("vocab_slots")
     if (offsets[0] != 0 or offsets[-1] != len(blob) or np.any(offsets[1:] < offsets[:-1])
-            or checksum([blob, offsets, counts]) != entry["crc32"]):
+            or checksum([blob, offsets]) != entry["crc32"]):
         raise NnlmError(f"{path}: its vocabulary section is damaged (checksum or offsets); "
                         "copy or write the file again")
-    vocab = MappedVocabulary(blob, offsets, counts, table, fingerprint)
+    vocab = MappedVocabulary(blob, offsets, table, fingerprint, counts)
     try:
         specials = tuple(vocab.words[:3])
     except UnicodeDecodeError:
