@@ -6,7 +6,8 @@ A saved model is a directory::
     MODEL/
       config.json     {"nnlm_model": "addk", "format_version": 2, "vocab_size": ...,
                        "vocab_fingerprint": ..., "model_id": ..., "config": {...}}
-      vocab.txt       the vocabulary (see nnlm.vocab)
+      vocab.txt       the vocabulary (see nnlm.vocab); a back-off model's trie also
+                      holds it, mapped, and opens without reading this file
       ...             the kind's own files: arrays.npz for count-based models (loaded
                       with allow_pickle=False), model.safetensors for networks, ...
 

@@ -40,11 +40,14 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 
 # tokens scored at a time: the batch's index arrays stay in cache and the peak memory
-# stays low. Measured on a 10M-token KN5 trie scoring 1.4M tokens: 2^17 ran as fast as
-# 2^20 (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286; session 21,
-# Brown KN5 and a KN3 with 352k words, interleaved: 2^14 as fast as 2^17 or faster
-# (6.2-6.8M against 5.8-5.9M tokens/s; 4.0-4.2M against 3.6-4.1M) and 9 MB lower.
-SCORE_BATCH = 1 << 14
+# stays low. Measured on a 10M-token KN5 scoring 1.4M tokens: 2^17 ran as fast as 2^20
+# (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286. A mapped trie's
+# compiled lookups want smaller batches still (session 21, interleaved, Brown KN5 and
+# a KN3 with 352k words: 2^14 as fast as 2^17 or faster, 6.2-6.8M against 5.8-5.9M
+# tokens/s and 4.0-4.2M against 3.6-4.1M, and 9 MB lower); the in-memory hash indexes'
+# numpy lookups do not (Brown KN5 from ARPA: 7.1-7.3M tokens/s at 2^17, 5.3-5.5M at 2^14).
+SCORE_BATCH = 1 << 17
+SCORE_BATCH_MAPPED = 1 << 14
 
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
@@ -171,13 +174,21 @@ class BackoffNgram(LanguageModel):
             keep[rows[self.extends(k)[ids]]] = k
         return keep
 
-    def logprobs(self, stream: Stream, batch_size: int = SCORE_BATCH) -> np.ndarray:
+    def logprobs(self, stream: Stream, batch_size: int | None = None) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream`` (see
         :meth:`logprobs_and_orders`)."""
         return self.logprobs_and_orders(stream, batch_size)[0]
 
+    @property
+    def score_batch(self) -> int:
+        """Tokens a batch of :meth:`logprobs_and_orders` (see SCORE_BATCH_MAPPED)."""
+        from .store.trie import TrieLevel
+
+        mapped = any(isinstance(level, TrieLevel) for level in self.levels)
+        return SCORE_BATCH_MAPPED if mapped else SCORE_BATCH
+
     def logprobs_and_orders(self, stream: Stream,
-                            batch_size: int = SCORE_BATCH) -> tuple[np.ndarray, np.ndarray]:
+                            batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per predicted token of ``stream``: the natural-log probability, and the length of
         the longest stored n-gram ending in it (:meth:`matched_orders`).
 
@@ -192,6 +203,7 @@ class BackoffNgram(LanguageModel):
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
         start_bows = self._start_bows()
+        batch_size = batch_size or self.score_batch
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):
