@@ -76,6 +76,31 @@ def test_run_pointers_round_trip_in_either_layout(steps, layout):
     assert np.array_equal(stored.at(np.arange(count)), values)  # the lookups' numpy path
 
 
+def test_a_one_file_model_without_a_mapped_vocabulary_still_loads(tmp_path):
+    """tests/fixtures/trie_v2.nnlm: a one-file KN3 written by nnlm before trie files
+    held a mapped vocabulary (commit fe5cfc6: words and offsets only, checked by the
+    fingerprint), of the corpus rebuilt here; oracle: the model estimated in memory.
+    Converting it gives a file whose vocabulary is mapped."""
+    from pathlib import Path
+
+    from nnlm.ngram.store.convert import convert
+
+    lines = zipf_corpus(n_sentences=300, n_words=40, max_words=10)
+    vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line})
+    model = KneserNey(vocab, 3, discount_fallback=True).fit(Stream.from_lines(lines, vocab))
+    old = Path(__file__).parent / "fixtures" / "trie_v2.nnlm"
+    assert "vocab" not in trie_map.read_trie_header(old)[0]
+    mapped = load_model(old)
+    assert not isinstance(mapped.vocab, vocab_table.MappedVocabulary)
+    assert mapped.vocab == model.vocab
+    test = Stream.from_lines(zipf_corpus(seed=7, n_sentences=50, n_words=40), vocab)
+    np.testing.assert_allclose(mapped.logprobs(test), model.logprobs(test), atol=2e-6)
+    convert(old, tmp_path / "new.nnlm")
+    new = load_model(tmp_path / "new.nnlm")
+    assert isinstance(new.vocab, vocab_table.MappedVocabulary) and new.vocab == model.vocab
+    np.testing.assert_allclose(new.logprobs(test), model.logprobs(test), atol=2e-6)
+
+
 def test_the_linear_layout_is_chosen_where_it_is_smaller_and_light():
     """Contexts of one or two extensions each (a top order's): 64 to a line, far under
     bit-packing; one context holding most n-grams (the unigrams'): packed."""
@@ -293,6 +318,23 @@ def test_damaged_headers_are_named(tmp_path, kn4, damage, message):
     path = tmp_path / "m" / "ngrams.trie"
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(NnlmError, match=message):
+        load_model(tmp_path / "m")
+
+
+@pytest.mark.parametrize("edit", [lambda v: v.update(slots=v["slots"] * 2),
+                                  lambda v: v.update(crc32="0"), lambda v: v.clear()])
+def test_a_damaged_vocabulary_entry_is_named(tmp_path, kn4, edit):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    path = tmp_path / "m" / "ngrams.trie"
+    data = path.read_bytes()
+    length = int.from_bytes(data[16:24], "little")
+    header = json.loads(data[24:24 + length])
+    edit(header["vocab"])
+    text = json.dumps(header).encode()
+    text += b" " * (length - len(text))
+    path.write_bytes(data[:24] + text + data[24 + length:])
+    with pytest.raises(NnlmError, match="vocabulary entry is damaged"):
         load_model(tmp_path / "m")
 
 
