@@ -41,13 +41,13 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 # tokens scored at a time: the batch's index arrays stay in cache and the peak memory
 # stays low. Measured on a 10M-token KN5 scoring 1.4M tokens: 2^17 ran as fast as 2^20
-# (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286. A mapped trie's
-# compiled lookups want smaller batches still (session 21, interleaved, Brown KN5 and
-# a KN3 with 352k words: 2^14 as fast as 2^17 or faster, 6.2-6.8M against 5.8-5.9M
-# tokens/s and 4.0-4.2M against 3.6-4.1M, and 9 MB lower); the in-memory hash indexes'
-# numpy lookups do not (Brown KN5 from ARPA: 7.1-7.3M tokens/s at 2^17, 5.3-5.5M at 2^14).
+# (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286. Smaller batches
+# cost speed where the model is large: each order's lookups for a whole batch run
+# together while its arrays are in cache (session 21, the 10M KN5 trie: 2.9-4.1M tokens/s
+# at 2^14 against 3.8-4.8M at 2^17; the in-memory hash indexes from ARPA, Brown KN5:
+# 5.3-5.5M against 7.1-7.3M). Only Brown-sized tries gain (6.2-6.8M against 5.8-5.9M,
+# and 9 MB less), which is not worth a rule.
 SCORE_BATCH = 1 << 17
-SCORE_BATCH_MAPPED = 1 << 14
 
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
@@ -179,14 +179,6 @@ class BackoffNgram(LanguageModel):
         :meth:`logprobs_and_orders`)."""
         return self.logprobs_and_orders(stream, batch_size)[0]
 
-    @property
-    def score_batch(self) -> int:
-        """Tokens a batch of :meth:`logprobs_and_orders` (see SCORE_BATCH_MAPPED)."""
-        from .store.trie import TrieLevel
-
-        mapped = any(isinstance(level, TrieLevel) for level in self.levels)
-        return SCORE_BATCH_MAPPED if mapped else SCORE_BATCH
-
     def logprobs_and_orders(self, stream: Stream,
                             batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per predicted token of ``stream``: the natural-log probability, and the length of
@@ -203,7 +195,7 @@ class BackoffNgram(LanguageModel):
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
         start_bows = self._start_bows()
-        batch_size = batch_size or self.score_batch
+        batch_size = batch_size or SCORE_BATCH
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):
