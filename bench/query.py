@@ -9,6 +9,8 @@ Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one
   process and in a fresh one (start and imports included);
 * per call (issue 27): ``nnlm.kenlm`` against the kenlm module, ``BaseScore`` and
   ``BaseFullScore`` word by word through the test sentences and ``score`` a sentence;
+  and ``BaseScore`` on the binary files decoders load: nnlm's one-file model against
+  build_binary's trie and probing files (with build_binary on the PATH);
 * scoring the test text repeated 6 times (~1M tokens): nnlm's ``logprobs`` on the
   encoded stream (one call), ``target_logprobs`` on explicit (context, word) rows (what
   a decoder's batched states use), against kenlm's ``score`` called per sentence, the
@@ -100,6 +102,34 @@ def per_call(loaded, k_model, kenlm, lines, r) -> dict:
     return out
 
 
+def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
+    """BaseScore a call on the files decoders load (pyctcdecode copies one): nnlm.kenlm on
+    nnlm's one-file model, the kenlm module on build_binary's trie and probing files (when
+    build_binary is on the PATH)."""
+    import shutil
+    import subprocess
+
+    import nnlm.kenlm as nk
+    from nnlm.ngram.store.trie_write import write_trie
+
+    sentences = [[*s.split(), "</s>"] for s in lines]
+    one_file = arpa.with_suffix(".nnlm")
+    write_trie(model, one_file, "", standalone=True)
+    sides = [("nnlm_one_file", nk.Model(str(one_file)), nk.State)]
+    build_binary = shutil.which("build_binary")
+    if kenlm and build_binary:
+        for kind in ("trie", "probing"):
+            out = arpa.with_suffix(f".{kind}.bin")
+            subprocess.run([build_binary, kind, str(arpa), str(out)], check=True,
+                           capture_output=True)
+            sides.append((f"kenlm_{kind}", kenlm.Model(str(out)), kenlm.State))
+    result = {}
+    for name, m, state_cls in sides:
+        calls, t = best_of(r, lambda m=m, c=state_cls: _walk(m, c, sentences, False))
+        result[f"{name}_base_score_us"] = t / calls * 1e6
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,6 +167,8 @@ def main() -> None:
                                              / load["kenlm_fresh_process_seconds"])
         results["load"] = load
         print("load", json.dumps(load), flush=True)
+        results["per_call_binaries"] = per_call_binaries(model, arpa, kenlm, lines, r)
+        print("per_call_binaries", json.dumps(results["per_call_binaries"]), flush=True)
 
     test = read_stream(args.data / "test.txt", loaded.vocab)
     stream = Stream.concatenate([test] * 6)
