@@ -321,19 +321,24 @@ def test_damaged_headers_are_named(tmp_path, kn4, damage, message):
         load_model(tmp_path / "m")
 
 
+def rewrite_header(path, edit) -> None:
+    """Apply ``edit`` to a trie file's JSON header and write it back in its place, padded
+    to its old length (so the sections start where they did)."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[16:24], "little")
+    header = json.loads(data[24:24 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    assert len(text) <= length
+    path.write_bytes(data[:24] + text + b" " * (length - len(text)) + data[24 + length:])
+
+
 @pytest.mark.parametrize("edit", [lambda v: v.update(slots=v["slots"] * 2),
                                   lambda v: v.update(crc32="0"), lambda v: v.clear()])
 def test_a_damaged_vocabulary_entry_is_named(tmp_path, kn4, edit):
     model, _ = kn4
     save_model(model, tmp_path / "m")
-    path = tmp_path / "m" / "ngrams.trie"
-    data = path.read_bytes()
-    length = int.from_bytes(data[16:24], "little")
-    header = json.loads(data[24:24 + length])
-    edit(header["vocab"])
-    text = json.dumps(header).encode()
-    text += b" " * (length - len(text))
-    path.write_bytes(data[:24] + text + data[24 + length:])
+    rewrite_header(tmp_path / "m" / "ngrams.trie", lambda header: edit(header["vocab"]))
     with pytest.raises(NnlmError, match="vocabulary entry is damaged"):
         load_model(tmp_path / "m")
 
@@ -350,15 +355,8 @@ def test_a_trie_from_another_model_is_refused(tmp_path, kn4):
 def test_header_sizes_that_disagree_with_the_sections_are_refused(tmp_path, kn4):
     model, _ = kn4
     save_model(model, tmp_path / "m")
-    path = tmp_path / "m" / "ngrams.trie"
-    data = path.read_bytes()
-    length = int.from_bytes(data[16:24], "little")
-    header = json.loads(data[24:24 + length])
-    header["counts"][2] += 1
-    text = json.dumps(header).encode()
-    assert len(text) <= length + 8
-    path.write_bytes(data[:16] + len(text).to_bytes(8, "little") + text
-                     + data[24 + len(text):])
+    rewrite_header(tmp_path / "m" / "ngrams.trie",
+                   lambda header: header["counts"].__setitem__(2, header["counts"][2] + 1))
     with pytest.raises(NnlmError, match="damaged|wrong shape|truncated"):
         load_model(tmp_path / "m")
 
