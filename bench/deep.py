@@ -62,10 +62,14 @@ def run(args) -> None:
             continue
         preset, arch = VARIANTS[name]
         out = args.workdir / name
+        # a run stopped part-way (the bench was killed) continues from its checkpoint;
+        # its minutes then count the resumed part only
+        resumed = (out / "config.json").exists()
         t = time.perf_counter()
         curve = []
-        train_from_files(args.data / "train.txt", args.data / "valid.txt", out, preset=preset,
-                         arch=arch, train={"epochs": args.epochs},
+        settings = {"resume": True} if resumed else {
+            "preset": preset, "arch": arch, "train": {"epochs": args.epochs}}
+        train_from_files(args.data / "train.txt", args.data / "valid.txt", out, **settings,
                          log=lambda line, name=name, curve=curve: (
                              print(f"{name}: {line}", flush=True), curve.append(line)))
         seconds = time.perf_counter() - t
@@ -75,7 +79,7 @@ def run(args) -> None:
         results[name] = {"preset": preset, "arch": arch, "epochs": args.epochs,
                          "parameters": lm.model.config.num_parameters(),
                          "valid_ppl": round(valid, 2), "test_ppl": round(test, 2),
-                         "train_seconds": round(seconds, 1),
+                         "train_seconds": round(seconds, 1), "resumed": resumed,
                          "log": [line for line in curve if line.startswith("epoch")]}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
