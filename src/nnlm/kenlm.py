@@ -205,13 +205,13 @@ def _query(lm, serial: int):
     if words is not None:  # a trie file's own words and table (store.vocab_table)
         return _fast.Query(serial, None, words[0], words[1], len(lm.vocab), BOS_ID, EOS_ID,
                            UNK_ID, uni_pb, levels, words[2])
+    from .ngram.store.vocab_table import word_bytes
+
     try:  # the words' bytes, for sentences split and looked up without Python strings
-        encoded = [w.encode("utf-8") for w in lm.vocab.words]
+        blob, offsets = word_bytes(lm.vocab.words)
     except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
         return None
-    offsets = np.zeros(len(encoded) + 1, np.int64)
-    np.cumsum([len(w) for w in encoded], out=offsets[1:])
-    return _fast.Query(serial, lm.vocab.index, b"".join(encoded), offsets, len(lm.vocab),
+    return _fast.Query(serial, lm.vocab.index, blob, offsets, len(lm.vocab),
                        BOS_ID, EOS_ID, UNK_ID, uni_pb, levels)
 
 

@@ -174,13 +174,13 @@ class BackoffNgram(LanguageModel):
             keep[rows[self.extends(k)[ids]]] = k
         return keep
 
-    def logprobs(self, stream: Stream, batch_size: int | None = None) -> np.ndarray:
+    def logprobs(self, stream: Stream, batch_size: int = SCORE_BATCH) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream`` (see
         :meth:`logprobs_and_orders`)."""
         return self.logprobs_and_orders(stream, batch_size)[0]
 
     def logprobs_and_orders(self, stream: Stream,
-                            batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                            batch_size: int = SCORE_BATCH) -> tuple[np.ndarray, np.ndarray]:
         """Per predicted token of ``stream``: the natural-log probability, and the length of
         the longest stored n-gram ending in it (:meth:`matched_orders`).
 
@@ -195,7 +195,6 @@ class BackoffNgram(LanguageModel):
         if n == 1:
             return self.unigram_logp[stream.ids], np.ones(len(stream), np.int8)
         start_bows = self._start_bows()
-        batch_size = batch_size or SCORE_BATCH
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
         for lo in range(0, len(stream), batch_size):

@@ -66,17 +66,13 @@ def _expected_sections(header: dict) -> dict[str, tuple[str, int]]:
     """name -> (dtype, length) of every section the header's sizes call for."""
     n, V, counts = header["order"], header["vocab_size"], header["counts"]
     out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
-    if "vocab" in header:  # the mapped vocabulary (vocab_table)
-        words = header["sections"].get("vocab_words")
+    if "vocab" in header or "model" in header:  # words and offsets (one-file models
+        words = header["sections"].get("vocab_words")  # written before: only those)
         out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
                               and isinstance(words[3], int) else -1)
         out["vocab_offsets"] = ("<i8", V + 1)
+    if "vocab" in header:  # the mapped vocabulary's table (vocab_table)
         out["vocab_slots"] = ("<i4", header["vocab"]["slots"])
-    elif "model" in header:  # a one-file model written before: words and offsets only
-        words = header["sections"].get("vocab_words")
-        out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
-                              and isinstance(words[3], int) else -1)
-        out["vocab_offsets"] = ("<i8", V + 1)
     for k in range(1, n + 1):
         if k < n:
             for name, length in run_pointers.sections(header["pointers"][k - 1], k,
