@@ -13,7 +13,8 @@
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN: ip netns, ip link). Both namespaces share
 # the file system, so both hosts read the same TRAIN and VALID, and global rank 0 writes
 # CKPT. The namespaces and the veth pair are removed on exit, whatever happens.
-# Environment: PYTHON (default: the python on PATH), PORT (default 29611).
+# Environment: PYTHON (default: the python on PATH), PORT (default 29611), GRACE (seconds
+# the other host gets to end once one host failed, default 20).
 set -euo pipefail
 
 procs=1
@@ -49,8 +50,30 @@ for i in 0 1; do
         -m nnlm train "$1" --valid "$2" -o "$3" "${@:4}" &
     pids+=($!)
 done
+# The first host to end decides: if it failed, the other host's torchrun would wait out
+# its 300 s exit barrier for a peer that is gone, so it gets GRACE seconds and is stopped.
 status=0
+first=
+wait -n -p first "${pids[@]}" || status=$?
+if [[ $status -ne 0 ]]; then
+    for _ in $(seq "${GRACE:-20}"); do
+        alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [[ $alive -eq 1 ]] || break
+        sleep 1
+    done
+    for pid in "${pids[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "two_hosts.sh: a host failed (exit $status); stopping the other" >&2
+            # SIGKILL: torchrun's agent takes SIGTERM only once its barrier returns; its
+            # workers have ended (or end with their process group's peer gone)
+            pkill -KILL -P "$pid" 2>/dev/null || true
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done
+fi
 for pid in "${pids[@]}"; do
-    wait "$pid" || status=$?
+    [[ $pid == "$first" ]] && continue
+    wait "$pid" || { rc=$?; [[ $status -ne 0 ]] || status=$rc; }
 done
 exit $status

@@ -101,7 +101,13 @@ def run_job(job: TrainJob, log=print) -> dict:
     device = resolve_device(job.device)
     world = init_world(device) if launched_by_torchrun() else None
     try:
-        return _train(job, world.device if world is not None else device, world, log)
+        result = _train(job, world.device if world is not None else device, world, log)
+        if world is not None:
+            # rank 0 writes the model after the last collective; the others wait for it
+            # here, so that no rank tears its connections down while another still holds
+            # them (a gloo rank that did sometimes aborted at exit: issue 32)
+            world.barrier("finishing")
+        return result
     finally:
         close_world()
 
