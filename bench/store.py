@@ -13,7 +13,9 @@ process, one at a time (issue 26's goals):
 - the file's size, and bytes per n-gram;
 - opening: load and the first query, in the process (best of 3 processes);
 - peak memory (the kernel's VmHWM) of a process that loads the model and scores the
-  test text (the text repeated 6 times for the synthetic corpora);
+  test text (the text repeated 6 times for the synthetic corpora): nnlm's bulk
+  ``logprobs``, and (", nnlm.kenlm" rows) the same trie through ``nnlm.kenlm``, scored
+  sentence by sentence exactly as the kenlm module's process scores KenLM's files;
 - bulk scoring: tokens per second of nnlm's ``logprobs`` on the text encoded once, and
   of the kenlm module's ``score`` per sentence, as its documentation calls it (best of 3
   passes);
@@ -42,13 +44,16 @@ warnings.simplefilter("ignore")
 kind, model_path, text = sys.argv[1], sys.argv[2], sys.argv[3]
 if kind == "kenlm":  # imports before the clock: opening is the model's cost
     import kenlm
+elif kind == "nnlm.kenlm":  # nnlm's drop-in for the kenlm module, used as kenlm's is
+    import nnlm.kenlm as kenlm
 else:
     import numpy as np
     from nnlm import Stream
     from nnlm.corpus import read_stream
     from nnlm.models import load_model
+per_sentence = kind in ("kenlm", "nnlm.kenlm")
 t = time.perf_counter()
-if kind == "kenlm":
+if per_sentence:
     m = kenlm.Model(model_path)
     m.score("the", bos=True, eos=True)
 else:
@@ -56,11 +61,11 @@ else:
     m.logprobs(Stream.from_lines([["the"]], m.vocab))
 opened = time.perf_counter() - t
 lines = open(text, encoding="utf-8").read().splitlines()
-stream = None if kind == "kenlm" else read_stream(text, m.vocab)  # encoded once
+stream = None if per_sentence else read_stream(text, m.vocab)  # encoded once
 best, total, n = math.inf, 0.0, 0
 for _ in range(3):
     t = time.perf_counter()
-    if kind == "kenlm":
+    if per_sentence:
         total = sum(m.score(x, bos=True, eos=True) for x in lines) * math.log(10)
     else:  # the sum at once: no pass holds the previous pass's array while it runs
         total = float(m.logprobs(stream).sum())
@@ -98,9 +103,11 @@ def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]
     forms = {}
     save_model(model, work / "nnlm")
     forms["nnlm trie"] = ("nnlm", work / "nnlm")
+    forms["nnlm trie, nnlm.kenlm"] = ("nnlm.kenlm", work / "nnlm")
     model.store_quantize = (8, 8)
     save_model(model, work / "nnlm_q8")
     forms["nnlm trie -q 8 -b 8"] = ("nnlm", work / "nnlm_q8")
+    forms["nnlm trie -q 8 -b 8, nnlm.kenlm"] = ("nnlm.kenlm", work / "nnlm_q8")
     model.store_quantize = None
     BackoffNgram.save_files = LanguageModel.save_files  # the format before the trie
     save_model(model, work / "npz")
@@ -173,6 +180,14 @@ def main() -> None:
             "bulk_vs_before": rows["nnlm trie"]["tokens_per_second"]
             / rows["nnlm arrays.npz (before)"]["tokens_per_second"],
             "bulk_vs_kenlm_score": rows["nnlm trie"]["tokens_per_second"]
+            / rows["KenLM trie"]["tokens_per_second"],
+            # the same process as kenlm's: nnlm.kenlm's Model and score per sentence
+            "kenlm_api_peak_vs_kenlm_trie": rows["nnlm trie, nnlm.kenlm"]["peak_rss_mb"]
+            / rows["KenLM trie"]["peak_rss_mb"],
+            "kenlm_api_q8_peak_vs_kenlm_q8":
+                rows["nnlm trie -q 8 -b 8, nnlm.kenlm"]["peak_rss_mb"]
+                / rows["KenLM trie -q 8 -b 8"]["peak_rss_mb"],
+            "kenlm_api_score_vs_kenlm": rows["nnlm trie, nnlm.kenlm"]["tokens_per_second"]
             / rows["KenLM trie"]["tokens_per_second"]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

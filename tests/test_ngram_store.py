@@ -255,6 +255,17 @@ def test_bins_are_equal_count_means_as_kenlm_makes_them():
     assert np.all(np.abs(values - centers[codes]) <= np.abs(values - centers[nearest]) + 1e-6)
 
 
+def test_fewer_values_than_bins_leave_no_infinity_in_the_table():
+    """An order of a small model has fewer n-grams than 2^8 bins: the leading bins are
+    empty (KenLM's MakeBins makes them -inf), and the table must still load (it did not:
+    its -inf was refused as a probability of 0)."""
+    values = np.array([-5.0, -4.0, -3.5, -1.0])
+    centers = coding.make_centers(values, 256)
+    assert np.isfinite(centers).all() and np.all(np.diff(centers) >= 0)
+    assert set(np.unique(centers)) == set(np.float32(values))  # each value its own bin
+    assert np.array_equal(centers[coding.encode(values, centers)], values.astype(np.float32))
+
+
 def test_quantized_model_is_smaller_and_close(tmp_path, kn4, lookups):
     model, test = kn4
     save_model(model, tmp_path / "full")

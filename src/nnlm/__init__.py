@@ -8,33 +8,43 @@ baselines, behind one small interface.
     >>> round(evaluate(model, train).perplexity, 3)
     2.46
 
-Importing nnlm never imports torch; the neural models load it when first used.
+Importing nnlm imports nothing heavy: each name loads its module when first used (numpy
+with the first model, torch with the first network).
 ``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`).
 """
 
-from .corpus import count_words, read_stream
-from .decoding import Model, State
-from .errors import NnlmError
-from .fit import train
-from .lm import Evaluation, LanguageModel, evaluate
-from .models import load_model, save_model
-from .ngram import AddK
-from .stream import Stream
-from .vocab import Vocabulary
-
 __version__ = "0.1.0"
 
-_LAZY = {"NPLM": "nnlm.neural.nplm_lm", "NeuralLM": "nnlm.neural.nplm_lm",
+# Every name loads on first use (PEP 562), so that ``import nnlm.kenlm`` opening a trie
+# file imports neither numpy nor torch: the kenlm module's drop-in then costs a process
+# no more than kenlm's own.
+_LAZY = {"count_words": "nnlm.corpus", "read_stream": "nnlm.corpus", "Model": "nnlm.decoding",
+         "State": "nnlm.decoding", "NnlmError": "nnlm.errors", "train": "nnlm.fit",
+         "Evaluation": "nnlm.lm", "LanguageModel": "nnlm.lm", "evaluate": "nnlm.lm",
+         "load_model": "nnlm.models", "save_model": "nnlm.models", "AddK": "nnlm.ngram",
+         "Stream": "nnlm.stream", "Vocabulary": "nnlm.vocab",
+         "NPLM": "nnlm.neural.nplm_lm", "NeuralLM": "nnlm.neural.nplm_lm",
          "NPLMConfig": "nnlm.neural.networks.network", "TrainConfig": "nnlm.neural.training.train",
          "Trainer": "nnlm.neural.training.train"}
 
 
-def __getattr__(name):  # the neural names import torch only when first used
-    if name in _LAZY:
-        import importlib
+def __getattr__(name):
+    import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    try:  # a submodule not yet imported (nnlm.models, ...), as an eager package had them
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
     raise AttributeError(f"module 'nnlm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "structmember.h"
@@ -263,10 +264,11 @@ typedef struct {
     const char *blob;        /* the vocabulary's words in UTF-8, end to end */
     const int64_t *offsets;  /* word i is blob[offsets[i]:offsets[i + 1]] */
     int32_t *table;          /* the table built here, if the file had none */
+    float *own_pb;           /* uni_pb when computed here from a file's unigrams */
     VocabTable vocab;        /* the words' table (vocab_hash.h) */
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[12 * MAX_ORDER + 6];
+    Py_buffer buffers[12 * MAX_ORDER + 8];
     int n_buffers;
 } QueryObject;
 
@@ -274,6 +276,7 @@ static PyTypeObject QueryType;
 
 static void Query_dealloc(QueryObject *self) {
     PyMem_Free(self->table);
+    PyMem_Free(self->own_pb);
     for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
     Py_XDECREF(self->index);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -432,6 +435,49 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
     return 0;
 }
 
+/* uni_pb from a trie file's two float32 unigram sections, (natural-log p, natural-log
+ * back-off whose sign of zero says whether the word extends), as nnlm.kenlm's numpy path
+ * computes it: log10 in float32, -0.0 kept, <s>'s probability -99 (never scored). A NaN
+ * or an infinity (other than <s>'s log p) is a damaged file: ValueError. */
+static int unigram_entries(QueryObject *self, PyObject *pair) {
+    Py_ssize_t n_logp, n_bow;
+    const float *logp, *bow;
+    if (PyTuple_GET_SIZE(pair) != 2 ||
+        !(logp = take(self, PyTuple_GET_ITEM(pair, 0), 4, &n_logp)) ||
+        !(bow = take(self, PyTuple_GET_ITEM(pair, 1), 4, &n_bow))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "unigrams: a pair (log p, log back-off)");
+        return -1;
+    }
+    if (n_logp != self->V || n_bow != self->V) {
+        PyErr_SetString(PyExc_ValueError, "array sizes do not agree");
+        return -1;
+    }
+    if (!(self->own_pb = PyMem_Malloc(2 * (size_t)self->V * sizeof(float)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t i = 0; i < self->V; i++) {
+        double p = logp[i], b = bow[i];
+        if (i == self->bos && (isfinite(p) || p < 0)) {  /* never scored; -inf as saved */
+            p = -99.0 / LOG10_E;
+        } else if (!isfinite(p)) {
+            PyErr_Format(PyExc_ValueError, "unigram_logp holds %s at entry %lld",
+                         isnan(p) ? "NaN" : "an infinity", (long long)i);
+            return -1;
+        }
+        if (!isfinite(b)) {
+            PyErr_Format(PyExc_ValueError, "unigram_log_bow holds %s at entry %lld",
+                         isnan(b) ? "NaN" : "an infinity", (long long)i);
+            return -1;
+        }
+        self->own_pb[2 * i] = (float)(p * LOG10_E);
+        self->own_pb[2 * i + 1] = b == 0 ? (float)b : (float)(b * LOG10_E);
+    }
+    self->uni_pb = self->own_pb;
+    return 0;
+}
+
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     PyObject *index, *blob, *offsets, *uni_pb, *levels, *slots = Py_None;
     long long serial, V;
@@ -461,7 +507,11 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (int64_t i = 0; i < V; i++)
         if (self->offsets[i + 1] < self->offsets[i]) goto bad_size;
     if (build_table(self, slots) < 0) return -1;
-    if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) goto bad_size;
+    if (PyTuple_Check(uni_pb)) {
+        if (unigram_entries(self, uni_pb) < 0) return -1;
+    } else if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) {
+        goto bad_size;
+    }
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
         Level *L = &self->levels[i + 2];

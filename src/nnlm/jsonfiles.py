@@ -22,19 +22,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from .errors import NnlmError
-from .fileio import os_error_message
+
+# The checks are frozen records (namedtuples, not dataclasses: a process that only reads a
+# trie file's header through nnlm.kenlm then never imports dataclasses and inspect).
 
 
-@dataclass(frozen=True)
-class Int:
+class Int(namedtuple("Int", "min max", defaults=(None, None))):
     """An integer (not a bool) in [min, max]."""
 
-    min: int | None = None
-    max: int | None = None
+    __slots__ = ()
 
     def problem(self, value) -> str | None:
         if not isinstance(value, int) or isinstance(value, bool):
@@ -45,14 +45,11 @@ class Int:
         return None
 
 
-@dataclass(frozen=True)
-class Float:
+class Float(namedtuple("Float", "min max infinite", defaults=(None, None, False))):
     """A number (ints too) in [min, max]; finite unless ``infinite`` (then +inf is
     allowed, as a best validation loss before the first evaluation)."""
 
-    min: float | None = None
-    max: float | None = None
-    infinite: bool = False
+    __slots__ = ()
 
     def problem(self, value) -> str | None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -65,18 +62,16 @@ class Float:
         return None
 
 
-@dataclass(frozen=True)
-class Optional:
+class Optional(namedtuple("Optional", "check")):
     """``check``, or the field missing (or null)."""
 
-    check: object
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class Map:
+class Map(namedtuple("Map", "check")):
     """A dict whose every value passes ``check``."""
 
-    check: object
+    __slots__ = ()
 
     def problem(self, value) -> str | None:
         if not isinstance(value, dict):
@@ -87,11 +82,10 @@ class Map:
         return None
 
 
-@dataclass(frozen=True)
-class Fields:
+class Fields(namedtuple("Fields", "shape")):
     """A dict whose named fields pass their checks (see :func:`check_fields`)."""
 
-    shape: dict
+    __slots__ = ()
 
 
 def _range(lo, hi) -> str:
@@ -159,6 +153,8 @@ def read_json(path: str | os.PathLike, shape: dict | None = None, what: str = ""
     except UnicodeDecodeError:
         raise NnlmError(f"{path}: not UTF-8 text{label}; the file is damaged") from None
     except OSError as e:
+        from .fileio import os_error_message
+
         raise NnlmError(os_error_message(path, e)) from None
     try:
         data = json.loads(text)

@@ -38,15 +38,18 @@ State written by one model is refused by another (ValueError).
 from __future__ import annotations
 
 import itertools
+import math
 import os
+import zlib
 from collections import OrderedDict
 
-import numpy as np
-
 from .errors import NnlmError
-from .lm import LOG10_E
-from .lm import LanguageModel as _LanguageModel
-from .vocab import BOS, BOS_ID, EOS_ID, NO_WORD, UNK_ID
+from .specials import BOS, BOS_ID, EOS_ID, NO_WORD, SPECIALS, UNK_ID
+
+# numpy loads with the first model that needs it: a back-off model's trie file, opened
+# by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
+LOG10_E = math.log10(math.e)  # nnlm.lm's
+MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
 
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
 _serials = itertools.count(1)
@@ -67,6 +70,8 @@ class FullScoreReturn:
     __slots__ = ("log_prob", "ngram_length", "oov")
 
     def __init__(self, log_prob, ngram_length, oov):
+        import numpy as np
+
         self.log_prob = float(np.float32(log_prob))
         self.ngram_length = int(ngram_length)
         self.oov = bool(oov)
@@ -147,6 +152,8 @@ def _query(lm, serial: int):
     if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER \
             or not getattr(lm, "normalized", True):  # Stupid Backoff: its own penalty
         return None
+    import numpy as np
+
     from .ngram.levels import NgramLevel
     from .ngram.store.trie import TrieLevel
 
@@ -215,6 +222,98 @@ def _query(lm, serial: int):
                        BOS_ID, EOS_ID, UNK_ID, uni_pb, levels)
 
 
+def _open_mapped(text: str, serial: int):
+    """(compiled queries, word index, order) of the back-off model at ``text`` read
+    straight from its trie file, without numpy and without loading the model: a one-file
+    model (``.nnlm``) or a model directory whose ``ngrams.trie`` holds its vocabulary.
+    The file passes the same checks as :func:`nnlm.ngram.store.trie_map.map_trie`'s
+    (:mod:`nnlm.ngram.store.trie_layout`, the vocabulary's CRC-32, the unigrams' and
+    code tables' numbers). None for anything else, or for a file that fails a check:
+    then :func:`nnlm.models.load_model` opens it, and names what is wrong."""
+    if _fast is None:
+        return None
+    from pathlib import Path
+
+    from .ngram.store import trie_layout as layout
+
+    path = Path(text)
+    try:
+        if path.is_dir():
+            from .model_files import header_binding, read_header
+
+            header = read_header(path)
+            if header["nnlm_model"] not in MAPPED_KINDS:
+                return None
+            trie, binding = path / layout.FILE_NAME, header_binding(header)
+            vocab_size, order = header["vocab_size"], header["config"].get("order")
+            if binding is None or not trie.is_file():
+                return None
+        elif path.is_file():
+            with open(path, "rb") as f:
+                if f.read(len(layout.MAGIC)) != layout.MAGIC:
+                    return None
+            head = layout.read_trie_header(path)[0]
+            model = head.get("model")
+            if not (isinstance(model, dict) and model.get("kind") in MAPPED_KINDS
+                    and isinstance(model.get("config"), dict)):
+                return None
+            trie, binding = path, layout.STANDALONE
+            vocab_size, order = head["vocab_size"], model["config"].get("order")
+        else:
+            return None
+        header, section = layout.map_sections(trie, binding, vocab_size)
+        n, counts = header["order"], header["counts"]
+        if "vocab" not in header or n != order or not 2 <= n <= _fast.MAX_ORDER:
+            return None
+        words, offsets, slots = (section(f"vocab_{x}") for x in ("words", "offsets", "slots"))
+        if zlib.crc32(offsets.cast("B"), zlib.crc32(words)) != header["vocab"]["crc32"] \
+                or offsets[0] != 0 or offsets[-1] != len(words) \
+                or tuple(bytes(words[offsets[i]:offsets[i + 1]]) for i in range(3)) != \
+                tuple(w.encode() for w in SPECIALS):
+            return None
+        ok = math.isfinite if header["quantize"] is None else (lambda x: x < math.inf)
+        for key, coding in header["values"].items():  # the code tables, as map_trie's
+            if coding is not None and not all(map(ok, section(
+                    "{}_centers_{}".format(*key.rsplit("_", 1))))):
+                return None
+        levels = [_level_spec(header, k, section) for k in range(2, n + 1)]
+        query = _fast.Query(serial, None, words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
+                            (section("unigram_logp"), section("unigram_log_bow")), levels,
+                            slots)
+        from .ngram.store._trie import WordIndex  # type: ignore[attr-defined]
+
+        return query, WordIndex(slots, words, offsets), n
+    except (NnlmError, ValueError, TypeError, OSError, ImportError):
+        return None
+
+
+def _level_spec(header: dict, k: int, section) -> tuple:
+    """Order k of a trie file as the compiled queries take it (``_kenlm_query.c``'s
+    trie_level: the sections where they lie)."""
+    from .ngram.store.trie_layout import width
+
+    counts = header["counts"]
+    spec = header["pointers"][k - 2]  # order k-1's run pointers into order k
+    if spec[0] == "packed":
+        pointers = (0, section(f"child_{k - 1}"), b"", spec[1], 0)
+    else:
+        pointers = (1, section(f"child_lines_{k - 1}"), section(f"child_exceptions_{k - 1}"),
+                    width(counts[k - 1]), spec[1])
+
+    def values(name):
+        if name == "log_bow" and k == header["order"]:
+            return b"", b"", 0
+        coding = header["values"].get(f"{name}_{k}")
+        if coding is None:
+            return section(f"{name}_{k}"), b"", 0
+        return section(f"{name}_codes_{k}"), section(f"{name}_centers_{k}"), coding[0]
+
+    n_slots, slot_bits = header["slots"].get(str(k), (0, 0))
+    return ("trie", section(f"word_{k}"), header["word_bits"], pointers, counts[k - 2],
+            counts[k - 1], section(f"slots_{k}") if n_slots else b"", slot_bits, n_slots,
+            *values("logp"), *values("log_bow"))
+
+
 class LoadMethod:
     """kenlm's load methods; nnlm reads every model the same way and ignores them."""
 
@@ -243,37 +342,56 @@ class Model:
         if config is not None and not isinstance(config, Config):
             raise TypeError(f"Argument 'config' has incorrect type (expected Config, got "
                             f"{type(config).__name__})")
-        if isinstance(path, _LanguageModel):
-            self._lm, self.path = path, b""
-        else:
-            text = os.fspath(path) if isinstance(path, os.PathLike) else _as_str(path)
-            text = text.decode("utf-8") if isinstance(text, bytes) else text
-            self.path = os.path.abspath(text).encode("utf-8")
-            from .models import load_model
-
-            try:
-                self._lm = load_model(text)
-            except NnlmError as e:
-                raise OSError(f"Cannot read model '{text}' ({e})") from None
         self._serial = next(_serials)
-        self._index = self._lm.vocab.index
-        self._backoff = hasattr(self._lm, "state_lengths")  # null context, minimized states
-        self._k = self._lm.order - 1
+        self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
+        opened = None
+        if isinstance(path, (str, bytes, os.PathLike)):
+            text = os.fspath(path) if isinstance(path, os.PathLike) else _as_str(path)
+            self._text = text.decode("utf-8") if isinstance(text, bytes) else text
+            self.path = os.path.abspath(self._text).encode("utf-8")
+            self._model = None
+            opened = _open_mapped(self._text, self._serial)
+        else:
+            from .lm import LanguageModel
+
+            if not isinstance(path, LanguageModel):
+                _as_str(path)  # kenlm's TypeError
+            self._model, self.path = path, b""
+        if opened is not None:  # a trie file, read where it lies: no model, no numpy
+            self._fast, self._index, self._order = opened
+            self._backoff = True
+        else:
+            lm = self._lm
+            self._order = lm.order
+            self._index = lm.vocab.index
+            self._backoff = hasattr(lm, "state_lengths")  # null context, minimized states
+            self._fast = _query(lm, self._serial)
+        self._k = self._order - 1
         if self._k > MAX_ORDER - 1:
-            raise ValueError(f"order {self._lm.order}: the kenlm API holds at most "
+            raise ValueError(f"order {self._order}: the kenlm API holds at most "
                              f"{MAX_ORDER - 1} words of state; for a network that reads "
                              "the whole line (deep, lstm) use nnlm.Model, whose states hold "
                              "any number of words (an LSTM's: its hidden state)")
-        self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
-        self._fast = _query(self._lm, self._serial)
         if self._fast is not None:  # the per-call methods, straight to C
             for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
                          "score"):
                 setattr(self, name, getattr(self._fast, name))
 
     @property
+    def _lm(self):
+        """The model itself, loaded when first needed (a trie file's queries never do)."""
+        if self._model is None:
+            from .models import load_model
+
+            try:
+                self._model = load_model(self._text)
+            except NnlmError as e:
+                raise OSError(f"Cannot read model '{self._text}' ({e})") from None
+        return self._model
+
+    @property
     def order(self) -> int:
-        return self._lm.order
+        return self._order
 
     def __contains__(self, word) -> bool:
         return self._index.get(_as_str(word), UNK_ID) != UNK_ID
@@ -308,7 +426,9 @@ class Model:
                              "model's own word ids and cannot be shared")
         return state
 
-    def _contexts(self, words: tuple[int, ...]) -> np.ndarray:
+    def _contexts(self, words: tuple[int, ...]):
+        import numpy as np
+
         pad = NO_WORD if self._backoff else BOS_ID
         return np.array([((pad,) * self._k + words)[len(words):]], np.int64) if self._k \
             else np.empty((1, 0), np.int64)
@@ -327,6 +447,8 @@ class Model:
                       out_state: State) -> FullScoreReturn:
         """log10 p(word | in_state), the n-gram length and whether ``word`` is unknown;
         ``out_state`` becomes the state after ``word``."""
+        import numpy as np
+
         self._own(in_state, name="in_state")
         self._own(out_state, name="out_state")
         wid = self._id(word)
@@ -349,11 +471,13 @@ class Model:
         """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
         return self.BaseFullScore(in_state, word, out_state).log_prob
 
-    def _distribution(self, words: tuple[int, ...]) -> np.ndarray:
+    def _distribution(self, words: tuple[int, ...]):
         """float32 log10 p(. | words) over the vocabulary: one network pass per new state,
         kept in a bounded LRU cache (``CACHE_BYTES``), so a decoder that scores a beam's
         candidate words one call at a time pays one pass per distinct context, not one
         per word."""
+        import numpy as np
+
         cache = self._cache
         dist = cache.get(words)
         if dist is not None:
@@ -365,8 +489,10 @@ class Model:
             cache.popitem(last=False)
         return dist
 
-    def _scores(self, contexts: np.ndarray, targets: np.ndarray):
+    def _scores(self, contexts, targets):
         """float32 log10 p and the n-gram length of each (context, target)."""
+        import numpy as np
+
         lm = self._lm
         if hasattr(lm, "target_logprobs_and_orders"):
             logp, length = lm.target_logprobs_and_orders(contexts, targets)
@@ -381,6 +507,8 @@ class Model:
         is always False, as kenlm's)."""
         if self._fast is not None:
             return iter(self._fast.full_scores_list(sentence, bos, eos))
+        import numpy as np
+
         words = _as_str(sentence).split()
         ids = [self._index.get(w, UNK_ID) for w in words]
         if BOS_ID in ids:
@@ -401,6 +529,8 @@ class Model:
     def score(self, sentence, bos: bool = True, eos: bool = True) -> float:
         """log10 p(sentence), ``</s>`` included if ``eos``, conditioned on ``<s>`` if
         ``bos``; summed in float32 as kenlm sums."""
+        import numpy as np
+
         total = np.float32(0)
         for p, _, _ in self.full_scores(sentence, bos, eos):
             total = np.float32(total + np.float32(p))

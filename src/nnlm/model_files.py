@@ -24,13 +24,17 @@ import os
 import uuid
 from pathlib import Path
 
-import numpy as np
-
 from .digest import sha256_hex
 from .errors import NnlmError
-from .fileio import TEMP_NAME, atomic_write_text, os_error_message
 from .jsonfiles import Int, Optional, check_fields, read_json
-from .vocab import Vocabulary
+
+# typing.TYPE_CHECKING without importing typing, nor fileio's modules below: reading a
+# config.json (nnlm.kenlm opening a model directory) stays as small as kenlm's process
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .vocab import Vocabulary
 
 FORMAT_VERSION = 2  # 2: model_id, and array files bound to config.json
 
@@ -68,6 +72,8 @@ def check_binding(path: Path, found: str | None, expected: str | None) -> None:
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding: str) -> None:
     """``arrays`` as an .npz file at ``path``, with ``binding`` inside."""
+    import numpy as np  # here: reading a config.json imports no numpy (nnlm.kenlm)
+
     np.savez(path, **arrays, **{BINDING_KEY: np.frombuffer(binding.encode(), np.uint8)})
 
 
@@ -75,6 +81,8 @@ def read_arrays(path: Path, binding: str | None = None) -> dict[str, np.ndarray]
     """The arrays of an .npz file (never unpickled), checked: readable, bound to the
     model (``binding``), and no NaN or +inf in a float array (-inf is a log of 0)."""
     import zipfile  # here: a model without .npz files (a mapped trie) never needs it
+
+    import numpy as np
 
     if not path.exists():
         raise NnlmError(f"{path}: missing; the model directory is incomplete")
@@ -106,6 +114,8 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
     header = {"nnlm_model": kind, "format_version": FORMAT_VERSION, "vocab_size": len(vocab),
               "vocab_fingerprint": vocab.fingerprint, "model_id": model_id, "config": config,
               **extra}
+    from .fileio import atomic_write_text
+
     atomic_write_text(Path(directory) / "config.json", json.dumps(header, indent=2) + "\n")
 
 
@@ -123,6 +133,8 @@ MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.tri
 
 def _foreign_entries(path: Path) -> list[str]:
     """The names in ``path`` that nnlm does not write (its hidden temporaries aside)."""
+    from .fileio import TEMP_NAME
+
     return sorted(e.name for e in path.iterdir()
                   if e.name not in MODEL_ENTRIES and not TEMP_NAME.match(e.name))
 
@@ -206,6 +218,8 @@ def read_header(path: str | os.PathLike) -> dict:
 
 def load_vocab_for(path: Path, header: dict) -> Vocabulary:
     """The model's vocabulary, checked against the size and fingerprint it was saved with."""
+    from .vocab import Vocabulary
+
     vocab = Vocabulary.load(path / "vocab.txt")
     if len(vocab) != header["vocab_size"] or vocab.fingerprint != header["vocab_fingerprint"]:
         raise NnlmError(
@@ -231,4 +245,6 @@ def model_identity(path: str | os.PathLike, model=None) -> str:
         with open(path, "rb") as f:
             return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
+        from .fileio import os_error_message
+
         raise NnlmError(os_error_message(path, e)) from None

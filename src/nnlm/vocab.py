@@ -29,11 +29,8 @@ import numpy as np
 from .digest import sha256_hex
 from .errors import NnlmError, where
 from .fileio import atomic_write_text, iter_line_blocks
+from .specials import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, SPECIALS, UNK, UNK_ID  # noqa: F401
 
-UNK, BOS, EOS = "<unk>", "<s>", "</s>"
-UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
-SPECIALS = (UNK, BOS, EOS)
-NO_WORD = -1  # a context slot with no word: the null context of back-off models (KenLM's)
 FORMAT_HEADER = "# nnlm vocabulary v1"
 
 

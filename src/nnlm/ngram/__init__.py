@@ -7,15 +7,27 @@
 - :class:`AddK`: add-k unigram/bigram, a baseline.
 """
 
-from .addk import AddK
-from .backoff import BackoffNgram
-from .classes import ClassNgram, exchange_clustering
-from .interpolated import DeletedInterpolation
-from .kneser_ney import KneserNey
-from .store.arpa_read import read_arpa
-from .store.arpa_write import write_arpa
-from .stupid import StupidBackoff
-from .train import METHODS, train_ngram
+_LAZY = {"AddK": "addk", "BackoffNgram": "backoff", "ClassNgram": "classes",
+         "exchange_clustering": "classes", "DeletedInterpolation": "interpolated",
+         "KneserNey": "kneser_ney", "read_arpa": "store.arpa_read",
+         "write_arpa": "store.arpa_write", "StupidBackoff": "stupid", "METHODS": "train",
+         "train_ngram": "train"}
+
+
+def __getattr__(name):  # loaded on first use, so that store's numpy-free parts stay so
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "METHODS", "AddK", "BackoffNgram", "ClassNgram", "DeletedInterpolation", "KneserNey",

@@ -11,17 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .trie_layout import packed_words, width  # noqa: F401 - part of this module's API
+
 _ONE = np.uint64(1)
-
-
-def width(largest: int) -> int:
-    """Bits for values 0..largest (at least 1)."""
-    return max(1, int(largest).bit_length())
-
-
-def packed_words(n: int, bits: int) -> int:
-    """Length in uint64 words of ``n`` values of ``bits`` bits, spare word included."""
-    return (n * bits + 63) // 64 + 1
 
 
 def pack(values: np.ndarray, bits: int) -> np.ndarray:

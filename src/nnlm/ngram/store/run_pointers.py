@@ -33,12 +33,11 @@ import numpy as np
 
 from ...errors import NnlmError
 from . import bits as bitpack
+from .trie_layout import BASE_BITS, LINE_WORDS, SHIFT, B
+from .trie_layout import pointer_sections as sections  # noqa: F401 - this module's API
+from .trie_layout import pointer_spec_ok as spec_ok  # noqa: F401
 
-SHIFT = 6               # 64 pointers a line
-B = 1 << SHIFT
-LINE_WORDS = 8
 CORRECTION_BITS = 7     # at most: 64 x 7 = 448 bits, words 1-7
-BASE_BITS = 40
 SLOPE_BITS = 16
 EXCEPTION = np.uint64(1 << 63)
 MAX_HEAVY = 0.2        # see choose_layout
@@ -147,27 +146,6 @@ def named_sections(coded: dict, k: int) -> list[tuple[str, np.ndarray]]:
     if coded["kind"] == "packed":
         return [(f"child_{k}", coded["packed"])]
     return [(f"child_lines_{k}", coded["lines"]), (f"child_exceptions_{k}", coded["exceptions"])]
-
-
-def sections(spec: list, k: int, count: int, top: int) -> dict[str, int]:
-    """Section name -> uint64 words of order k's pointers, from its header entry
-    (``["packed", bits]`` or ``["linear", n_exceptions]``): what the reader checks the
-    file against."""
-    if spec[0] == "packed":
-        return {f"child_{k}": bitpack.packed_words(count, spec[1])}
-    return {f"child_lines_{k}": -(-count // B) * LINE_WORDS + 1,
-            f"child_exceptions_{k}": bitpack.packed_words(spec[1] * B, bitpack.width(top))
-            if spec[1] else 1}
-
-
-def spec_ok(spec, count: int, top: int) -> bool:
-    """Whether a header entry is one this reader knows, with sane numbers."""
-    if not isinstance(spec, list) or not spec or spec[0] not in ("packed", "linear"):
-        return False
-    if spec[0] == "packed":
-        return len(spec) == 2 and isinstance(spec[1], int) and 1 <= spec[1] <= 64
-    return (len(spec) == 2 and isinstance(spec[1], int) and 0 <= spec[1] <= -(-count // B)
-            and top < 1 << BASE_BITS)
 
 
 class Packed:

@@ -41,35 +41,27 @@ is checked against the file's size before anything is mapped, so a truncated fil
 one line, never a read past the end; corrupt pointers are clamped to their order, so
 that no lookup reads outside the mapping either.
 
-This module holds the format and the mapped level; :mod:`.trie_write` writes a file and
-:mod:`.trie_map` opens one.
+This module holds the format and the mapped level; :mod:`.trie_layout` its constants and
+checks (without numpy), :mod:`.trie_write` writes a file and :mod:`.trie_map` opens one.
 """
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from ...errors import NnlmError
-from ...jsonfiles import Int, Optional
 from ..levels import NgramLevel
 from . import bits as bitpack
-
-MAGIC = b"NNLMTRIE"
-BYTE_ORDER_MARK = 0x01020304
-FORMAT_VERSION = 2  # 1: bit-packed run pointers (still read)
-FILE_NAME = "ngrams.trie"
-ALIGN = 64
-PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON length
-
-HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
-                 "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
-                 "child_bits": Optional(list), "pointers": Optional(list),  # format 1; 2
-                 "quantize": Optional(list), "unk_extends": bool,
-                 "slots": dict, "values": dict, "model": Optional(dict),
-                 "vocab": Optional(dict)}
-
+from .trie_layout import (  # noqa: F401 - the format's constants, named here too
+    ALIGN,
+    BYTE_ORDER_MARK,
+    FILE_NAME,
+    FORMAT_VERSION,
+    HEADER_FIELDS,
+    MAGIC,
+    PREFIX,
+    STANDALONE,
+)
 
 # -- the bigram table ------------------------------------------------------------------
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -276,5 +268,3 @@ try:  # the C loops; without a compiler, the numpy search above does the work
     from . import _trie as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
     _native = None
-
-STANDALONE = "standalone"  # the binding of a one-file model (no config.json to bind to)

@@ -18,11 +18,15 @@ import numpy as np
 
 from ...errors import NnlmError
 from . import bits as bitpack
+from .trie_layout import MAX_CODE_BITS  # as KenLM's: the C scorer reads codes of <= 25 bits
 
 
 def make_centers(values: np.ndarray, bins: int) -> np.ndarray:
     """``bins`` float32 centers of equal-count bins of the sorted ``values``, each the
-    mean of its bin (KenLM's ``MakeBins``); an empty bin repeats the previous center."""
+    mean of its bin (KenLM's ``MakeBins``); an empty bin repeats the previous center.
+    Where there are fewer values than bins the first bins are empty: KenLM makes them
+    -inf, which no value is ever coded to; here they repeat the first full bin's center,
+    so that a table holds no infinity (an order of a small model, quantized)."""
     v = np.sort(np.asarray(values, np.float64))
     ends = (len(v) * np.arange(1, bins + 1, dtype=np.int64)) // bins
     starts = np.r_[0, ends[:-1]]
@@ -33,6 +37,8 @@ def make_centers(values: np.ndarray, bins: int) -> np.ndarray:
     centers[full] = (sums[ends[full]] - sums[starts[full]]) / counts[full]
     for i in np.flatnonzero(~full):  # KenLM: an empty bin repeats the one before
         centers[i] = centers[i - 1] if i else -np.inf
+    if full.any():
+        centers[: np.argmax(full)] = centers[np.argmax(full)]
     return centers.astype(np.float32)
 
 
@@ -90,7 +96,6 @@ class Quantized:
         return out if dtype is None else out.astype(dtype)
 
 
-MAX_CODE_BITS = 25  # as KenLM's quantizer: the C scorer reads codes of at most 25 bits
 
 
 def code_values(values: np.ndarray, name: str, quantize):

@@ -34,6 +34,7 @@ import numpy as np
 
 from ...errors import NnlmError
 from ...vocab import Vocabulary
+from .trie_layout import vocab_table_size as table_size
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
@@ -61,11 +62,6 @@ def hashes(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             j += 1
             rows = rows[lengths[rows] > j]
         return h * GOLDEN
-
-
-def table_size(n_words: int) -> int:
-    """Slots for ``n_words``: the power of two at or above twice them (at least 16)."""
-    return max(16, 1 << max(2 * n_words - 1, 1).bit_length())
 
 
 def slots(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -1,0 +1,227 @@
+"""The layout of nnlm's trie file (:mod:`.trie` describes the format) without numpy: the
+constants, the header's checks, and each section's expected shape.
+
+Everything that decides whether a file may be mapped lives here, so that the numpy
+reader (:mod:`.trie_map`) and the kenlm module's numpy-free opening
+(:func:`map_sections`, for :mod:`nnlm.kenlm`) refuse exactly the same files. Importing
+this module imports neither numpy nor the rest of nnlm's models: a process that only
+queries a trie file through ``nnlm.kenlm`` costs what kenlm's own does.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from ...errors import NnlmError
+from ...jsonfiles import Int, Optional, check_fields
+
+MAGIC = b"NNLMTRIE"
+BYTE_ORDER_MARK = 0x01020304
+FORMAT_VERSION = 2  # 1: bit-packed run pointers (still read)
+FILE_NAME = "ngrams.trie"
+ALIGN = 64
+PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON length
+STANDALONE = "standalone"  # the binding of a one-file model (no config.json to bind to)
+MAX_CODE_BITS = 25  # quantized values: at most 2^25 centers an order
+
+HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
+                 "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
+                 "child_bits": Optional(list), "pointers": Optional(list),  # format 1; 2
+                 "quantize": Optional(list), "unk_extends": bool,
+                 "slots": dict, "values": dict, "model": Optional(dict),
+                 "vocab": Optional(dict)}
+
+ITEM_BYTES = {"|u1": 1, "<i4": 4, "<f4": 4, "<i8": 8, "<u8": 8}
+BUFFER_FORMAT = {"|u1": "B", "<i4": "i", "<f4": "f", "<i8": "q", "<u8": "Q"}
+
+# the run pointers' lines (:mod:`.run_pointers`)
+SHIFT = 6               # 64 pointers a line
+B = 1 << SHIFT
+LINE_WORDS = 8
+BASE_BITS = 40
+
+
+def width(largest: int) -> int:
+    """Bits for values 0..largest (at least 1)."""
+    return max(1, int(largest).bit_length())
+
+
+def packed_words(n: int, bits: int) -> int:
+    """Length in uint64 words of ``n`` values of ``bits`` bits, spare word included."""
+    return (n * bits + 63) // 64 + 1
+
+
+def vocab_table_size(n_words: int) -> int:
+    """Slots of the vocabulary's table for ``n_words``: the power of two at or above twice
+    them (at least 16)."""
+    return max(16, 1 << max(2 * n_words - 1, 1).bit_length())
+
+
+def pointer_sections(spec: list, k: int, count: int, top: int) -> dict[str, int]:
+    """Section name -> uint64 words of order k's run pointers, from its header entry
+    (``["packed", bits]`` or ``["linear", n_exceptions]``): what the reader checks the
+    file against."""
+    if spec[0] == "packed":
+        return {f"child_{k}": packed_words(count, spec[1])}
+    return {f"child_lines_{k}": -(-count // B) * LINE_WORDS + 1,
+            f"child_exceptions_{k}": packed_words(spec[1] * B, width(top))
+            if spec[1] else 1}
+
+
+def pointer_spec_ok(spec, count: int, top: int) -> bool:
+    """Whether a run-pointer header entry is one this reader knows, with sane numbers."""
+    if not isinstance(spec, list) or not spec or spec[0] not in ("packed", "linear"):
+        return False
+    if spec[0] == "packed":
+        return len(spec) == 2 and isinstance(spec[1], int) and 1 <= spec[1] <= 64
+    return (len(spec) == 2 and isinstance(spec[1], int) and 0 <= spec[1] <= -(-count // B)
+            and top < 1 << BASE_BITS)
+
+
+def read_trie_header(path: Path) -> tuple[dict, int]:
+    """The JSON header of a trie file and where its sections start, checked."""
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(PREFIX.size)
+            if len(prefix) < PREFIX.size or prefix[:8] != MAGIC:
+                raise NnlmError(f"{path}: not an nnlm trie file (no NNLMTRIE at the start)")
+            magic, mark, version, length = PREFIX.unpack(prefix)
+            if mark != BYTE_ORDER_MARK:
+                raise NnlmError(f"{path}: written on a machine of the other byte order; "
+                                "convert it there to ARPA (nnlm ngram convert)")
+            if version > FORMAT_VERSION:
+                raise NnlmError(f"{path}: trie format version {version} is newer than this "
+                                f"nnlm reads ({FORMAT_VERSION}); upgrade nnlm")
+            size = os.fstat(f.fileno()).st_size
+            if PREFIX.size + length > size:
+                raise NnlmError(f"{path}: truncated inside its header ({size} bytes)")
+            text = f.read(length)
+    except OSError as e:
+        raise NnlmError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        header = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NnlmError(f"{path}: its header is damaged ({e})") from None
+    if not isinstance(header, dict):
+        raise NnlmError(f"{path}: its header is damaged (not a JSON object)")
+    check_fields(header, HEADER_FIELDS, str(path))
+    header["format_version"] = version
+    start = -(-(PREFIX.size + length) // ALIGN) * ALIGN
+    return header, start
+
+
+def expected_sections(header: dict) -> dict[str, tuple[str, int]]:
+    """name -> (dtype, length) of every section the header's sizes call for."""
+    n, V, counts = header["order"], header["vocab_size"], header["counts"]
+    out = {"unigram_logp": ("<f4", V), "unigram_log_bow": ("<f4", V)}
+    if "vocab" in header or "model" in header:  # words and offsets (one-file models
+        words = header["sections"].get("vocab_words")  # written before: only those)
+        out["vocab_words"] = ("|u1", words[3] if isinstance(words, list) and len(words) == 4
+                              and isinstance(words[3], int) else -1)
+        out["vocab_offsets"] = ("<i8", V + 1)
+    if "vocab" in header:  # the mapped vocabulary's table (vocab_table)
+        out["vocab_slots"] = ("<i4", header["vocab"]["slots"])
+    for k in range(1, n + 1):
+        if k < n:
+            for name, length in pointer_sections(header["pointers"][k - 1], k,
+                                                 counts[k - 1] + 1, counts[k]).items():
+                out[name] = ("<u8", length)
+        if k == 1:
+            continue
+        out[f"word_{k}"] = ("<u8", packed_words(counts[k - 1], header["word_bits"]))
+        if str(k) in header["slots"]:
+            out[f"slots_{k}"] = ("<u8", packed_words(*header["slots"][str(k)]))
+        for name in ["logp"] + (["log_bow"] if k < n else []):
+            coding = header["values"].get(f"{name}_{k}")
+            if coding is None:
+                out[f"{name}_{k}"] = ("<f4", counts[k - 1])
+            else:
+                out[f"{name}_codes_{k}"] = ("<u8", packed_words(counts[k - 1], coding[0]))
+                out[f"{name}_centers_{k}"] = ("<f4", coding[1])
+    return out
+
+
+def check_trie(path: Path, binding: str | None, vocab_size: int
+               ) -> tuple[dict, int, dict[str, tuple[str, int]], int]:
+    """The header of the trie file ``path``, checked whole before anything is mapped:
+    sizes, bit widths, the binding (None: not checked), and every section's shape and
+    bounds against the file. Returns (header, where the sections start, each section's
+    (dtype, length), the file's size); a damaged file is one line (NnlmError)."""
+    header, start = read_trie_header(path)
+    vocab_entry = header.get("vocab")
+    if vocab_entry is not None and not (
+            isinstance(vocab_entry, dict) and isinstance(vocab_entry.get("crc32"), int)
+            and isinstance(vocab_entry.get("slots"), int)
+            and vocab_table_size(header["vocab_size"]) == vocab_entry["slots"]):
+        raise NnlmError(f"{path}: its header's vocabulary entry is damaged")
+    n, counts = header["order"], header["counts"]
+    if len(counts) != n or not all(isinstance(c, int) and c >= 0 for c in counts):
+        raise NnlmError(f"{path}: its header's n-gram counts do not match its order {n}")
+    if header["vocab_size"] != vocab_size or counts[0] != vocab_size:
+        raise NnlmError(f"{path}: made for a vocabulary of {header['vocab_size']} words, not "
+                        f"this model's {vocab_size}; the model directory was mixed")
+    if binding is not None and header["binding"] != binding:
+        raise NnlmError(f"{path}: belongs to another model (fingerprint {header['binding']}, "
+                        f"config.json wants {binding}); retrain or restore the directory")
+    q = header["quantize"]
+    if header["format_version"] < 2 and isinstance(header.get("child_bits"), list):
+        header["pointers"] = [["packed", b] for b in header["child_bits"]]  # format 1
+    pointers = header.get("pointers")
+    if not (isinstance(pointers, list) and len(pointers) == n - 1 and all(
+            pointer_spec_ok(spec, counts[k - 1] + 1, counts[k])
+            for k, spec in enumerate(pointers, start=1))) or (
+            q is not None and (len(q) != 2 or not all(isinstance(b, int) and 1 <= b <= 25
+                                                     for b in q))):
+        raise NnlmError(f"{path}: its header's bit widths are damaged")
+    for key, entry in header["slots"].items():
+        if not (key.isdigit() and 2 <= int(key) <= n and isinstance(entry, list)
+                and len(entry) == 2 and all(isinstance(x, int) for x in entry)
+                and counts[int(key) - 1] < entry[0] < 1 << 40 and 1 <= entry[1] <= 64):
+            raise NnlmError(f"{path}: its header's table sizes are damaged")
+    for key, coding in header["values"].items():
+        if coding is not None and not (
+                isinstance(coding, list) and len(coding) == 2
+                and all(isinstance(x, int) for x in coding)
+                and 1 <= coding[0] <= MAX_CODE_BITS and 1 <= coding[1] <= 1 << coding[0]):
+            raise NnlmError(f"{path}: its header's value codes ({key}) are damaged")
+    size = path.stat().st_size
+    expected = expected_sections(header)
+    table = header["sections"]
+    for name, (dtype, length) in expected.items():
+        entry = table.get(name)
+        if not (isinstance(entry, list) and len(entry) == 4 and entry[2] == dtype
+                and entry[3] == length and isinstance(entry[0], int) and entry[0] >= 0
+                and entry[1] == length * ITEM_BYTES[dtype]):
+            raise NnlmError(f"{path}: section {name} is missing or has the wrong shape; the "
+                            "file is damaged")
+        if start + entry[0] + entry[1] > size:
+            raise NnlmError(f"{path}: truncated ({size} bytes; section {name} ends at byte "
+                            f"{start + entry[0] + entry[1]}); copy or write it again")
+    return header, start, expected, size
+
+
+def map_file(path: Path, size: int):
+    """The whole file mapped read-only (b"" for an empty one)."""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+
+def map_sections(path: str | os.PathLike, binding: str | None, vocab_size: int):
+    """``check_trie``, then the file mapped: returns (header, ``section(name)``), where a
+    section is a flat memoryview of its items (format ``f``, ``Q``, ``q``, ``i`` or
+    ``B``) over the mapping. No numpy: what :mod:`nnlm.kenlm` opens a file with."""
+    path = Path(path)
+    header, start, expected, size = check_trie(path, binding, vocab_size)
+    whole = memoryview(map_file(path, size))
+    table = header["sections"]
+
+    def section(name: str) -> memoryview:
+        dtype, length = expected[name]
+        at = start + table[name][0]
+        return whole[at:at + length * ITEM_BYTES[dtype]].cast(BUFFER_FORMAT[dtype])
+
+    return header, section
