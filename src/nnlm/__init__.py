@@ -28,6 +28,22 @@ _LAZY = {"count_words": "nnlm.corpus", "read_stream": "nnlm.corpus", "Model": "n
          "Trainer": "nnlm.neural.training.train"}
 
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:  # the names for type checkers and editors; never run
+    from .corpus import count_words, read_stream
+    from .decoding import Model, State
+    from .errors import NnlmError
+    from .fit import train
+    from .lm import Evaluation, LanguageModel, evaluate
+    from .models import load_model, save_model
+    from .neural.networks.network import NPLMConfig
+    from .neural.nplm_lm import NPLM, NeuralLM
+    from .neural.training.train import TrainConfig, Trainer
+    from .ngram import AddK
+    from .stream import Stream
+    from .vocab import Vocabulary
+
+
 def __getattr__(name):
     import importlib
 

@@ -14,6 +14,19 @@ _LAZY = {"AddK": "addk", "BackoffNgram": "backoff", "ClassNgram": "classes",
          "train_ngram": "train"}
 
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:  # the names for type checkers and editors; never run
+    from .addk import AddK
+    from .backoff import BackoffNgram
+    from .classes import ClassNgram, exchange_clustering
+    from .interpolated import DeletedInterpolation
+    from .kneser_ney import KneserNey
+    from .store.arpa_read import read_arpa
+    from .store.arpa_write import write_arpa
+    from .stupid import StupidBackoff
+    from .train import METHODS, train_ngram
+
+
 def __getattr__(name):  # loaded on first use, so that store's numpy-free parts stay so
     import importlib
 
