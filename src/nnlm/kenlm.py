@@ -283,8 +283,8 @@ def _open_mapped(text: str, serial: int):
         from .ngram.store._trie import WordIndex  # type: ignore[attr-defined]
 
         return query, WordIndex(slots, words, offsets), n
-    except (NnlmError, ValueError, TypeError, OSError, ImportError):
-        return None
+    except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError, ImportError):
+        return None  # load_model reads it, or says in one line what is wrong with it
 
 
 def _level_spec(header: dict, k: int, section) -> tuple:
