@@ -40,11 +40,10 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import zlib
 from collections import OrderedDict
 
 from .errors import NnlmError
-from .specials import BOS, BOS_ID, EOS_ID, NO_WORD, SPECIALS, UNK_ID
+from .specials import BOS, BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
 # numpy loads with the first model that needs it: a back-off model's trie file, opened
 # by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
@@ -248,10 +247,7 @@ def _open_mapped(text: str, serial: int):
             vocab_size, order = header["vocab_size"], header["config"].get("order")
             if binding is None or not trie.is_file():
                 return None
-        elif path.is_file():
-            with open(path, "rb") as f:
-                if f.read(len(layout.MAGIC)) != layout.MAGIC:
-                    return None
+        elif path.is_file():  # not a trie file (an ARPA file, KenLM's): NnlmError below
             head = layout.read_trie_header(path)[0]
             model = head.get("model")
             if not (isinstance(model, dict) and model.get("kind") in MAPPED_KINDS
@@ -266,11 +262,8 @@ def _open_mapped(text: str, serial: int):
         if "vocab" not in header or n != order or not 2 <= n <= _fast.MAX_ORDER:
             return None
         words, offsets, slots = (section(f"vocab_{x}") for x in ("words", "offsets", "slots"))
-        if zlib.crc32(offsets.cast("B"), zlib.crc32(words)) != header["vocab"]["crc32"] \
-                or offsets[0] != 0 or offsets[-1] != len(words) \
-                or tuple(bytes(words[offsets[i]:offsets[i + 1]]) for i in range(3)) != \
-                tuple(w.encode() for w in SPECIALS):
-            return None
+        if layout.vocab_problem(words, offsets, header["vocab"]["crc32"]):
+            return None  # (offsets that decrease: the compiled queries refuse them)
         ok = math.isfinite if header["quantize"] is None else (lambda x: x < math.inf)
         for key, coding in header["values"].items():  # the code tables, as map_trie's
             if coding is not None and not all(map(ok, section(

@@ -104,8 +104,8 @@ def run_job(job: TrainJob, log=print) -> dict:
         result = _train(job, world.device if world is not None else device, world, log)
         if world is not None:
             # rank 0 writes the model after the last collective; the others wait for it
-            # here, so that no rank tears its connections down while another still holds
-            # them (a gloo rank that did sometimes aborted at exit: issue 32)
+            # here, so that every rank ends together and none reports success for a run
+            # whose model was not written (the abort at exit is __main__'s to avoid)
             world.barrier("finishing")
         return result
     finally:

@@ -14,10 +14,12 @@ import json
 import mmap
 import os
 import struct
+import zlib
 from pathlib import Path
 
 from ...errors import NnlmError
 from ...jsonfiles import Int, Optional, check_fields
+from ...specials import SPECIALS
 
 MAGIC = b"NNLMTRIE"
 BYTE_ORDER_MARK = 0x01020304
@@ -59,6 +61,33 @@ def vocab_table_size(n_words: int) -> int:
     """Slots of the vocabulary's table for ``n_words``: the power of two at or above twice
     them (at least 16)."""
     return max(16, 1 << max(2 * n_words - 1, 1).bit_length())
+
+
+VOCAB_DAMAGED = "its vocabulary section is damaged (checksum or offsets); copy or write " \
+    "the file again"
+
+
+def checksum(sections) -> int:
+    """CRC-32 of the sections' bytes (C-contiguous buffers), one after another: the
+    header's ``vocab.crc32`` over the words and their offsets."""
+    crc = 0
+    for a in sections:
+        crc = zlib.crc32(memoryview(a).cast("B"), crc)
+    return crc
+
+
+def vocab_problem(blob, offsets, crc: int) -> str | None:
+    """What is wrong with a trie file's vocabulary sections (``blob``: the words in UTF-8
+    end to end; ``offsets``: V + 1 int64), or None: their ends, their checksum against
+    the header's ``crc``, and the specials first. That the offsets never decrease is the
+    caller's to check (numpy, or the C reader that takes them)."""
+    if offsets[0] != 0 or offsets[-1] != len(blob) or checksum([blob, offsets]) != crc:
+        return VOCAB_DAMAGED
+    words = memoryview(blob).cast("B")
+    if tuple(bytes(words[offsets[i]:offsets[i + 1]]) for i in range(len(SPECIALS))) != \
+            tuple(w.encode() for w in SPECIALS):
+        return f"its vocabulary does not start with {', '.join(SPECIALS)}; the file is damaged"
+    return None
 
 
 def pointer_sections(spec: list, k: int, count: int, top: int) -> dict[str, int]:

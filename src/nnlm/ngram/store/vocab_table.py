@@ -27,13 +27,13 @@ that decodes a word when asked.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from ...errors import NnlmError
 from ...vocab import Vocabulary
+from .trie_layout import VOCAB_DAMAGED, checksum, vocab_problem
 from .trie_layout import vocab_table_size as table_size
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -83,14 +83,6 @@ def slots(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         left[winners] = False
         ids, at = ids[left], (at[left] + 1) & (size - 1)
     return table
-
-
-def checksum(sections: Sequence[np.ndarray]) -> int:
-    """CRC-32 of the sections' bytes, one after another."""
-    crc = 0
-    for a in sections:
-        crc = zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"), crc)
-    return crc
 
 
 def vocab_sections(vocab: Vocabulary):
@@ -176,20 +168,10 @@ def map_vocabulary(path, section, entry, fingerprint: str, counts=None) -> Mappe
     bounds are checked, ``entry`` is the header's ``vocab`` entry, ``counts`` as
     :class:`MappedVocabulary` takes them. The offsets, the specials and the checksum are
     checked here; a damaged file is one line."""
-    from ...vocab import SPECIALS
-
     blob, offsets, table = section("vocab_words"), section("vocab_offsets"), \
         section("vocab_slots")
-    if (offsets[0] != 0 or offsets[-1] != len(blob) or np.any(offsets[1:] < offsets[:-1])
-            or checksum([blob, offsets]) != entry["crc32"]):
-        raise NnlmError(f"{path}: its vocabulary section is damaged (checksum or offsets); "
-                        "copy or write the file again")
-    vocab = MappedVocabulary(blob, offsets, table, fingerprint, counts)
-    try:
-        specials = tuple(vocab.words[:3])
-    except UnicodeDecodeError:
-        specials = ()
-    if specials != SPECIALS:
-        raise NnlmError(f"{path}: its vocabulary does not start with {', '.join(SPECIALS)}; "
-                        "the file is damaged")
-    return vocab
+    problem = VOCAB_DAMAGED if np.any(offsets[1:] < offsets[:-1]) else \
+        vocab_problem(blob, offsets, entry["crc32"])
+    if problem:
+        raise NnlmError(f"{path}: {problem}")
+    return MappedVocabulary(blob, offsets, table, fingerprint, counts)
