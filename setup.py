@@ -5,8 +5,9 @@ still succeeds and both answer from their numpy paths, slower."""
 
 from setuptools import Extension, setup
 
-# the trie's run pointers and the vocabulary's hash table, read by both
-HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/vocab_hash.h"]
+# the trie's run pointers, its values and the vocabulary's hash table, read by both
+HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
+           "src/nnlm/ngram/store/vocab_hash.h"]
 
 setup(ext_modules=[Extension("nnlm._kenlm_query", ["src/nnlm/_kenlm_query.c"],
                              depends=HEADERS, extra_compile_args=["-O3"], optional=True),

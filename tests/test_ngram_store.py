@@ -190,6 +190,32 @@ def test_mapped_model_equals_the_in_memory_model(tmp_path, kn4, lookups, layout)
                           model.state_lengths(contexts, test.ids))
 
 
+@pytest.mark.parametrize("quantize", [None, (8, 8)])
+def test_the_compiled_scorer_gives_the_numpy_scorers_numbers_to_the_bit(tmp_path, kn4, layout,
+                                                                        quantize):
+    """store._trie.score_run does _score_run's lookups and sums in C, in the same order:
+    equal floats, across batch boundaries (a batch of 37 tokens splits lines) and with
+    the values as float32, lossless codes or quantized codes."""
+    if trie._native is None:
+        pytest.skip("nnlm.ngram.store._trie is not built (no C compiler at install)")
+    model, test = kn4
+    model.store_quantize = quantize
+    try:
+        save_model(model, tmp_path / "m")
+    finally:
+        model.store_quantize = None
+    mapped = load_model(tmp_path / "m")
+    assert mapped._fused_run() is not None
+    for batch in (None, 37):
+        fused = mapped.logprobs_and_orders(test, batch)
+        mapped._fused_run = lambda: None  # the numpy passes
+        numpy_path = mapped.logprobs_and_orders(test, batch)
+        del mapped._fused_run
+        assert np.array_equal(fused[0], numpy_path[0])
+        assert np.array_equal(fused[1], numpy_path[1])
+    assert np.all(np.isfinite(fused[0]))
+
+
 def test_every_key_is_found_and_no_absent_one(kn4, tmp_path, lookups, layout):
     model, _ = kn4
     save_model(model, tmp_path / "m")

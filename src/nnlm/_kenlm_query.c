@@ -28,6 +28,7 @@
 #include "structmember.h"
 
 #include "ngram/store/pointers.h"
+#include "ngram/store/values.h"
 #include "ngram/store/vocab_hash.h"
 
 #define MAX_ORDER 12
@@ -229,12 +230,6 @@ static PyTypeObject FullScoreType = {
 };
 
 /* -- Query ---------------------------------------------------------------------------- */
-typedef struct {            /* float32 natural logs, or codes of `bits` into centers */
-    const float *values, *centers;
-    const uint64_t *codes;
-    uint64_t bits, mask, n_centers;
-} Values;
-
 typedef struct {
     int trie;                /* 0: nnlm's hash index and packed entries; 1: a mapped trie */
     /* hash index mode */
@@ -369,9 +364,7 @@ static inline int64_t trie_find(const Level *L, uint64_t parent, uint64_t word, 
 }
 
 static inline float value_at(const Values *v, uint64_t i) {
-    if (v->values) return (float)(v->values[i] * LOG10_E);
-    uint64_t code = unpack(v->codes, v->bits, v->mask, i);
-    return (float)(v->centers[code < v->n_centers ? code : v->n_centers - 1] * LOG10_E);
+    return (float)(value_ln(v, i) * LOG10_E);
 }
 
 static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject *centers,

@@ -160,26 +160,6 @@ def _query(lm, serial: int):
         return None  # a KenLM probing file's tables: the Python path looks them up
     from .ngram.hashindex import HashIndex
 
-    def mapped(k, level):
-        """A mapped trie's order, read where it lies (no index built, nothing copied)."""
-        from .ngram.store.values import Quantized
-
-        def values(v):
-            if v is None:
-                return b"", b"", 0
-            if isinstance(v, Quantized):
-                return v.codes, v.centers, v.bits
-            return np.asarray(v, np.float32), b"", 0
-
-        top = k == lm.order
-        if not getattr(lm, "signed_backoffs", False):
-            return None
-        lp, lc, lb = values(level.logp)
-        bp, bc, bb = values(None if top else level.log_bow)
-        return ("trie", level.words, level.word_bits, level.pointers.c_spec(),
-                level.n_prefixes, level.n, b"" if level.slots is None else level.slots,
-                level.slot_bits, level.n_slots, lp, lc, lb, bp, bc, bb)
-
     def log10(a):
         return np.asarray(a, np.float64) * LOG10_E
 
@@ -194,7 +174,8 @@ def _query(lm, serial: int):
 
     levels = []
     for k, level in enumerate(lm.levels, start=2):
-        if isinstance(level, TrieLevel) and (spec := mapped(k, level)) is not None:
+        if isinstance(level, TrieLevel) and getattr(lm, "signed_backoffs", False) and \
+                (spec := level.c_spec(k == lm.order)) is not None:  # read where it lies
             levels.append(spec)
             continue
         if level._index is None:

@@ -48,6 +48,10 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
 # 5.3-5.5M against 7.1-7.3M). Only Brown-sized tries gain (6.2-6.8M against 5.8-5.9M,
 # and 9 MB less), which is not worth a rule.
 SCORE_BATCH = 1 << 17
+# the compiled scorer over a mapped trie (store._trie.score_run) keeps about 50 bytes a
+# token where numpy's passes keep several times that, so it takes longer runs, which are
+# faster: each order's lookups for the whole run go together.
+FUSED_BATCH = 1 << 19
 
 class BackoffNgram(LanguageModel):
     """A back-off n-gram model over ``vocab`` (see the module docstring)."""
@@ -174,13 +178,13 @@ class BackoffNgram(LanguageModel):
             keep[rows[self.extends(k)[ids]]] = k
         return keep
 
-    def logprobs(self, stream: Stream, batch_size: int = SCORE_BATCH) -> np.ndarray:
+    def logprobs(self, stream: Stream, batch_size: int | None = None) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream`` (see
         :meth:`logprobs_and_orders`)."""
         return self.logprobs_and_orders(stream, batch_size)[0]
 
     def logprobs_and_orders(self, stream: Stream,
-                            batch_size: int = SCORE_BATCH) -> tuple[np.ndarray, np.ndarray]:
+                            batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per predicted token of ``stream``: the natural-log probability, and the length of
         the longest stored n-gram ending in it (:meth:`matched_orders`).
 
@@ -197,6 +201,9 @@ class BackoffNgram(LanguageModel):
         start_bows = self._start_bows()
         logp = np.empty(len(stream))
         orders = np.empty(len(stream), np.int8)
+        fused = self._fused_run()
+        if batch_size is None:
+            batch_size = SCORE_BATCH if fused is None else FUSED_BATCH
         for lo in range(0, len(stream), batch_size):
             hi = min(lo + batch_size, len(stream))
             # slots lo-n .. hi-1: every look-back of the run's n-grams lies inside
@@ -205,8 +212,33 @@ class BackoffNgram(LanguageModel):
             ids[before:] = stream.ids[lo - n + before:hi]
             pos = np.full(len(ids), -1, np.int64)
             pos[before:] = _positions(stream.offsets, lo - n + before, hi)
-            logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, n - 1, start_bows)
+            if fused is not None:
+                fused(ids, pos, n - 1, start_bows, logp[lo:hi], orders[lo:hi])
+            else:
+                logp[lo:hi], orders[lo:hi] = self._score_run(ids, pos, n - 1, start_bows)
         return logp, orders
+
+    def _fused_run(self):
+        """:meth:`_score_run` in one compiled call (``store._trie.score_run``: the same
+        lookups and sums, without numpy's passes between them), where every order is a
+        mapped trie's as the file holds it; else None."""
+        from .store.trie import TrieLevel, _native
+
+        if _native is None or not self.levels or \
+                not all(isinstance(level, TrieLevel) for level in self.levels):
+            return None
+        specs = [level.c_spec(k == self.order) for k, level in enumerate(self.levels, start=2)]
+        if any(spec is None for spec in specs):
+            return None
+        uni_logp = np.ascontiguousarray(self.unigram_logp, np.float64)
+        uni_bow = np.ascontiguousarray(self.unigram_log_bow, np.float64)
+        V = len(uni_logp)
+
+        def run(ids, pos, a, start_bows, out_logp, out_orders):
+            _native.score_run(specs, V, BOS_ID, uni_logp, uni_bow,
+                              np.ascontiguousarray(start_bows), ids, pos, a, out_logp,
+                              out_orders)
+        return run
 
     def _start_bows(self) -> np.ndarray:
         """S[L] = the summed log bow of the all-``<s>`` context from order L up: what a

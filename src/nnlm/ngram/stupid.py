@@ -27,7 +27,7 @@ import numpy as np
 
 from ..stream import Stream
 from ..vocab import BOS_ID, NO_WORD, Vocabulary
-from .backoff import SCORE_BATCH, BackoffNgram
+from .backoff import BackoffNgram
 from .counts import count_ngrams
 from .levels import NgramLevel
 
@@ -101,7 +101,7 @@ class StupidBackoff(BackoffNgram):
         out[:, BOS_ID] = -np.inf
         return out
 
-    def logprobs_and_orders(self, stream: Stream, batch_size: int = SCORE_BATCH
+    def logprobs_and_orders(self, stream: Stream, batch_size: int | None = None
                             ) -> tuple[np.ndarray, np.ndarray]:
         """Running text: the stored n-grams as any back-off model finds them, then alpha
         for each order short of min(n, i + 2) at the i-th word of a line."""

@@ -20,8 +20,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pointers.h"
+#include "values.h"
 #include "vocab_hash.h"
 
 #ifndef GROUP
@@ -144,6 +146,47 @@ static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
     }
 }
 
+/* out[i] = the entry of the pair (q[i], x[i]) in order L, or -1, for i < m: groups of
+ * GROUP lookups, each group's first loads asked for AHEAD groups before (see above) */
+static void find_many(const Level *L, uint64_t V, Py_ssize_t m, const int64_t *q,
+                      const int64_t *x, int64_t *out) {
+    uint64_t bounds[2][2][GROUP];  /* [lo, end) of this group's runs and of the next's */
+    int cur = 0;
+    if (!L->slots && m > 0)
+        group_bounds(L, m < GROUP ? (int)m : GROUP, q, x, bounds[0][0], bounds[0][1]);
+    for (Py_ssize_t g = 0; g < m; g += GROUP) {
+        /* ask now for what the group AHEAD groups on will read first (its runs' bounds
+         * and home slots): by the time it is searched, those lines are on their way */
+        Py_ssize_t a0 = g + AHEAD * GROUP, a1 = a0 + GROUP < m ? a0 + GROUP : m;
+        for (Py_ssize_t i = a0; i < a1; i++) {
+            if (q[i] < 0 || x[i] < 0 || (uint64_t)q[i] >= L->n_parents) continue;
+            pointers_prefetch(&L->parents, (uint64_t)q[i]);
+            if (L->slots) {
+                uint64_t key = (uint64_t)q[i] * V + (uint64_t)x[i];
+                prefetch_field(L->slots, L->slot_bits, (((key * GOLDEN) >> 32) * L->n_slots) >> 32);
+            }
+        }
+        /* the group two on: its lines have arrived; ask for what exceptions need */
+        Py_ssize_t e0 = g + 2 * GROUP, e1 = e0 + GROUP < m ? e0 + GROUP : m;
+        if (L->parents.linear)
+            for (Py_ssize_t i = e0; i < e1; i++)
+                if (q[i] >= 0 && (uint64_t)q[i] < L->n_parents)
+                    pointers_prefetch_exception(&L->parents, (uint64_t)q[i]);
+        Py_ssize_t b0 = g + GROUP;
+        if (!L->slots && b0 < m) {  /* the next group: its pointers have arrived; find its
+                                      runs and ask for the middle of each */
+            int size = m - b0 < GROUP ? (int)(m - b0) : GROUP;
+            uint64_t *lo = bounds[cur ^ 1][0], *end = bounds[cur ^ 1][1];
+            group_bounds(L, size, q + b0, x + b0, lo, end);
+            for (int i = 0; i < size; i++)
+                if (lo[i] < end[i]) prefetch_field(L->words, L->word_bits, lo[i] + ((end[i] - lo[i]) >> 1));
+        }
+        group_find(L, V, m - g < GROUP ? (int)(m - g) : GROUP, q + g, x + g, out + g,
+                   bounds[cur][0], bounds[cur][1]);
+        cur ^= 1;
+    }
+}
+
 static PyObject *find(PyObject *self, PyObject *args) {
     Py_buffer wb, pb[2], qb, xb, ob, sb;
     unsigned long long word_bits, parent_bits, n_exc, n_parents, n, slot_bits, n_slots, V;
@@ -171,44 +214,8 @@ static PyObject *find(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "find: buffers do not match the sizes given");
         goto done;
     }
-    const int64_t *q = qb.buf, *x = xb.buf;
-    int64_t *out = ob.buf;
-    uint64_t bounds[2][2][GROUP];  /* [lo, end) of this group's runs and of the next's */
-    int cur = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (!L.slots && m > 0)
-        group_bounds(&L, m < GROUP ? (int)m : GROUP, q, x, bounds[0][0], bounds[0][1]);
-    for (Py_ssize_t g = 0; g < m; g += GROUP) {
-        /* ask now for what the group AHEAD groups on will read first (its runs' bounds
-         * and home slots): by the time it is searched, those lines are on their way */
-        Py_ssize_t a0 = g + AHEAD * GROUP, a1 = a0 + GROUP < m ? a0 + GROUP : m;
-        for (Py_ssize_t i = a0; i < a1; i++) {
-            if (q[i] < 0 || x[i] < 0 || (uint64_t)q[i] >= L.n_parents) continue;
-            pointers_prefetch(&L.parents, (uint64_t)q[i]);
-            if (L.slots) {
-                uint64_t key = (uint64_t)q[i] * V + (uint64_t)x[i];
-                prefetch_field(L.slots, L.slot_bits, (((key * GOLDEN) >> 32) * L.n_slots) >> 32);
-            }
-        }
-        /* the group two on: its lines have arrived; ask for what exceptions need */
-        Py_ssize_t e0 = g + 2 * GROUP, e1 = e0 + GROUP < m ? e0 + GROUP : m;
-        if (L.parents.linear)
-            for (Py_ssize_t i = e0; i < e1; i++)
-                if (q[i] >= 0 && (uint64_t)q[i] < L.n_parents)
-                    pointers_prefetch_exception(&L.parents, (uint64_t)q[i]);
-        Py_ssize_t b0 = g + GROUP;
-        if (!L.slots && b0 < m) {  /* the next group: its pointers have arrived; find its
-                                      runs and ask for the middle of each */
-            int size = m - b0 < GROUP ? (int)(m - b0) : GROUP;
-            uint64_t *lo = bounds[cur ^ 1][0], *end = bounds[cur ^ 1][1];
-            group_bounds(&L, size, q + b0, x + b0, lo, end);
-            for (int i = 0; i < size; i++)
-                if (lo[i] < end[i]) prefetch_field(L.words, L.word_bits, lo[i] + ((end[i] - lo[i]) >> 1));
-        }
-        group_find(&L, V, m - g < GROUP ? (int)(m - g) : GROUP, q + g, x + g, out + g,
-                   bounds[cur][0], bounds[cur][1]);
-        cur ^= 1;
-    }
+    find_many(&L, V, m, qb.buf, xb.buf, ob.buf);
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
@@ -219,6 +226,228 @@ done:
     PyBuffer_Release(&xb);
     PyBuffer_Release(&ob);
     PyBuffer_Release(&sb);
+    return result;
+}
+
+/* -- score_run: BackoffNgram.logprobs_and_orders over a mapped trie, in one call --------
+ * The numpy scorer's steps (backoff.py, _score_run), with the same batching: one order
+ * at a time over a whole run of tokens (find_many), so each order's arrays stay in cache;
+ * C only removes the numpy passes between the lookups (each a pass over the run). The
+ * sums are the numpy scorer's, in its order, so the numbers are equal to the last bit. */
+#define MAX_ORDER 16
+#define BUFFERS_PER_LEVEL 8
+#ifndef VALUE_AHEAD
+#define VALUE_AHEAD 16  /* entries ahead whose value is asked for (a load that misses) */
+#endif
+
+typedef struct {
+    Level level;
+    Values logp, bow;
+} ScoredLevel;
+
+static int take_buffer(PyObject *obj, Py_buffer *held, int *n_held, const void **out,
+                       Py_ssize_t *len) {
+    if (PyObject_GetBuffer(obj, &held[*n_held], PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *out = held[*n_held].buf;
+    *len = held[*n_held].len;
+    (*n_held)++;
+    return 0;
+}
+
+static int take_values_of(PyObject *values, PyObject *centers, long long bits, uint64_t n,
+                          Values *v, Py_buffer *held, int *n_held) {
+    const void *data, *table = NULL;
+    Py_ssize_t len, table_len = 0;
+    if (bits < 0 || take_buffer(values, held, n_held, &data, &len) < 0) return -1;
+    if (bits && take_buffer(centers, held, n_held, &table, &table_len) < 0) return -1;
+    if (!values_sizes_ok((uint64_t)bits, n, (uint64_t)len, (uint64_t)table_len)) return -1;
+    v->bits = (uint64_t)bits;
+    v->mask = mask_of(v->bits);
+    v->values = bits ? NULL : data;
+    v->codes = bits ? data : NULL;
+    v->centers = table;
+    v->n_centers = (uint64_t)table_len / 4;
+    return 0;
+}
+
+/* one order as nnlm.ngram.store.trie.TrieLevel.c_spec gives it (the tuple that
+ * _kenlm_query.c's trie_level reads); -1 with no exception set where it does not fit */
+static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
+                        Py_buffer *held, int *n_held) {
+    PyObject *tag, *words, *data, *exceptions, *slots, *logp, *lc, *bow, *bc;
+    unsigned long long wb, pbits, n_exc, npar, n, sbits, nslots;
+    long long lbits, bbits;
+    int linear;
+    if (!PyTuple_Check(t) ||
+        !PyArg_ParseTuple(t, "OOK(iOOKK)KKOKKOOLOOL", &tag, &words, &wb, &linear, &data,
+                          &exceptions, &pbits, &n_exc, &npar, &n, &slots, &sbits, &nslots,
+                          &logp, &lc, &lbits, &bow, &bc, &bbits)) {
+        PyErr_Clear();
+        return -1;
+    }
+    Level *L = &S->level;
+    const void *buf;
+    Py_ssize_t wlen;
+    Py_buffer sizes[2];
+    memset(L, 0, sizeof *L);
+    if (npar != n_lower || take_buffer(words, held, n_held, &buf, &wlen) < 0) goto bad;
+    L->words = buf;
+    L->word_bits = wb; L->wmask = mask_of(wb);
+    L->n = n; L->n_parents = npar;
+    L->parents.linear = linear != 0;
+    L->parents.bits = pbits; L->parents.mask = mask_of(pbits);
+    L->parents.n_blocks = linear ? (npar >> LINE_SHIFT) + 1 : 0;
+    L->parents.n_exceptions = n_exc;
+    if (take_buffer(data, held, n_held, &buf, &sizes[0].len) < 0) goto bad;
+    L->parents.data = buf;
+    if (take_buffer(exceptions, held, n_held, &buf, &sizes[1].len) < 0) goto bad;
+    L->parents.exceptions = buf;
+    Py_ssize_t slots_len;
+    if (take_buffer(slots, held, n_held, &buf, &slots_len) < 0) goto bad;
+    L->slots = slots_len ? buf : NULL;
+    L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
+    if (!level_buffers_ok(L, wlen, sizes, slots_len)) goto bad;
+    if (take_values_of(logp, lc, lbits, n, &S->logp, held, n_held) < 0) goto bad;
+    if (!top && take_values_of(bow, bc, bbits, n, &S->bow, held, n_held) < 0) goto bad;
+    return 0;
+bad:
+    PyErr_Clear();
+    return -1;
+}
+
+/* score_run(levels, V, bos, unigram_logp, unigram_log_bow, start_bows, ids, pos, a,
+ * out_logp, out_length): _score_run of backoff.py. levels: orders 2..n as c_spec
+ * tuples; unigram_*: float64 (V); start_bows: float64 (n + 1); ids, pos: int64 (b);
+ * out_logp: float64 (b - a - 1); out_length: int8 (b - a - 1). */
+static PyObject *score_run(PyObject *self, PyObject *args) {
+    PyObject *levels;
+    unsigned long long V;
+    long long bos;
+    Py_ssize_t a;
+    Py_buffer ub[7];
+    if (!PyArg_ParseTuple(args, "OKLy*y*y*y*y*nw*w*", &levels, &V, &bos, &ub[0], &ub[1],
+                          &ub[2], &ub[3], &ub[4], &a, &ub[5], &ub[6]))
+        return NULL;
+    PyObject *result = NULL;
+    ScoredLevel S[MAX_ORDER];
+    Py_buffer held[MAX_ORDER * BUFFERS_PER_LEVEL];
+    int n_held = 0;
+    int64_t *scratch = NULL;
+    int8_t *length = NULL;
+    double *logp = NULL;
+    const char *problem = NULL;
+    Py_ssize_t n_levels = PyList_Check(levels) ? PyList_GET_SIZE(levels) : -1;
+    int order = (int)n_levels + 1;
+    Py_ssize_t b = ub[3].len / 8, m = b - a;
+    if (n_levels < 1 || n_levels >= MAX_ORDER || V == 0 || (uint64_t)ub[0].len != 8 * V ||
+        (uint64_t)ub[1].len != 8 * V || ub[2].len != 8 * (order + 1) ||
+        ub[4].len != ub[3].len || a < order - 1 || m < 1 || m > INT32_MAX ||
+        ub[5].len != 8 * (m - 1) ||
+        ub[6].len != m - 1) {
+        PyErr_SetString(PyExc_ValueError, "score_run: buffers do not match the sizes given");
+        goto done;
+    }
+    uint64_t n_lower = V;
+    for (Py_ssize_t k = 0; k < n_levels; k++) {
+        if (scored_level(PyList_GET_ITEM(levels, k), k == n_levels - 1, n_lower, &S[k], held,
+                         &n_held) < 0) {
+            PyErr_Format(PyExc_ValueError, "score_run: order %zd's arrays do not match the "
+                         "sizes given", k + 2);
+            goto done;
+        }
+        n_lower = S[k].level.n;
+    }
+    /* the rows still extending and their entries (two generations: ids and out), the
+     * words that extend them (x), each row's back-off at orders 2..n-1 (float32, as
+     * stored), log p and match length: about 50 bytes a token for a 5-gram */
+    size_t n_bows = (size_t)n_levels - 1;
+    scratch = PyMem_Malloc((size_t)m * (3 * sizeof(int64_t) + sizeof(int32_t) +
+                                        n_bows * sizeof(float)));
+    length = PyMem_Malloc((size_t)m + 1);
+    logp = PyMem_Malloc(sizeof(double) * (size_t)m);
+    if (!scratch || !length || !logp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const double *uni_logp = ub[0].buf, *uni_bow = ub[1].buf, *start_bows = ub[2].buf;
+    const int64_t *ids = ub[3].buf, *pos = ub[4].buf, *words = ids + a;
+    int64_t *found = scratch, *x = found + m, *out = x + m;
+    int32_t *rows = (int32_t *)(out + m);
+    float *bows = (float *)(rows + m);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < b; i++)
+        if (ids[i] < 0 || (uint64_t)ids[i] >= V) problem = "a word id is outside the vocabulary";
+    if (!problem) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            logp[i] = uni_logp[words[i]];
+            length[i] = 1;
+            rows[i] = (int32_t)i;
+            found[i] = words[i];
+        }
+        length[m] = 1;  /* one sentinel row: "row r + 1" is always valid */
+        /* order k = j + 2 extends the rows that order k - 1 found by the word k - 1 back
+         * (<s> before the line's start); a row stops at its first miss */
+        Py_ssize_t active = m;
+        for (Py_ssize_t j = 0; j < n_levels && active; j++) {
+            int64_t back = j + 1;
+            for (Py_ssize_t c = 0; c < active; c++) {
+                int64_t g = rows[c] + a;
+                x[c] = pos[g] >= back && g >= back ? ids[g - back] : bos;
+            }
+            find_many(&S[j].level, V, active, found, x, out);
+            const Values *P = &S[j].logp, *B = j + 1 < n_levels ? &S[j].bow : NULL;
+            float *bows_j = bows + (size_t)j * m;
+            Py_ssize_t kept = 0;
+            for (Py_ssize_t c = 0; c < active; c++) {
+                int64_t ahead = c + VALUE_AHEAD < active ? out[c + VALUE_AHEAD] : -1;
+                if (ahead >= 0) {
+                    values_prefetch(P, (uint64_t)ahead);
+                    if (B) values_prefetch(B, (uint64_t)ahead);
+                }
+                if (out[c] < 0) continue;
+                int32_t r = rows[c];
+                logp[r] = value_ln(P, (uint64_t)out[c]);
+                length[r] = (int8_t)(j + 2);
+                if (B) bows_j[r] = value_ln(B, (uint64_t)out[c]);
+                rows[kept] = r;
+                found[kept++] = out[c];
+            }
+            active = kept;
+        }
+        /* the context of row r + 1 is row r's n-gram: add its back-offs from r + 1's
+         * match length up (unigram first, then ascending orders, as the numpy scorer
+         * adds them), where r + 1 is not a line's first word, which adds the all-<s>
+         * context's instead */
+        double *out_logp = ub[5].buf;
+        int8_t *out_length = ub[6].buf;
+        for (Py_ssize_t r = 0; r < m; r++) {
+            if (r + 1 < m && pos[a + r + 1] != 0) {
+                int top = length[r] < n_levels ? length[r] : (int)n_levels;  /* <= n-1 */
+                int from = length[r + 1];
+                if (from <= 1) logp[r + 1] += uni_bow[words[r]];
+                for (int k = from > 2 ? from : 2; k <= top; k++)
+                    logp[r + 1] += bows[(size_t)(k - 2) * m + r];
+            }
+            if (pos[a + r] == 0) logp[r] += start_bows[length[r]];
+            if (r) {
+                out_logp[r - 1] = logp[r];
+                out_length[r - 1] = length[r];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (problem) {
+        PyErr_Format(PyExc_ValueError, "score_run: %s", problem);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(scratch);
+    PyMem_Free(length);
+    PyMem_Free(logp);
+    for (int i = 0; i < n_held; i++) PyBuffer_Release(&held[i]);
+    for (int i = 0; i < 7; i++) PyBuffer_Release(&ub[i]);
     return result;
 }
 
@@ -407,6 +636,9 @@ static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS, "find(words, word_bits, (kind, data, exceptions, bits, n_exceptions), "
      "n_parents, n, ids, firsts, out, slots, slot_bits, n_slots, V): the trie lookups of "
      "nnlm.ngram.store.trie.TrieLevel.find"},
+    {"score_run", score_run, METH_VARARGS, "score_run(levels, V, bos, unigram_logp, "
+     "unigram_log_bow, start_bows, ids, pos, a, out_logp, out_length): "
+     "nnlm.ngram.backoff.BackoffNgram._score_run over a mapped trie"},
     {"pack", pack, METH_VARARGS, "pack(values, bits, out): bit-pack uint64 values"},
     {"gather", gather, METH_VARARGS, "gather(data, bits, n, index, out): fields of a packed "
      "array"},

@@ -62,6 +62,7 @@ from .trie_layout import (  # noqa: F401 - the format's constants, named here to
     PREFIX,
     STANDALONE,
 )
+from .values import Quantized
 
 # -- the bigram table ------------------------------------------------------------------
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -131,6 +132,28 @@ class TrieLevel(NgramLevel):
     @log_bow.setter
     def log_bow(self, value):
         self._log_bow = value
+
+    def c_spec(self, top: bool) -> tuple | None:
+        """The order as the C loops take it (``_trie.score_run``, and nnlm.kenlm's
+        compiled queries: ``_kenlm_query.c``'s trie_level), read where it lies: ("trie",
+        words, word_bits, run pointers, n_parents, n, slots, slot_bits, n_slots, then
+        (values, centers, bits) of logp and of log_bow (bits 0: float32; the top order's
+        back-offs empty)). None where the numbers are not the file's (set in memory, not
+        float32)."""
+        parts = []
+        for v in (self.logp, None if top else self._log_bow):
+            if isinstance(v, Quantized):
+                parts += [v.codes, v.centers, v.bits]
+            elif v is None and top:
+                parts += [b"", b"", 0]
+            elif isinstance(v, np.ndarray) and v.dtype == np.float32 and v.ndim == 1 \
+                    and len(v) == self.n:
+                parts += [np.ascontiguousarray(v), b"", 0]
+            else:
+                return None
+        return ("trie", self.words, self.word_bits, self.pointers.c_spec(), self.n_prefixes,
+                self.n, b"" if self.slots is None else self.slots, self.slot_bits,
+                self.n_slots, *parts)
 
     def runs(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[start, end) of each parent's run of children in this order, clamped to it
