@@ -43,6 +43,8 @@ DEEP_VARIANTS = [
     dict(order=3, m=3, history=4, h=5, layers=2),
     dict(order=3, m=3, history=4, h=5, layers=1, far="mean", tied=False),
     dict(order=2, m=3, history=5, h=4, layers=1, far="fofe", fofe_alpha=0.6),
+    dict(order=3, m=3, history=5, h=4, layers=1, far_spans=2),
+    dict(order=2, m=3, history=6, h=4, layers=1, far="mean", far_spans=3, tied=False),
     dict(order=3, m=3, history=0, far="none", h=4, layers=2, residual=False, layer_norm=False),
 ]
 
@@ -124,6 +126,20 @@ def test_deep_far_context_is_the_average_of_the_lines_earlier_words():
         assert torch.allclose(x[pos, n1 * m:], want, atol=1e-12), pos
 
 
+def test_deep_far_spans_are_the_averages_of_their_words():
+    """far = mean with K = 2 spans of S = 6 words: [the 2 nearest], [the 4 before them],
+    each the plain mean of the line's words in it (0 where it holds none)."""
+    net = deep(order=3, m=3, history=6, h=4, layers=1, far="mean", far_spans=2)
+    ctx = contexts(net.config.context_size, rows=12, seed=4)
+    x = net.features(ctx)
+    C, keep = net.C.detach(), present(ctx)
+    for r in range(len(ctx)):
+        for i, (lo, hi) in enumerate([(4, 6), (0, 4)]):
+            words = [int(w) for w, k in zip(ctx[r, lo:hi], keep[r, lo:hi]) if k]
+            want = C[words].mean(0) if words else torch.zeros(3, dtype=C.dtype)
+            assert torch.allclose(x[r, (2 + i) * 3:(3 + i) * 3], want, atol=1e-12), (r, i)
+
+
 def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
     """Save/load round trip, and nnlm.Model's states (the last n - 1 + S words) giving the
     same numbers as scoring the whole text at once."""
@@ -198,6 +214,8 @@ def test_bad_long_context_settings_are_one_line(toy, tmp_path, capsys):
         (["--preset", "deep", "--far", "none"], "--far none goes with --history 0"),
         (["--fofe-alpha", "1"], "--fofe-alpha"),
         (["--preset", "deep", "--layers", "-1"], "--layers"),
+        (["--preset", "deep", "--far", "fofe", "--far-spans", "2"], "--far-spans 2"),
+        (["--preset", "deep", "--history", "2", "--far-spans", "3"], "--far-spans 3"),
     ]:
         assert main([str(a) for a in base + extra]) == 2, extra
         err = capsys.readouterr().err

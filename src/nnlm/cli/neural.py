@@ -111,6 +111,9 @@ def add_parsers(sub) -> None:
     arch.add_argument("--far", choices=["learned", "mean", "fofe", "none"],
                       help="deep: how the --history words become one vector: learned weights "
                       "per distance, the plain mean, a FOFE code, or none (--history 0)")
+    arch.add_argument("--far-spans", type=ranged(int, 1, 16), metavar="K",
+                      help="deep: average the --history words in K spans, the nearest "
+                      "shortest and each twice the last, instead of as one (default 1)")
     arch.add_argument("--layers", type=ranged(int, 0, 64), metavar="L",
                       help="deep: residual blocks above the first hidden layer; lstm: "
                       "stacked LSTM layers (at least 1)")
@@ -265,8 +268,8 @@ def add_parsers(sub) -> None:
 
 
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist",
-               "history", "context", "fofe_alpha", "far", "layers", "residual", "layer_norm",
-               "span")
+               "history", "context", "fofe_alpha", "far", "far_spans", "layers", "residual",
+               "layer_norm", "span")
 
 
 def cmd_train(args) -> None:

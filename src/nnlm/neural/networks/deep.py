@@ -15,10 +15,11 @@ normalized over the words of the line present (a learned decay); ``mean``: the p
 average; ``fofe``: sum_j alpha^j C(w) (the FOFE code of Zhang et al. 2015); ``none``: no
 distant context (S must be 0). Padding before the line's ``<s>`` never counts.
 
-``residual`` and ``layer_norm`` switch the two ingredients off for the ablations; ``tied``
-shares C between reading and predicting words (Press & Wolf 2017). Every choice of the
-``deep`` preset is documented with the ablation that justified it (docs/deep.md,
-bench/deep.py).
+``far_spans`` K > 1 averages K spans of the S words, the nearest shortest, instead of all
+of them as one. ``residual`` and ``layer_norm`` switch the two ingredients off for the
+ablations; ``tied`` shares C between reading and predicting words (Press & Wolf 2017).
+Every choice of the ``deep`` preset is documented with the ablation that justified it
+(docs/deep.md, bench/deep.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class DeepConfig(NetworkConfig):
     history: int = 58  # S: earlier words of the line, averaged into one vector
     far: str = "learned"  # how the S words are combined (FAR)
     fofe_alpha: float = 0.7  # alpha of far = fofe
+    far_spans: int = 1  # K: the S words as K averages of spans, each twice the last
     h: int = 512
     layers: int = 2  # L residual blocks
     residual: bool = True
@@ -61,13 +63,17 @@ class DeepConfig(NetworkConfig):
         check_history(self.history, self.fofe_alpha)
         if (self.far == "none") != (self.history == 0):
             raise ValueError("far='none' goes with history=0, and history=0 with far='none'")
+        if self.far_spans < 1 or (self.far_spans > 1 and self.far not in ("learned", "mean")) \
+                or self.far_spans > max(self.history, 1):
+            raise ValueError(f"far_spans={self.far_spans}: at least 1, at most history, and "
+                             "more than 1 only with far='learned' or 'mean'")
         if self.h < 1 or self.layers < 0:
             raise ValueError("need h >= 1 and layers >= 0")
         check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
 
     @property
     def x_size(self) -> int:
-        return (self.order - 1 + (self.far != "none")) * self.m
+        return (self.order - 1 + (self.far != "none") * self.far_spans) * self.m
 
     def num_parameters(self) -> int:
         V, Vo, m, h, L = self.vocab_size, self.outputs, self.m, self.h, self.layers
@@ -75,6 +81,24 @@ class DeepConfig(NetworkConfig):
         total += 2 * h * (L + 1) if self.layer_norm else 0
         total += self.history if self.far == "learned" else 0
         return total + (m * h if self.tied else Vo * h)
+
+
+def far_spans(S: int, K: int) -> list[tuple[int, int]]:
+    """The slots [lo, hi) of the S distant words (oldest first) split into K spans, the
+    nearest first, each about twice as long as the one before it: a few averages that
+    keep some of the order of the distant words (Sun & Iyyer 2021 average fixed spans).
+
+    >>> far_spans(58, 3)
+    [(50, 58), (33, 50), (0, 33)]
+    >>> far_spans(58, 1)
+    [(0, 58)]
+    """
+    ends, total = [], (1 << K) - 1
+    for i in range(K):  # distance from the window at which span i ends
+        end = round(S * ((2 << i) - 1) / total)
+        ends.append(min(max(end, (ends[-1] if ends else 0) + 1), S - (K - 1 - i)))
+    starts = [0, *ends[:-1]]
+    return [(S - end, S - start) for start, end in zip(starts, ends)]
 
 
 class DeepNetwork(Network):
@@ -144,7 +168,9 @@ class DeepNetwork(Network):
             if cfg.far == "fofe":
                 parts.append(decayed_sum(far, keep, cfg.fofe_alpha))
             else:
-                parts.append(weighted_average(far, keep, self.D))
+                for lo, hi in far_spans(S, cfg.far_spans):
+                    D = None if self.D is None else self.D[lo:hi]
+                    parts.append(weighted_average(far[:, lo:hi], keep[:, lo:hi], D))
         return torch.cat(parts, dim=1)
 
     def _norm(self, a: torch.Tensor, i: int) -> torch.Tensor:

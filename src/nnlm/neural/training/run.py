@@ -285,6 +285,8 @@ def describe(config) -> str:
     parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
     if d.get("history"):
         parts.append(f"far={d['far']}" if "far" in d else f"context={d['context']}")
+        if d.get("far_spans", 1) > 1:
+            parts.append(f"spans={d['far_spans']}")
     if d.get("context") == "fofe" or d.get("far") == "fofe":
         parts.append(f"alpha={d['fofe_alpha']}")
     if config.outputs < config.vocab_size:
