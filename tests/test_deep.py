@@ -17,7 +17,7 @@ from nnlm.neural.networks.deep import DeepConfig, DeepNetwork
 from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.training.run import train_from_files
-from nnlm.vocab import BOS_ID
+from nnlm.vocab import BOS_ID, UNK_ID
 from test_family import (
     assert_gradients_match_finite_differences,
     assert_resume_is_exact,
@@ -138,6 +138,21 @@ def test_deep_far_spans_are_the_averages_of_their_words():
             words = [int(w) for w, k in zip(ctx[r, lo:hi], keep[r, lo:hi]) if k]
             want = C[words].mean(0) if words else torch.zeros(3, dtype=C.dtype)
             assert torch.allclose(x[r, (2 + i) * 3:(3 + i) * 3], want, atol=1e-12), (r, i)
+
+
+def test_word_dropout_blanks_context_words_in_training_only():
+    """Training: each word becomes <unk> (chance near 1: all of them), <s> and padding stay;
+    evaluation: the contexts as given."""
+    net = deep(order=3, m=3, history=4, h=5, layers=1, word_dropout=0.999999)
+    ctx = contexts(net.config.context_size, rows=8, seed=2)
+    blanked = torch.where(ctx == BOS_ID, ctx, torch.full_like(ctx, UNK_ID))
+    plain = deep(order=3, m=3, history=4, h=5, layers=1)
+    plain.load_state_dict(net.state_dict())
+    net.train()
+    assert torch.equal(net.hidden_input(ctx), plain.hidden_input(blanked))
+    net.eval()
+    assert torch.equal(net.hidden_input(ctx), plain.hidden_input(ctx))
+    assert not torch.equal(plain.hidden_input(ctx), plain.hidden_input(blanked))
 
 
 def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):

@@ -130,6 +130,9 @@ def add_parsers(sub) -> None:
     arch.add_argument("--dropout-x", type=fraction, metavar="P", help="dropout on x, in [0, 1)")
     arch.add_argument("--dropout-h", type=fraction, metavar="P",
                       help="dropout on the hidden layer, in [0, 1)")
+    arch.add_argument("--word-dropout", type=fraction, metavar="P",
+                      help="deep: in training, each context word becomes <unk> with chance "
+                      "P (blank noising, Xie et al. 2017), in [0, 1)")
     opt = tr.add_argument_group("optimization (override the preset)")
     opt.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                      help="sgd: the paper's (sparse rows of C, decay on weights only)")
@@ -267,9 +270,9 @@ def add_parsers(sub) -> None:
     add_sentence_arguments(si)
 
 
-ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "shortlist",
-               "history", "context", "fofe_alpha", "far", "far_spans", "layers", "residual",
-               "layer_norm", "span")
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "word_dropout",
+               "shortlist", "history", "context", "fofe_alpha", "far", "far_spans", "layers",
+               "residual", "layer_norm", "span")
 
 
 def cmd_train(args) -> None:

@@ -15,6 +15,9 @@ normalized over the words of the line present (a learned decay); ``mean``: the p
 average; ``fofe``: sum_j alpha^j C(w) (the FOFE code of Zhang et al. 2015); ``none``: no
 distant context (S must be 0). Padding before the line's ``<s>`` never counts.
 
+``word_dropout`` replaces each word of a training context by ``<unk>`` with a fixed
+chance: the blank noising of Xie et al. (2017, *Data Noising as Smoothing in Neural
+Network Language Models*), which keeps the network from leaning on any one context word.
 ``far_spans`` K > 1 averages K spans of the S words, the nearest shortest, instead of all
 of them as one. ``residual`` and ``layer_norm`` switch the two ingredients off for the
 ablations; ``tied`` shares C between reading and predicting words (Press & Wolf 2017).
@@ -31,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...vocab import BOS_ID, UNK_ID
 from .context import decayed_sum, present, weighted_average
 from .network import Network, NetworkConfig, check_history, check_outputs_and_dropout
 
@@ -55,6 +59,7 @@ class DeepConfig(NetworkConfig):
     tied: bool = True  # U = C through a projection P (h -> m)
     dropout_x: float = 0.3  # on x
     dropout_h: float = 0.3  # on each block's output and on a_0
+    word_dropout: float = 0.0  # training: each context word becomes <unk> with this chance
 
     def __post_init__(self):
         super().__post_init__()
@@ -69,7 +74,8 @@ class DeepConfig(NetworkConfig):
                              "more than 1 only with far='learned' or 'mean'")
         if self.h < 1 or self.layers < 0:
             raise ValueError("need h >= 1 and layers >= 0")
-        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
+        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h,
+                                  self.word_dropout)
 
     @property
     def x_size(self) -> int:
@@ -182,6 +188,9 @@ class DeepNetwork(Network):
         """z: (B, m) tied, (B, h) untied."""
         cfg = self.config
         drop = self.training
+        if cfg.word_dropout and drop:  # blank noising; the line's <s> and padding stay
+            blank = torch.rand(contexts.shape, device=contexts.device) < cfg.word_dropout
+            contexts = torch.where(blank & (contexts != BOS_ID), UNK_ID, contexts)
         x = self.features(contexts, sparse)
         if cfg.dropout_x and drop:
             x = F.dropout(x, cfg.dropout_x)
