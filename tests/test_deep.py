@@ -196,6 +196,42 @@ def test_deep_resume_reaches_the_same_parameters_as_an_uninterrupted_run(toy, tm
                            train={"epochs": 2, "batch_size": 64, "bf16": False})
 
 
+def test_averaged_weights_resume_exactly(toy, tmp_path):
+    """--average: the saved model is the average, which a stopped run carries in its
+    state and resumes bit for bit."""
+    assert_resume_is_exact(toy / "data", tmp_path, 30, preset="deep", arch=DEEP_TOY,
+                           train={"epochs": 2, "batch_size": 64, "bf16": False,
+                                  "average": 0.9})
+
+
+def test_the_average_is_the_moving_average_of_each_updates_weights(toy, tmp_path):
+    """Brute force: runs stopped after 1..N updates save the weights theta_k of one and
+    the same trajectory; A_1 = theta_1, A_k = a_k A_{k-1} + (1 - a_k) theta_k with
+    a_k = min(average, k / (9 + k)); a run averaged over N updates saves A_N."""
+    from safetensors.torch import load_file
+
+    data, N, a = toy / "data", 5, 0.2
+    kw = dict(threads=1, log=lambda s: None, preset="deep", arch=DEEP_TOY,
+              train={"epochs": 1, "batch_size": 64, "bf16": False})
+    thetas = []
+    for k in range(1, N + 1):
+        train_from_files(data / "train.txt", data / "valid.txt", tmp_path / f"s{k}",
+                         max_steps=k, **kw)
+        thetas.append(load_file(str(tmp_path / f"s{k}/state/model.safetensors")))
+    kw["train"] = {**kw["train"], "average": a}
+    train_from_files(data / "train.txt", data / "valid.txt", tmp_path / "avg", max_steps=N, **kw)
+    got = load_file(str(tmp_path / "avg/model.safetensors"))
+    raw = load_file(str(tmp_path / "avg/state/model.safetensors"))
+    want = {name: t.clone() for name, t in thetas[0].items()}
+    for k in range(2, N + 1):
+        decay = min(a, k / (9 + k))
+        for name in want:
+            want[name] = decay * want[name] + (1 - decay) * thetas[k - 1][name]
+    assert all(torch.equal(raw[name], thetas[-1][name]) for name in raw)  # training as before
+    assert all(torch.allclose(got[name], want[name], atol=1e-6) for name in want)
+    assert not torch.allclose(got["H"], raw["H"], atol=1e-6)
+
+
 def test_deep_trains_on_the_toy_world_and_mixes_with_an_ngram_model(toy, tmp_path):
     from nnlm.mixture import Mixture
     from nnlm.ngram import KneserNey
@@ -231,6 +267,8 @@ def test_bad_long_context_settings_are_one_line(toy, tmp_path, capsys):
         (["--preset", "deep", "--layers", "-1"], "--layers"),
         (["--preset", "deep", "--far", "fofe", "--far-spans", "2"], "--far-spans 2"),
         (["--preset", "deep", "--history", "2", "--far-spans", "3"], "--far-spans 3"),
+        (["--preset", "deep", "--average", "1"], "--average"),
+        (["--preset", "deep", "--average", "0.9", "--workers", "2"], "--average needs"),
     ]:
         assert main([str(a) for a in base + extra]) == 2, extra
         err = capsys.readouterr().err

@@ -156,6 +156,9 @@ def add_parsers(sub) -> None:
     opt.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                      help="bfloat16 for the |V|-wide matrix products")
     opt.add_argument("--seed", type=seed, help="random seed, 0 to 2^32-1")
+    opt.add_argument("--average", type=ranged(float, 0, 1, high_open=True), metavar="A",
+                     help="validate and save an exponential moving average of the weights, "
+                     "A per update (e.g. 0.999: about the last 1,000 updates; 0: off)")
     obj = tr.add_argument_group(
         "objective (how the output layer learns; evaluation is always exact)")
     obj.add_argument("--objective", choices=OBJECTIVES,

@@ -70,6 +70,9 @@ class TrainConfig:
     noise_power: float = 0.75  # NCE: q proportional to count^power
     noise_per_position: bool = False  # NCE: K samples for each position instead of shared
     selfnorm_alpha: float = 0.1  # self-normalization: weight of (log Z)^2
+    # a in [0, 1): validation and the saved model use an exponential moving average of
+    # the weights over the updates, a per update (Polyak & Juditsky 1992); 0 = off
+    average: float = 0.0
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -122,6 +125,7 @@ TRAIN_RANGES = [  # (field, type, lower test, upper test): the CLI's ranges, for
     ("bf16", bool, _ANY, _ANY), ("seed", int, _ge(0), _lt(2**32)),
     ("noise_samples", int, _ge(1), _ANY), ("noise_power", float, _ge(0), _le(1)),
     ("noise_per_position", bool, _ANY, _ANY), ("selfnorm_alpha", float, _ge(0), _ANY),
+    ("average", float, _ge(0), _lt(1)),
 ]
 
 

@@ -43,7 +43,7 @@ from ..networks.registry import build_network
 from ..nplm_lm import BACKOFF_DIR, NeuralLM
 from ..parallel.cuda_graph import GraphedStep
 from ..parallel.distributed import World
-from ..parallel.schemes import SingleProcess, scheme_for
+from ..parallel.schemes import DataParallel, SingleProcess, scheme_for
 from ..segments import SpanPlan
 from ..settings import TrainConfig
 from .batches import SlotPlan
@@ -51,6 +51,8 @@ from .metrics_log import write_metrics
 from .objectives import make_objective
 from .optim import AdamOptimizer, PaperSGD
 from .run_checkpoint import RunCheckpoint
+
+AVERAGE = "__average__."  # the averaged weights' names in a saved state (config.average)
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
 
@@ -128,6 +130,10 @@ class Trainer:
         self.optimizer = None
         if self.objective is not None:
             self._make_optimizer()
+        self._average: list[torch.Tensor] | None = None  # config.average's weights
+        if config.average and type(self.scheme) not in (SingleProcess, DataParallel):
+            raise NnlmError("--average needs each process to make every update to the "
+                            "whole network (not with --workers or --output-parallel)")
 
     def _make_objective(self, counts: np.ndarray | None) -> None:
         self.objective = make_objective(self.config, counts).to(self.device)
@@ -206,6 +212,8 @@ class Trainer:
         state_dir = self.checkpoint.folder
         self.model.load_named_tensors(self.scheme.own_tensors(model_tensors),
                                       str(state_dir / "model.safetensors"))
+        average = {k[len(AVERAGE):]: tensors.pop(k) for k in list(tensors)
+                   if k.startswith(AVERAGE)}
         tensors = self.scheme.own_optimizer(info.get("world") or {}, tensors, state_dir,
                                             self.config.optimizer)
         try:
@@ -217,6 +225,9 @@ class Trainer:
             if "__noise_rng__" in tensors:
                 self.objective.generator.set_state(tensors.pop("__noise_rng__"))
             self.state = TrainState(**info["trainer"])
+            if average:
+                self._average = [average[name].to(p.device, p.dtype)
+                                 for name, p in self.model.named_parameters()]
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
             raise NnlmError(f"{state_dir}: the saved state does not fit this run "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
@@ -252,6 +263,9 @@ class Trainer:
             tensors["__cuda_rng__"] = torch.cuda.get_rng_state(self.device)
         if hasattr(self.objective, "generator"):
             tensors["__noise_rng__"] = self.objective.generator.get_state()
+        if self._average is not None:
+            for (name, _), a in zip(self.model.named_parameters(), self._average):
+                tensors[f"{AVERAGE}{name}"] = a.detach().cpu()
         self.checkpoint.save(binding=self.binding, model=model, optimizer_info=opt_info,
                              optimizer=tensors, trainer=asdict(self.state),
                              layout=self.scheme.record())
@@ -422,6 +436,7 @@ class Trainer:
                 loss, n = self.train_step(contexts, targets)
                 st.train_nll += loss
             st.train_tokens += n
+            self._update_average()
             st.step += 1
             st.step_in_epoch += 1
             bar.update(1)
@@ -434,6 +449,39 @@ class Trainer:
         self._flush_graphed()
 
     LOG_EVERY = 50  # updates between progress updates (and reads of a CUDA graph's loss)
+
+    # -- the averaged weights (config.average) --------------------------------------------
+    def _update_average(self) -> None:
+        """After an update: A <- a A + (1 - a) theta over every parameter theta, with
+        a = min(average, (1 + t) / (10 + t)) at update t, so that the first updates do not
+        leave the average at the initial weights (Polyak & Juditsky 1992's averaging, as
+        an exponential moving average)."""
+        decay = self.config.average
+        if not decay:
+            return
+        params = [p.detach() for p in self.model.parameters()]
+        if self._average is None:
+            self._average = [p.clone() for p in params]
+            return
+        t = self.state.step
+        torch._foreach_lerp_(self._average, params, 1.0 - min(decay, (1 + t) / (10 + t)))
+
+    @contextlib.contextmanager
+    def averaged_weights(self):
+        """The network holds the averaged weights inside the block (copied in place, so
+        an optimizer's or a CUDA graph's references stay valid), its own after it."""
+        if self._average is None:
+            yield
+            return
+        params = list(self.model.parameters())
+        own = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            torch._foreach_copy_(params, self._average)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(params, own)
 
     def _graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph update of full batches, where this run can use one."""
@@ -466,6 +514,10 @@ class Trainer:
         current weights, so eval and generate work; the log says what they are."""
         if (self.outdir / "model.safetensors").exists():
             return
+        with self.averaged_weights():
+            self._save_current(valid)
+
+    def _save_current(self, valid: Stream) -> None:
         ppl = self.evaluate(valid)
         if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
             self._diverged(f"validation perplexity {ppl:.4g}")
@@ -474,6 +526,11 @@ class Trainer:
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
 
     def _end_epoch(self, train: Stream, valid: Stream, words_per_second: float) -> None:
+        with self.averaged_weights():  # what is validated and saved (config.average)
+            self._validate_epoch(valid, words_per_second)
+        self.save_state()
+
+    def _validate_epoch(self, valid: Stream, words_per_second: float) -> None:
         cfg, st = self.config, self.state
         valid_ppl = self.evaluate(valid)
         if not (math.isfinite(valid_ppl) and valid_ppl <= self.model.config.vocab_size):
@@ -509,7 +566,6 @@ class Trainer:
         self.log(f"epoch {st.epoch}: {train_text}, valid ppl {valid_ppl:.2f}"
                  f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
         self.write_metrics()
-        self.save_state()
 
     def _decay_lr(self, factor: float) -> None:
         self.optimizer.scale_lr(factor)
