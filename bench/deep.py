@@ -3,6 +3,8 @@ one ingredient taken out or changed at a time, on Brown v1, at an equal budget.
 
     python bench/deep.py run   --data data/brown [--epochs 3] [--only deep,no_far,...]
     python bench/deep.py table  # the markdown table of docs/deep.md from the JSON
+    python bench/deep.py record --run runs/X --name NAME --command "nnlm train ..." \
+        --out bench/results/deep_full_runs.json   # a full run's curve and test perplexity
 
 ``run`` trains each variant with the preset's recipe (AdamW, dropout, early stopping) for
 at most ``--epochs`` epochs, then scores the test text exactly. Results merge into the
@@ -100,17 +102,53 @@ def table(args) -> None:
               f"{r['test_ppl']:.1f} | {ratio} | {r['train_seconds'] / 60:.0f} |")
 
 
+def record(args) -> None:
+    """A run trained by ``nnlm train`` to early stopping: its settings, its curve
+    (metrics.csv), its minutes of training and its exact valid and test perplexity."""
+    import csv
+
+    from nnlm import evaluate, load_model, read_stream
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    header = json.loads((args.run / "config.json").read_text())
+    with open(args.run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    epochs = [{"epoch": int(r["epoch"]), "train_ppl": round(float(r["train_ppl"]), 2),
+               "valid_ppl": round(float(r["valid_ppl"]), 2), "lr": float(r["lr"]),
+               "elapsed_seconds": round(float(r["elapsed_seconds"]), 1)} for r in rows]
+    best = min(epochs, key=lambda e: e["valid_ppl"])
+    lm = load_model(args.run)
+    test = evaluate(lm, read_stream(args.data / "test.txt", lm.vocab)).perplexity
+    results[args.name] = {
+        "command": args.command, "machine": args.machine, "network": header["config"],
+        "train": header.get("train"), "parameters": lm.model.config.num_parameters(),
+        "epochs": epochs, "best_epoch": best["epoch"], "best_valid_ppl": best["valid_ppl"],
+        "test_ppl": round(test, 2), "train_minutes": round(epochs[-1]["elapsed_seconds"] / 60, 1),
+        "test_command": f"nnlm eval {args.run} {args.data / 'test.txt'}"}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"{args.name}: best epoch {best['epoch']}, valid {best['valid_ppl']}, test {test:.2f}, "
+          f"{results[args.name]['train_minutes']} min")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["run", "table"])
+    parser.add_argument("what", choices=["run", "table", "record"])
+    parser.add_argument("--run", type=Path, help="record: the run's folder")
+    parser.add_argument("--name", help="record: its name in the JSON")
+    parser.add_argument("--command", help="record: the command that trained it")
+    parser.add_argument("--machine", default="2-core AMD EPYC (AVX2), one thread; the other "
+                        "core ran another run")
     parser.add_argument("--data", type=Path, default=Path("data/brown"))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--only", help="comma-separated variants (default: all)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/nnlm-deep"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/deep.json"))
     args = parser.parse_args()
-    run(args) if args.what == "run" else table(args)
+    if args.what == "record" and args.out == parser.get_default("out"):
+        args.out = Path("bench/results/deep_full_runs.json")
+    {"run": run, "table": table, "record": record}[args.what](args)
 
 
 if __name__ == "__main__":
