@@ -57,8 +57,8 @@ class DeepConfig(NetworkConfig):
     residual: bool = True
     layer_norm: bool = True
     tied: bool = True  # U = C through a projection P (h -> m)
-    dropout_x: float = 0.3  # on x
-    dropout_h: float = 0.3  # on each block's output and on a_0
+    dropout_x: float = 0.1  # on x
+    dropout_h: float = 0.1  # on each block's output and on a_0
     word_dropout: float = 0.0  # training: each context word becomes <unk> with this chance
 
     def __post_init__(self):
