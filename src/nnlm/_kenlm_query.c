@@ -369,22 +369,18 @@ static inline float value_at(const Values *v, uint64_t i) {
 
 static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject *centers,
                        long long bits, uint64_t n) {
-    Py_ssize_t count;
+    Py_ssize_t itemsize = bits ? 8 : 4, count, n_centers = 0;
+    const void *data;
+    if (bits < 0 || bits > 25 || !(data = take(self, values, itemsize, &count))) return -1;
     v->bits = (uint64_t)bits;
     v->mask = mask_of(v->bits);
-    if (bits == 0) {
-        v->codes = NULL;
-        v->centers = NULL;
-        if (!(v->values = take(self, values, 4, &count))) return -1;
-        return (uint64_t)count >= n ? 0 : -1;
-    }
-    v->values = NULL;
-    if (bits < 1 || bits > 25 || !(v->codes = take(self, values, 8, &count)) ||
-        (uint64_t)count < (n * v->bits + 63) / 64 + 1)
-        return -1;
-    if (!(v->centers = take(self, centers, 4, &count)) || count < 1) return -1;
-    v->n_centers = (uint64_t)count;
-    return 0;
+    v->values = bits ? NULL : data;
+    v->codes = bits ? data : NULL;
+    v->centers = NULL;
+    if (bits && !(v->centers = take(self, centers, 4, &n_centers))) return -1;
+    v->n_centers = (uint64_t)n_centers;
+    return values_sizes_ok(v->bits, n, (uint64_t)(count * itemsize),
+                           (uint64_t)n_centers * 4) ? 0 : -1;
 }
 
 /* a level of a mapped trie: ("trie", words, word_bits, pointers, n_parents, n, slots,

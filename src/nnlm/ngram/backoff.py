@@ -235,9 +235,8 @@ class BackoffNgram(LanguageModel):
         V = len(uni_logp)
 
         def run(ids, pos, a, start_bows, out_logp, out_orders):
-            _native.score_run(specs, V, BOS_ID, uni_logp, uni_bow,
-                              np.ascontiguousarray(start_bows), ids, pos, a, out_logp,
-                              out_orders)
+            _native.score_run(specs, V, BOS_ID, uni_logp, uni_bow, start_bows, ids, pos, a,
+                              out_logp, out_orders)
         return run
 
     def _start_bows(self) -> np.ndarray:
@@ -251,7 +250,7 @@ class BackoffNgram(LanguageModel):
                                      start=2):
             bows[j] = self.levels[j - 2].log_bow[ids[0]]
         bows[n:] = 0.0
-        return np.cumsum(bows[::-1])[::-1]
+        return np.cumsum(bows[::-1])[::-1].copy()  # contiguous: the compiled scorer's
 
     def _score_run(self, ids, pos, a: int, start_bows: np.ndarray):
         """Log-probabilities and match lengths of the tokens ids[a+1:] (ids[a] is only the

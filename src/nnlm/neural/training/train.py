@@ -511,17 +511,15 @@ class Trainer:
 
     def _save_unfinished(self, valid: Stream) -> None:
         """Stopped (--max-steps) before any epoch ended: model.safetensors still gets the
-        current weights, so eval and generate work; the log says what they are."""
+        current weights (their average, with config.average), so eval and generate work;
+        the log says what they are."""
         if (self.outdir / "model.safetensors").exists():
             return
         with self.averaged_weights():
-            self._save_current(valid)
-
-    def _save_current(self, valid: Stream) -> None:
-        ppl = self.evaluate(valid)
-        if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
-            self._diverged(f"validation perplexity {ppl:.4g}")
-        self.write_model()
+            ppl = self.evaluate(valid)
+            if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
+                self._diverged(f"validation perplexity {ppl:.4g}")
+            self.write_model()
         self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
 

@@ -46,11 +46,11 @@ typedef struct {          /* order k >= 2 of the trie */
     uint64_t slot_bits, smask, n_slots;
 } Level;
 
-static int level_buffers_ok(const Level *L, Py_ssize_t words_len, const Py_buffer *pb,
-                            Py_ssize_t slots_len) {
+static int level_buffers_ok(const Level *L, Py_ssize_t words_len, Py_ssize_t data_len,
+                            Py_ssize_t exceptions_len, Py_ssize_t slots_len) {
     return L->word_bits >= 1 && L->word_bits <= 64 &&
            (uint64_t)words_len >= 8 * ((L->n * L->word_bits + 63) / 64 + 1) &&
-           pointers_sizes_ok(&L->parents, L->n_parents + 1, pb[0].len, pb[1].len) &&
+           pointers_sizes_ok(&L->parents, L->n_parents + 1, data_len, exceptions_len) &&
            (!slots_len || (L->slot_bits >= 1 && L->slot_bits <= 64 && L->n_slots > 0 &&
                            (uint64_t)slots_len >= 8 * ((L->n_slots * L->slot_bits + 63) / 64 + 1)));
 }
@@ -210,7 +210,7 @@ static PyObject *find(PyObject *self, PyObject *args) {
     L.slot_bits = slot_bits; L.smask = mask_of(slot_bits); L.n_slots = n_slots;
     Py_ssize_t m = qb.len / 8;
     if (ob.len != qb.len || xb.len != qb.len || V == 0 ||
-        !level_buffers_ok(&L, wb.len, pb, sb.len)) {
+        !level_buffers_ok(&L, wb.len, pb[0].len, pb[1].len, sb.len)) {
         PyErr_SetString(PyExc_ValueError, "find: buffers do not match the sizes given");
         goto done;
     }
@@ -287,8 +287,7 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
     }
     Level *L = &S->level;
     const void *buf;
-    Py_ssize_t wlen;
-    Py_buffer sizes[2];
+    Py_ssize_t wlen, data_len, exceptions_len, slots_len;
     memset(L, 0, sizeof *L);
     if (npar != n_lower || take_buffer(words, held, n_held, &buf, &wlen) < 0) goto bad;
     L->words = buf;
@@ -298,15 +297,14 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
     L->parents.bits = pbits; L->parents.mask = mask_of(pbits);
     L->parents.n_blocks = linear ? (npar >> LINE_SHIFT) + 1 : 0;
     L->parents.n_exceptions = n_exc;
-    if (take_buffer(data, held, n_held, &buf, &sizes[0].len) < 0) goto bad;
+    if (take_buffer(data, held, n_held, &buf, &data_len) < 0) goto bad;
     L->parents.data = buf;
-    if (take_buffer(exceptions, held, n_held, &buf, &sizes[1].len) < 0) goto bad;
+    if (take_buffer(exceptions, held, n_held, &buf, &exceptions_len) < 0) goto bad;
     L->parents.exceptions = buf;
-    Py_ssize_t slots_len;
     if (take_buffer(slots, held, n_held, &buf, &slots_len) < 0) goto bad;
     L->slots = slots_len ? buf : NULL;
     L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
-    if (!level_buffers_ok(L, wlen, sizes, slots_len)) goto bad;
+    if (!level_buffers_ok(L, wlen, data_len, exceptions_len, slots_len)) goto bad;
     if (take_values_of(logp, lc, lbits, n, &S->logp, held, n_held) < 0) goto bad;
     if (!top && take_values_of(bow, bc, bbits, n, &S->bow, held, n_held) < 0) goto bad;
     return 0;
@@ -363,7 +361,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     size_t n_bows = (size_t)n_levels - 1;
     scratch = PyMem_Malloc((size_t)m * (3 * sizeof(int64_t) + sizeof(int32_t) +
                                         n_bows * sizeof(float)));
-    length = PyMem_Malloc((size_t)m + 1);
+    length = PyMem_Malloc((size_t)m);
     logp = PyMem_Malloc(sizeof(double) * (size_t)m);
     if (!scratch || !length || !logp) {
         PyErr_NoMemory();
@@ -384,7 +382,6 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
             rows[i] = (int32_t)i;
             found[i] = words[i];
         }
-        length[m] = 1;  /* one sentinel row: "row r + 1" is always valid */
         /* order k = j + 2 extends the rows that order k - 1 found by the word k - 1 back
          * (<s> before the line's start); a row stops at its first miss */
         Py_ssize_t active = m;
