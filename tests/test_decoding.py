@@ -111,3 +111,86 @@ def test_decoder_api_bad_input(kn):
         m.advance([nnlm.State()], ["w1", "w2"])
     with pytest.raises(NnlmError, match="no such"):
         nnlm.Model(write(arpa.parent / "x", "").parent / "nothing")
+
+
+# -- one decoder API, one set of checks: nnlm.Model and both paths of nnlm.kenlm ---------
+def _apis(lm, arpa):
+    """(name, model, State type) for each face a decoder may use over ``lm``."""
+    import nnlm.kenlm as nk
+
+    out = [("nnlm.Model", nnlm.Model(lm), nnlm.State),
+           ("nnlm.kenlm python", nk.Model(lm), nk.State)]
+    out[1][1]._fast = None  # its Python path (networks, probing files): the shared core
+    for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
+                 "score"):
+        out[1][1].__dict__.pop(name, None)
+    if nk._fast is not None:
+        out.append(("nnlm.kenlm compiled", nk.Model(str(arpa)), nk.State))
+    return out
+
+
+def test_every_decoder_api_refuses_the_same_bad_input_in_one_line(kn):
+    model, arpa = kn
+    for name, m, state_type in _apis(model, arpa):
+        a, b = state_type(), state_type()
+        m.BeginSentenceWrite(a)
+        for bad in (None, 3, 2.5, ["w1"]):
+            with pytest.raises(TypeError):
+                m.score(bad)
+            with pytest.raises(TypeError):
+                m.BaseScore(a, bad, b)
+            with pytest.raises(TypeError):
+                m.BaseScore(bad, "w1", b)
+        with pytest.raises(ValueError, match="context only|may not"):
+            m.BaseScore(a, "<s>", b)
+        with pytest.raises(UnicodeEncodeError):  # a lone surrogate is no UTF-8
+            m.score("w1 \ud800 w2")
+        other = nnlm.Model(model) if name == "nnlm.Model" else type(m)(model)
+        s = state_type()
+        other.BeginSentenceWrite(s)
+        with pytest.raises(ValueError, match="another model"):
+            m.BaseScore(s, "w1", b)
+        if name == "nnlm.Model":  # the errors are nnlm's too: one line for a CLI
+            with pytest.raises(NnlmError):
+                m.score(None)
+            for bad_id in (-1, len(model.vocab), True):
+                with pytest.raises((ValueError, TypeError)):
+                    m.advance([nnlm.State()], [bad_id])
+            assert m.advance([nnlm.State()], [model.vocab.index["w1"]]).log10[0] == \
+                pytest.approx(m.advance([nnlm.State()], ["w1"]).log10[0])
+
+
+def test_every_decoder_api_splits_as_kenlm_and_takes_utf8_bytes(kn):
+    model, arpa = kn
+    odd = "w1\u00a0w2 w3\u2028w1 w2\x0bw3\x0cw1\tw2"
+    words = [w.decode() for w in odd.encode().split()]  # kenlm splits the UTF-8 bytes
+    assert len(words) == 6
+    for name, m, _ in _apis(model, arpa):
+        want = m.score(" ".join(words))
+        assert m.score(odd) == pytest.approx(want, abs=1e-6), name
+        assert m.score(odd.encode()) == pytest.approx(want, abs=1e-6), name
+        assert m.score(b"w1 w2 w3") == pytest.approx(m.score("w1 w2 w3"), abs=1e-6), name
+        assert m.score(b"w1 w2 w3") > -8, name  # known words, not every one unknown
+        assert m.perplexity(odd) == pytest.approx(10 ** (-want / 7), rel=1e-5), name
+
+
+def test_a_fresh_state_is_the_start_of_a_sentence_on_every_model_kind():
+    """nnlm.Model: a fresh State() is <s> on every kind; nnlm.kenlm (kenlm's rule): the
+    null context on back-off models, and <s> on a network, which has no null context."""
+    import nnlm.kenlm as nk
+    from nnlm.neural.nplm_lm import NPLM
+
+    stream, vocab = stream_and_vocab(zipf_corpus())
+    kn3 = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
+    net = NPLM.new(vocab, order=3, m=4, h=3)
+    for lm in (kn3, net):
+        m = nnlm.Model(lm)
+        begun, out = nnlm.State(), nnlm.State()
+        m.BeginSentenceWrite(begun)
+        assert m.BaseScore(nnlm.State(), "w1", out) == m.BaseScore(begun, "w1", out)
+        k = nk.Model(lm)
+        fresh, begun, null, out = nk.State(), nk.State(), nk.State(), nk.State()
+        k.BeginSentenceWrite(begun)
+        k.NullContextWrite(null)
+        want = k.BaseScore(begun if lm is net else null, "w1", out)
+        assert k.BaseScore(fresh, "w1", out) == want

@@ -18,32 +18,43 @@ out-of-vocabulary word is scored as ``<unk>`` and flagged.
 
 A :class:`State` is the last n-1 words (ids), small and hashable: two hypotheses with
 equal states get equal scores for every continuation, so a decoder may recombine them.
+A fresh ``State()`` is the start of a sentence on every model (``BeginSentenceWrite``
+says so explicitly; ``NullContextWrite`` is the null context, back-off models only). A
+State written by one model is refused by another (its words are that model's ids).
+
+What a call may be given is checked by :mod:`nnlm.decoder_core`, which :mod:`nnlm.kenlm`
+shares: sentences are str or UTF-8 bytes split on ASCII whitespace only, words are str
+(or, in :meth:`Model.advance`, ids of the vocabulary), and anything else is one line,
+an :class:`nnlm.NnlmError` (a TypeError or ValueError too).
 :meth:`Model.advance` scores many hypotheses at once, one batched call into the model,
 which is what makes beam search over a neural model fast.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from .decoder_core import DecoderCore, DecoderTypeError, DecoderValueError, sentence_words
 from .errors import NnlmError, a
-from .lm import LOG10_E, LanguageModel
-from .stream import seen_lengths
-from .vocab import BOS, BOS_ID, EOS, NO_WORD, UNK_ID, special_error
+from .lm import LanguageModel
+from .vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
 
 class State:
-    """The context a model has seen: the last n-1 word ids (``NO_WORD`` where none).
+    """The context a model has seen: the last n-1 word ids (``NO_WORD`` where none; a
+    fresh State is the start of a sentence).
 
     Hashable and comparable, so a decoder can recombine hypotheses on it."""
 
-    __slots__ = ("words",)
+    __slots__ = ("words", "_owner")
 
     def __init__(self, words: tuple[int, ...] = ()):
         self.words = tuple(words)
+        self._owner = 0  # the model that wrote it (0: fresh)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, State) and self.words == other.words
@@ -72,15 +83,21 @@ class Model:
         if isinstance(path_or_model, LanguageModel):
             self.lm = path_or_model
             self.path = None
-        else:
+        elif isinstance(path_or_model, (str, os.PathLike)):
             from .models import load_model
 
-            self.path = str(path_or_model)
+            self.path = os.fspath(path_or_model)
             self.lm = load_model(path_or_model)
+        else:
+            raise DecoderTypeError(f"nnlm.Model takes a path or a loaded LanguageModel, not "
+                                   f"{type(path_or_model).__name__}")
+        self.core = DecoderCore(self.lm)
         self.order = self.lm.order
         self.vocab = self.lm.vocab
 
     def __contains__(self, word: str) -> bool:
+        if not isinstance(word, str):
+            raise DecoderTypeError(f"a word is a str, not {type(word).__name__}")
         return word in self.vocab
 
     def __repr__(self) -> str:
@@ -89,82 +106,66 @@ class Model:
     # -- states --------------------------------------------------------------------------
     def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (KenLM's name)
         """Set ``state`` to the start of a sentence: the context is ``<s>``."""
-        state.words = (BOS_ID,) * (self.order - 1)
+        self.core.own(state, State, write=True).words = (BOS_ID,) * (self.order - 1)
 
     def NullContextWrite(self, state: State) -> None:  # noqa: N802
         """Set ``state`` to no context at all (back-off models only: the unigram level)."""
-        if not getattr(self.lm, "null_context", False):
+        if not self.core.null_context:
             raise NnlmError(f"{a(self.lm.kind)} model has no null context (only back-off "
                             "n-gram models do); begin sentences with BeginSentenceWrite")
-        state.words = (NO_WORD,) * (self.order - 1)
+        self.core.own(state, State, write=True).words = (NO_WORD,) * (self.order - 1)
 
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
         """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
-        result = self.advance([in_state], [word])
-        out_state.words = result.states[0].words
+        self.core.own(out_state, State, name="out_state")
+        result = self.advance([in_state], [self.core.word_id(word)])  # a str, as KenLM's
+        self.core.own(out_state, State, write=True).words = result.states[0].words
         return float(result.log10[0])
 
     # -- batched -------------------------------------------------------------------------
     def advance(self, states: Sequence[State], words: Sequence[str | int]) -> Advance:
-        """Score ``words[i]`` after ``states[i]`` for every hypothesis i in one call."""
+        """Score ``words[i]`` after ``states[i]`` for every hypothesis i in one call; a
+        word is a str or an id of the vocabulary."""
         if len(states) != len(words):
-            raise NnlmError(f"advance: {len(states)} states but {len(words)} words")
-        k = self.order - 1
+            raise DecoderValueError(f"advance: {len(states)} states but {len(words)} words")
+        core, k = self.core, self.order - 1
         contexts = np.empty((len(states), k), np.int64)
         for i, s in enumerate(states):
-            w = s.words
+            w = core.own(s, State, name="states[i]").words
             if len(w) != k:
                 w = ((BOS_ID,) * k + tuple(w))[-k:] if k else ()
             contexts[i] = w
-        ids = np.array([w if isinstance(w, (int, np.integer)) else self.vocab.index.get(w, UNK_ID)
-                        for w in words], np.int64)
-        if np.any(ids == BOS_ID):
-            raise NnlmError("<s> is context only and is never scored; use BeginSentenceWrite")
-        oov = ids == UNK_ID
-        if np.any(contexts == NO_WORD) and not getattr(self.lm, "null_context", False):
-            raise NnlmError(f"{a(self.lm.kind)} model has no null context")
-        log10, length = self._scores(contexts, ids)
+        ids = np.array([core.word_id(w, ids=True) for w in words], np.int64)
+        log10, length = core.scores(contexts, ids)
         nxt = np.concatenate([contexts[:, 1:], ids[:, None]], axis=1) if k else contexts
-        return Advance(log10, np.asarray(length, np.int64), oov,
-                       [State(tuple(row)) for row in nxt.tolist()])
-
-    def _scores(self, contexts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """log10 p and n-gram length of each (context, word): the back-off model's longest
-        match, or for other models the words of the line they have seen, plus one."""
-        if hasattr(self.lm, "target_logprobs_and_orders"):
-            logp, length = self.lm.target_logprobs_and_orders(contexts, ids)
-        else:
-            logp = self.lm.target_logprobs(contexts, ids)
-            length = seen_lengths(contexts, self.order)
-        return logp * LOG10_E, length
+        out = []
+        for row in nxt.tolist():
+            state = State(tuple(row))
+            state._owner = core.serial
+            out.append(state)
+        return Advance(log10, length, ids == UNK_ID, out)
 
     # -- whole sentences -----------------------------------------------------------------
-    def full_scores(self, sentence: str, bos: bool = True,
+    def full_scores(self, sentence: str | bytes, bos: bool = True,
                     eos: bool = True) -> Iterator[tuple[float, int, bool]]:
         """(log10 p, n-gram length, oov) for each word (and ``</s>`` if ``eos``)."""
-        words = sentence.split()
-        if BOS in words or EOS in words:
-            raise NnlmError(special_error("the sentence", words))
-        targets = [*words, EOS] if eos else words
+        ids = self.core.sentence_ids(sentence, eos_inside=False)
+        targets = [*ids, EOS_ID] if eos else ids
         if not targets:
             return iter(())
-        state = State()
-        (self.BeginSentenceWrite if bos else self.NullContextWrite)(state)
         k = self.order - 1
-        history = list(state.words)
-        contexts = np.empty((len(targets), k), np.int64)
-        ids = np.array([self.vocab.index.get(w, UNK_ID) for w in targets], np.int64)
-        for i, w in enumerate(ids):  # the contexts of every position, then one batched call
-            contexts[i] = history[len(history) - k:] if k else ()
-            history.append(int(w))
-        log10, length = self._scores(contexts, ids)
+        history = [BOS_ID if bos else NO_WORD] * k + targets
+        contexts = np.array([history[i:i + k] for i in range(len(targets))],
+                            np.int64).reshape(len(targets), k)
+        ids = np.array(targets, np.int64)
+        log10, length = self.core.scores(contexts, ids)
         return iter([(float(p), int(n), bool(o))
                      for p, n, o in zip(log10, length, ids == UNK_ID)])
 
-    def score(self, sentence: str, bos: bool = True, eos: bool = True) -> float:
+    def score(self, sentence: str | bytes, bos: bool = True, eos: bool = True) -> float:
         """log10 probability of ``sentence`` (KenLM's ``score``)."""
         return float(sum(p for p, _, _ in self.full_scores(sentence, bos, eos)))
 
-    def perplexity(self, sentence: str) -> float:
+    def perplexity(self, sentence: str | bytes) -> float:
         """10^(-score / (words + 1)), ``</s>`` counted (KenLM's ``perplexity``)."""
-        return 10.0 ** (-self.score(sentence) / (len(sentence.split()) + 1))
+        return 10.0 ** (-self.score(sentence) / (len(sentence_words(sentence)) + 1))

@@ -43,7 +43,7 @@ import os
 from collections import OrderedDict
 
 from .errors import NnlmError
-from .specials import BOS, BOS_ID, EOS_ID, NO_WORD, UNK_ID
+from .specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
 # numpy loads with the first model that needs it: a back-off model's trie file, opened
 # by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
@@ -51,7 +51,7 @@ LOG10_E = math.log10(math.e)  # nnlm.lm's
 MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
 
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
-_serials = itertools.count(1)
+_serials = itertools.count(1)  # each model's own: a State remembers which one wrote it
 
 
 def _as_str(data) -> str:
@@ -380,42 +380,37 @@ class Model:
         return (Model, (self.path,))
 
     # -- states --------------------------------------------------------------------------
+    @property
+    def _core(self):
+        """The checks, lookups and scores nnlm.Model shares (:mod:`nnlm.decoder_core`),
+        over the loaded model: the path of networks, of KenLM's probing files, and of
+        back-off models where no C compiler built the compiled queries."""
+        core = self.__dict__.get("_core_")
+        if core is None:
+            from .decoder_core import DecoderCore
+
+            core = self.__dict__["_core_"] = DecoderCore(self._lm, self._serial)
+        return core
+
     def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (kenlm's names)
         """Make ``state`` the start of a sentence: the context ``<s>``."""
-        self._own(state, write=True)._words = (BOS_ID,) if self._backoff else \
+        self._core.own(state, State, write=True)._words = (BOS_ID,) if self._backoff else \
             (BOS_ID,) * self._k
 
     def NullContextWrite(self, state: State) -> None:  # noqa: N802
-        """Make ``state`` the null context: no words."""
-        self._own(state, write=True)._words = ()
+        """Make ``state`` the null context: no words (a network, which has none, reads
+        it as the start of a sentence: see the module docstring)."""
+        self._core.own(state, State, write=True)._words = ()
 
-    def _own(self, state, write: bool = False, name: str = "state") -> State:
-        if not isinstance(state, State):
-            raise TypeError(f"Argument '{name}' has incorrect type (expected State, got "
-                            f"{type(state).__name__})")
-        if write:
-            state._owner = self._serial
-        elif state._owner not in (0, self._serial):
-            raise ValueError("this State was written by another model; states are the "
-                             "model's own word ids and cannot be shared")
-        return state
-
-    def _contexts(self, words: tuple[int, ...]):
+    def _contexts(self, histories):
+        """One row of k ids per state's words: NO_WORD before a back-off model's words
+        (the null context), ``<s>`` before a network's."""
         import numpy as np
 
         pad = NO_WORD if self._backoff else BOS_ID
-        return np.array([((pad,) * self._k + words)[len(words):]], np.int64) if self._k \
-            else np.empty((1, 0), np.int64)
-
-    def _id(self, word) -> int:
-        if not isinstance(word, str):
-            raise TypeError(f"Argument 'word' has incorrect type (expected str, got "
-                            f"{type(word).__name__})")
-        wid = self._index.get(word, UNK_ID)
-        if wid == BOS_ID:
-            raise ValueError(f"{BOS} is context only and is never scored; use "
-                             "BeginSentenceWrite")
-        return wid
+        core = self._core
+        return np.array([core.context(words, pad) for words in histories],
+                        np.int64).reshape(len(histories), self._k)
 
     def BaseFullScore(self, in_state: State, word: str,  # noqa: N802
                       out_state: State) -> FullScoreReturn:
@@ -423,23 +418,22 @@ class Model:
         ``out_state`` becomes the state after ``word``."""
         import numpy as np
 
-        self._own(in_state, name="in_state")
-        self._own(out_state, name="out_state")
-        wid = self._id(word)
+        core = self._core
+        core.own(in_state, State, name="in_state")
+        core.own(out_state, State, name="out_state")
+        wid = core.word_id(word)
         words = in_state._words
         if not self._backoff:  # a network: its distribution after this state, cached
             out_state._words = (words + (wid,))[-self._k:] if self._k else ()
             out_state._owner = self._serial
             return FullScoreReturn(self._distribution(words)[wid], self._lm.order,
                                    wid == UNK_ID)
-        contexts = self._contexts(words)
+        contexts = self._contexts([words])
         targets = np.array([wid], np.int64)
-        logp, length = self._scores(contexts, targets)
-        keep = int(self._lm.state_lengths(contexts, targets)[0])  # a back-off model here
-        history = words + (wid,)
-        out_state._words = history[len(history) - keep:] if keep else ()
+        logp, length = core.scores(contexts, targets)
+        out_state._words = core.kept([words], contexts, targets)[0]
         out_state._owner = self._serial
-        return FullScoreReturn(logp[0], length[0], wid == UNK_ID)
+        return FullScoreReturn(np.float32(logp[0]), length[0], wid == UNK_ID)
 
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
         """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
@@ -457,23 +451,11 @@ class Model:
         if dist is not None:
             cache.move_to_end(words)
             return dist
-        dist = (self._lm.next_logprobs(self._contexts(words))[0] * LOG10_E).astype(np.float32)
+        dist = (self._lm.next_logprobs(self._contexts([words]))[0] * LOG10_E).astype(np.float32)
         cache[words] = dist
         if len(cache) > max(16, CACHE_BYTES // max(dist.nbytes, 1)):
             cache.popitem(last=False)
         return dist
-
-    def _scores(self, contexts, targets):
-        """float32 log10 p and the n-gram length of each (context, target)."""
-        import numpy as np
-
-        lm = self._lm
-        if hasattr(lm, "target_logprobs_and_orders"):
-            logp, length = lm.target_logprobs_and_orders(contexts, targets)
-        else:
-            logp = lm.target_logprobs(contexts, targets)
-            length = np.minimum((contexts != NO_WORD).sum(axis=1), self._k) + 1
-        return (np.asarray(logp) * LOG10_E).astype(np.float32), np.asarray(length)
 
     # -- whole sentences -----------------------------------------------------------------
     def full_scores(self, sentence, bos: bool = True, eos: bool = True):
@@ -483,11 +465,8 @@ class Model:
             return iter(self._fast.full_scores_list(sentence, bos, eos))
         import numpy as np
 
-        words = _as_str(sentence).split()
-        ids = [self._index.get(w, UNK_ID) for w in words]
-        if BOS_ID in ids:
-            raise ValueError(f"{BOS} is context only and is never scored; never include it "
-                             "in a sentence (bos=True conditions on it)")
+        core = self._core
+        ids = core.sentence_ids(sentence)  # kenlm's split; <s> refused
         targets = ids + [EOS_ID] if eos else ids
         if not targets:
             return iter(())
@@ -496,7 +475,8 @@ class Model:
         history = [pad] * k + targets
         contexts = np.array([history[i:i + k] for i in range(len(targets))],
                             np.int64).reshape(len(targets), k)
-        logp, length = self._scores(contexts, np.array(targets, np.int64))
+        logp, length = core.scores(contexts, np.array(targets, np.int64))
+        logp = logp.astype(np.float32)
         oov = [w == UNK_ID for w in ids] + ([False] if eos else [])
         return iter([(float(p), int(n), o) for p, n, o in zip(logp, length, oov)])
 
@@ -512,7 +492,9 @@ class Model:
 
     def perplexity(self, sentence) -> float:
         """10^(-score / (words + 1)): ``</s>`` is counted (kenlm's ``perplexity``)."""
-        words = len(_as_str(sentence).split()) + 1
+        from .decoder_core import sentence_words
+
+        words = len(sentence_words(sentence)) + 1
         return 10.0 ** (-self.score(sentence) / words)
 
 

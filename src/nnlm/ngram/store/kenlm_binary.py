@@ -39,6 +39,7 @@ saved, and says so.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from pathlib import Path
@@ -49,6 +50,7 @@ import numpy as np
 from ...errors import NnlmError, warn
 from ...vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
+from .values import extension_of
 
 MAGIC_PREFIX = b"mmap lm http://kheafield.com/code"
 VERSIONED = b"mmap lm http://kheafield.com/code format version "
@@ -367,8 +369,9 @@ class ProbingLevel:
         has_bow = "b" in table.dtype.names
         self.log_bow = (table["b"].astype(np.float64) * np.log(10) if has_bow
                         else np.zeros(len(table)))
-        # KenLM's -0.0 back-off: an n-gram that cannot extend (HasExtension)
-        self.extends_flags = ~np.signbit(table["b"]) if has_bow else np.zeros(len(table), bool)
+        # KenLM's -0.0 back-off, and only it, marks an n-gram that cannot extend
+        # (HasExtension compares the bits); any other back-off, negative ones included, can
+        self.extends_flags = extension_of(table["b"]) if has_bow else np.zeros(len(table), bool)
 
     def __len__(self) -> int:
         return self.n
@@ -413,6 +416,10 @@ def _read_probing(path: Path, data: bytes, header: dict, start: int):
     if order < 2:
         raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
     mult = header["probing_multiplier"]
+    if not (isinstance(mult, float) and math.isfinite(mult) and 0 < mult < 1e6):
+        raise NnlmError(f"{path}: its header's probing multiplier is {mult!r}, not a finite "
+                        "number > 0 (build_binary writes 1.5 unless -p says otherwise); the "
+                        "header is damaged")
     V = counts[0]
     pos = start
     if len(data) < pos + 8:
@@ -459,7 +466,7 @@ def _read_probing(path: Path, data: bytes, header: dict, start: int):
     BackoffNgram.__init__(model, vocab, uni_logp, uni_bow, levels)
     model.path = path
     model.unigram_extends = np.zeros(V, bool)
-    model.unigram_extends[remap] = ~np.signbit(uni["b"])
+    model.unigram_extends[remap] = extension_of(uni["b"])
     return model
 
 
