@@ -3,6 +3,7 @@ fixture was built from (tests/fixtures/kenlm/README.md says how), and the kenlm 
 reading the same binary where it is installed."""
 
 import shutil
+import struct
 import subprocess
 import warnings
 from pathlib import Path
@@ -168,3 +169,19 @@ def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
         want = np.concatenate([[s[0] for s in theirs.full_scores(x)] for x in lines])
         np.testing.assert_allclose(scores(model, lines), want, atol=1e-5)
     assert read_arpa(tmp_path / "kn5.arpa").num_ngrams() == model.num_ngrams()  # probing
+
+
+@pytest.mark.parametrize("multiplier", [float("nan"), float("inf"), -1.5, 0.0])
+def test_a_damaged_probing_multiplier_is_one_line(tmp_path, multiplier):
+    import nnlm.kenlm
+
+    data = bytearray((FIXTURES / "test.probing.bin").read_bytes())
+    at = len(kenlm_binary.SANITY) + 4  # FIXED: the order's byte, 3 of padding, then it
+    assert struct.unpack_from("<f", data, at)[0] == pytest.approx(1.5)
+    struct.pack_into("<f", data, at, multiplier)
+    bad = tmp_path / "bad.probing.bin"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(NnlmError, match="probing multiplier .* damaged"):
+        quiet_load(bad)
+    with pytest.raises(OSError, match="probing multiplier"):
+        nnlm.kenlm.Model(str(bad))

@@ -7,10 +7,13 @@ from pathlib import Path
 
 from .fileio import atomic_path
 
+PNG_SOFTWARE = "nnlm"  # nnlm.file_kinds recognizes nnlm's PNGs by it
+
 
 @contextmanager
 def png_figure(path: str | Path, size=(6, 4), dpi: int = 100):
-    """Yield ``(fig, ax)``; on exit the figure is laid out and written to ``path`` (PNG)."""
+    """Yield ``(fig, ax)``; on exit the figure is laid out and written to ``path`` (PNG),
+    its Software text saying nnlm drew it (so a later run may replace it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,7 +24,7 @@ def png_figure(path: str | Path, size=(6, 4), dpi: int = 100):
         yield fig, ax
         fig.tight_layout()
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png")
+            fig.savefig(tmp, format="png", metadata={"Software": PNG_SOFTWARE})
     finally:
         plt.close(fig)
 

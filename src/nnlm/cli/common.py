@@ -74,6 +74,13 @@ def add_log_every(parser) -> None:
                         "(default: 60; 0: none). On a terminal long steps show a bar")
 
 
+def add_force(parser) -> None:
+    """--force: a file output may replace a file of another kind (nnlm.file_kinds)."""
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output file even if it is not of the kind "
+                        "this command writes (never a folder)")
+
+
 def add_device_argument(parser) -> None:
     parser.add_argument("--device", choices=DEVICES, default="cpu",
                         help="where neural models run: cpu (default), cuda, or auto (cuda "

@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from ..errors import NnlmError, NnlmWarning
+from ..file_kinds import check_file_output
 from ..fileio import os_error_message, public_path
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
@@ -62,12 +63,28 @@ HANDLERS = {name: fn for group in GROUPS for name, fn in group.HANDLERS.items()}
 # each command's (inputs, outputs): outputs are locked while it runs and may never
 # replace, hold or lie inside an input (nnlm.cli.guards.check_distinct)
 PATHS = {name: fn for group in GROUPS for name, fn in group.PATHS.items()}
+# each command's file outputs and their kinds: each replaces only a file of its kind
+# unless --force (nnlm.file_kinds)
+FILE_OUTPUTS = {name: fn for group in GROUPS
+                for name, fn in getattr(group, "FILE_OUTPUTS", {}).items()}
+
+
+def _command_key(args) -> str:
+    return args.command + (f" {args.ngram_command}" if args.command == "ngram" else "")
 
 
 def command_paths(args) -> tuple[list, list]:
-    key = args.command + (f" {args.ngram_command}" if args.command == "ngram" else "")
+    key = _command_key(args)
     inputs, outputs = PATHS[key](args) if key in PATHS else ([], [])
     return [p for p in inputs if p is not None], [p for p in outputs if p is not None]
+
+
+def check_file_outputs(args) -> None:
+    """Each file output replaces only a file of the kind it writes, unless --force."""
+    key = _command_key(args)
+    for path, kind in FILE_OUTPUTS[key](args) if key in FILE_OUTPUTS else ():
+        if path is not None:
+            check_file_output(path, kind, getattr(args, "force", False))
 
 
 def _warning_printer(command: argparse.ArgumentParser | None):
@@ -100,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inputs, outputs = command_paths(args)
         check_distinct(inputs, outputs)
+        check_file_outputs(args)
         with contextlib.ExitStack() as locks, warnings.catch_warnings():
             warnings.simplefilter("default", NnlmWarning)
             warnings.showwarning = _warning_printer(command)

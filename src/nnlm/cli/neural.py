@@ -24,6 +24,7 @@ from .common import (
     PRESET_NAMES,
     RECIPES,
     add_device_argument,
+    add_force,
     add_sentence_arguments,
     add_vocabulary_arguments,
     fixed_vocabulary,
@@ -243,6 +244,7 @@ def add_parsers(sub) -> None:
                     help="words to show (default: the 100 most frequent)")
     pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
     pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
+    add_force(pe)
 
     em = sub.add_parser(
         "embed", help="sentence embeddings: one vector per line, from the word features C",
@@ -261,6 +263,7 @@ def add_parsers(sub) -> None:
                     help="text, one sentence a line (.gz/.bz2/.xz; default or -: stdin)")
     em.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.npy")
     add_sentence_arguments(em)
+    add_force(em)
     si = sub.add_parser(
         "similar", help="the lines of a file most similar to a sentence",
         description="List the K lines of FILE whose embeddings (see nnlm embed) are nearest "
@@ -378,4 +381,9 @@ PATHS = {
     "train": lambda a: ([a.train, a.valid_path, a.shortlist_backoff, a.vocab], [a.output]),
     "plot-embeddings": lambda a: ([a.model], [a.output]),
     "embed": lambda a: ([a.model, a.file], [a.output]),
+}
+# file outputs and their kinds (nnlm.file_kinds): see nnlm.cli.main
+FILE_OUTPUTS = {
+    "plot-embeddings": lambda a: [(a.output, "png")],
+    "embed": lambda a: [(a.output, "npy")],
 }

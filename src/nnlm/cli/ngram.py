@@ -15,8 +15,10 @@ from ..argtypes import (
     ranged,
 )
 from ..errors import NnlmError
+from ..file_kinds import is_arpa_name, is_file_name
 from .common import (
     METHODS,
+    add_force,
     add_vocabulary_arguments,
     fixed_vocabulary,
     load_model_as,
@@ -58,6 +60,7 @@ def add_parsers(sub) -> None:
     train.add_argument("--arpa", type=Path, metavar="FILE",
                        help="also write an ARPA file (kn only; with --cluster, streamed "
                        "from the workers' partitions)")
+    add_force(train)
     dist = train.add_argument_group(
         "distributed (kn only; needs the distributed extra: pip install \"nnlm[distributed]\")")
     dist.add_argument("--cluster", metavar="SPEC",
@@ -106,6 +109,7 @@ def add_parsers(sub) -> None:
     cluster.add_argument("--iterations", type=positive_int, default=15, metavar="N",
                          help="at most N passes over the vocabulary (default: 15)")
     cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
+    add_force(cluster)
 
     pr = ngram_sub.add_parser(
         "prune", help="entropy-prune a back-off model (Stolcke 1998, SRILM's -prune)",
@@ -120,6 +124,7 @@ def add_parsers(sub) -> None:
                     "-prune value; 1e-8 keeps almost everything, 1e-6 prunes hard)")
     pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
     pr.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
+    add_force(pr)
 
     conv = ngram_sub.add_parser(
         "convert", help="convert a back-off model: ARPA <-> nnlm's mapped format",
@@ -145,12 +150,14 @@ def add_parsers(sub) -> None:
                       help="refuse an ARPA file whose probabilities sum above 1 (KenLM loads "
                       "it, and so does nnlm by default, with a warning)")
     conv.add_argument("--json", action="store_true", help="print one JSON object")
+    add_force(conv)
 
     export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
                                   description="Write MODEL (kn or backoff) as ARPA: log10 "
                                   "probabilities and back-off weights, readable by KenLM.")
     export.add_argument("model", type=Path, metavar="MODEL")
     export.add_argument("output", type=Path, metavar="OUT.arpa")
+    add_force(export)
 
 
 def _backoff_model(path, doing: str):
@@ -195,7 +202,7 @@ def cmd_ngram(args) -> None:
         from ..ngram.store.convert import convert
 
         done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
-                       strict=args.strict)
+                       strict=args.strict, force=args.force)
         if args.json:
             print(json.dumps(done))
         else:
@@ -257,4 +264,14 @@ PATHS = {
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
     "ngram convert": lambda a: ([a.input], [a.output]),
     "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
+}
+# the file outputs of each command and their kinds: each may replace only a file of its
+# kind (nnlm.file_kinds), unless --force
+FILE_OUTPUTS = {
+    "ngram train": lambda a: [(a.arpa, "arpa")],
+    "ngram prune": lambda a: [(a.arpa, "arpa")],
+    "ngram cluster": lambda a: [(a.output, "classes")],
+    "ngram export-arpa": lambda a: [(a.output, "arpa")],
+    "ngram convert": lambda a: [(a.output, "arpa")] if is_arpa_name(a.output) else
+    [(a.output, "model-file")] if is_file_name(a.output) else [],
 }

@@ -14,6 +14,7 @@ from ..argtypes import (
 )
 from ..errors import NnlmError
 from .common import (
+    add_force,
     add_neural_scoring_arguments,
     load_for_scoring,
 )
@@ -56,6 +57,7 @@ def add_parsers(sub) -> None:
     rs.add_argument("--best", action="store_true",
                     help="print only the best hypothesis of each id, one line per id")
     add_neural_scoring_arguments(rs)
+    add_force(rs)
 
     # eval ----------------------------------------------------------------------------
     ev = sub.add_parser("eval", help="perplexity of a model on a text file",
@@ -233,3 +235,5 @@ PATHS = {
     "eval": lambda a: ([a.model, a.text], []),
     "rescore": lambda a: ([a.model, a.nbest], [a.output]),
 }
+# file outputs and their kinds (nnlm.file_kinds): see nnlm.cli.main
+FILE_OUTPUTS = {"rescore": lambda a: [(a.output, "nbest")]}

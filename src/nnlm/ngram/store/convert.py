@@ -16,41 +16,17 @@ import os
 from pathlib import Path
 
 from ...errors import NnlmError
+from ...file_kinds import check_file_output as check_kind
+from ...file_kinds import is_arpa_name, is_file_name
 from ..backoff import BackoffNgram
-
-ARPA_SUFFIXES = (".arpa", ".gz", ".bz2", ".xz")
-FILE_SUFFIXES = (".nnlm", ".bin", ".binary")  # one file: what KenLM's clients copy around
-
-
-def is_arpa_name(path: str | os.PathLike) -> bool:
-    """Whether a target's name asks for an ARPA file (model.arpa, model.arpa.gz, lm.xz)."""
-    return any(s in ARPA_SUFFIXES for s in Path(path).suffixes[-2:])
-
-
-def is_file_name(path: str | os.PathLike) -> bool:
-    """Whether a target's name asks for a one-file model (lm.nnlm, lm.bin, lm.binary)."""
-    return Path(path).suffix in FILE_SUFFIXES
-
-
-def check_file_output(path: Path) -> None:
-    """A one-file model may replace only another one (nnlm's or KenLM's binary file)."""
-    from ...fileio import read_head
-    from ...models import KENLM_BINARY_MAGIC
-    from .trie import MAGIC
-
-    if path.is_dir():
-        raise NnlmError(f"{path}: a folder; a one-file model would replace it whole. Choose "
-                        "another output")
-    if path.exists() and read_head(path, 8) != MAGIC and \
-            read_head(path, len(KENLM_BINARY_MAGIC)) != KENLM_BINARY_MAGIC:
-        raise NnlmError(f"{path}: exists and is not a model file nnlm or KenLM wrote; "
-                        "replacing it would lose it. Choose another output")
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike,
-            quantize: tuple[int, int] | None = None, strict: bool = False) -> dict:
+            quantize: tuple[int, int] | None = None, strict: bool = False,
+            force: bool = False) -> dict:
     """Convert ``source`` into ``target``; returns what was written (for the CLI to
-    print): format, orders, n-grams, bytes and bytes per n-gram."""
+    print): format, orders, n-grams, bytes and bytes per n-gram. An ARPA or one-file
+    target replaces only a file of its kind, or any file with ``force``."""
     from ...fileio import atomic_path
     from ...model_files import check_model_output
     from ...models import load_model, save_model
@@ -63,8 +39,10 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     if to_arpa and quantize:
         raise NnlmError(f"{target}: quantize= applies to nnlm's model format; ARPA files "
                         "hold decimal numbers (give a directory name as the target)")
-    if to_file:
-        check_file_output(target)
+    if to_arpa:
+        check_kind(target, "arpa", force)
+    elif to_file:
+        check_kind(target, "model-file", force)
     elif not to_arpa:
         check_model_output(target, "backoff")  # before the work, not after it
     model = load_model(source, strict=strict)
