@@ -462,3 +462,54 @@ def test_page_in_a_real_browser(app, tmp_path):
     assert not errors, errors
     assert width <= 390, "the page scrolls sideways on a phone"
     assert shot.stat().st_size > 10_000
+
+
+# -- no 5xx for any value of any field: non-finite numbers, lone surrogates, bad UTF-8 -----
+# every POST endpoint's request model and a valid body for it
+POST_BODIES = {
+    "/v1/score": {"model": "kn3", "texts": ["the cat"]},
+    "/v1/next": {"model": "kn3", "context": "the", "k": 3},
+    "/v1/completions": {"model": "kn3", "prompt": "the", "max_tokens": 2, "seed": 1},
+    "/v1/embed": {"model": "nplm", "texts": ["the cat"]},
+    "/v1/neighbors": {"model": "nplm", "word": "cat", "k": 3},
+    "/tokenize": {"model": "kn3", "prompt": "the cat"},
+    "/detokenize": {"model": "kn3", "tokens": [3, 4]},
+}
+ODD_VALUES = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity",
+              "a lone surrogate": '"\\ud800"', "a list holding NaN": "[NaN]",
+              "a list holding a lone surrogate": '["a \\udfff b"]'}
+
+
+def _fields(path):
+    from nnlm.serve import schemas as s
+    from nnlm.serve.app import create_app as _  # noqa: F401 (the schemas' module loaded)
+
+    model = {"/v1/score": s.ScoreRequest, "/v1/next": s.NextRequest,
+             "/v1/completions": s.CompletionRequest, "/v1/embed": s.EmbedRequest,
+             "/v1/neighbors": s.NeighborsRequest, "/tokenize": s.TokenizeRequest,
+             "/detokenize": s.DetokenizeRequest}[path]
+    return list(model.model_fields)
+
+
+def test_every_field_of_every_endpoint_answers_422_to_odd_values(client):
+    import json
+
+    assert {r.path for r in client.app.routes if "POST" in getattr(r, "methods", ())} == \
+        set(POST_BODIES)
+    for path, body in POST_BODIES.items():
+        assert client.post(path, json=body).status_code == 200, path
+        for field in _fields(path):
+            for what, raw in ODD_VALUES.items():
+                rest = json.dumps({k: v for k, v in body.items() if k != field})
+                data = rest[:-1] + (", " if len(rest) > 2 else "") + f'"{field}": {raw}}}'
+                r = client.post(path, content=data.encode(),
+                                headers={"content-type": "application/json"})
+                assert r.status_code in (404, 422), (path, field, what, r.status_code, r.text)
+                detail = r.json()["detail"]  # an answer in valid JSON
+                if r.status_code == 422 and isinstance(detail, list):
+                    assert any(field in map(str, d["loc"]) for d in detail), (path, field, what)
+        bad = json.dumps(body).replace('"model": "', '"model": "\xff\xfe').encode("latin-1")
+        assert b"\xff" in bad
+        r = client.post(path, content=bad, headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422), (path, r.status_code, r.text)
+        r.json()

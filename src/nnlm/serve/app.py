@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
@@ -100,6 +101,20 @@ def _too_large(limit: int) -> JSONResponse:
     return JSONResponse({"detail": f"the request body is over {limit:,} bytes"}, 413)
 
 
+def _json_safe_error(error: dict) -> dict:
+    """One validation error as JSON can carry it: type, location and message (the
+    input echoed only where JSON can hold it: no NaN, no lone surrogate)."""
+    out = {"type": error.get("type"), "loc": [str(x) if not isinstance(x, int) else x
+                                              for x in error.get("loc", ())],
+           "msg": str(error.get("msg", "")).encode("utf-8", "replace").decode("utf-8")}
+    try:
+        json.dumps(error.get("input"), allow_nan=False, ensure_ascii=False).encode("utf-8")
+        out["input"] = error.get("input")
+    except (TypeError, ValueError):
+        pass
+    return out
+
+
 def create_app(models: dict[str, ServedModel], settings: Settings | None = None) -> FastAPI:
     """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`)."""
     settings = settings or Settings()
@@ -133,6 +148,12 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
             return JSONResponse({"detail": e.message}, e.status)
         return JSONResponse({"detail": [{"loc": ["body", e.field], "msg": e.message,
                                          "type": "value_error"}]}, e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, e: RequestValidationError):
+        """FastAPI's 422, with what cannot be JSON (a NaN, a lone surrogate) left out of
+        the echo of the input, so the answer is always a 422 and never a 500."""
+        return JSONResponse({"detail": [_json_safe_error(x) for x in e.errors()]}, 422)
 
     @app.exception_handler(NnlmError)
     async def nnlm_error(request: Request, e: NnlmError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_TEXTS = 10_000  # sentences in one request (the body is also capped at 1 MB)
 MAX_K = 1000  # next words or neighbours in one answer
@@ -22,9 +22,33 @@ MAX_LOGPROBS = 20  # alternatives per token
 Text = Annotated[str, Field(max_length=1 << 20)]
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # clients send fields we do not use
+def _utf8(value, where: str = "") -> None:
+    """Refuse a string no UTF-8 answer could echo: a lone surrogate (JSON's \\ud800)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"holds a lone surrogate{where} (U+{ord(value[e.start]):04X}), "
+                             "which is not a character: send UTF-8 text") from None
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _utf8(v, f" in item {i}")
 
+
+class _Body(BaseModel):
+    """Every request body: unknown fields ignored, non-finite numbers (JSON's NaN,
+    Infinity) and lone surrogates refused, each as a 422 naming its field."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)  # clients send more
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _text_is_utf8(cls, value):
+        _utf8(value)
+        return value
+
+
+class _Request(_Body):
     model: str = Field(description="a served model's name (GET /v1/models)")
 
 
@@ -152,9 +176,7 @@ class CompletionResponse(BaseModel):
     usage: Usage
 
 
-class TokenizeRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class TokenizeRequest(_Body):
     prompt: Text
     model: str | None = Field(None, description="whose vocabulary (default: the first model)")
     add_special_tokens: bool = False
@@ -166,9 +188,7 @@ class TokenizeResponse(BaseModel):
     max_model_len: int
 
 
-class DetokenizeRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class DetokenizeRequest(_Body):
     tokens: list[Annotated[int, Field(ge=0)]] = Field(max_length=1 << 18)
     model: str | None = None
 
