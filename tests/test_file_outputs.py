@@ -80,7 +80,7 @@ def test_a_folder_is_never_replaced_even_with_force(world, tmp_path, capsys, nam
     (out / "sub").mkdir(parents=True)
     write(out / "sub" / "thesis.tex", "mine\n")
     code, err = _run([*argv, "--force"], capsys)
-    assert code == 2 and "a folder" in err and "Traceback" not in err
+    assert code == 2 and "is a directory" in err and "Traceback" not in err
     assert (out / "sub" / "thesis.tex").read_text() == "mine\n"
 
 

@@ -135,7 +135,24 @@ def trie_with(path: Path, change) -> None:
             arrays[name.replace("_centers", "")] = np.frombuffer(data, np.float32, count,
                                                                  start + off)
     change(arrays)
+    restamp_checksums(data, header, start)  # bad numbers a writer wrote: the numbers' checks
     path.write_bytes(bytes(data))
+
+
+def restamp_checksums(data: bytearray, header: dict, start: int) -> None:
+    """Write the checksums of ``data``'s sections as they now are into its header (padded
+    to the same length): a file whose numbers are wrong but whole."""
+    import zlib
+
+    from nnlm.ngram.store.trie_layout import PREFIX
+
+    header = {k: v for k, v in header.items() if k != "format_version"}
+    header["checksums"] = {name: zlib.crc32(bytes(data[start + off:start + off + size]))
+                           for name, (off, size, _, _) in header["sections"].items()}
+    length = PREFIX.unpack_from(data)[3]
+    text = json.dumps(header).encode()
+    assert len(text) <= length
+    data[PREFIX.size:PREFIX.size + length] = text.ljust(length)
 
 
 def safetensors_with(path: Path, change) -> None:

@@ -79,7 +79,7 @@ def check_file_output(path: str | os.PathLike, kind: str, force: bool = False) -
     path = Path(path)
     name, recognize = KINDS[kind]
     if path.is_dir():
-        raise NnlmError(f"{path}: a folder; a file written here would replace it whole. "
+        raise NnlmError(f"{path}: is a directory; a file written here would replace it whole. "
                         "Choose another output")
     if force or not path.exists():
         return

@@ -300,8 +300,26 @@ class ARPALoadComplain:
     ALL, EXPENSIVE, NONE = range(3)
 
 
+def _option(name: str, values: range):
+    """A Config attribute that takes only one of kenlm's enum values (ValueError)."""
+    def get(self):
+        return self.__dict__[name]
+
+    def put(self, value):
+        if isinstance(value, bool) or not isinstance(value, int) or value not in values:
+            raise ValueError(f"Config.{name} is one of {values.start}..{values.stop - 1} "
+                             f"(kenlm's enum), not {value!r}")
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
 class Config:
-    """kenlm's load options. Accepted for compatibility; they change nothing here."""
+    """kenlm's load options. Checked as kenlm's enums; they change nothing here (nnlm
+    maps every file the same way and warns through Python's warnings)."""
+
+    load_method = _option("load_method", range(5))
+    arpa_complain = _option("arpa_complain", range(3))
 
     def __init__(self):
         self.load_method = LoadMethod.POPULATE_OR_READ
@@ -312,12 +330,24 @@ class Config:
 class Model:
     """A language model with kenlm's ``Model`` API (see the module docstring)."""
 
-    def __init__(self, path, config: Config | None = None):
+    def __init__(self, path, config: Config | None = None, verify: bool = False):
+        """``verify``: check every section of nnlm's mapped files against its checksum
+        first (a read of the whole file; kenlm checks nothing, and neither does nnlm's
+        opening by default, which reads only the pages that queries touch)."""
         if config is not None and not isinstance(config, Config):
             raise TypeError(f"Argument 'config' has incorrect type (expected Config, got "
                             f"{type(config).__name__})")
         self._serial = next(_serials)
         self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
+        if verify:
+            from .ngram.store.trie_layout import verifying
+
+            with verifying():
+                self._open(path)
+        else:
+            self._open(path)
+
+    def _open(self, path) -> None:
         opened = None
         if isinstance(path, (str, bytes, os.PathLike)):
             text = os.fspath(path) if isinstance(path, os.PathLike) else _as_str(path)

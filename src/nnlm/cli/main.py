@@ -14,6 +14,7 @@ import warnings
 from ..errors import NnlmError, NnlmWarning
 from ..file_kinds import check_file_output
 from ..fileio import os_error_message, public_path
+from ..ngram.store.trie_layout import verifying
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
 from .flags import as_flags
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _warning_printer(command)
             for path in outputs if not _rank_prefix() else ():  # torchrun: rank 0 writes
                 locks.enter_context(output_lock(path))
-            HANDLERS[args.command](args)
+            with verifying():  # every mapped file's sections against their checksums
+                HANDLERS[args.command](args)
     except NnlmError as e:
         print(f"nnlm: error: {_rank_prefix()}{as_flags(str(e), command)}", file=sys.stderr)
         return 2

@@ -152,6 +152,19 @@ def add_parsers(sub) -> None:
     conv.add_argument("--json", action="store_true", help="print one JSON object")
     add_force(conv)
 
+    ver = ngram_sub.add_parser(
+        "verify", help="check a model file whole: every section against its checksum",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Read MODEL whole and check it: for nnlm's mapped files (a model "
+        "directory,\n.nnlm/.bin) every section against the CRC-32 written with it; for "
+        "ARPA files and\nKenLM's binaries, which carry no checksums, what loading checks "
+        "(header, sizes,\nnumbers). Exit 0 if it is whole, 2 with one line naming the "
+        "damaged part.",
+        epilog="examples:\n  nnlm ngram verify runs/kn5.bin\n"
+        "  nnlm ngram verify runs/kn5 --json")
+    ver.add_argument("model", type=Path, metavar="MODEL")
+    ver.add_argument("--json", action="store_true", help="print one JSON object")
+
     export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
                                   description="Write MODEL (kn or backoff) as ARPA: log10 "
                                   "probabilities and back-off weights, readable by KenLM.")
@@ -210,6 +223,15 @@ def cmd_ngram(args) -> None:
                   f"{done['ngrams']:,} n-grams, {done['bytes'] / 1e6:.1f} MB "
                   f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
         return
+    if args.ngram_command == "verify":
+        from ..ngram.store.verify import verify_model
+
+        done = verify_model(args.model)
+        if args.json:
+            print(json.dumps(done))
+        else:
+            print(done["summary"])
+        return
     if args.ngram_command == "export-arpa":
         from ..ngram.store.arpa_write import write_arpa
 
@@ -264,6 +286,7 @@ PATHS = {
     "ngram export-arpa": lambda a: ([a.model], [a.output]),
     "ngram convert": lambda a: ([a.input], [a.output]),
     "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
+    "ngram verify": lambda a: ([a.model], []),
 }
 # the file outputs of each command and their kinds: each may replace only a file of its
 # kind (nnlm.file_kinds), unless --force

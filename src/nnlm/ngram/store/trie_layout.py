@@ -10,6 +10,7 @@ queries a trie file through ``nnlm.kenlm`` costs what kenlm's own does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -35,7 +36,7 @@ HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts"
                  "child_bits": Optional(list), "pointers": Optional(list),  # format 1; 2
                  "quantize": Optional(list), "unk_extends": bool,
                  "slots": dict, "values": dict, "model": Optional(dict),
-                 "vocab": Optional(dict)}
+                 "vocab": Optional(dict), "checksums": Optional(dict)}
 
 ITEM_BYTES = {"|u1": 1, "<i4": 4, "<f4": 4, "<i8": 8, "<u8": 8}
 BUFFER_FORMAT = {"|u1": "B", "<i4": "i", "<f4": "f", "<i8": "q", "<u8": "Q"}
@@ -230,7 +231,62 @@ def check_trie(path: Path, binding: str | None, vocab_size: int
         if start + entry[0] + entry[1] > size:
             raise NnlmError(f"{path}: truncated ({size} bytes; section {name} ends at byte "
                             f"{start + entry[0] + entry[1]}); copy or write it again")
+    spans = sorted((table[name][0], table[name][0] + table[name][1], name) for name in expected)
+    for (_, end, name), (begin, _, after) in zip(spans, spans[1:]):
+        if begin < end:
+            raise NnlmError(f"{path}: its header's sections {name} and {after} overlap; the "
+                            "header is damaged")
+    sums = header.get("checksums")
+    if sums is not None and not (isinstance(sums, dict) and set(sums) == set(expected) and all(
+            isinstance(c, int) and 0 <= c < 1 << 32 for c in sums.values())):
+        raise NnlmError(f"{path}: its header's section checksums are damaged")
     return header, start, expected, size
+
+
+# -- checksums -------------------------------------------------------------------------------
+_VERIFY: list[list] = []  # while verifying(): the log of what each mapped file had checked
+
+
+@contextlib.contextmanager
+def verifying():
+    """Within it, every trie file that is mapped (:func:`map_sections`,
+    :func:`nnlm.ngram.store.trie_map.map_trie`) has every section checked against its
+    CRC-32 first (it reads the whole file: about a second a GB): what every nnlm
+    command does once at opening. Yields a list of (file, sections checked) for each
+    file mapped meanwhile (0 sections: a file written before sections had checksums)."""
+    log: list = []
+    _VERIFY.append(log)
+    try:
+        yield log
+    finally:
+        _VERIFY.remove(log)
+
+
+def verify_requested() -> bool:
+    return bool(_VERIFY)
+
+
+def damaged_sections(header: dict, start: int, whole) -> list[str]:
+    """The sections whose bytes do not match the header's CRC-32 (``whole``: the file's
+    bytes, mapped); [] for a file written before sections had checksums."""
+    sums = header.get("checksums") or {}
+    table = header["sections"]
+    view = memoryview(whole)
+    return [name for name, crc in sums.items()
+            if zlib.crc32(view[start + table[name][0]:start + table[name][0] + table[name][1]])
+            != crc]
+
+
+def check_checksums(path: Path, header: dict, start: int, whole) -> None:
+    """One line naming the first damaged section, if any (:func:`damaged_sections`);
+    what was checked goes into the log of :func:`verifying`."""
+    bad = damaged_sections(header, start, whole)
+    for log in _VERIFY:
+        log.append((str(path), len(header.get("checksums") or {})))
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise NnlmError(f"{path}: section {bad[0]}{more} is damaged: its bytes do not match "
+                        "the checksum written with it; copy or write the file again")
 
 
 def map_file(path: Path, size: int):
@@ -246,6 +302,8 @@ def map_sections(path: str | os.PathLike, binding: str | None, vocab_size: int):
     path = Path(path)
     header, start, expected, size = check_trie(path, binding, vocab_size)
     whole = memoryview(map_file(path, size))
+    if verify_requested():
+        check_checksums(path, header, start, whole)
     table = header["sections"]
 
     def section(name: str) -> memoryview:

@@ -14,7 +14,13 @@ from ...jsonfiles import check_fields
 from ..levels import backoff_arrays_problem
 from . import run_pointers
 from .trie import MAGIC, STANDALONE, TrieLevel
-from .trie_layout import check_trie, map_file, read_trie_header  # noqa: F401 - named here too
+from .trie_layout import (  # noqa: F401 - read_trie_header: named here too
+    check_checksums,
+    check_trie,
+    map_file,
+    read_trie_header,
+    verify_requested,
+)
 from .values import Quantized
 from .vocab_table import map_vocabulary
 
@@ -35,6 +41,8 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
     vocab_entry = header.get("vocab")
     table = header["sections"]
     mapping = map_file(path, size)  # after every check: nothing read past the end
+    if verify_requested():
+        check_checksums(path, header, start, mapping)
 
     def section(name):
         dtype, length = expected[name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "pointers": [], "slots": {},
             "values": {}}
     start = header_room(n)
-    table = {}
+    table, sums = {}, {}
     offset = 0
     if standalone:
         binding = STANDALONE
@@ -116,13 +117,16 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     with open(path, "wb") as f:
         for name, a in _sections(model, quantize, meta):
             f.seek(start + offset)
-            f.write(np.ascontiguousarray(a).data)
+            data = np.ascontiguousarray(a).data
+            f.write(data)
+            sums[name] = zlib.crc32(data)  # nnlm ngram verify, eval, serve check them
             table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
             offset += -(-a.nbytes // ALIGN) * ALIGN
         f.truncate(start + offset)
         header = {"order": n, "vocab_size": len(model.vocab), "counts": model.num_ngrams(),
                   "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
-                  "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table}
+                  "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table,
+                  "checksums": sums}
         text = json.dumps(header).encode()
         text += b" " * (start - PREFIX.size - len(text))  # JSON allows trailing blanks
         if PREFIX.size + len(text) != start:

@@ -1,0 +1,170 @@
+"""Mapped files that are damaged, or changed under a reader: never a silently wrong number.
+
+Every section of nnlm's trie file carries a CRC-32. A byte flipped in any of them is
+refused in one line naming the section by ``nnlm ngram verify``, by every command that
+opens the file (``eval``, ``score``, ``convert``) and by ``nnlm.kenlm.Model(...,
+verify=True)``; the header's own checks (overlapping sections) are one check for every
+path. The oracle is the undamaged file: a flip that no check catches must leave every
+score as it was."""
+
+from __future__ import annotations
+
+import json
+import struct
+import warnings
+
+import pytest
+
+import nnlm.kenlm as nk
+from conftest import toy_world
+from nnlm.cli import main
+from nnlm.errors import NnlmError
+from nnlm.models import load_model
+from nnlm.ngram.store import trie_layout as layout
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = toy_world(tmp_path_factory.mktemp("mapped"))
+    assert main(["ngram", "convert", str(w / "kn3"), str(w / "kn3.nnlm")]) == 0
+    assert main(["ngram", "convert", str(w / "kn3"), str(w / "kn3.q8.nnlm"),
+                 "--quantize", "8", "8"]) == 0
+    return w
+
+
+LINES = ["the cat sees a dog", "a dog runs", "the quantum cat"]
+
+
+def sections_of(path):
+    header, start = layout.read_trie_header(path)
+    return header, start, {name: (start + e[0], e[1]) for name, e in header["sections"].items()}
+
+
+def flipped(src, dst, at):
+    data = bytearray(src.read_bytes())
+    data[at] ^= 0x5A
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def one_error_line(err: str) -> str:
+    lines = [x for x in err.strip().split("\n") if not x.startswith("nnlm: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("nnlm: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["kn3.nnlm", "kn3.q8.nnlm"])
+def test_every_section_is_checksummed_and_a_flip_in_any_is_named(world, tmp_path, capsys, name):
+    src = world / name
+    header, _, spans = sections_of(src)
+    assert set(header["checksums"]) == set(spans)
+    test_text = world / "toy/test.txt"
+    assert main(["ngram", "verify", str(src)]) == 0
+    assert "match their checksums" in capsys.readouterr().out
+    for section, (at, size) in spans.items():
+        if size == 0:
+            continue
+        bad = flipped(src, tmp_path / f"{section}.nnlm", at + size // 2)
+        for argv in (["ngram", "verify", bad], ["eval", bad, test_text],
+                     ["score", bad, test_text], ["ngram", "convert", bad, tmp_path / "o.arpa"]):
+            assert main([str(a) for a in argv]) == 2, (section, argv)
+            line = one_error_line(capsys.readouterr().err)
+            assert f"section {section}" in line or (
+                section.startswith("vocab") and "vocabulary" in line), (section, line)
+        assert not (tmp_path / "o.arpa").exists()
+        with pytest.raises(OSError, match=f"section {section}|vocabulary"):
+            nk.Model(str(bad), verify=True)
+        bad.unlink()
+
+
+def test_a_model_directory_is_checked_too(world, tmp_path, capsys):
+    import shutil
+
+    d = tmp_path / "kn3"
+    shutil.copytree(world / "kn3", d)
+    trie = d / "ngrams.trie"
+    _, _, spans = sections_of(trie)
+    at, size = spans["logp_3"]
+    flipped(trie, trie, at + size // 3)
+    assert main(["eval", str(d), str(world / "toy/test.txt")]) == 2
+    assert "section logp_3" in one_error_line(capsys.readouterr().err)
+    with pytest.raises(OSError, match="section logp_3"):
+        nk.Model(str(d), verify=True)
+    # the fast open reads only what queries touch, as kenlm's: it opens (and says so in
+    # its docstring); verify=True is the check
+    nk.Model(str(d))
+
+
+def test_verify_says_what_it_checked_in_json(world, capsys):
+    assert main(["ngram", "verify", str(world / "kn3"), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["ok"] and done["sections"] > 10 and done["files"][0]["file"].endswith(
+        "ngrams.trie")
+    assert main(["ngram", "verify", str(world / "kn3.arpa"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == []  # ARPA: no checksums
+
+
+def _rewrite_header(src, dst, edit):
+    """``src`` with its JSON header edited by ``edit`` and padded to the same length."""
+    data = bytearray(src.read_bytes())
+    magic, mark, version, length = layout.PREFIX.unpack_from(data)
+    header = json.loads(data[layout.PREFIX.size:layout.PREFIX.size + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    assert len(text) <= length
+    data[layout.PREFIX.size:layout.PREFIX.size + length] = text.ljust(length)
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def test_overlapping_sections_are_refused_by_every_path(world, tmp_path, capsys):
+    def overlap(header):
+        table = header["sections"]
+        table["word_3"][0] = table["logp_3"][0]  # two sections on the same bytes
+
+    bad = _rewrite_header(world / "kn3.nnlm", tmp_path / "overlap.nnlm", overlap)
+    with pytest.raises(NnlmError, match="overlap"):
+        load_model(bad)
+    with pytest.raises(OSError, match="overlap"):
+        nk.Model(str(bad))
+    assert main(["eval", str(bad), str(world / "toy/test.txt")]) == 2
+    assert "overlap" in one_error_line(capsys.readouterr().err)
+
+
+def test_damaged_checksums_in_the_header_are_one_line(world, tmp_path):
+    def damage(header):
+        header["checksums"]["logp_3"] = "x"
+
+    bad = _rewrite_header(world / "kn3.nnlm", tmp_path / "sums.nnlm", damage)
+    with pytest.raises(NnlmError, match="checksums are damaged"):
+        load_model(bad)
+
+
+def test_a_file_without_checksums_loads_and_verify_warns(world, tmp_path, capsys):
+    """Files written before sections had checksums: loaded as before; verify says so."""
+    old = _rewrite_header(world / "kn3.nnlm", tmp_path / "old.nnlm",
+                          lambda h: h.pop("checksums"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_model(old)
+    assert main(["ngram", "verify", str(old)]) == 0
+    assert "written before nnlm kept a checksum" in capsys.readouterr().err
+
+
+def test_a_flip_the_fast_open_misses_is_caught_by_verify_only(world, tmp_path):
+    """Without verify, nnlm.kenlm opens as kenlm does (no read of the whole file); the
+    flip is in a value section, so the score changes: which is why verify exists."""
+    src = world / "kn3.nnlm"
+    _, _, spans = sections_of(src)
+    at, size = spans["logp_3"]
+    data = bytearray(src.read_bytes())
+    before = [nk.Model(str(src)).score(line) for line in LINES]
+    for i in range(0, size, 4):  # every 3-gram's log10 p one lower
+        value = struct.unpack_from("<f", data, at + i)[0]
+        struct.pack_into("<f", data, at + i, value - 1.0)
+    bad = tmp_path / "v.nnlm"
+    bad.write_bytes(bytes(data))
+    assert [nk.Model(str(bad)).score(line) for line in LINES] != before
+    with pytest.raises(OSError, match="section logp_3"):
+        nk.Model(str(bad), verify=True)
