@@ -168,3 +168,73 @@ def test_a_flip_the_fast_open_misses_is_caught_by_verify_only(world, tmp_path):
     assert [nk.Model(str(bad)).score(line) for line in LINES] != before
     with pytest.raises(OSError, match="section logp_3"):
         nk.Model(str(bad), verify=True)
+
+
+# -- a served file that changes under the server ----------------------------------------
+def _served(paths: dict, tmp_path):
+    """``nnlm serve NAME=PATH ...`` in its own process (a SIGBUS there cannot stop the
+    tests); yields (post, process)."""
+    import contextlib
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "serve",
+                             *(f"{k}={v}" for k, v in paths.items()), "--port", str(port),
+                             "--log-level", "warning"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                break
+        time.sleep(0.2)
+
+    def post(model, text="the cat sees a dog"):
+        return httpx.post(f"http://127.0.0.1:{port}/v1/score", timeout=30,
+                          json={"model": model, "texts": [text], "tokens": False})
+
+    return post, proc
+
+
+def test_a_served_file_truncated_or_rewritten_in_place(world, tmp_path):
+    """truncate: 503 for that model, the others served; cp over it in place: the new
+    model's numbers (nnlm.kenlm on the new file), never a mix of the two."""
+    import shutil
+
+    served = tmp_path / "served.nnlm"
+    shutil.copy(world / "kn3.nnlm", served)
+    other = tmp_path / "other.nnlm"
+    assert main(["ngram", "train", str(world / "toy/train.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(tmp_path / "kn2")]) == 0
+    assert main(["ngram", "convert", str(tmp_path / "kn2"), str(other)]) == 0
+    old, new = (nk.Model(str(p)).score("the cat sees a dog") for p in (served, other))
+    assert abs(old - new) > 1e-3
+    post, proc = _served({"m": served, "k": world / "kn3.arpa"}, tmp_path)
+    try:
+        assert post("m").json()["results"][0]["log10_prob"] == pytest.approx(old, abs=1e-4)
+        with open(served, "r+b") as f:
+            f.truncate(7200)
+        r = post("m")
+        assert r.status_code == 503 and "m" in r.json()["detail"], r.text
+        assert post("k").status_code == 200  # the others keep serving
+        assert post("m").status_code == 503  # and stays so while the file is broken
+        with open(served, "r+b") as f:  # cp rewrites in place: the same inode
+            f.write(other.read_bytes())
+        r = post("m")
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["log10_prob"] == pytest.approx(new, abs=1e-4)
+        tmp = tmp_path / "next.nnlm"  # replaced by rename: the documented way
+        shutil.copy(world / "kn3.nnlm", tmp)
+        tmp.rename(served)
+        assert post("m").json()["results"][0]["log10_prob"] == pytest.approx(old, abs=1e-4)
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(30)

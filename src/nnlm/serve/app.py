@@ -118,7 +118,7 @@ def _json_safe_error(error: dict) -> dict:
 def create_app(models: dict[str, ServedModel], settings: Settings | None = None) -> FastAPI:
     """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`)."""
     settings = settings or Settings()
-    first = next(iter(models.values()))
+    first_name = next(iter(models))
     app = FastAPI(title="nnlm", version=_version(),
                   description="Scores, next words, completions and embeddings from nnlm's "
                   "language models. nnlm's endpoints give log10 probabilities (KenLM's "
@@ -126,13 +126,19 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
     app.add_middleware(BodyLimit, limit=settings.max_body)
 
     def model(name: str | None) -> ServedModel:
-        if name is None:
-            return first
-        m = models.get(name)
+        """The served model ``name`` (None: the first), as its files are now: loaded
+        again if they changed, 503 if they cannot be (nnlm.serve.registry)."""
+        m = models.get(first_name if name is None else name)
         if m is None:
             raise RequestError("model", f"model {name!r} is not served here; served: "
                                f"{', '.join(models)}", 404)
-        return m
+        try:
+            fresh = m.current()
+        except NnlmError as e:
+            raise RequestError(None, f"model {m.name!r} is unavailable: {e}", 503) from None
+        if fresh is not m:
+            models[m.name] = fresh
+        return fresh
 
     async def timed(m: ServedModel, coro):
         try:
@@ -221,7 +227,8 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
     async def tokenizer_info() -> dict:
         return {"tokenizer_class": "nnlm words (whitespace; a newline is </s>)",
                 "eos_token": "</s>", "bos_token": "<s>", "unk_token": "<unk>",
-                "pad_token": None, "model": first.name, "vocab_size": len(first.lm.vocab)}
+                "pad_token": None, "model": first_name,
+                "vocab_size": len(model(None).lm.vocab)}
 
     @app.post("/tokenize", responses=ERRORS)
     async def tokenize(req: s.TokenizeRequest) -> s.TokenizeResponse:
