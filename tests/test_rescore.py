@@ -59,6 +59,9 @@ def test_plain_nbest_best_only_and_output_file(kn, tmp_path, capsys):
     ("0 ||| a dog ||| tm= 1 ||| high\n", r"nbest.txt:1: score 'high' is not a number"),
     ("0\t-1\ta dog\n1\t-2\n", r"nbest.txt:2: a plain n-best line needs"),
     ("0\tnan\ta dog\n", r"not a finite number"),
+    ("0\t1_000\ta dog\n", r"score '1_000' is not a number"),
+    ("0\t\u0661\u0662\ta dog\n", r"is not a number"),  # Arabic-Indic digits
+    ("0 ||| a dog ||| tm= 1 ||| \uff11\n", r"is not a number"),  # a fullwidth 1
     ("0\t-1\t<s> a dog\n", r"nbest.txt:1: <s> may not"),
     ("\n\n", r"no hypotheses"),
 ])
@@ -85,3 +88,15 @@ def test_a_fixed_vocabulary_lets_models_of_different_text_be_mixed(kn, tmp_path,
                  "--order", "2", "--discount-fallback", "-o", str(tmp_path / "small")]) == 0
     assert load_model(tmp_path / "small").vocab.words == ["<unk>", "<s>", "</s>", "zebra", "cat",
                                                           "dog"]
+
+
+def test_rescoring_its_own_output_replaces_the_feature_and_warns(kn, tmp_path, capsys):
+    text = "".join(f"{i} ||| {h} ||| tm= -1 ||| {s}\n" for i, h, s in NBEST)
+    path = write(tmp_path / "nbest.txt", text)
+    assert main(["rescore", str(kn), str(path), "-o", str(tmp_path / "once")]) == 0
+    capsys.readouterr()
+    assert main(["rescore", str(kn), str(tmp_path / "once"), "-o",
+                 str(tmp_path / "twice")]) == 0
+    assert "already hold an nnlm= feature" in capsys.readouterr().err
+    for line in (tmp_path / "twice").read_text().splitlines():
+        assert line.split(" ||| ")[2].count("nnlm=") == 1

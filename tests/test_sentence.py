@@ -143,3 +143,23 @@ def test_toy_world_cats_are_nearer_to_cats_than_to_teachers(tmp_path, capsys):
     assert main(["similar", str(tmp_path / "m"), cats[0], str(pool), "-k", "2"]) == 0
     top = capsys.readouterr().out.splitlines()
     assert all("cat" in line for line in top), top
+
+
+def test_similar_skips_blank_lines_and_embed_refuses_sentence_boundaries(tmp_path, capsys):
+    from nnlm import save_model
+
+    save_model(model_with_C(), tmp_path / "m")
+    text = write(tmp_path / "t.txt", "\nthe cat sat\n\n   \nzebra far away\n\n")
+    assert main(["similar", str(tmp_path / "m"), "the cat", str(text), "-k", "10",
+                 "--json"]) == 0
+    import json
+
+    found = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sorted(f["line"] for f in found) == [2, 5]  # the lines with words, numbered
+    bad = write(tmp_path / "b.txt", "the cat\nthe <s> cat sat\n")
+    for argv in (["embed", tmp_path / "m", bad, "-o", tmp_path / "e.npy"],
+                 ["similar", tmp_path / "m", "the cat", bad]):
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "b.txt:2: <s> may not" in err[0], err
+    assert not (tmp_path / "e.npy").exists()

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import NnlmError, where
+from .errors import NnlmError, warn, where
 from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
-from .vocab import BOS, EOS, UNK, UNK_ID, Vocabulary, special_error
+from .vocab import BOS, EOS, EOS_ID, UNK, UNK_ID, Vocabulary, special_error
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -115,6 +115,40 @@ def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream
     word_ids, lengths = _encode_blocks(  # holds one
         path, vocab.index, lambda tokens: map(get, tokens, repeat(UNK_ID)))
     return Stream.from_ids(word_ids, lengths)
+
+
+def warn_unknown_share(stream: Stream, path, what: str = "--vocab",
+                       limit: float = 0.5) -> None:
+    """Warn when most of a text's tokens are outside a fixed vocabulary (``what``): a
+    vocabulary made for another text, or another tokenization, trains a model of
+    ``<unk>``."""
+    ids = np.asarray(stream.ids)
+    n = int(np.count_nonzero(ids != EOS_ID))  # the text's own words, not the </s> added
+    unknown = int(np.count_nonzero(ids == UNK_ID)) if n else 0
+    if n and unknown > limit * n:
+        known = "none" if unknown == n else f"only {1 - unknown / n:.1%}"
+        warn(f"{path}: {known} of its {n:,} tokens are words of {what}, and every other "
+             "becomes <unk>; is it the vocabulary of this text (same tokenization, case)?")
+
+
+def warn_same_text(train, valid) -> None:
+    """Warn when the held-out text is the training text itself (the same file by any
+    name, or standard input for both, which is read once and given to both): its
+    perplexity then says nothing about unseen text, and early stopping never stops."""
+    shards = train if isinstance(train, (list, tuple)) else [train]
+    for shard in shards:
+        if not isinstance(shard, (str, os.PathLike)):
+            continue
+        same = str(shard) == str(valid) == "-"
+        if not same and str(shard) != "-" and str(valid) != "-":
+            try:
+                same = os.path.samefile(shard, valid)
+            except OSError:
+                same = False
+        if same:
+            warn(f"{valid}: the held-out text is the training text itself; its perplexity "
+                 "will not say how the model does on unseen text (give a separate file)")
+            return
 
 
 def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,

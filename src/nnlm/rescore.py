@@ -19,12 +19,13 @@ scored in large batches: one model call per few thousand of them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import NnlmError, where
+from .errors import NnlmError, warn, where
 from .fileio import iter_line_blocks
 from .lm import LOG10_E, LanguageModel, check_logprobs
 from .stream import Stream
@@ -45,11 +46,19 @@ class Hypothesis:
     new_score: float = 0.0
 
 
+# a decimal number as decoders write it: ASCII digits only (Python's float() would also
+# take 1_000 and other scripts' digits, which no decoder writes)
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+OUR_FEATURE = re.compile(r"(?:^|\s)nnlm=\s+\S+")  # what format_hypothesis appends
+
+
 def _number(text: str, place: str, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise NnlmError(f"{place}: {what} {text.strip()!r} is not a number") from None
+    if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        raise NnlmError(f"{place}: {what} {text.strip()!r} is not a finite number")
+    if not DECIMAL.fullmatch(text.strip()):
+        raise NnlmError(f"{place}: {what} {text.strip()!r} is not a number (decimal, in "
+                        "ASCII digits)")
+    value = float(text)
     if not math.isfinite(value):
         raise NnlmError(f"{place}: {what} {text.strip()!r} is not a finite number")
     return value
@@ -93,6 +102,13 @@ def read_nbest(path) -> tuple[list[Hypothesis], bool]:
             out.append(parse_line(line, where(name, first + i), moses))
     if not out:
         raise NnlmError(f"{name}: no hypotheses")
+    ours = [h for h in out if h.features and OUR_FEATURE.search(h.features)]
+    if ours:
+        warn(f"{name}: {len(ours):,} hypotheses already hold an nnlm= feature (an output of "
+             "nnlm rescore): it is replaced, but their scores already count the earlier "
+             "model's; rescore the decoder's own n-best list instead")
+        for h in ours:
+            h.features = OUR_FEATURE.sub("", h.features).strip()
     return out, bool(moses)
 
 

@@ -39,13 +39,15 @@ def add_vocabulary_arguments(group) -> None:
 class Parser(argparse.ArgumentParser):
     """argparse with the project's error format: one line, ``nnlm: error: ...``, exit 2.
 
-    A negative number in scientific notation (``--threshold -1e-7``) is a value, not an
-    option: argparse's own pattern knows only ``-1`` and ``-0.5``, so such a value got
-    "expected one argument" instead of the option's range error."""
+    A negative number in scientific notation (``--threshold -1e-7``) or with a unit
+    (``--memory -5M``, ``-10%``) is a value, not an option: argparse's own pattern knows
+    only ``-1`` and ``-0.5``, so such a value got "expected one argument" instead of the
+    option's range error."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?([A-Za-z]{1,3}|%)?$")
 
     def error(self, message):
         command = self.prog.removeprefix("nnlm").strip()  # "train", "ngram train", ...

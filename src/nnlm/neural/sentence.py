@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import NnlmError
+from ..errors import NnlmError, where
 from ..fileio import atomic_path, iter_line_blocks
 from ..progress import progress_bar
 from ..sysmem import check_allocation
@@ -172,7 +172,8 @@ def embed_file(model, source, output, **settings) -> tuple[int, int]:
     file an empty (0, m) array. ``settings``: ``NeuralLM.embed``'s. Returns (N, m)."""
     parts = []
     with progress_bar(None, "embedding", "lines", delay=2.0) as bar:
-        for _, lines in iter_line_blocks(source, allow_empty=True):
+        for first, lines in iter_line_blocks(source, allow_empty=True):
+            _no_boundaries(lines, source, first)
             parts.append(model.embed(lines, **settings))
             bar.update(len(lines))
     m = int(model.model.config.m)
@@ -192,7 +193,18 @@ def similar_lines(model, query: str, source, k: int = 10, **settings
                         "(un)similar to it; give some words")
     if BOS in words or EOS in words:
         raise NnlmError(special_error("the sentence to compare", words))
-    lines = [line for _, block in iter_line_blocks(source) for line in block]
-    vectors = model.embed(lines, **settings)
+    numbered = []  # (line number, line) of the lines with words: a blank line is no
+    for first, block in iter_line_blocks(source):  # sentence, and no answer
+        _no_boundaries(block, source, first)
+        numbered += [(first + i, line) for i, line in enumerate(block) if line.strip()]
+    vectors = model.embed([line for _, line in numbered], **settings)
     q = model.embed([query], **settings)[0]
-    return [(i + 1, sim, lines[i]) for i, sim in cosine_top_k(q, vectors, k)]
+    return [(numbered[i][0], sim, numbered[i][1]) for i, sim in cosine_top_k(q, vectors, k)]
+
+
+def _no_boundaries(lines: Sequence[str], source, first: int) -> None:
+    """A text's lines hold no <s> or </s> (nnlm adds sentence boundaries itself)."""
+    for i, line in enumerate(lines):
+        if ("<s>" in line or "</s>" in line) and (BOS in line.split() or EOS in line.split()):
+            name = "<stdin>" if str(source) == "-" else str(source)
+            raise NnlmError(special_error(where(name, first + i), line.split()))

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from ..corpus import read_corpus, read_stream
+from ..corpus import read_corpus, read_stream, warn_same_text, warn_unknown_share
 from ..errors import NnlmError
 from ..lm import LanguageModel
 from ..progress import progress_bar
@@ -36,6 +36,14 @@ METHODS = {
 }
 
 
+def _name(train_path) -> str:
+    """A training text's name in a message: its path, or its first shard's and more."""
+    if isinstance(train_path, (list, tuple)):
+        return str(train_path[0]) + (f" (and {len(train_path) - 1} more)"
+                                     if len(train_path) > 1 else "")
+    return str(train_path)
+
+
 def cluster_words(train_path, n_classes: int, vocab: Vocabulary | None = None,
                   max_iterations: int = 15):
     """Exchange clustering of a text file's words; returns (vocab, word_class)."""
@@ -43,6 +51,7 @@ def cluster_words(train_path, n_classes: int, vocab: Vocabulary | None = None,
         vocab, stream = read_corpus(train_path)
     else:
         stream = read_stream(train_path, vocab)
+        warn_unknown_share(stream, _name(train_path))
     with progress_bar(max_iterations, f"clustering into {n_classes} classes", "pass") as bar:
         def report(it, moved, objective):
             bar.update(1)
@@ -104,6 +113,7 @@ def train_ngram(
         vocab, train = read_corpus(train_path, min_count, max_size)
     else:
         train = read_stream(train_path, vocab)
+        warn_unknown_share(train, _name(train_path))
     try:
         if method == "kn":
             model = KneserNey(vocab, order, discount_fallback).fit(train, prune_counts,
@@ -121,6 +131,7 @@ def train_ngram(
             if valid_path is None:
                 raise NnlmError("method=interpolated fits its weights on held-out data: "
                                 "give valid_path=VALID")
+            warn_same_text(train_path, valid_path)
             return DeletedInterpolation(vocab, order).fit(train, read_stream(valid_path, vocab))
         word_class = None
         if clustering_path is not None:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...corpus import count_words, read_stream
+from ...corpus import count_words, read_stream, warn_same_text, warn_unknown_share
 from ...errors import NnlmError
 from ...fileio import atomic_write_text
 from ...model_files import check_model_output, load_vocab_for, read_header
@@ -210,7 +210,10 @@ def _train(job: TrainJob, device, world, log) -> dict:
             log("note: this CPU has no bfloat16 instructions (AVX-512 BF16 or AMX), where "
                 "bf16 products are 10-40x slower: training in float32 (bf16=True keeps bf16)")
     train_stream = read_stream(job.train_path, vocab)
+    if job.vocab is not None:
+        warn_unknown_share(train_stream, job.train_path)
     valid_stream = read_stream(job.valid_path, vocab)
+    warn_same_text(job.train_path, job.valid_path)
     if world is not None:  # every rank has checked the inputs before rank 0 writes
         world.barrier("checking the inputs")
     if job.workers > 1:

@@ -148,6 +148,7 @@ class _ArpaScan:
                     raise NnlmError(f"{where(self.path, n)}: '{text}': \\data\\ must declare "
                                     "the orders 1, 2, 3, ... in turn, without gaps (an empty "
                                     "order is declared as ngram K=0)")
+                self._check_declared(k, int(m.group(2)), text, n)
                 self.declared[k] = int(m.group(2))
                 return
         if text == "\\end\\":
@@ -173,6 +174,28 @@ class _ArpaScan:
         self._finish_section(n)
         self.current = self.sections[k] = _Section(k, self.declared[k])
         self.state = "grams"
+
+    def _check_declared(self, k: int, count: int, text: str, n: int) -> None:
+        """A declared count the file could hold and this process could store: a plain
+        file's k-gram lines take at least 2k + 2 bytes each (a digit, a tab, k one-byte
+        words and their spaces, a newline); the arrays take 24 + 8 max(k, 2) bytes an
+        entry. A damaged header is named here, not as an allocation failure later."""
+        from ...fileio import compression_of
+        from ...sysmem import check_allocation
+
+        place = f"{where(self.path, n)}: '{text}'"
+        if str(self.path) != "-" and os.path.isfile(self.path):
+            with open(self.path, "rb") as f:
+                plain = compression_of(f.read(8)) is None
+        else:
+            plain = False
+        if plain:
+            size = os.path.getsize(self.path)
+            if count * (2 * k + 2) > size:
+                raise NnlmError(f"{place}: \\data\\ declares {count:,} {k}-grams, more than "
+                                f"the file's {size:,} bytes can hold; its header is damaged")
+        check_allocation(count * (24 + 8 * max(k, 2)), f"{place}: {count:,} {k}-grams",
+                         "is the count in its header right?")
 
     def _finish_section(self, n: int) -> None:
         """At the line after a section: its count must be the declared one."""

@@ -1,0 +1,85 @@
+"""Odd input that used to pass silently or fail with the wrong words: each is now one line
+that names the problem (exit 2), or a warning where the input is legal but surely not
+what was meant."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from conftest import write
+from nnlm.cli import main
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    d = tmp_path_factory.mktemp("texts")
+    assert main(["prepare", "toy", str(d / "toy"), "--train-sentences", "300"]) == 0
+    return d / "toy"
+
+
+def one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nnlm: error: "), err
+    return err[0]
+
+
+def warnings_of(capsys) -> list[str]:
+    return [x for x in capsys.readouterr().err.splitlines() if x.startswith("nnlm: warning:")]
+
+
+HUGE = "\\data\\\nngram 1=100000000000\n\n\\1-grams:\n-1.0\t<unk>\n-1.0\t<s>\t-0.5\n" \
+       "-1.0\t</s>\n\n\\end\\\n"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_arpa_header_declaring_more_than_the_file_holds_names_the_count(
+        texts, tmp_path, capsys, compressed):
+    path = tmp_path / ("huge.arpa.gz" if compressed else "huge.arpa")
+    path.write_bytes(gzip.compress(HUGE.encode()) if compressed else HUGE.encode())
+    assert main(["eval", str(path), str(texts / "test.txt")]) == 2
+    line = one_error(capsys)
+    assert "100,000,000,000 1-grams" in line and f"{path.name}:2" in line
+    assert "out of memory" not in line
+
+
+@pytest.mark.parametrize("value, match", [("-5M", "a size must be positive"),
+                                          ("-5%", "share of memory"),
+                                          ("-1e-7", "")])
+def test_a_negative_value_with_a_unit_is_the_options_own_error(texts, tmp_path, capsys,
+                                                              value, match):
+    argv = ["ngram", "train", str(texts / "train.txt"), "-o", str(tmp_path / "m")]
+    if match:
+        argv += ["--memory", value]
+    else:
+        argv = ["ngram", "prune", str(tmp_path / "none"), "--threshold", value, "-o",
+                str(tmp_path / "m")]
+    assert main(argv) == 2
+    line = one_error(capsys)
+    assert "expected one argument" not in line and match in line
+
+
+def test_a_vocabulary_of_another_text_is_warned_about(texts, tmp_path, capsys):
+    vocab = write(tmp_path / "words.txt", "zebra\nquokka\n")
+    assert main(["ngram", "train", str(texts / "train.txt"), "--vocab", str(vocab),
+                 "--method", "addk", "--order", "2", "-o", str(tmp_path / "m")]) == 0
+    found = warnings_of(capsys)
+    assert any("none of its" in w and "--vocab" in w for w in found), found
+    assert main(["ngram", "train", str(texts / "train.txt"), "--method", "addk", "--order", "2",
+                 "-o", str(tmp_path / "own")]) == 0
+    capsys.readouterr()
+    assert main(["ngram", "train", str(texts / "train.txt"), "--vocab",
+                 str(tmp_path / "own" / "vocab.txt"), "--method", "addk", "--order", "2",
+                 "-o", str(tmp_path / "m2")]) == 0
+    assert warnings_of(capsys) == []  # its own vocabulary: nothing to say
+
+
+def test_validating_on_the_training_text_is_warned_about(texts, tmp_path, capsys):
+    train = texts / "train.txt"
+    assert main(["ngram", "train", str(train), "--method", "interpolated", "--order", "2",
+                 "--valid", str(train), "-o", str(tmp_path / "m")]) == 0
+    assert any("the training text itself" in w for w in warnings_of(capsys))
+    assert main(["train", str(train), "--valid", str(train), "--preset", "tiny",
+                 "--max-steps", "2", "--threads", "1", "-o", str(tmp_path / "n")]) == 0
+    assert any("the training text itself" in w for w in warnings_of(capsys))
