@@ -83,3 +83,64 @@ def test_validating_on_the_training_text_is_warned_about(texts, tmp_path, capsys
     assert main(["train", str(train), "--valid", str(train), "--preset", "tiny",
                  "--max-steps", "2", "--threads", "1", "-o", str(tmp_path / "n")]) == 0
     assert any("the training text itself" in w for w in warnings_of(capsys))
+
+
+def test_nnlm_train_takes_every_setting_the_command_line_does():
+    """The keywords of nnlm.train are the architecture, optimization and objective flags of
+    ``nnlm train`` (one list of settings for both), and nothing else."""
+    from nnlm.cli.main import build_parser
+    from nnlm.neural.settings import ARCH_FIELDS, TRAIN_FIELDS
+
+    parser = build_parser()
+    train = next(a for a in parser._subparsers._group_actions[0].choices.items()
+                 if a[0] == "train")[1]
+    for group in train._action_groups:
+        if group.title.startswith(("architecture", "optimization", "objective", "short-list")):
+            for action in group._group_actions:
+                dest = {"energy_v": "v_per_word"}.get(action.dest, action.dest)
+                assert dest in (*ARCH_FIELDS, *TRAIN_FIELDS, "shortlist_backoff"), \
+                    action.option_strings
+
+
+@pytest.mark.parametrize("setting", [{"far_spans": 2, "history": 4, "far": "mean"},
+                                     {"word_dropout": 0.1}, {"context": "fofe", "history": 3},
+                                     {"fofe_alpha": 0.5, "context": "fofe"}])
+def test_nnlm_train_accepts_architecture_keywords(setting):
+    import nnlm
+
+    texts = ["the cat sat on the mat", "a dog ran far away"] * 10
+    preset = "deep" if "far_spans" in setting or "word_dropout" in setting else "tiny"
+    lm = nnlm.train(texts, texts[:4], preset=preset, max_steps=1, threads=1, m=4, h=4,
+                    **setting)
+    assert all(getattr(lm.model.config, k) == v for k, v in setting.items())
+
+
+def test_nnlm_train_and_the_cli_refuse_fofe_alpha_without_fofe(texts, tmp_path, capsys):
+    import nnlm
+
+    with pytest.raises(nnlm.NnlmError, match="fofe_alpha=0.5 weights FOFE codes only"):
+        nnlm.train(["a b c"] * 10, ["a b"], preset="tiny", max_steps=1, fofe_alpha=0.5)
+    with pytest.raises(nnlm.NnlmError, match="not a setting"):
+        nnlm.train(["a b c"] * 10, ["a b"], preset="tiny", max_steps=1, colour="blue")
+    assert main(["train", str(texts / "train.txt"), "--valid", str(texts / "valid.txt"),
+                 "--fofe-alpha", "0.5", "-o", str(tmp_path / "m")]) == 2
+    assert "--fofe-alpha 0.5 weights FOFE codes only: set --context fofe" in one_error(capsys)
+
+
+def test_prepare_refuses_a_model_directory(texts, tmp_path, capsys):
+    assert main(["ngram", "train", str(texts / "train.txt"), "--method", "addk", "--order",
+                 "2", "-o", str(tmp_path / "m")]) == 0
+    before = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert main(["prepare", "text", str(texts / "train.txt"), str(tmp_path / "m")]) == 2
+    assert "holds a model" in one_error(capsys)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == before
+
+
+def test_a_backoff_weight_on_the_highest_order_is_warned_about(tmp_path, capsys):
+    arpa = write(tmp_path / "top.arpa", "\\data\\\nngram 1=4\nngram 2=1\n\n\\1-grams:\n"
+                 "-1.0\t<unk>\n-1.0\t<s>\t-0.5\n-1.0\t</s>\n-0.5\ta\t-0.2\n\n\\2-grams:\n"
+                 "-0.3\t<s> a\t-0.7\n\n\\end\\\n")
+    text = write(tmp_path / "t.txt", "a a\n")
+    assert main(["eval", str(arpa), str(text)]) == 0
+    assert any("top.arpa:12: 1 of its 2-grams (the highest order) carry a back-off" in w
+               for w in warnings_of(capsys))

@@ -55,8 +55,10 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
     weights fitted on ``valid``) or "stupid" (Stupid Backoff with ``alpha``: scores, not
     probabilities), of ``order`` n. Neural: ``preset`` (e.g. "mlp1",
     "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
-    stopping; ``train_options`` are the training settings (``epochs``, ``lr``,
-    ``batch_size``, ``seed``, ...).
+    stopping; ``train_options`` are the network's settings over its preset's (``m``,
+    ``h``, ``context``, ``history``, ``far_spans``, ``word_dropout``, ...) and the training
+    settings (``epochs``, ``lr``, ``batch_size``, ``seed``, ...): the keywords of every
+    architecture and training flag of ``nnlm train``.
     ``output``: also save the model there (a new directory).
     """
     sentences = _sentences(texts)
@@ -109,6 +111,15 @@ def _network(sentences, valid, preset, output, min_count, max_steps, threads, ve
     if valid is None:
         raise NnlmError("valid: a network needs validation sentences (for early stopping "
                         "and the learning-rate schedule)")
+    from .neural.settings import ARCH_FIELDS, TRAIN_FIELDS
+
+    backoff = options.pop("shortlist_backoff", None)  # with shortlist=K: an n-gram model
+    unknown = [k for k in options if k not in ARCH_FIELDS and k not in TRAIN_FIELDS]
+    if unknown:
+        raise NnlmError(f"{', '.join(unknown)}: not a setting of a network or of its "
+                        f"training (nnlm train --help lists them as flags)")
+    arch = {k: v for k, v in options.items() if k in ARCH_FIELDS}
+    options = {k: v for k, v in options.items() if k in TRAIN_FIELDS}
     valid_sentences = _sentences(valid)
     with tempfile.TemporaryDirectory(prefix="nnlm-train-") as tmp:
         files = []
@@ -117,7 +128,8 @@ def _network(sentences, valid, preset, output, min_count, max_steps, threads, ve
             path.write_text("".join(" ".join(s) + "\n" for s in part), encoding="utf-8")
             files.append(path)
         outdir = Path(output) if output is not None else Path(tmp) / "model"
-        train_from_files(files[0], files[1], outdir, preset=preset, train=options,
+        train_from_files(files[0], files[1], outdir, preset=preset, arch=arch, train=options,
+                         shortlist_backoff=backoff,
                          max_steps=max_steps, threads=threads, min_count=min_count,
                          log=print if verbose else (lambda *a, **k: None))
         return load_model(outdir)

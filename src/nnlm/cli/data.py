@@ -59,6 +59,9 @@ def _print_split_stats(outdir: Path, stats) -> None:
 def cmd_prepare(args) -> None:
     from .. import corpus
 
+    if (args.outdir / "config.json").is_file():  # before the work, not after it
+        raise NnlmError(f"{args.outdir}: holds a model (config.json); the splits would go "
+                        "into its directory. Choose a data folder of their own")
     if args.corpus == "brown":
         parts = corpus.prepare_brown(paper_cut=args.paper_cut, download=not args.no_download)
     elif args.corpus == "toy":

@@ -276,16 +276,11 @@ def add_parsers(sub) -> None:
     add_sentence_arguments(si)
 
 
-ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "word_dropout",
-               "shortlist", "history", "context", "fofe_alpha", "far", "far_spans", "layers",
-               "residual", "layer_norm", "span")
-
-
 def cmd_train(args) -> None:
-    from ..neural.settings import TRAIN_FIELDS
+    from ..neural.settings import ARCH_FIELDS, TRAIN_FIELDS
     from ..neural.training.run import train_from_files
 
-    arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k) is not None}
+    arch = {k: getattr(args, k) for k in ARCH_FIELDS if getattr(args, k, None) is not None}
     if args.energy_v is not None:
         arch["v_per_word"] = args.energy_v == "per-word"
     train = {k: getattr(args, k) for k in TRAIN_FIELDS if getattr(args, k) is not None}

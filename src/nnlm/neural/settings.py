@@ -25,6 +25,11 @@ from dataclasses import dataclass, fields
 from ..errors import NnlmError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+# the network's settings a run may give over its preset's (``nnlm train``'s architecture
+# flags, ``nnlm.train``'s keywords): each is a field of some network's config
+ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "word_dropout",
+               "shortlist", "history", "context", "fofe_alpha", "far", "far_spans", "layers",
+               "residual", "layer_norm", "span", "v_per_word")
 DEVICES = ("cpu", "cuda", "auto")
 
 

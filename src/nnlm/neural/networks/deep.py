@@ -66,6 +66,9 @@ class DeepConfig(NetworkConfig):
         if self.far not in FAR:
             raise ValueError(f"far={self.far!r}: choose from {', '.join(FAR)}")
         check_history(self.history, self.fofe_alpha)
+        if self.far != "fofe" and self.fofe_alpha != type(self).fofe_alpha:
+            raise ValueError(f"fofe_alpha={self.fofe_alpha} weights FOFE codes only: set "
+                             "far='fofe'")
         if (self.far == "none") != (self.history == 0):
             raise ValueError("far='none' goes with history=0, and history=0 with far='none'")
         if self.far_spans < 1 or (self.far_spans > 1 and self.far not in ("learned", "mean")) \

@@ -247,6 +247,9 @@ class NPLMConfig(NetworkConfig):
             raise ValueError(f"history={self.history} reaches past the window only through "
                              "FOFE codes: set context='fofe'")
         check_history(self.history, self.fofe_alpha)
+        if self.context != "fofe" and self.fofe_alpha != type(self).fofe_alpha:
+            raise ValueError(f"fofe_alpha={self.fofe_alpha} weights FOFE codes only: set "
+                             "context='fofe'")
         if self.h < 0:
             raise ValueError("need h >= 0")
         if self.h == 0 and not self.direct:

@@ -203,6 +203,12 @@ class _ArpaScan:
         if sec is not None and sec.count != self.declared[sec.k]:
             raise NnlmError(f"{self.path}: \\data\\ declares {self.declared[sec.k]:,} "
                             f"{sec.k}-grams, the file has {sec.count:,}")
+        if sec is not None and sec.k > 1 and sec.k == max(self.declared):
+            odd = np.flatnonzero(sec.bow[:sec.count] != 0)
+            if len(odd):
+                warn(f"{where(self.path, int(sec.lines[odd[0]]))}: {len(odd):,} of its "
+                     f"{sec.k}-grams (the highest order) carry a back-off weight, which "
+                     "nothing can use (KenLM refuses such a file); ignored")
         self._finish_unigrams(n)
 
     def _finish_unigrams(self, n: int) -> None:
