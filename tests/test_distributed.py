@@ -3,11 +3,13 @@ every n-gram, probability and back-off, from shards read by the workers themselv
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import math
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,8 +147,11 @@ def test_the_command_line_trains_on_a_local_cluster(shards, tmp_path, capsys):
     (["--method", "addk"], "--cluster estimates --method kn"),
     (["--prune", "0", "1"], "--prune applies to one process"),
     (["--cluster", "local:0"], "--cluster local:0: give local:N with N >= 1"),
-    (["--cluster", "tcp://127.0.0.1:9"], "--cluster tcp://127.0.0.1:9: no Dask scheduler "
-                                         "answered within 2 s"),
+    (["--cluster", "tcp://127.0.0.1:9"], "--cluster tcp://127.0.0.1:9: the scheduler cannot "
+                                         "be reached at 127.0.0.1:9 (connection refused"),
+    (["--cluster", "local:100000"], "--cluster local:100000: local:N starts N worker "
+                                    "processes on this machine"),
+    (["--cluster", "tcp://:8786"], "not an address"),
 ])
 def test_bad_cluster_settings_are_one_line(shards, tmp_path, capsys, monkeypatch, extra,
                                            message):
@@ -160,6 +165,50 @@ def test_bad_cluster_settings_are_one_line(shards, tmp_path, capsys, monkeypatch
     assert message in err and len(err.splitlines()) == 1, err
     assert time.monotonic() - started < 30
 
+
+def test_an_address_that_answers_but_is_no_scheduler_is_named(shards, tmp_path, capsys):
+    """Something listens (here a server that sends junk, as a web server or a proxy
+    might): one line saying so, not an allocation failure from Dask's handshake."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def junk():
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 64)
+                conn.close()
+
+    threading.Thread(target=junk, daemon=True).start()
+    try:
+        assert main(["ngram", "train", str(shards[0]), "--cluster", f"tcp://127.0.0.1:{port}",
+                     "-o", str(tmp_path / "m")]) == 2
+    finally:
+        server.close()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a Dask scheduler" in err, err
+
+
+def test_a_bad_shard_is_one_line_without_the_workers_reports(shards, tmp_path):
+    """A worker's failed task is the job's one error line; the engine's report of it
+    (its traceback, from the worker process) is not printed."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a b c\nd <s> e\n")
+    done = subprocess.run([sys.executable, "-m", "nnlm", "ngram", "train", str(shards[0]),
+                           str(bad), "--cluster", "local:1", "--discount-fallback", "-o",
+                           str(tmp_path / "m")], capture_output=True, text=True, timeout=300)
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode == 2
+    assert lines[-1].startswith("nnlm: error: ") and "bad.txt:2: <s> may not" in lines[-1]
+    assert not any("Traceback" in x or "distributed." in x for x in lines), done.stderr
+    assert len(lines) <= 2, done.stderr  # the progress line, then the error
 
 def test_a_missing_shard_or_a_url_without_a_cluster_is_named(shards, tmp_path, capsys):
     argv = ["ngram", "train", str(shards[0]), str(tmp_path / "gone.txt"), "-o",
@@ -292,3 +341,80 @@ def test_shards_given_as_urls_are_read_by_the_workers_through_fsspec(client, sha
     from_urls = estimate_kn(client, urls, 3, vocab, True)
     assert_same_model(estimate_kn(client, [str(p) for p in shards], 3, vocab, True),
                       from_urls, tol=0)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (Linux's /proc children lists)."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in (Path(f"/proc/{p}/task").glob("*") if Path(f"/proc/{p}").exists() else ()):
+            with contextlib.suppress(OSError):
+                kids = [int(x) for x in (task / "children").read_text().split()]
+                out.update(kids)
+                todo.extend(kids)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _long_job(shards, tmp_path, out, workers=2):
+    """``nnlm ngram train`` on a cluster, in its own process, on enough text to run for a
+    while; returns the process once the workers are up."""
+    import subprocess
+    import sys
+
+    big = tmp_path / "big.txt"
+    if not big.exists():
+        big.write_text("".join(p.read_text() if not p.name.endswith(".gz") else
+                               gzip.decompress(p.read_bytes()).decode() for p in shards) * 40)
+    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "ngram", "train", str(big),
+                             str(big), str(big), "--order", "5", "--discount-fallback",
+                             "--cluster", f"local:{workers}", "--partitions", "8",
+                             "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_descendants(proc.pid)) < workers + 1:
+        time.sleep(0.2)
+    return proc
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_the_client_leaves_no_worker_behind(shards, tmp_path):
+    import signal
+
+    proc = _long_job(shards, tmp_path, tmp_path / "m")
+    time.sleep(2.0)
+    below = _descendants(proc.pid)
+    assert proc.poll() is None and len(below) >= 3, "the job ended too soon; make it longer"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "nnlm: interrupted", err
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(map(_alive, below)):
+        time.sleep(0.2)
+    assert not any(map(_alive, below)), [p for p in below if _alive(p)]
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_two_jobs_onto_one_output_cannot_both_write_it(shards, tmp_path, capsys):
+    proc = _long_job(shards, tmp_path, tmp_path / "m", workers=1)
+    try:
+        assert proc.poll() is None, "the first job ended too soon"
+        assert main(["ngram", "train", str(shards[0]), "--discount-fallback", "--cluster",
+                     "local:1", "-o", str(tmp_path / "m")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"pid {proc.pid}" in err, err
+        _, first = proc.communicate(timeout=600)
+        assert proc.returncode == 0, first
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert main(["eval", str(tmp_path / "m"), str(shards[0])]) == 0
