@@ -389,3 +389,15 @@ def test_pyctcdecode_gives_kenlms_beams_with_nnlm_kenlm(toy_arpa, tmp_path):
     assert ours["texts"] == theirs["texts"]
     assert ours["lm_scores"] == pytest.approx(theirs["lm_scores"], abs=1e-3)
     assert ours["save_load_round_trip"] and theirs["save_load_round_trip"]
+
+
+def test_config_takes_only_kenlms_enum_values():
+    config = nk.Config()
+    for name, top in (("load_method", 4), ("arpa_complain", 2)):
+        setattr(config, name, top)
+        assert getattr(config, name) == top
+        for bad in (top + 1, -1, 99, "lazy", 1.0, True, None):
+            with pytest.raises(ValueError, match=f"Config.{name}"):
+                setattr(config, name, bad)
+        assert getattr(config, name) == top
+    assert nk.Config().load_method == nk.LoadMethod.POPULATE_OR_READ

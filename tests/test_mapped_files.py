@@ -238,3 +238,15 @@ def test_a_served_file_truncated_or_rewritten_in_place(world, tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_serve_checks_the_sections_at_start(world, tmp_path, capsys):
+    from nnlm.serve.registry import load_models
+
+    _, _, spans = sections_of(world / "kn3.nnlm")
+    at, size = spans["word_3"]
+    bad = flipped(world / "kn3.nnlm", tmp_path / "bad.nnlm", at + size // 2)
+    with pytest.raises(NnlmError, match="section word_3"):
+        load_models([f"m={bad}"], 0.002, 100)
+    assert main(["serve", f"m={bad}", "--port", "1"]) == 2
+    assert "section word_3" in one_error_line(capsys.readouterr().err)
