@@ -401,3 +401,26 @@ def test_config_takes_only_kenlms_enum_values():
                 setattr(config, name, bad)
         assert getattr(config, name) == top
     assert nk.Config().load_method == nk.LoadMethod.POPULATE_OR_READ
+
+
+@pytest.mark.skipif(nk._fast is None, reason="the compiled queries were not built")
+def test_the_compiled_query_refuses_a_second_init_and_impossible_sizes(toy_arpa):
+    """Query.__init__ runs once (a second call would leak and could overflow its array
+    of held buffers); a vocabulary size outside 3 .. 2^31 - 1, or specials outside it,
+    is refused before offsets[V] is read; packed sizes whose products overflow do not
+    fit."""
+    import numpy as np
+
+    q = _quiet_model(toy_arpa[0])._fast
+    with pytest.raises(TypeError, match="initialized once"):
+        q.__init__(1, None, b"", np.zeros(1, np.int64), 0, 0, 1, 2, b"", [])
+    blob, offsets = b"<unk><s></s>", np.array([0, 5, 8, 12], np.int64)
+    pb = np.zeros(6, np.float32)
+    for V, specials in ((-1, (1, 2, 0)), (3, (3, 2, 0)), (1 << 40, (1, 2, 0))):
+        with pytest.raises(ValueError, match="a vocabulary of"):
+            nk._fast.Query(1, {}, blob, offsets, V, *specials, pb, [])
+    nk._fast.Query(1, {}, blob, offsets, 3, 1, 2, 0, pb, [])  # the same, sane: fine
+    huge = ("trie", np.zeros(4, np.uint64), 64, (0, np.zeros(4, np.uint64), b"", 64, 0), 3,
+            1 << 62, b"", 0, 0, np.zeros(4, np.float32), b"", 0, b"", b"", 0)
+    with pytest.raises(ValueError):  # 2^62 words of 64 bits: no 32-byte array holds them
+        nk._fast.Query(1, {}, blob, offsets, 3, 1, 2, 0, pb, [huge])

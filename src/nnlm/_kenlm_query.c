@@ -263,7 +263,8 @@ typedef struct {
     VocabTable vocab;        /* the words' table (vocab_hash.h) */
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[12 * MAX_ORDER + 8];
+    Py_buffer buffers[12 * MAX_ORDER + 8];  /* MAX_BUFFERS */
+    int ready;               /* __init__ ran: a second call is refused (it would leak) */
     int n_buffers;
 } QueryObject;
 
@@ -277,8 +278,14 @@ static void Query_dealloc(QueryObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+#define MAX_BUFFERS (12 * MAX_ORDER + 8)
+
 static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
                         Py_ssize_t *count) {
+    if (self->n_buffers >= MAX_BUFFERS) {  /* more arrays than any model of MAX_ORDER has */
+        PyErr_SetString(PyExc_ValueError, "too many arrays for one model");
+        return NULL;
+    }
     Py_buffer *view = &self->buffers[self->n_buffers];
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
     self->n_buffers++;
@@ -402,7 +409,7 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
     L->n = n; L->n_parents = npar;
     if (wb < 1 || wb > 64 || (int64_t)npar != n_lower) return -1;
     if (!(L->words = take(self, words, 8, &count)) ||
-        (uint64_t)count < (n * wb + 63) / 64 + 1) return -1;
+        !packed_fits(n, wb, 8 * (uint64_t)count)) return -1;
     Pointers *P = &L->parents;
     P->linear = linear != 0;
     P->bits = pbits; P->mask = mask_of(pbits);
@@ -417,7 +424,7 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
         L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
         if (sbits < 1 || sbits > 64 || nslots == 0 ||
             !(L->tslots = take(self, slots, 8, &count)) ||
-            (uint64_t)count < (nslots * sbits + 63) / 64 + 1) return -1;
+            !packed_fits(nslots, sbits, 8 * (uint64_t)count)) return -1;
     }
     if (take_values(self, &L->logp, logp, lc, lbits, n) < 0) return -1;
     if (!top && take_values(self, &L->bow, bow, bc, bbits, n) < 0) return -1;
@@ -474,8 +481,19 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, "LOOOLiiiOO!|O", &serial, &index, &blob, &offsets, &V, &bos,
                           &eos, &unk, &uni_pb, &PyList_Type, &levels, &slots))
         return -1;
+    if (self->ready || self->n_buffers) {
+        PyErr_SetString(PyExc_TypeError, "a Query is initialized once");
+        return -1;
+    }
+    self->ready = 1;
     if (index != Py_None && !PyDict_Check(index)) {
         PyErr_SetString(PyExc_TypeError, "index: a dict, or None (the words' table)");
+        return -1;
+    }
+    if (V < 3 || V > INT32_MAX || bos < 0 || bos >= V || eos < 0 || eos >= V || unk < 0 ||
+        unk >= V) {  /* before offsets[V] is read; ids are int32 */
+        PyErr_Format(PyExc_ValueError, "a vocabulary of %lld words with <s>, </s>, <unk> at "
+                     "%d, %d, %d", V, bos, eos, unk);
         return -1;
     }
     Py_ssize_t n_levels = PyList_GET_SIZE(levels);
@@ -514,6 +532,7 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
         int bits;
         Py_ssize_t entries;
         if (!PyArg_ParseTuple(t, "OOinO", &keys, &values, &bits, &entries, &pb)) return -1;
+        if (entries < 0) goto bad_size;
         L->n = (uint64_t)entries;
         Py_ssize_t slots, m;
         if (!(L->slot_keys = take(self, keys, 8, &slots))) return -1;

@@ -49,10 +49,10 @@ typedef struct {          /* order k >= 2 of the trie */
 static int level_buffers_ok(const Level *L, Py_ssize_t words_len, Py_ssize_t data_len,
                             Py_ssize_t exceptions_len, Py_ssize_t slots_len) {
     return L->word_bits >= 1 && L->word_bits <= 64 &&
-           (uint64_t)words_len >= 8 * ((L->n * L->word_bits + 63) / 64 + 1) &&
+           packed_fits(L->n, L->word_bits, (uint64_t)words_len) &&
            pointers_sizes_ok(&L->parents, L->n_parents + 1, data_len, exceptions_len) &&
            (!slots_len || (L->slot_bits >= 1 && L->slot_bits <= 64 && L->n_slots > 0 &&
-                           (uint64_t)slots_len >= 8 * ((L->n_slots * L->slot_bits + 63) / 64 + 1)));
+                           packed_fits(L->n_slots, L->slot_bits, (uint64_t)slots_len)));
 }
 
 /* [lo, end) of the runs of the pairs (p[i], w[i]), i < size <= GROUP (empty where the
@@ -337,7 +337,8 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     Py_ssize_t n_levels = PyList_Check(levels) ? PyList_GET_SIZE(levels) : -1;
     int order = (int)n_levels + 1;
     Py_ssize_t b = ub[3].len / 8, m = b - a;
-    if (n_levels < 1 || n_levels >= MAX_ORDER || V == 0 || (uint64_t)ub[0].len != 8 * V ||
+    if (n_levels < 1 || n_levels >= MAX_ORDER || V == 0 || V > INT32_MAX ||
+        (uint64_t)ub[0].len != 8 * V ||
         (uint64_t)ub[1].len != 8 * V || ub[2].len != 8 * (order + 1) ||
         ub[4].len != ub[3].len || a < order - 1 || m < 1 || m > INT32_MAX ||
         ub[5].len != 8 * (m - 1) ||

@@ -30,6 +30,16 @@ static inline uint64_t unpack(const uint64_t *data, uint64_t bits, uint64_t mask
 
 static inline uint64_t mask_of(uint64_t bits) { return bits >= 64 ? ~0ULL : (1ULL << bits) - 1; }
 
+/* whether `len` bytes hold n fields of `bits` bits bit-packed, with the spare word unpack
+ * reads past the last field: the one size check of every packed array, guarded against
+ * overflow (a damaged header's huge n or bits is "does not fit", never a wrapped size) */
+static inline int packed_fits(uint64_t n, uint64_t bits, uint64_t len) {
+    if (bits == 0 || bits > 64) return 0;
+    if (n > (UINT64_MAX - 63) / bits) return 0;
+    uint64_t words = (n * bits + 63) / 64 + 1;
+    return words <= UINT64_MAX / 8 && len >= 8 * words;
+}
+
 typedef struct {
     int linear;                  /* 0: packed fields; 1: lines of 64 (see above) */
     const uint64_t *data;        /* the fields, or the lines (and one spare word) */
@@ -42,10 +52,11 @@ typedef struct {
 static inline int pointers_sizes_ok(const Pointers *P, uint64_t count, uint64_t data_len,
                                     uint64_t exceptions_len) {
     if (P->bits < 1 || P->bits > 64 || count == 0) return 0;
-    if (!P->linear) return data_len >= 8 * ((count * P->bits + 63) / 64 + 1);
+    if (!P->linear) return packed_fits(count, P->bits, data_len);
     return P->n_blocks == ((count - 1) >> LINE_SHIFT) + 1 &&
+           P->n_blocks <= (UINT64_MAX / 8 - 1) / LINE_WORDS &&
            data_len >= 8 * (LINE_WORDS * P->n_blocks + 1) && P->n_exceptions <= P->n_blocks &&
-           exceptions_len >= 8 * (((P->n_exceptions << LINE_SHIFT) * P->bits + 63) / 64 + 1);
+           packed_fits(P->n_exceptions << LINE_SHIFT, P->bits, exceptions_len);
 }
 
 /* ask for the line (or the field) a lookup of ptr[i] reads */

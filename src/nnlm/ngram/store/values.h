@@ -34,8 +34,8 @@ static inline void values_prefetch(const Values *v, uint64_t i) {
  * else codes of 1-25 bits, as values.MAX_CODE_BITS, and at least one center) */
 static inline int values_sizes_ok(uint64_t bits, uint64_t n, uint64_t values_len,
                                   uint64_t centers_len) {
-    if (bits == 0) return values_len >= 4 * n;
-    return bits <= 25 && values_len >= 8 * ((n * bits + 63) / 64 + 1) && centers_len >= 4;
+    if (bits == 0) return n <= UINT64_MAX / 4 && values_len >= 4 * n;
+    return bits <= 25 && packed_fits(n, bits, values_len) && centers_len >= 4;
 }
 
 #endif
