@@ -309,8 +309,10 @@ def test_a_rank_that_dies_stops_the_others_with_one_line(toy_files, tmp_path):
     (["--workers", "512"], {}, "cores"),
     (["--output-parallel"], {}, "torchrun --nproc-per-node"),
     (["--workers", "2"], {"RANK": "0", "WORLD_SIZE": "2"}, "two different schemes"),
-    (["--workers", "2", "--device", "cuda"], {}, "on GPUs use torchrun"),
-    (["--workers", "2", "--device", "auto"], {}, "on GPUs use torchrun"),
+    (["--workers", "2", "--device", "cuda"], {},
+     "on GPUs use torchrun" if torch.cuda.is_available() else "no CUDA device"),
+    *([(["--workers", "2", "--device", "auto"], {}, "on GPUs use torchrun")]
+      if torch.cuda.is_available() else []),
 ])
 def test_parallel_bad_input_is_one_line(toy_files, tmp_path, capsys, monkeypatch, args, env,
                                         message):
@@ -320,6 +322,15 @@ def test_parallel_bad_input_is_one_line(toy_files, tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto is a GPU here")
+def test_workers_with_device_auto_run_where_auto_is_the_cpu(toy_files, tmp_path, capsys):
+    """The device is resolved once, before the parallel settings are checked: on a host
+    without a GPU, auto is the CPU, where --workers runs."""
+    assert main(_train_args(toy_files, tmp_path / "m", "--workers", "2", "--device", "auto",
+                            "--max-steps", "3")) == 0
+    assert (tmp_path / "m" / "model.safetensors").exists()
 
 
 @pytest.mark.slow

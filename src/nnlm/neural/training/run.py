@@ -97,8 +97,8 @@ def train_from_files(train_path, valid_path, outdir, log=print, **settings) -> d
 
 def run_job(job: TrainJob, log=print) -> dict:
     """Run ``job``: under torchrun every rank joins the process group first."""
-    check_parallel(job.workers, job.output_parallel, job.device)
-    device = resolve_device(job.device)
+    device = resolve_device(job.device)  # once: "auto" is the CPU or a GPU from here on
+    check_parallel(job.workers, job.output_parallel, device)
     world = init_world(device) if launched_by_torchrun() else None
     try:
         result = _train(job, world.device if world is not None else device, world, log)
