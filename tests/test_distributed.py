@@ -221,7 +221,8 @@ def test_a_missing_shard_or_a_url_without_a_cluster_is_named(shards, tmp_path, c
         capsys.readouterr().err
     assert main(["ngram", "train", str(shards[0]), "--partitions", "4", "-o",
                  str(tmp_path / "m")]) == 2
-    assert "--partitions cuts the work among --cluster's workers" in capsys.readouterr().err
+    assert "--partitions cuts the work among the workers of --cluster" in \
+        capsys.readouterr().err
 
 
 def test_a_shard_a_worker_cannot_read_is_named(client, tmp_path):

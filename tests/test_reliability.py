@@ -110,7 +110,7 @@ OPTION_CASES = [
     Case("memory temp missing", **ng(["--memory", "1G", "--temp", "/nonexistent/dir",
                                       "--discount-fallback"], "cannot make a temporary")),
     Case("temp without memory", **ng(["--temp", "/tmp"], "give --memory")),
-    Case("memory class", **ng(["--memory", "1G", "--method", "class"], "go with --method kn")),
+    Case("memory class", **ng(["--memory", "1G", "--method", "class"], "goes with --method kn")),
     Case("memory ok", **ng(["--memory", "1G", "--discount-fallback"], expect="ok")),
     Case("cluster classes 0", argv=lambda w, t: ["ngram", "cluster", T(w), "--classes", "0",
                                                  "-o", t / "c.tsv"], match="classes"),

@@ -31,7 +31,7 @@ from .lm import LanguageModel
 from .stream import Stream
 from .vocab import Vocabulary
 
-NGRAM_METHODS = ("kn", "addk", "interpolated", "stupid")
+
 def _sentences(texts) -> list[list[str]]:
     if isinstance(texts, (str, os.PathLike)) and Path(texts).is_file():
         from .fileio import iter_lines
@@ -46,14 +46,16 @@ def _sentences(texts) -> list[list[str]]:
 def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
           method: str = "kn", order: int = 3, preset: str | None = None,
           output: str | os.PathLike | None = None, min_count: int = 1,
-          discount_fallback: bool | Sequence[float] = False, k: float = 1.0, alpha: float = 0.4,
+          discount_fallback: bool | Sequence[float] = False, k: float = 1.0,
+          alpha: float | None = None,
           max_steps: int | None = None, threads: int | None = None, verbose: bool = False,
           **train_options) -> LanguageModel:
     """A model trained on ``texts`` (sentences: strings or word lists; or a file).
 
-    Count-based: ``method`` "kn" (modified Kneser-Ney), "addk", "interpolated" (its
-    weights fitted on ``valid``) or "stupid" (Stupid Backoff with ``alpha``: scores, not
-    probabilities), of ``order`` n. Neural: ``preset`` (e.g. "mlp1",
+    Count-based: ``method`` one of :data:`nnlm.ngram.METHODS`: "kn" (modified
+    Kneser-Ney), "interpolated" (its weights fitted on ``valid``), "class", "addk" (with
+    ``k``) or "stupid" (Stupid Backoff with ``alpha``: scores, not probabilities), of
+    ``order`` n. Neural: ``preset`` (e.g. "mlp1",
     "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
     stopping; ``train_options`` are the network's settings over its preset's (``m``,
     ``h``, ``context``, ``history``, ``far_spans``, ``word_dropout``, ...) and the training
@@ -81,26 +83,18 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
 
 def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha
            ) -> LanguageModel:
-    from .ngram import AddK, DeletedInterpolation, KneserNey, StupidBackoff
+    from .ngram.methods import NgramJob
 
-    if method not in NGRAM_METHODS:
-        raise NnlmError(f"method={method!r}: choose one of {', '.join(NGRAM_METHODS)}, or "
-                        "preset= for a network")
-    if not (isinstance(order, int) and 1 <= order <= 9):
-        raise NnlmError(f"order={order!r}: choose an order between 1 and 9")
+    job = NgramJob(None, method, order, valid_path=valid, min_count=min_count,
+                   discount_fallback=discount_fallback or None, k=k, alpha=alpha)
+    spec = job.check()
     vocab = Vocabulary.from_counts(Counter(w for s in sentences for w in s), min_count)
     stream = Stream.from_lines(sentences, vocab)
-    if method == "kn":
-        return KneserNey(vocab, order, discount_fallback or None).fit(stream)
-    if method == "addk":
-        return AddK(vocab, order, k).fit(stream)
-    if method == "stupid":
-        return StupidBackoff(vocab, order, alpha).fit(stream)
-    if valid is None:
-        raise NnlmError("valid: deleted interpolation fits its weights on held-out "
-                        "sentences; give some")
-    return DeletedInterpolation(vocab, order).fit(stream, Stream.from_lines(
-        _sentences(valid), vocab))
+    held_out = Stream.from_lines(_sentences(valid), vocab) if spec.needs_valid else None
+    try:
+        return spec.fit(job, vocab, stream, held_out)
+    except ValueError as e:
+        raise NnlmError(str(e)) from None
 
 
 def _network(sentences, valid, preset, output, min_count, max_steps, threads, verbose,

@@ -16,6 +16,7 @@ from ..argtypes import (
 )
 from ..errors import NnlmError
 from ..file_kinds import is_arpa_name, is_file_name
+from ..ngram.methods import MAX_ORDER
 from .common import (
     METHODS,
     add_force,
@@ -39,7 +40,7 @@ def add_parsers(sub) -> None:
         "train", help="fit an n-gram model on a text file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Fit a count-based model on TRAIN and save it as a model directory.\n\n"
-        "methods:\n" + "\n".join(f"  {name:<13} {text}" for name, text in METHODS.items()),
+        "methods:\n" + "\n".join(f"  {name:<13} {m.summary}" for name, m in METHODS.items()),
         epilog="examples:\n"
         "  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5 --arpa runs/kn5.arpa\n"
         "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
@@ -53,8 +54,8 @@ def add_parsers(sub) -> None:
                        help="model directory to write")
     train.add_argument("--method", choices=list(METHODS), default="kn",
                        help="smoothing method (default: kn)")
-    train.add_argument("--order", type=ranged(int, 1, 9), default=3, metavar="N",
-                       help="n, 1 to 9 (default: 3)")
+    train.add_argument("--order", type=ranged(int, 1, MAX_ORDER), default=3, metavar="N",
+                       help=f"n, 1 to {MAX_ORDER} (add-k: 1 or 2; default: 3)")
     train.add_argument("--valid", dest="valid_path", type=Path, metavar="VALID",
                        help="held-out text (required by --method interpolated)")
     train.add_argument("--arpa", type=Path, metavar="FILE",
@@ -181,99 +182,101 @@ def _backoff_model(path, doing: str):
                          f"{doing} needs a kn or backoff model, or an ARPA file")
 
 
-def cmd_ngram(args) -> None:
+def cmd_train(args) -> None:
     from ..model_files import check_model_output
     from ..models import save_model
-    from ..ngram import train as ngram_train
+    from ..ngram.methods import NgramJob
+    from ..ngram.train import run_ngram_job
 
-    if args.ngram_command == "cluster":
-        from ..ngram.classes import save_classes
-
-        vocab, word_class = ngram_train.cluster_words(args.train, args.classes,
-                                                      max_iterations=args.iterations)
-        save_classes(word_class, vocab, args.output)
-        print(f"{args.output}: {len(vocab):,} words in {args.classes} classes "
-              "(+ one each for <unk>, <s>, </s>)")
-        return
-    if args.ngram_command == "prune":
-        from ..ngram.prune import prune_entropy
-
-        check_model_output(args.output, "backoff")
-        model = _backoff_model(args.model, "pruning")
-        pruned = prune_entropy(model, args.threshold)
-        save_model(pruned, args.output)
-        before, after = sum(model.num_ngrams()[1:]), sum(pruned.num_ngrams()[1:])
-        print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
-              f"({after / max(before, 1):.1%})")
-        if args.arpa:
-            from ..ngram.store.arpa_write import write_arpa
-
-            write_arpa(pruned, args.arpa)
-            print(f"{args.arpa}: ARPA")
-        return
-    if args.ngram_command == "convert":
-        from ..ngram.store.convert import convert
-
-        done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
-                       strict=args.strict, force=args.force)
-        if args.json:
-            print(json.dumps(done))
-        else:
-            print(f"{done['target']}: {done['format']}, orders 1-{done['order']}, "
-                  f"{done['ngrams']:,} n-grams, {done['bytes'] / 1e6:.1f} MB "
-                  f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
-        return
-    if args.ngram_command == "verify":
-        from ..ngram.store.verify import verify_model
-
-        done = verify_model(args.model)
-        if args.json:
-            print(json.dumps(done))
-        else:
-            print(done["summary"])
-        return
-    if args.ngram_command == "export-arpa":
-        from ..ngram.store.arpa_write import write_arpa
-
-        model = _backoff_model(args.model, "ARPA export")
-        write_arpa(model, args.output)
-        print(f"{args.output}: ARPA, orders 1-{model.order}")
-        return
     fallback = args.discount_fallback
     if fallback is not None:
         if len(fallback) == 0:
             fallback = True
         elif len(fallback) != 3:
             raise NnlmError("--discount-fallback takes three discounts, D1 D2 D3+, or none")
-    if (args.memory or args.temp) and args.method != "kn":
-        raise NnlmError("--memory and --temp go with --method kn")
-    if args.temp and not args.memory:
-        raise NnlmError("--temp names the folder for --memory's files: give --memory SIZE too")
-    if args.prune_counts and args.method != "kn":
-        raise NnlmError("--prune needs --method kn")
-    if args.arpa and args.method != "kn":
-        raise NnlmError("--arpa needs --method kn (the other methods have no back-off form)")
-    if args.partitions is not None and args.cluster is None:
-        raise NnlmError("--partitions cuts the work among --cluster's workers: give --cluster")
     urls = [p for p in args.train if isinstance(p, str)]
     if urls and args.cluster is None:
         raise NnlmError(f"{urls[0]}: a URL is read by a cluster's workers; give --cluster "
                         "(local:N works too), or download it first")
-    if args.alpha is not None and args.method != "stupid":
-        raise NnlmError("--alpha goes with --method stupid")
-    check_model_output(args.output, args.method)  # before the work, not after it
-    model = ngram_train.train_ngram(
-        args.train, args.method, args.order, valid_path=args.valid_path,
-        vocab=fixed_vocabulary(args), min_count=args.min_count,
-        max_size=args.max_size, n_classes=args.classes, clustering_path=args.clustering,
-        discount_fallback=fallback, k=args.k, alpha=args.alpha if args.alpha is not None
-        else 0.4, prune_counts=args.prune_counts, memory=args.memory,
-        temp=args.temp, cluster=args.cluster, partitions=args.partitions,
-        arpa=args.arpa, log=lambda message: print(message, file=sys.stderr))
+    job = NgramJob(args.train, args.method, args.order, valid_path=args.valid_path,
+                   vocab=fixed_vocabulary(args), min_count=args.min_count,
+                   max_size=args.max_size, n_classes=args.classes,
+                   clustering_path=args.clustering, discount_fallback=fallback, k=args.k,
+                   alpha=args.alpha, prune_counts=args.prune_counts, memory=args.memory,
+                   temp=args.temp, cluster=args.cluster, partitions=args.partitions,
+                   arpa=args.arpa)
+    job.check()  # before the work, not after it
+    check_model_output(args.output, args.method)
+    model = run_ngram_job(job, log=lambda message: print(message, file=sys.stderr))
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if args.arpa:
         print(f"{args.arpa}: ARPA")
+
+
+def cmd_cluster(args) -> None:
+    from ..ngram.classes import save_classes
+    from ..ngram.train import cluster_words
+
+    vocab, word_class = cluster_words(args.train, args.classes, max_iterations=args.iterations)
+    save_classes(word_class, vocab, args.output)
+    print(f"{args.output}: {len(vocab):,} words in {args.classes} classes "
+          "(+ one each for <unk>, <s>, </s>)")
+
+
+def cmd_prune(args) -> None:
+    from ..model_files import check_model_output
+    from ..models import save_model
+    from ..ngram.prune import prune_entropy
+
+    check_model_output(args.output, "backoff")
+    model = _backoff_model(args.model, "pruning")
+    pruned = prune_entropy(model, args.threshold)
+    save_model(pruned, args.output)
+    before, after = sum(model.num_ngrams()[1:]), sum(pruned.num_ngrams()[1:])
+    print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
+          f"({after / max(before, 1):.1%})")
+    if args.arpa:
+        from ..ngram.store.arpa_write import write_arpa
+
+        write_arpa(pruned, args.arpa)
+        print(f"{args.arpa}: ARPA")
+
+
+def cmd_convert(args) -> None:
+    from ..ngram.store.convert import convert
+
+    done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
+                   strict=args.strict, force=args.force)
+    if args.json:
+        print(json.dumps(done))
+    else:
+        print(f"{done['target']}: {done['format']}, orders 1-{done['order']}, "
+              f"{done['ngrams']:,} n-grams, {done['bytes'] / 1e6:.1f} MB "
+              f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
+
+
+def cmd_verify(args) -> None:
+    from ..ngram.store.verify import verify_model
+
+    done = verify_model(args.model)
+    print(json.dumps(done) if args.json else done["summary"])
+
+
+def cmd_export_arpa(args) -> None:
+    from ..ngram.store.arpa_write import write_arpa
+
+    model = _backoff_model(args.model, "ARPA export")
+    write_arpa(model, args.output)
+    print(f"{args.output}: ARPA, orders 1-{model.order}")
+
+
+NGRAM_HANDLERS = {"train": cmd_train, "cluster": cmd_cluster, "prune": cmd_prune,
+                  "convert": cmd_convert, "verify": cmd_verify, "export-arpa": cmd_export_arpa}
+
+
+def cmd_ngram(args) -> None:
+    NGRAM_HANDLERS[args.ngram_command](args)
 
 
 HANDLERS = {"ngram": cmd_ngram}

@@ -173,7 +173,7 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
                             clustering_path=clustering,
                             # used only by orders whose discounts are undefined (never on
                             # Brown); lets the same pipeline run on small corpora
-                            discount_fallback=True)
+                            discount_fallback=True if row.kind in ("kn", "class") else None)
         save_model(model, model_dir)
         return model_dir
     if row.kind in ("nplm", "net"):

@@ -10,8 +10,8 @@
 _LAZY = {"AddK": "addk", "BackoffNgram": "backoff", "ClassNgram": "classes",
          "exchange_clustering": "classes", "DeletedInterpolation": "interpolated",
          "KneserNey": "kneser_ney", "read_arpa": "store.arpa_read",
-         "write_arpa": "store.arpa_write", "StupidBackoff": "stupid", "METHODS": "train",
-         "train_ngram": "train"}
+         "write_arpa": "store.arpa_write", "StupidBackoff": "stupid", "METHODS": "methods",
+         "NgramJob": "methods", "train_ngram": "train"}
 
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -21,10 +21,11 @@ if TYPE_CHECKING:  # the names for type checkers and editors; never run
     from .classes import ClassNgram, exchange_clustering
     from .interpolated import DeletedInterpolation
     from .kneser_ney import KneserNey
+    from .methods import METHODS, NgramJob
     from .store.arpa_read import read_arpa
     from .store.arpa_write import write_arpa
     from .stupid import StupidBackoff
-    from .train import METHODS, train_ngram
+    from .train import train_ngram
 
 
 def __getattr__(name):  # loaded on first use, so that store's numpy-free parts stay so
@@ -44,5 +45,6 @@ def __getattr__(name):  # loaded on first use, so that store's numpy-free parts 
 
 __all__ = [
     "METHODS", "AddK", "BackoffNgram", "ClassNgram", "DeletedInterpolation", "KneserNey",
+    "NgramJob",
     "StupidBackoff", "exchange_clustering", "read_arpa", "train_ngram", "write_arpa",
 ]
