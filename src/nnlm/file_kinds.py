@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from . import magic
 from .errors import NnlmError
 from .fileio import read_head
 from .plots import PNG_SOFTWARE
@@ -35,8 +36,6 @@ def is_file_name(path: str | os.PathLike) -> bool:
     return Path(path).suffix in FILE_SUFFIXES
 
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-NPY_MAGIC = b"\x93NUMPY"
 CLASSES_HEAD = b"<unk>\t0\n<s>\t1\n</s>\t2\n"  # nnlm.ngram.classes.save_classes
 _MOSES = re.compile(rb"^\S+ \|\|\| .* \|\|\| .* \|\|\| \S+\r?$")
 _TABBED = re.compile(rb"^[^\t\n]+\t[-+0-9.eEinfaINFA]+\t[^\n]*$")
@@ -47,7 +46,7 @@ def _arpa(head: bytes) -> bool:
 
 
 def _png(head: bytes) -> bool:
-    return head.startswith(PNG_SIGNATURE) and b"Software\x00" + PNG_SOFTWARE.encode() in head
+    return head.startswith(magic.PNG) and b"Software\x00" + PNG_SOFTWARE.encode() in head
 
 
 def _nbest(head: bytes) -> bool:
@@ -56,16 +55,13 @@ def _nbest(head: bytes) -> bool:
 
 
 def _model_file(head: bytes) -> bool:
-    from .models import KENLM_BINARY_MAGIC  # numpy's side: only when such a file exists
-    from .ngram.store.trie import MAGIC
-
-    return head.startswith(MAGIC) or head.startswith(KENLM_BINARY_MAGIC)
+    return head.startswith((magic.NNLM_TRIE, magic.KENLM_BINARY))
 
 
 # kind -> (what the message calls it, whether a file's first bytes are of that kind)
 KINDS = {
     "arpa": ("an ARPA file", _arpa),
-    "npy": ("a NumPy array (.npy)", lambda head: head.startswith(NPY_MAGIC)),
+    "npy": ("a NumPy array (.npy)", lambda head: head.startswith(magic.NPY)),
     "png": ("a PNG nnlm drew", _png),
     "classes": ("a word clustering nnlm wrote", lambda head: head.startswith(CLASSES_HEAD)),
     "nbest": ("an n-best list", _nbest),

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from pathlib import Path
 
-from .errors import NnlmError
+from . import magic
+from .errors import NnlmError, warn
 from .fileio import atomic_path, read_head
 from .lm import LanguageModel
 from .model_files import (
@@ -31,6 +33,7 @@ from .model_files import (
     read_header,
     write_header,
 )
+from .ngram.store.trie_layout import verifying
 
 # kind -> "module:Class"; each class has kind, config(), save_files(...), load_dir(...)
 MODEL_KINDS = {
@@ -77,7 +80,7 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     return path
 
 
-KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+KENLM_BINARY_MAGIC = magic.KENLM_BINARY
 
 
 def _first_line(path: Path) -> bytes:
@@ -184,3 +187,26 @@ def _replaced_since(path: Path, header: dict) -> bool:
     return now.get("model_id") != header.get("model_id")
 
 
+def verify_model(path: str | os.PathLike) -> dict:
+    """Load the model at ``path`` with every mapped section checked; what was checked
+    (NnlmError, one line naming the file and section, if anything is damaged)."""
+    path = Path(path)
+    began = time.perf_counter()
+    with verifying() as log:
+        model = load_model(path)
+    seconds = time.perf_counter() - began
+    files = [{"file": f, "sections": n} for f, n in dict(log).items()]
+    unsummed = [f["file"] for f in files if f["sections"] == 0]
+    for f in unsummed:
+        warn(f"{f}: written before nnlm kept a checksum per section: only its header and "
+             "sizes were checked; write it again (nnlm ngram convert) to add them")
+    sections = sum(f["sections"] for f in files)
+    if files:
+        how = f"{sections} sections in {len(files)} mapped file{'s' * (len(files) > 1)} " \
+              "match their checksums"
+    else:
+        how = "no checksums in its format (ARPA, KenLM binary, arrays): loaded and checked"
+    return {"path": str(path), "kind": getattr(model, "kind", type(model).__name__),
+            "order": model.order, "files": files, "sections": sections,
+            "seconds": round(seconds, 3), "ok": True,
+            "summary": f"{path}: whole; {how} ({seconds:.2f} s)"}

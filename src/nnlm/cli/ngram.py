@@ -257,7 +257,7 @@ def cmd_convert(args) -> None:
 
 
 def cmd_verify(args) -> None:
-    from ..ngram.store.verify import verify_model
+    from ..models import verify_model
 
     done = verify_model(args.model)
     print(json.dumps(done) if args.json else done["summary"])

@@ -47,12 +47,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ... import magic
 from ...errors import NnlmError, warn
 from ...vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
 from .values import extension_of
 
-MAGIC_PREFIX = b"mmap lm http://kheafield.com/code"
+MAGIC_PREFIX = magic.KENLM_BINARY
 VERSIONED = b"mmap lm http://kheafield.com/code format version "
 MAGIC = b"mmap lm http://kheafield.com/code format version 5\n\0\0"
 INCOMPLETE = b"mmap lm http://kheafield.com/code incomplete\n"

@@ -18,11 +18,12 @@ import struct
 import zlib
 from pathlib import Path
 
+from ... import magic
 from ...errors import NnlmError
 from ...jsonfiles import Int, Optional, check_fields
 from ...specials import SPECIALS
 
-MAGIC = b"NNLMTRIE"
+MAGIC = magic.NNLM_TRIE
 BYTE_ORDER_MARK = 0x01020304
 FORMAT_VERSION = 2  # 1: bit-packed run pointers (still read)
 FILE_NAME = "ngrams.trie"
