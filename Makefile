@@ -22,7 +22,7 @@ $(BIN)/.installed: pyproject.toml
 	@# numba's cache of the compiled optimizer updates, built once here: processes that
 	@# start together (torchrun ranks, --workers) then load it instead of writing it at
 	@# the same moment, which can crash one of them (numba issue 4807)
-	$(BIN)/python -c "from nnlm.neural.training import compiled_updates as k; k.load(*k.KERNELS)"
+	$(BIN)/python -c "from nnlm.neural.optim import compiled_updates as k; k.load(*k.KERNELS)"
 	touch $@
 
 # pyctcdecode, the CTC decoder most Python speech systems use with KenLM, as a real client

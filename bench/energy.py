@@ -29,7 +29,7 @@ import torch
 
 from nnlm.neural.networks import energy
 from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork
-from nnlm.neural.training.objectives import NCE, FullSoftmax, SelfNormalized
+from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
 
 V, N, M, H, B = 14118, 5, 60, 50, 256
 

@@ -12,11 +12,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nnlm.neural.batches import batches
 from nnlm.neural.networks.registry import build_network, network_config
+from nnlm.neural.objectives import make_objective
 from nnlm.neural.parallel.distributed import World
 from nnlm.neural.parallel.output_parallel import OutputShard
-from nnlm.neural.training.batches import batches
-from nnlm.neural.training.objectives import make_objective
 from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
 from nnlm.stream import Stream
 from nnlm.toyworld import toy_world

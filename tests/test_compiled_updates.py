@@ -1,4 +1,4 @@
-"""The compiled optimizer updates (nnlm.neural.training.compiled_updates) against torch's own:
+"""The compiled optimizer updates (nnlm.neural.optim.compiled_updates) against torch's own:
 the sparse-row paths of PaperSGD and LazyAdam with the kernels switched off, and
 torch.optim.Adam / AdamW on full or dense gradients."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnlm.neural.training import compiled_updates, optim
-from nnlm.neural.training.optim import AdamOptimizer, LazyAdam, PaperSGD, _Scratch
+from nnlm.neural.optim import compiled_updates
+from nnlm.neural.optim import optimizers as optim
+from nnlm.neural.optim.optimizers import AdamOptimizer, LazyAdam, PaperSGD, _Scratch
 
 
 def torch_path(monkeypatch):
@@ -177,7 +178,7 @@ def test_a_row_outside_the_parameter_is_an_error_not_a_stray_write():
 
 LOAD_THEN_TRAIN = """
 import json, sys
-from nnlm.neural.training import compiled_updates as k
+from nnlm.neural.optim import compiled_updates as k
 from nnlm.neural.training.run import train_from_files
 toy, out = sys.argv[1], sys.argv[2]
 for name, recipe, train in (("sgd", "paper", {}), ("nce", None, {"objective": "nce"})):

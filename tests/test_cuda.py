@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
+from nnlm.neural.batches import batches
 from nnlm.neural.networks.registry import network_config
 from nnlm.neural.nplm_lm import NeuralLM
-from nnlm.neural.training.batches import batches
 from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
 from parallel_ranks import toy_data
 
@@ -233,7 +233,7 @@ def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
     is said in one log line and runs step by step, with the updates a run without graphs
     makes: nothing ran during the failed capture."""
     from nnlm.neural.networks import energy
-    from nnlm.neural.parallel.cuda_graph import WARMUP, GraphedStep
+    from nnlm.neural.training.cuda_graph import WARMUP, GraphedStep
 
     def syncing(a, G):
         float(a.abs().max())  # a host read: not allowed while a stream is capturing

@@ -18,8 +18,8 @@ from nnlm.cli import main
 from nnlm.mixture import Mixture
 from nnlm.neural.networks.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
-from nnlm.neural.training.objectives import NCE, FullSoftmax, SelfNormalized
-from nnlm.neural.training.optim import LazyAdam
+from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
+from nnlm.neural.optim.optimizers import LazyAdam
 from nnlm.neural.training.run import train_from_files
 from nnlm.ngram import AddK, KneserNey
 from nnlm.vocab import BOS_ID

@@ -38,7 +38,7 @@ def test_processes_starting_together_on_an_empty_cache_all_succeed(tmp_path):
                     "-0.5\t</s>\n-0.4\ta\t-0.2\n\n\\2-grams:\n-0.2\t<s> a\n-0.3\ta </s>\n\n"
                     "\\end\\\n")
     code = ("from nnlm.ngram import read_arpa\n"
-            "from nnlm.neural.training import compiled_updates as k\n"
+            "from nnlm.neural.optim import compiled_updates as k\n"
             f"read_arpa({str(arpa)!r}); k.load(*k.KERNELS); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]

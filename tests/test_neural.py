@@ -18,7 +18,7 @@ from nnlm.cli import main
 from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.networks.registry import build_network
 from nnlm.neural.nplm_lm import NPLM
-from nnlm.neural.training.objectives import FullSoftmax
+from nnlm.neural.objectives import FullSoftmax
 from nnlm.neural.training.run import train_from_files
 from nnlm.neural.training.train import TrainConfig, Trainer, TrainingDiverged
 from nnlm.vocab import BOS_ID

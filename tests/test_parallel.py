@@ -26,11 +26,11 @@ import torch.multiprocessing as mp
 
 from nnlm.cli import main
 from nnlm.errors import NnlmError
+from nnlm.neural.batches import batches
 from nnlm.neural.networks.registry import build_network, network_config
+from nnlm.neural.objectives import make_objective
 from nnlm.neural.parallel.distributed import World, shard_range
 from nnlm.neural.parallel.output_parallel import OutputShard
-from nnlm.neural.training.batches import batches
-from nnlm.neural.training.objectives import make_objective
 from nnlm.neural.training.train import TrainConfig, Trainer
 from nnlm.toyworld import toy_world
 from parallel_ranks import CPU, _entry, _output_parallel_grads, _train_steps, toy_data
@@ -255,7 +255,7 @@ def test_adam_moments_in_shared_memory_are_one_state_for_every_adopter(sparse_ro
     steps land in the same moments and counts (dense torch Adam, and LazyAdam's for C's
     sparse rows, as under NCE), in place."""
     from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
-    from nnlm.neural.training.optim import AdamOptimizer
+    from nnlm.neural.optim.optimizers import AdamOptimizer
 
     net = NPLMNetwork(NPLMConfig(vocab_size=12, order=3, m=4, h=5))
     sparse = [net.C] if sparse_rows else []

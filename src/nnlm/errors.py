@@ -16,6 +16,11 @@ def where(path, line: int | None = None) -> str:
     return f"{path}:{line}" if line is not None else str(path)
 
 
+class TrainingDiverged(NnlmError):
+    """A training run whose weights stopped being sane (one line saying which update was
+    kept): raised by the trainer and by the Hogwild coordinator for its workers."""
+
+
 class NnlmWarning(UserWarning):
     """A user-facing warning: one line. The CLI prints it as ``nnlm: warning: ...``."""
 

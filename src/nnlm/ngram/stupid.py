@@ -30,7 +30,6 @@ from ..vocab import BOS_ID, NO_WORD, Vocabulary
 from .backoff import BackoffNgram
 from .counts import count_ngrams
 from .levels import NgramLevel
-from .methods import MAX_ORDER
 
 ALPHA = 0.4  # Brants et al.'s value
 
@@ -42,8 +41,8 @@ class StupidBackoff(BackoffNgram):
     normalized = False  # scores, not probabilities
 
     def __init__(self, vocab: Vocabulary, order: int = 5, alpha: float = ALPHA):
-        if not (isinstance(order, int) and 1 <= order <= MAX_ORDER):
-            raise ValueError(f"order must be in 1..{MAX_ORDER}, got {order!r}")
+        if not (isinstance(order, int) and order >= 1):  # (entry points: the registry's
+            raise ValueError(f"order must be at least 1, got {order!r}")  # limit too)
         if not (isinstance(alpha, (int, float)) and 0 < alpha <= 1):
             raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
         self.alpha = float(alpha)

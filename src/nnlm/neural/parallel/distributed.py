@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from ...errors import NnlmError
+from ..batches import shard_range  # noqa: F401 - the ranks' shards, named here too
 
 BACKEND_ENV = "NNLM_DIST_BACKEND"  # gloo or nccl; default: nccl on CUDA, gloo on the CPU
 TIMEOUT_SECONDS = float(os.environ.get("NNLM_DIST_TIMEOUT", 600))  # a stalled rank
@@ -149,14 +150,6 @@ def init_world(device: torch.device) -> World:
 def close_world() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def shard_range(n: int, parts: int, index: int) -> tuple[int, int]:
-    """[lo, hi) of part ``index`` when n items are cut into ``parts`` contiguous parts whose
-    sizes differ by at most one, the larger first (numpy's ``array_split``)."""
-    q, r = divmod(n, parts)
-    lo = index * q + min(index, r)
-    return lo, lo + q + (index < r)
 
 
 class GradientSync:

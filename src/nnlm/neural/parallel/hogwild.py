@@ -44,12 +44,11 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from ...errors import NnlmError
+from ...errors import NnlmError, TrainingDiverged
 from ...stream import Stream
 from ..allocator import keep_freed_memory
-from ..training.batches import batches
-from ..training.optim import PaperSGD
-from ..training.train import Trainer, TrainingDiverged
+from ..batches import batches
+from ..optim import PaperSGD
 from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
 from .schemes import SingleProcess
 
@@ -90,9 +89,11 @@ class Hogwild(SingleProcess):
 
     def _start(self, trainer, train: Stream) -> None:
         ctx = mp.get_context("spawn")
-        # what each worker builds its own single-process Trainer from
-        setup = {"vocab": trainer.vocab, "model_config": trainer.model.config,
-                 "config": trainer.config, "outdir": trainer.outdir, "preset": trainer.preset,
+        # what each worker builds its own single-process trainer from: the coordinator's
+        # own class (a factory passed by reference: this scheme never imports training/)
+        setup = {"make_trainer": type(trainer), "vocab": trainer.vocab,
+                 "model_config": trainer.model.config, "config": trainer.config,
+                 "outdir": trainer.outdir, "preset": trainer.preset,
                  "device": "cpu", "train_counts": trainer.train_counts,
                  "model_id": trainer.model_id}
         shared = {name: p.data for name, p in trainer.model.named_parameters()}
@@ -252,7 +253,8 @@ def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
     torch.set_num_threads(1)
     keep_freed_memory()
     try:
-        trainer = Trainer(**setup, log=lambda message: None)
+        make_trainer = setup.pop("make_trainer")
+        trainer = make_trainer(**setup, log=lambda message: None)
         params = dict(trainer.model.named_parameters())
         for name, tensor in shared.items():
             params[name].data = tensor

@@ -31,7 +31,7 @@ from torch import nn
 
 from ...errors import NnlmError
 from ..networks.network import Network
-from ..training.objectives import NCE, FullSoftmax, Objective, SelfNormalized
+from ..objectives import NCE, FullSoftmax, Objective, SelfNormalized
 from .distributed import World, shard_range
 
 

@@ -34,8 +34,8 @@ from ...errors import NnlmError
 from ...lm import LanguageModel
 from ...stream import Stream
 from ..networks.network import Network
-from ..training.objectives import Objective
-from ..training.optim import clip_gradients, scale_gradients
+from ..objectives import Objective
+from ..optim import clip_gradients, scale_gradients
 from .distributed import GradientSync, World, shard_range
 from .output_parallel import OutputShard
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...errors import NnlmError
+from ...errors import NnlmError, TrainingDiverged
 from ...interrupts import StopOnInterrupt
 from ...lm import LanguageModel
 from ...model_files import array_binding, new_model_id, write_header
@@ -37,19 +37,19 @@ from ...models import save_model
 from ...progress import progress_bar
 from ...stream import Stream
 from ...vocab import Vocabulary
+from ..batches import SlotPlan
 from ..networks.checkpoint import write_tensors
 from ..networks.network import NetworkConfig
 from ..networks.registry import build_network
 from ..nplm_lm import BACKOFF_DIR, NeuralLM
-from ..parallel.cuda_graph import GraphedStep
+from ..objectives import make_objective
+from ..optim import AdamOptimizer, PaperSGD
 from ..parallel.distributed import World
 from ..parallel.schemes import DataParallel, SingleProcess, scheme_for
 from ..segments import SpanPlan
 from ..settings import TrainConfig
-from .batches import SlotPlan
+from .cuda_graph import GraphedStep
 from .metrics_log import write_metrics
-from .objectives import make_objective
-from .optim import AdamOptimizer, PaperSGD
 from .run_checkpoint import RunCheckpoint
 
 AVERAGE = "__average__."  # the averaged weights' names in a saved state (config.average)
@@ -75,10 +75,6 @@ def _perplexity(nll: float, tokens: int) -> float:
     is inf, which the divergence checks then catch (never an OverflowError)."""
     mean = nll / tokens
     return math.exp(mean) if mean <= 700 else (mean if math.isnan(mean) else math.inf)
-
-
-class TrainingDiverged(NnlmError):
-    pass
 
 
 def output_counts(train: Stream, config: NetworkConfig) -> np.ndarray:

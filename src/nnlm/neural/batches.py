@@ -10,8 +10,15 @@ import math
 import numpy as np
 import torch
 
-from ...stream import Stream
-from ..parallel.distributed import shard_range
+from ..stream import Stream
+
+
+def shard_range(n: int, parts: int, index: int) -> tuple[int, int]:
+    """[lo, hi) of part ``index`` when n items are cut into ``parts`` contiguous parts whose
+    sizes differ by at most one, the larger first (numpy's ``array_split``)."""
+    q, r = divmod(n, parts)
+    lo = index * q + min(index, r)
+    return lo, lo + q + (index < r)
 
 BLOCK_BATCHES = 64  # batches whose contexts are gathered in one numpy pass
 

@@ -68,7 +68,7 @@ class GraphedStep:
                     clip: float) -> bool:
         """Whether such an update can be captured (see the module docstring); the parallel
         scheme's part is the caller's to check."""
-        from ..training.optim import AdamOptimizer
+        from ..optim import AdamOptimizer
 
         return (graphs_enabled() and device.type == "cuda" and not sparse
                 and not objective.sparse_output and isinstance(optimizer, AdamOptimizer)
