@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.ngram import KneserNey
-from nnlm.ngram.prune import prune_entropy
+from nnlm.ngram.estimate.prune import prune_entropy
 
 
 def main() -> None:

@@ -99,7 +99,7 @@ def test_the_arpa_file_streamed_from_the_workers_is_the_one_process_file(client,
                                                                          tmp_path):
     """Every n-gram with the same log10 p and back-off as write_arpa of the one-process
     model (sections in partition order, so compared as sets), and KenLM reads it."""
-    from nnlm.ngram.store.arpa_write import write_arpa
+    from nnlm.ngram.formats.arpa_write import write_arpa
 
     paths = [str(p) for p in shards]
     vocab = shard_vocabulary(client, paths)

@@ -211,8 +211,8 @@ def test_lazy_adam_on_full_sparse_gradients_equals_torch_adam(decoupled):
 def every_kind(tmp_path=None):
     train = Stream.from_lines([["a", "b", "c", "d"], ["e", "f", "a", "b"], ["b", "f", "e"]],
                               VOCAB)
-    from nnlm.ngram.classes import ClassNgram
-    from nnlm.ngram.interpolated import DeletedInterpolation
+    from nnlm.ngram.estimate.classes import ClassNgram
+    from nnlm.ngram.estimate.interpolated import DeletedInterpolation
 
     kn = KneserNey(VOCAB, 3, discount_fallback=True).fit(train)
     cls = ClassNgram(VOCAB, 2, n_classes=2, discount_fallback=True).fit(train)

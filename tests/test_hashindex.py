@@ -2,8 +2,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nnlm.ngram.counts import lookup
-from nnlm.ngram.hashindex import HashIndex
+from nnlm.ngram.estimate.counts import lookup
+from nnlm.ngram.store.hashindex import HashIndex
 
 
 @settings(max_examples=50, deadline=None)

@@ -1,4 +1,4 @@
-"""KenLM's binary files (nnlm.ngram.store.kenlm_binary). Oracles: the ARPA file each
+"""KenLM's binary files (nnlm.ngram.formats.kenlm_binary). Oracles: the ARPA file each
 fixture was built from (tests/fixtures/kenlm/README.md says how), and the kenlm module
 reading the same binary where it is installed."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from nnlm import NnlmError, Stream, load_model
 from nnlm.ngram import read_arpa
-from nnlm.ngram.store import kenlm_binary
+from nnlm.ngram.formats import kenlm_binary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 TRIES = ["test.trie.bin", "test.q8.bin", "test.array.bin", "test.qa.bin"]

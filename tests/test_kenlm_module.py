@@ -106,8 +106,8 @@ def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form,
     kenlm reads the ARPA file either way. ``kenlm-*``: a binary KenLM's build_binary
     wrote, which both read."""
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
+    from nnlm.models import convert
     from nnlm.ngram.store import run_pointers
-    from nnlm.ngram.store.convert import convert
 
     if form == "mapped-linear":
         monkeypatch.setattr(run_pointers, "choose_layout", lambda values: "linear")
@@ -177,8 +177,7 @@ def test_a_trie_file_opens_without_numpy(toy_arpa, tmp_path, form):
     """A decoder's process that opens a trie file through nnlm.kenlm imports neither numpy
     nor torch and never loads the model (what keeps it as small as kenlm's own process:
     bench/store.py), and its numbers are those of the model loaded whole."""
-    from nnlm.models import load_model
-    from nnlm.ngram.store.convert import convert
+    from nnlm.models import convert, load_model
 
     path, sentences = toy_arpa
     target = tmp_path / ("kn4" if form == "directory" else "kn4.nnlm")
@@ -209,7 +208,7 @@ def test_a_damaged_trie_file_is_refused_as_the_model_refuses_it(toy_arpa, tmp_pa
     """The numpy-free opening refuses what load_model refuses, with load_model's words."""
     import struct
 
-    from nnlm.ngram.store.convert import convert
+    from nnlm.models import convert
     from nnlm.ngram.store.trie_layout import check_trie
 
     target = tmp_path / "kn4.nnlm"

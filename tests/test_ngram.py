@@ -19,9 +19,9 @@ from nnlm.ngram import (
     read_arpa,
     write_arpa,
 )
-from nnlm.ngram.classes import load_classes, save_classes
-from nnlm.ngram.counts import count_ngrams
-from nnlm.ngram.kneser_ney import DiscountError
+from nnlm.ngram.estimate.classes import load_classes, save_classes
+from nnlm.ngram.estimate.counts import count_ngrams
+from nnlm.ngram.estimate.kneser_ney import DiscountError
 from nnlm.vocab import BOS, BOS_ID
 
 TRACTOR = ["a tractor drove slow", "the red tractor drove fast", "the parrot flew fast",
@@ -98,7 +98,7 @@ def test_counts_in_chunks_and_spilled_to_disk_equal_a_brute_force_count(tmp_path
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_unique_inverse_by_either_sort_equals_numpy(fast):
-    from nnlm.ngram.counts import unique_inverse
+    from nnlm.ngram.estimate.counts import unique_inverse
 
     keys = np.random.default_rng(0).integers(0, 50, 1000) * 10**12  # wide, many repeats
     want = np.unique(keys, return_inverse=True, return_counts=True)
@@ -108,7 +108,7 @@ def test_unique_inverse_by_either_sort_equals_numpy(fast):
 
 
 def test_kneser_ney_under_a_memory_limit_equals_the_unlimited_fit(tmp_path, monkeypatch):
-    import nnlm.ngram.counts as counts_mod
+    import nnlm.ngram.estimate.counts as counts_mod
 
     lines = zipf_corpus(seed=4)
     stream, vocab = stream_and_vocab(lines)
@@ -272,7 +272,7 @@ def test_save_load_round_trip(tmp_path, name):
 
 @pytest.mark.parametrize("read_bytes", [13, 1 << 24])  # lines and sections cross reads
 def test_arpa_round_trip_and_format(tmp_path, monkeypatch, read_bytes):
-    from nnlm.ngram.store import arpa_read
+    from nnlm.ngram.formats import arpa_read
 
     monkeypatch.setattr(arpa_read, "READ_BYTES", read_bytes)
     lines = zipf_corpus()
@@ -304,7 +304,7 @@ def test_damaged_arpa_files(tmp_path, damage, message):
 
 @pytest.mark.parametrize("read_bytes", [1, 7, 40, 1 << 24])  # sections cross reads
 def test_bad_arpa_ngrams_are_refused_with_their_line(tmp_path, monkeypatch, read_bytes):
-    from nnlm.ngram.store import arpa_read
+    from nnlm.ngram.formats import arpa_read
 
     monkeypatch.setattr(arpa_read, "READ_BYTES", read_bytes)
     head = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
@@ -370,7 +370,7 @@ def test_unknown_sentence_boundaries_in_scored_text():
 @given(x=st.floats(min_value=-1e300, max_value=1e300, allow_nan=False),
        form=st.sampled_from(["{:.7g}", "{!r}", "{:e}", "{:+.3f}", "{:.20f}", "{:E}"]))
 def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
-    from nnlm.ngram.store.arpa_scan import _number
+    from nnlm.ngram.formats.arpa_scan import _number
 
     text = form.format(x).encode()
     value, end, ok = _number(np.frombuffer(text + b"\t", np.uint8), 0, len(text) + 1)
@@ -381,7 +381,7 @@ def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
 @pytest.mark.parametrize("text", [b"", b"-", b".", b"e5", b"1e", b"1e+", b"nan", b"inf",
                                   b"-inf", b"abc"])
 def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
-    from nnlm.ngram.store.arpa_scan import _number
+    from nnlm.ngram.formats.arpa_scan import _number
 
     _, _, ok = _number(np.frombuffer(text + b" ", np.uint8), 0, len(text) + 1)
     assert not ok
@@ -391,7 +391,7 @@ def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
 @given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=40),
        queries=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=40))
 def test_the_compiled_row_table_finds_what_a_dict_finds(rows, queries):
-    from nnlm.ngram.store.arpa_scan import find_rows, rows_table
+    from nnlm.ngram.formats.arpa_scan import find_rows, rows_table
 
     first = {}
     for i, r in enumerate(rows):
@@ -512,7 +512,7 @@ def test_merging_sorted_runs_equals_unique_over_their_concatenation(seed):
     """The k-way merge of counting's runs against np.unique of all run entries: the same
     distinct keys, counts summed over runs, and each entry's id naming its key. Runs may
     be empty or hold a single key; keys repeat across runs, never within one."""
-    from nnlm.ngram.run_merge import merge_runs
+    from nnlm.ngram.estimate.run_merge import merge_runs
 
     rng = np.random.default_rng(seed)
     keys = [np.unique(rng.integers(0, 2**40 if seed % 2 else 50, rng.integers(0, 40)))
@@ -531,7 +531,7 @@ def test_merging_sorted_runs_equals_unique_over_their_concatenation(seed):
 def test_the_sentence_sequence_reads_any_block_of_the_stream_with_its_starts():
     """Each block [a, b) of ``<s> w1 ... </s>`` per line, empty lines included, equals the
     same block of the whole sequence built at once."""
-    from nnlm.ngram.counts import SentenceSequence
+    from nnlm.ngram.estimate.counts import SentenceSequence
 
     stream, _ = stream_and_vocab(["a b c", "", "b", "c a a b", ""])
     whole = np.insert(stream.ids, stream.offsets[:-1], np.int32(BOS_ID))

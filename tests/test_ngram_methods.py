@@ -1,4 +1,4 @@
-"""The count-based methods as one registry (nnlm.ngram.methods): every entry point (the
+"""The count-based methods as one registry (nnlm.ngram.estimate.methods): every entry point (the
 library's train_ngram, nnlm.train in memory, the command line) takes its choices, limits
 and checks from it, and gives the same model for the same job."""
 
@@ -13,7 +13,7 @@ from nnlm import Stream, load_model
 from nnlm.cli import main
 from nnlm.errors import NnlmError
 from nnlm.ngram import METHODS, NgramJob, train_ngram
-from nnlm.ngram.methods import OWN_SETTINGS
+from nnlm.ngram.estimate.methods import OWN_SETTINGS
 
 SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat ran far away",
              "the dog ran", "a mat on the log"] * 12

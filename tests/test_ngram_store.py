@@ -83,7 +83,7 @@ def test_a_one_file_model_without_a_mapped_vocabulary_still_loads(tmp_path):
     Converting it gives a file whose vocabulary is mapped."""
     from pathlib import Path
 
-    from nnlm.ngram.store.convert import convert
+    from nnlm.models import convert
 
     lines = zipf_corpus(n_sentences=300, n_words=40, max_words=10)
     vocab = Vocabulary.from_counts({w: 1 for line in lines for w in line})
@@ -485,7 +485,7 @@ def test_the_mapped_brown_kn5_equals_the_in_memory_one(brown_dir, tmp_path):
 # -- one-file models -----------------------------------------------------------------
 def test_a_one_file_model_scores_as_its_directory(tmp_path, kn4):
     import nnlm.kenlm
-    from nnlm.ngram.store.convert import convert
+    from nnlm.models import convert
 
     model, test = kn4
     save_model(model, tmp_path / "m")
@@ -521,7 +521,7 @@ def test_a_one_file_output_replaces_only_a_model_file(tmp_path, kn4, capsys):
 
 
 def test_a_damaged_one_file_model_is_one_line(tmp_path, kn4):
-    from nnlm.ngram.store.convert import convert
+    from nnlm.models import convert
 
     model, _ = kn4
     save_model(model, tmp_path / "m")

@@ -244,7 +244,7 @@ def test_a_full_temp_disk_is_named_as_such(tmp_path, monkeypatch):
     import shutil as shutil_
 
     from nnlm.errors import NnlmError
-    from nnlm.ngram import workspace
+    from nnlm.ngram.estimate import workspace
 
     monkeypatch.setattr(shutil_, "disk_usage",
                         lambda p: shutil_._ntuple_diskusage(10**9, 10**9 - 4096, 4096))

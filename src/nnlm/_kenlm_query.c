@@ -3,7 +3,7 @@
  * KenLM's Python module answers BaseScore in about 0.4 us; a Python implementation
  * spends 50-100 us making arrays and objects per call. This module keeps the model's
  * numbers as KenLM does (log10 in float32, a flag per n-gram saying whether it can
- * extend) and looks n-grams up in nnlm's own hash indexes (nnlm.ngram.hashindex:
+ * extend) and looks n-grams up in nnlm's own hash indexes (nnlm.ngram.store.hashindex:
  * open addressing, Fibonacci hashing, linear probing) over the arrays it is given,
  * without copying them and without making a Python object per call beyond the result.
  *

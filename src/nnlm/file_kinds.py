@@ -36,7 +36,7 @@ def is_file_name(path: str | os.PathLike) -> bool:
     return Path(path).suffix in FILE_SUFFIXES
 
 
-CLASSES_HEAD = b"<unk>\t0\n<s>\t1\n</s>\t2\n"  # nnlm.ngram.classes.save_classes
+CLASSES_HEAD = b"<unk>\t0\n<s>\t1\n</s>\t2\n"  # nnlm.ngram.estimate.classes.save_classes
 _MOSES = re.compile(rb"^\S+ \|\|\| .* \|\|\| .* \|\|\| \S+\r?$")
 _TABBED = re.compile(rb"^[^\t\n]+\t[-+0-9.eEinfaINFA]+\t[^\n]*$")
 

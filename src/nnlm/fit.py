@@ -1,6 +1,6 @@
-"""Models from Python in one call, in memory: ``nnlm.train(texts, ...)``, in the manner of
-nltk.lm, where the command line's ``nnlm train`` and ``nnlm ngram train`` take files and
-write directories.
+"""Models in one call: in memory, ``nnlm.train(texts, ...)`` in the manner of nltk.lm;
+from text files, :func:`train_ngram` (what ``nnlm ngram train`` runs), which takes a
+corpus of any size, in shards, on one machine or a Dask cluster.
 
     >>> import nnlm
     >>> texts = ["the cat sat", "the dog sat", "a cat ran"] * 20
@@ -26,8 +26,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from .corpus import read_corpus, read_stream, warn_same_text, warn_unknown_share
 from .errors import NnlmError
 from .lm import LanguageModel
+from .ngram.estimate.methods import NgramJob, cluster_stream
 from .stream import Stream
 from .vocab import Vocabulary
 
@@ -83,7 +85,7 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
 
 def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha
            ) -> LanguageModel:
-    from .ngram.methods import NgramJob
+    from .ngram.estimate.methods import NgramJob
 
     job = NgramJob(None, method, order, valid_path=valid, min_count=min_count,
                    discount_fallback=discount_fallback or None, k=k, alpha=alpha)
@@ -127,3 +129,69 @@ def _network(sentences, valid, preset, output, min_count, max_steps, threads, ve
                          max_steps=max_steps, threads=threads, min_count=min_count,
                          log=print if verbose else (lambda *a, **k: None))
         return load_model(outdir)
+
+
+# -- count-based models from text files ------------------------------------------------------
+def _name(train_path) -> str:
+    """A training text's name in a message: its path, or its first shard's and more."""
+    if isinstance(train_path, (list, tuple)):
+        return str(train_path[0]) + (f" (and {len(train_path) - 1} more)"
+                                     if len(train_path) > 1 else "")
+    return str(train_path)
+
+
+def _encoded(train_path, vocab: Vocabulary | None, min_count: int = 1,
+             max_size: int | None = None):
+    """(vocabulary, encoded text): the vocabulary built from the text, or the fixed one
+    (with a warning if most of the text is outside it)."""
+    if vocab is None:
+        return read_corpus(train_path, min_count, max_size)
+    stream = read_stream(train_path, vocab)
+    warn_unknown_share(stream, _name(train_path))
+    return vocab, stream
+
+
+def cluster_words(train_path, n_classes: int, vocab: Vocabulary | None = None,
+                  max_iterations: int = 15):
+    """Exchange clustering of a text file's words; returns (vocab, word_class)."""
+    vocab, stream = _encoded(train_path, vocab)
+    return vocab, cluster_stream(stream, vocab, n_classes, max_iterations)
+
+
+def train_ngram(train_path: str | os.PathLike, method: str = "kn", order: int = 3,
+                log=lambda message: None, **settings) -> LanguageModel:
+    """Fit a count-based model on a text file, or on several (shards of one corpus):
+    ``method`` one of :data:`METHODS`, ``settings`` the other fields of
+    :class:`NgramJob` (``valid_path``, ``vocab``, ``discount_fallback``, ``cluster``,
+    ``arpa``, ...)."""
+    return run_ngram_job(NgramJob(train_path, method, order, **settings), log)
+
+
+def run_ngram_job(job: NgramJob, log=lambda message: None) -> LanguageModel:
+    """Run ``job``: checked against its method (:meth:`NgramJob.check`), then estimated
+    in this process or, with ``cluster``, on a Dask cluster (``local:N`` or a scheduler's
+    address; modified Kneser-Ney only: each worker reads its own shards, which may be
+    fsspec URLs; ``partitions``: how many parts each order is cut into, by default twice
+    the workers). ``arpa``: also write the model there as an ARPA file (on a cluster,
+    streamed from the workers' partitions)."""
+    method = job.check()
+    if job.cluster is not None:
+        from .ngram.distributed.run import train_distributed
+
+        return train_distributed(job.train_path, job.order, job.cluster, job.vocab,
+                                 job.min_count, job.max_size, job.discount_fallback,
+                                 job.partitions, log, arpa=job.arpa)
+    vocab, train = _encoded(job.train_path, job.vocab, job.min_count, job.max_size)
+    valid = None
+    if method.needs_valid:
+        warn_same_text(job.train_path, job.valid_path)
+        valid = read_stream(job.valid_path, vocab)
+    try:
+        model = method.fit(job, vocab, train, valid)
+    except ValueError as e:
+        raise NnlmError(str(e)) from None
+    if job.arpa is not None:
+        from .ngram.formats.arpa_write import write_arpa
+
+        write_arpa(model, job.arpa)
+    return model

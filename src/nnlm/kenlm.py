@@ -153,12 +153,12 @@ def _query(lm, serial: int):
         return None
     import numpy as np
 
-    from .ngram.levels import NgramLevel
+    from .ngram.store.levels import NgramLevel
     from .ngram.store.trie import TrieLevel
 
     if not all(isinstance(level, NgramLevel) for level in lm.levels):
         return None  # a KenLM probing file's tables: the Python path looks them up
-    from .ngram.hashindex import HashIndex
+    from .ngram.store.hashindex import HashIndex
 
     def log10(a):
         return np.asarray(a, np.float64) * LOG10_E

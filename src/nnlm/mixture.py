@@ -34,7 +34,7 @@ from .model_files import (
     write_arrays,
     write_header,
 )
-from .ngram.counts import lookup_counts
+from .ngram.estimate.counts import lookup_counts
 from .stream import Stream
 
 BUCKET_ORDER = 3  # buckets from the count of the two-word context, as the paper's trigram

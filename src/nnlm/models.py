@@ -37,12 +37,12 @@ from .ngram.store.trie_layout import verifying
 
 # kind -> "module:Class"; each class has kind, config(), save_files(...), load_dir(...)
 MODEL_KINDS = {
-    "addk": "nnlm.ngram.addk:AddK",
+    "addk": "nnlm.ngram.estimate.addk:AddK",
     "backoff": "nnlm.ngram.backoff:BackoffNgram",
-    "kn": "nnlm.ngram.kneser_ney:KneserNey",
-    "interpolated": "nnlm.ngram.interpolated:DeletedInterpolation",
-    "class": "nnlm.ngram.classes:ClassNgram",
-    "stupid": "nnlm.ngram.stupid:StupidBackoff",
+    "kn": "nnlm.ngram.estimate.kneser_ney:KneserNey",
+    "interpolated": "nnlm.ngram.estimate.interpolated:DeletedInterpolation",
+    "class": "nnlm.ngram.estimate.classes:ClassNgram",
+    "stupid": "nnlm.ngram.estimate.stupid:StupidBackoff",
     "nplm": "nnlm.neural.nplm_lm:NeuralLM",  # imports torch only when loaded
     "mixture": "nnlm.mixture:Mixture",
 }
@@ -132,7 +132,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
         model.source_id = None
         return model
     if path.is_file() and read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
-        from .ngram.store.kenlm_binary import read_kenlm_binary
+        from .ngram.formats.kenlm_binary import read_kenlm_binary
 
         model = read_kenlm_binary(path, strict=strict)
         model.source_id = None
@@ -140,7 +140,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     if path.is_file() and not is_arpa(path):
         raise _not_a_model(path)
     if is_arpa(path):
-        from .ngram.store.arpa_read import read_arpa
+        from .ngram.formats.arpa_read import read_arpa
 
         model = read_arpa(path, strict=strict)
         model.source_id = None
@@ -210,3 +210,15 @@ def verify_model(path: str | os.PathLike) -> dict:
             "order": model.order, "files": files, "sections": sections,
             "seconds": round(seconds, 3), "ok": True,
             "summary": f"{path}: whole; {how} ({seconds:.2f} s)"}
+
+
+def convert(source: str | os.PathLike, target: str | os.PathLike,
+            quantize: tuple[int, int] | None = None, strict: bool = False,
+            force: bool = False) -> dict:
+    """``nnlm ngram convert``: the back-off model at ``source`` into ``target`` (ARPA, a
+    one-file model or a model directory: :func:`nnlm.ngram.formats.convert.convert`,
+    with ``quantize``, ``strict`` and ``force``), loaded and saved by this module."""
+    from .ngram.formats.convert import convert as convert_with
+
+    return convert_with(source, target, quantize, strict, force, load=load_model,
+                        save=save_model)

@@ -16,7 +16,7 @@ from ..argtypes import (
 from ..errors import NnlmError, a
 from ..neural.presets import PRESETS, RECIPES
 from ..neural.settings import DEVICES, OBJECTIVES
-from ..ngram.methods import METHODS
+from ..ngram.estimate.methods import METHODS
 
 DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION = 1000, 0.025  # nnlm.neural.sentence's
 

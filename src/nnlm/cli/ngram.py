@@ -16,7 +16,7 @@ from ..argtypes import (
 )
 from ..errors import NnlmError
 from ..file_kinds import is_arpa_name, is_file_name
-from ..ngram.methods import MAX_ORDER
+from ..ngram.estimate.methods import MAX_ORDER
 from .common import (
     METHODS,
     add_force,
@@ -183,10 +183,10 @@ def _backoff_model(path, doing: str):
 
 
 def cmd_train(args) -> None:
+    from ..fit import run_ngram_job
     from ..model_files import check_model_output
     from ..models import save_model
-    from ..ngram.methods import NgramJob
-    from ..ngram.train import run_ngram_job
+    from ..ngram.estimate.methods import NgramJob
 
     fallback = args.discount_fallback
     if fallback is not None:
@@ -215,8 +215,8 @@ def cmd_train(args) -> None:
 
 
 def cmd_cluster(args) -> None:
-    from ..ngram.classes import save_classes
-    from ..ngram.train import cluster_words
+    from ..fit import cluster_words
+    from ..ngram.estimate.classes import save_classes
 
     vocab, word_class = cluster_words(args.train, args.classes, max_iterations=args.iterations)
     save_classes(word_class, vocab, args.output)
@@ -227,7 +227,7 @@ def cmd_cluster(args) -> None:
 def cmd_prune(args) -> None:
     from ..model_files import check_model_output
     from ..models import save_model
-    from ..ngram.prune import prune_entropy
+    from ..ngram.estimate.prune import prune_entropy
 
     check_model_output(args.output, "backoff")
     model = _backoff_model(args.model, "pruning")
@@ -237,14 +237,14 @@ def cmd_prune(args) -> None:
     print(f"{args.output}: kept {after:,} of {before:,} n-grams of orders 2-{model.order} "
           f"({after / max(before, 1):.1%})")
     if args.arpa:
-        from ..ngram.store.arpa_write import write_arpa
+        from ..ngram.formats.arpa_write import write_arpa
 
         write_arpa(pruned, args.arpa)
         print(f"{args.arpa}: ARPA")
 
 
 def cmd_convert(args) -> None:
-    from ..ngram.store.convert import convert
+    from ..models import convert
 
     done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
                    strict=args.strict, force=args.force)
@@ -264,7 +264,7 @@ def cmd_verify(args) -> None:
 
 
 def cmd_export_arpa(args) -> None:
-    from ..ngram.store.arpa_write import write_arpa
+    from ..ngram.formats.arpa_write import write_arpa
 
     model = _backoff_model(args.model, "ARPA export")
     write_arpa(model, args.output)

@@ -147,7 +147,7 @@ def reproduce(workdir, only: list[str] | None = None, quick: bool = False,
 
 
 def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
-    from ..ngram.train import cluster_words, train_ngram
+    from ..fit import cluster_words, train_ngram
 
     data, model_dir = workdir / "data", workdir / "models" / row.name
     if row.kind in ("delint", "kn", "class"):
@@ -159,7 +159,7 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
             clustering = workdir / "models" / f"classes{row.c}.tsv"
             if not clustering.exists():
                 from ..corpus import count_words
-                from ..ngram.classes import save_classes
+                from ..ngram.estimate.classes import save_classes
                 from ..vocab import Vocabulary
 
                 vocab = Vocabulary.from_counts(count_words(data / "train.txt"))

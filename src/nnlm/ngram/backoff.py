@@ -8,7 +8,7 @@ Interpolated Kneser-Ney is exactly such a model once P(h w) holds the interpolat
 probability and bow(h) the interpolation weight gamma(h), which is why one scorer
 serves models estimated here and models read from ARPA files.
 
-Storage, per order k >= 2, sorted by the suffix key of :mod:`nnlm.ngram.counts`
+Storage, per order k >= 2, sorted by the suffix key of :mod:`nnlm.ngram.estimate.counts`
 (``key = id(g2..gk) * |V| + g1``, where unigram ids are word ids): ``logp`` and
 ``log_bow`` (natural logs), ``prefix`` (the id of the context g1..g_{k-1}) and ``last``
 (the predicted word gk). Unigrams are dense arrays over the vocabulary.
@@ -25,8 +25,7 @@ from ..lm import LanguageModel
 from ..model_files import header_binding, load_vocab_for
 from ..stream import Stream
 from ..vocab import BOS_ID, UNK_ID, Vocabulary
-from .counts import expand_ranges
-from .levels import NgramLevel, backoff_arrays_problem
+from .store.levels import NgramLevel, backoff_arrays_problem, expand_ranges
 
 
 def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -22,9 +22,9 @@ blocks between workers, spilling to disk as it must):
 With ``arpa``, the ARPA file is written next, from the workers' partitions of each order
 (formatted where they lie, pulled one at a time: no process holds an order whole).
 The client then gathers the orders (the model directory is written by one process) and
-builds the same arrays :class:`~nnlm.ngram.kneser_ney.KneserNey` builds: every n-gram, probability
-and back-off equal to the single-process model's (to rounding: sums over a context are
-added in another order).
+builds the same arrays :class:`~nnlm.ngram.estimate.kneser_ney.KneserNey` builds:
+every n-gram, probability and back-off equal to the single-process model's (to rounding:
+sums over a context are added in another order).
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ import numpy as np
 import pandas as pd
 
 from ...vocab import BOS_ID, Vocabulary
-from ..kneser_ney import (
+from ..estimate.kneser_ney import (
     KneserNey,
     backoff_of,
     check_fallback,
     discount_of,
     discounts_of_counts,
 )
-from ..levels import NgramLevel
-from ..store.arpa_write import write_arpa_sections
+from ..formats.arpa_write import write_arpa_sections
+from ..store.levels import NgramLevel
 from . import kernels
 from .kernels import columns
 

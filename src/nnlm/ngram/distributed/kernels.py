@@ -17,9 +17,9 @@ import pandas as pd
 from ...corpus import count_words, read_stream
 from ...errors import NnlmError
 from ...vocab import BOS_ID, EOS_ID, Vocabulary
-from ..counts import SentenceSequence
-from ..kneser_ney import backoff_of, discount_of
-from ..store.arpa_write import ngram_lines
+from ..estimate.counts import SentenceSequence
+from ..estimate.kneser_ney import backoff_of, discount_of
+from ..formats.arpa_write import ngram_lines
 
 
 def columns(k: int, first: int = 0) -> list[str]:

@@ -50,8 +50,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NnlmError
-from ..levels import NgramLevel
 from . import bits as bitpack
+from .levels import NgramLevel
 from .trie_layout import (  # noqa: F401 - the format's constants, named here too
     ALIGN,
     BYTE_ORDER_MARK,

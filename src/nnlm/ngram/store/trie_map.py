@@ -11,8 +11,8 @@ import numpy as np
 
 from ...errors import NnlmError
 from ...jsonfiles import check_fields
-from ..levels import backoff_arrays_problem
 from . import run_pointers
+from .levels import backoff_arrays_problem
 from .trie import MAGIC, STANDALONE, TrieLevel
 from .trie_layout import (  # noqa: F401 - read_trie_header: named here too
     check_checksums,

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NnlmError
-from ..vocab import BOS_ID
-from .backoff import BackoffNgram
-from .levels import NgramLevel
+from ...errors import NnlmError
+from ...vocab import BOS_ID
+from ..backoff import BackoffNgram
+from ..store.levels import NgramLevel
 
 
 def _closed(model: BackoffNgram, keep: list[np.ndarray]) -> list[np.ndarray]:
@@ -96,7 +96,7 @@ def context_log_probability(model: BackoffNgram, k: int) -> np.ndarray:
     if k == 1:
         words = np.arange(V)[:, None]
     else:
-        from .backoff import ngram_words
+        from ..backoff import ngram_words
 
         words = ngram_words(model)[k - 2]
     n = words.shape[1]

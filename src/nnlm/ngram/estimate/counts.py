@@ -19,7 +19,7 @@ Memory is the distinct n-grams (16 bytes each) plus 8 bytes a token for two int3
 position arrays (on disk instead with a spill folder), each order's runs, and one chunk's
 temporaries. The sentence sequence itself is never stored: it is read a block at a time
 from the stream's ids (:class:`SentenceSequence`), and the runs are merged in place by a
-k-way merge (:mod:`~nnlm.ngram.run_merge`), not concatenated and sorted again.
+k-way merge (:mod:`~nnlm.ngram.estimate.run_merge`), not concatenated and sorted again.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import NnlmError
-from ..progress import progress_bar
-from ..stream import Stream
-from ..sysmem import human_size, release_free_memory
-from ..vocab import BOS_ID, EOS_ID
+from ...errors import NnlmError
+from ...progress import progress_bar
+from ...stream import Stream
+from ...sysmem import human_size, release_free_memory
+from ...vocab import BOS_ID, EOS_ID
 from .workspace import Workspace
 
 
@@ -131,7 +131,7 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
     Each order is counted ``chunk`` positions at a time into sorted runs, which are then
     merged (as lmplz does), so the temporaries are bounded by the chunk, not the corpus.
     With ``spill`` (a folder), the per-position arrays and the runs live in files there
-    (see :mod:`~nnlm.ngram.workspace`): memory then holds the tables and one chunk.
+    (see :mod:`~nnlm.ngram.estimate.workspace`): memory then holds the tables and one chunk.
     """
     if order < 1:
         raise ValueError("order must be at least 1")
@@ -222,17 +222,6 @@ def lookup_counts(keys: np.ndarray, counts: np.ndarray, queries: np.ndarray) -> 
     pos = lookup(keys, queries)
     return np.where(pos >= 0, counts[np.maximum(pos, 0)], 0) if len(keys) else np.zeros(
         len(queries), counts.dtype)
-
-
-def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All positions in the ranges [lo[r], hi[r]), and the range r each came from.
-
-    Example: lo = [2, 7], hi = [4, 8] -> rows [0, 0, 1], positions [2, 3, 7].
-    """
-    sizes = hi - lo
-    rows = np.repeat(np.arange(len(lo)), sizes)
-    positions = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-    return rows, positions
 
 
 def lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lm import LanguageModel
-from ..stream import Stream
-from ..vocab import BOS_ID, Vocabulary
-from .counts import expand_ranges, lookup_counts
+from ...lm import LanguageModel
+from ...stream import Stream
+from ...vocab import BOS_ID, Vocabulary
+from ..store.levels import expand_ranges
+from .counts import lookup_counts
 
 
 class AddK(LanguageModel):

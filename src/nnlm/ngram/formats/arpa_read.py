@@ -22,8 +22,8 @@ from ...jit_cache import first_call
 from ...progress import progress_bar
 from ...vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from ..backoff import BackoffNgram
-from ..levels import NgramLevel
 from ..normalization import MASS_TOLERANCE, check_normalized, contexts_text
+from ..store.levels import NgramLevel
 from .arpa_write import ARPA_ZERO
 
 MISSING_UNK = -100.0  # KenLM's log10 p(<unk>) for a file that lists no <unk>
@@ -50,7 +50,7 @@ class _Section:
 
 class _ArpaScan:
     """Reads an ARPA file: the header lines in Python, each section's n-gram lines with
-    the compiled scanner of :mod:`nnlm.ngram.store.arpa_scan`, the file 16 MiB at a time.
+    the compiled scanner of :mod:`nnlm.ngram.formats.arpa_scan`, the file 16 MiB at a time.
 
     After reading: ``declared`` ({order: count}), ``sections`` ({order: _Section}),
     ``file_words`` (the unigrams' words in file order) and ``vocab`` (specials first, then
@@ -307,7 +307,7 @@ def assemble(path: Path, vocab: Vocabulary, file_words: list[str], remap: np.nda
     maps k to an object with ``logp`` and ``bow`` (log10, float64), ``lines`` (where each
     n-gram is in the file, for error messages) and, for k >= 2, ``ids``: (n, k) word ids
     of ``vocab``; unigrams are in the file's order, ``remap`` giving their ids. Shared by
-    ARPA files and KenLM's binary files (:mod:`nnlm.ngram.store.kenlm_binary`)."""
+    ARPA files and KenLM's binary files (:mod:`nnlm.ngram.formats.kenlm_binary`)."""
     for k in sorted(sections):
         sec = sections[k]
         words_of = ((lambda i: file_words[i]) if k == 1 else

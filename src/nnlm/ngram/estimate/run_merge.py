@@ -1,6 +1,6 @@
 """Merging the sorted runs of chunked n-gram counting, compiled with numba.
 
-:func:`~nnlm.ngram.counts.count_ngrams` counts each order a chunk of positions at a time;
+:func:`~nnlm.ngram.estimate.counts.count_ngrams` counts each order a chunk of positions at a time;
 each chunk leaves a run: its distinct keys, sorted, and how often each occurred. The runs
 are then merged, as lmplz merges its sorted blocks, into the order's table: the distinct
 keys over all runs, their summed counts, and for every run entry its id in the table.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..jit_cache import first_call
+from ...jit_cache import first_call
 
 
 @njit(inline="always")

@@ -1,6 +1,6 @@
 """Where n-gram counting keeps its big intermediate arrays: in memory, or spilled to disk.
 
-Counting (see :mod:`nnlm.ngram.counts`) holds two kinds of intermediates besides the
+Counting (see :mod:`nnlm.ngram.estimate.counts`) holds two kinds of intermediates besides the
 tables it returns: arrays with one entry per corpus position (each position's n-gram id,
 each order's run entries end to end) and sorted runs, one per chunk of positions. Both are only ever
 touched a chunk at a time, so under a memory limit (``--memory``, like lmplz's ``-S``)
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NnlmError
+from ...errors import NnlmError
 
 
 def _write_error(folder: Path, error: OSError) -> NnlmError:

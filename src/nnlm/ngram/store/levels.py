@@ -3,7 +3,7 @@ hold.
 
 An order k >= 2 is a sorted array of packed keys (context id * |V| + word) with each
 n-gram's log-probability, back-off weight, context (prefix) and last word. The mapped
-trie's levels (:mod:`nnlm.ngram.store.trie`) and KenLM's (``store/kenlm_binary.py``)
+trie's levels (:mod:`nnlm.ngram.store.trie`) and KenLM's (``formats/kenlm_binary.py``)
 offer the same interface over their own layouts, so the model above them
 (:class:`nnlm.ngram.backoff.BackoffNgram`) does not know which it holds.
 """
@@ -12,8 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..vocab import BOS_ID
+from ...vocab import BOS_ID
 from .hashindex import HashIndex
+
+
+def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All positions in the ranges [lo[r], hi[r]), and the range r each came from.
+
+    Example: lo = [2, 7], hi = [4, 8] -> rows [0, 0, 1], positions [2, 3, 7].
+    """
+    sizes = hi - lo
+    rows = np.repeat(np.arange(len(lo)), sizes)
+    positions = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+    return rows, positions
 
 
 class NgramLevel:

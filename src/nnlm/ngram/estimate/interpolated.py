@@ -18,12 +18,13 @@ import math
 
 import numpy as np
 
-from ..errors import NnlmError
-from ..interpolation import fit_bucket_weights, frequency_bucket
-from ..lm import LanguageModel
-from ..stream import Stream
-from ..vocab import BOS_ID, Vocabulary
-from .counts import expand_ranges, lookup_counts
+from ...errors import NnlmError
+from ...interpolation import fit_bucket_weights, frequency_bucket
+from ...lm import LanguageModel
+from ...stream import Stream
+from ...vocab import BOS_ID, Vocabulary
+from ..store.levels import expand_ranges
+from .counts import lookup_counts
 
 
 def _pack(contexts: np.ndarray, V: int) -> np.ndarray:

@@ -8,7 +8,7 @@ parsed in place, and each word is hashed (FNV-1a) and found in a table of the un
 by comparing its bytes, so no Python string is made for any word above the unigrams.
 
 What they do not judge they hand back: a line they cannot read stops the scan with its
-status and position, and :mod:`nnlm.ngram.store.arpa_read` re-reads that one line in Python to say
+status and position, and :mod:`nnlm.ngram.formats.arpa_read` re-reads that one line in Python to say
 what is wrong with it (bad UTF-8, a field count, ``nan``, a word not among the unigrams).
 The kernels are compiled on first use and cached beside this file (``cache=True``).
 """

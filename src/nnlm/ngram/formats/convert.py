@@ -13,27 +13,29 @@ as KenLM's ``build_binary -q P -b B``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import NnlmError
 from ...file_kinds import check_file_output as check_kind
 from ...file_kinds import is_arpa_name, is_file_name
+from ...fileio import atomic_path
+from ...model_files import check_model_output
 from ..backoff import BackoffNgram
+from ..store.trie import FILE_NAME
+from ..store.trie_write import write_trie
+from .arpa_write import write_arpa
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike,
             quantize: tuple[int, int] | None = None, strict: bool = False,
-            force: bool = False) -> dict:
+            force: bool = False, *, load: Callable, save: Callable) -> dict:
     """Convert ``source`` into ``target``; returns what was written (for the CLI to
     print): format, orders, n-grams, bytes and bytes per n-gram. An ARPA or one-file
-    target replaces only a file of its kind, or any file with ``force``."""
-    from ...fileio import atomic_path
-    from ...model_files import check_model_output
-    from ...models import load_model, save_model
-    from .arpa_write import write_arpa
-    from .trie import FILE_NAME
-    from .trie_write import write_trie
-
+    target replaces only a file of its kind, or any file with ``force``. ``load`` and
+    ``save`` read and write a model of any kind (:func:`nnlm.models.load_model` and
+    ``save_model``, which hand themselves over: :func:`nnlm.models.convert`), so this
+    format-level code never imports the models' registry above it."""
     target = Path(target)
     to_arpa, to_file = is_arpa_name(target), is_file_name(target)
     if to_arpa and quantize:
@@ -45,7 +47,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         check_kind(target, "model-file", force)
     elif not to_arpa:
         check_model_output(target, "backoff")  # before the work, not after it
-    model = load_model(source, strict=strict)
+    model = load(source, strict=strict)
     if not isinstance(model, BackoffNgram):
         raise NnlmError(f"{source}: a {model.kind} model has no back-off form; convert takes "
                         "ARPA files and kn or backoff model directories")
@@ -61,7 +63,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
                                         if quantize else "")
     else:
         model.store_quantize = quantize
-        save_model(model, target)
+        save(model, target)
         size = (target / FILE_NAME).stat().st_size
         kind = "nnlm trie" + (f", quantized {quantize[0]}/{quantize[1]} bits" if quantize
                               else "")

@@ -51,7 +51,7 @@ from ... import magic
 from ...errors import NnlmError, warn
 from ...vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
-from .values import extension_of
+from ..store.values import extension_of
 
 MAGIC_PREFIX = magic.KENLM_BINARY
 VERSIONED = b"mmap lm http://kheafield.com/code format version "

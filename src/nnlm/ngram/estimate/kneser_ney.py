@@ -24,12 +24,12 @@ import tempfile
 
 import numpy as np
 
-from ..errors import NnlmError
-from ..stream import Stream
-from ..vocab import BOS_ID, Vocabulary
-from .backoff import BackoffNgram
+from ...errors import NnlmError
+from ...stream import Stream
+from ...vocab import BOS_ID, Vocabulary
+from ..backoff import BackoffNgram
+from ..store.levels import NgramLevel
 from .counts import OrderTable, chunk_for, count_ngrams
-from .levels import NgramLevel
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback defaults
 
