@@ -26,7 +26,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # pyctcdecode, the CTC decoder most Python speech systems use with KenLM, as a real client
-# of nnlm.kenlm (tests/test_kenlm_module.py): it pins numpy below 2, so it gets its own
+# of nnlm.decoding.kenlm (tests/test_kenlm_module.py): it pins numpy below 2, so it gets its own
 # environment, with the kenlm module beside it as the oracle and nnlm without torch
 PYCTC := .venv-pyctcdecode
 $(PYCTC)/.installed: pyproject.toml setup.py

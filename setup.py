@@ -1,5 +1,5 @@
-"""nnlm's two compiled parts: nnlm._kenlm_query, the per-call path of nnlm.kenlm, and
-nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie (see their sources).
+"""nnlm's two compiled parts: nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm,
+and nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie (see their sources).
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
 still succeeds and both answer from their numpy paths, slower."""
 
@@ -9,7 +9,8 @@ from setuptools import Extension, setup
 HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
            "src/nnlm/ngram/store/vocab_hash.h"]
 
-setup(ext_modules=[Extension("nnlm._kenlm_query", ["src/nnlm/_kenlm_query.c"],
-                             depends=HEADERS, extra_compile_args=["-O3"], optional=True),
+setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
+                             ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS,
+                             extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
                              depends=HEADERS, extra_compile_args=["-O3"], optional=True)])

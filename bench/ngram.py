@@ -85,7 +85,7 @@ def main() -> None:
     logp["delint3"] = record("delint3", model, s)
 
     # scoring throughput on a larger stream (test repeated), KN5
-    from nnlm.stream import Stream
+    from nnlm.text.stream import Stream
     big = Stream.concatenate([test] * 6)
     _, s = timed(lambda: kn5.logprobs(big))
     results["kn5_score_tokens_per_second"] = len(big) / s

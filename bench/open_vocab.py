@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nnlm.corpus import count_words, read_stream
 from nnlm.models import load_model
 from nnlm.neural.open_vocab import DEFAULT_LR, score_open_vocab
+from nnlm.text.corpus import count_words, read_stream
 
 
 def summary(base: np.ndarray, open_: np.ndarray) -> dict:

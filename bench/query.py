@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from nnlm import Stream, read_stream
-from nnlm.corpus import read_corpus
 from nnlm.ngram import KneserNey, read_arpa, write_arpa
+from nnlm.text.corpus import read_corpus
 
 
 def best_of(repeats: int, fn) -> tuple[object, float]:

@@ -49,7 +49,7 @@ elif kind == "nnlm.kenlm":  # nnlm's drop-in for the kenlm module, used as kenlm
 else:
     import numpy as np
     from nnlm import Stream
-    from nnlm.corpus import read_stream
+    from nnlm.text.corpus import read_stream
     from nnlm.models import load_model
 per_sentence = kind in ("kenlm", "nnlm.kenlm")
 t = time.perf_counter()
@@ -92,10 +92,10 @@ def size_of(path: Path) -> int:
 
 def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]:
     """Every form of the KN5 model: name -> (kind, path)."""
-    from nnlm.corpus import read_corpus
     from nnlm.lm import LanguageModel
     from nnlm.models import save_model
     from nnlm.ngram import BackoffNgram, KneserNey, write_arpa
+    from nnlm.text.corpus import read_corpus
 
     vocab, stream = read_corpus(train)
     model = KneserNey(vocab, 5).fit(stream)

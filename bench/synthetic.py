@@ -26,7 +26,7 @@ def seed_lines(path: Path | None) -> list[str]:
     """The seed text's lines: a file, or all of Brown (NLTK's copy, no rare-word cut)."""
     if path is not None:
         return path.read_text(encoding="utf-8").splitlines()
-    from nnlm.corpus import brown_paragraphs
+    from nnlm.text.corpus import brown_paragraphs
 
     return brown_paragraphs(download=False)
 

@@ -40,7 +40,7 @@ if kind == "KenLM trie":
     import kenlm
 else:
     from nnlm import Stream
-    from nnlm.corpus import read_stream
+    from nnlm.text.corpus import read_stream
     from nnlm.models import load_model
     from nnlm.ngram.backoff import BackoffNgram
     if kind == "vocab.txt":  # the directory read as before its trie held the vocabulary
@@ -97,8 +97,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/vocab.json"))
     args = parser.parse_args()
     from nnlm import save_model
-    from nnlm.corpus import read_corpus
     from nnlm.ngram import KneserNey, write_arpa
+    from nnlm.text.corpus import read_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -20,7 +20,7 @@ def write(path, text: str | bytes):
 @pytest.fixture(scope="session")
 def brown_dir(tmp_path_factory):
     """Brown prepared with protocol v1 (once per session); skips when Brown is absent."""
-    from nnlm.corpus import brown_available, prepare_brown, write_splits
+    from nnlm.text.corpus import brown_available, prepare_brown, write_splits
 
     if not brown_available():
         pytest.skip("Brown corpus not found: set NLTK_DATA to a folder holding corpora/brown.zip")

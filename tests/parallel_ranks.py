@@ -18,9 +18,9 @@ from nnlm.neural.objectives import make_objective
 from nnlm.neural.parallel.distributed import World
 from nnlm.neural.parallel.output_parallel import OutputShard
 from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
-from nnlm.stream import Stream
-from nnlm.toyworld import toy_world
-from nnlm.vocab import Vocabulary
+from nnlm.text.stream import Stream
+from nnlm.text.toyworld import toy_world
+from nnlm.text.vocab import Vocabulary
 
 CPU = torch.device("cpu")
 

@@ -199,7 +199,7 @@ def test_training_loads_the_kernels_it_uses_with_the_types_its_updates_pass(tmp_
     import subprocess
     import sys
 
-    from nnlm.toyworld import toy_world
+    from nnlm.text.toyworld import toy_world
 
     train, valid, _ = toy_world(seed=0, n_train=200, n_valid=40, n_test=10)
     (tmp_path / "train.txt").write_text("\n".join(train) + "\n")

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from conftest import write
-from nnlm import NnlmError, Stream, Vocabulary, count_words, fileio, read_stream
-from nnlm import corpus as corpus_mod
-from nnlm.corpus import BROWN_EXPECTED, replace_rare, split_by_tokens
-from nnlm.toyworld import HELD_OUT_EXAMPLES, has_held_out_pair, toy_world
+from nnlm import NnlmError, Stream, Vocabulary, count_words, read_stream
+from nnlm.text import corpus as corpus_mod
+from nnlm.text import fileio
+from nnlm.text.corpus import BROWN_EXPECTED, replace_rare, split_by_tokens
+from nnlm.text.toyworld import HELD_OUT_EXAMPLES, has_held_out_pair, toy_world
 
 VOCAB = Vocabulary.from_counts({"the": 3, "cat": 2, "sat": 1})
 
@@ -151,7 +152,7 @@ def test_brown_protocol_v1_counts(brown_dir):
 
 @pytest.mark.slow
 def test_brown_paper_cut_counts_rare_words_over_the_whole_corpus(brown_dir):
-    from nnlm.corpus import brown_paragraphs, prepare_brown
+    from nnlm.text.corpus import brown_paragraphs, prepare_brown
 
     whole = Counter(w for p in brown_paragraphs(download=False) for w in p.split())
     parts = prepare_brown(paper_cut=True, download=False)

@@ -9,7 +9,7 @@ import pytest
 import nnlm
 from conftest import write
 from nnlm import Stream
-from nnlm.errors import NnlmError
+from nnlm.base.errors import NnlmError
 from nnlm.ngram import KneserNey, write_arpa
 from test_ngram import stream_and_vocab, zipf_corpus
 

@@ -17,7 +17,7 @@ from nnlm.neural.networks.deep import DeepConfig, DeepNetwork
 from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.training.run import train_from_files
-from nnlm.vocab import BOS_ID, UNK_ID
+from nnlm.text.vocab import BOS_ID, UNK_ID
 from test_family import (
     assert_gradients_match_finite_differences,
     assert_resume_is_exact,
@@ -180,8 +180,8 @@ def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from nnlm.corpus import write_splits
-    from nnlm.toyworld import toy_world
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
 
     root = tmp_path_factory.mktemp("toydeep")
     write_splits(root / "data", toy_world(seed=0))

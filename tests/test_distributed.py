@@ -16,8 +16,8 @@ import pytest
 
 from nnlm import Stream
 from nnlm.cli import main
-from nnlm.corpus import read_corpus
 from nnlm.ngram import KneserNey
+from nnlm.text.corpus import read_corpus
 
 distributed = pytest.importorskip("distributed", reason="the distributed extra (dask)")
 
@@ -28,7 +28,7 @@ from nnlm.ngram.distributed.estimate import estimate_kn, shard_vocabulary  # noq
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """The toy world's training text in three shards, one of them gzip-compressed."""
-    from nnlm.toyworld import toy_world
+    from nnlm.text.toyworld import toy_world
 
     root = tmp_path_factory.mktemp("shards")
     train = toy_world(seed=0, n_train=1500, n_valid=10, n_test=10)[0]
@@ -228,7 +228,7 @@ def test_a_missing_shard_or_a_url_without_a_cluster_is_named(shards, tmp_path, c
 def test_a_shard_a_worker_cannot_read_is_named(client, tmp_path):
     bad = tmp_path / "bad.txt.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00not gzip at all")
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
 
     with pytest.raises(NnlmError, match="bad.txt.gz"):
         shard_vocabulary(client, [str(bad)])
@@ -310,7 +310,7 @@ def test_a_worker_out_of_disk_is_one_line_naming_the_engines_error(shards, tmp_p
 
     from distributed import LocalCluster
 
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
     from nnlm.ngram.distributed.run import train_distributed
 
     disk = tmp_path / "disk"

@@ -11,7 +11,7 @@ from nnlm.neural.networks import energy
 from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork, energy_logits
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 
 WORDS = ["a", "b", "c", "d", "e", "f"]
 

@@ -22,7 +22,7 @@ from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
 from nnlm.neural.optim.optimizers import LazyAdam
 from nnlm.neural.training.run import train_from_files
 from nnlm.ngram import AddK, KneserNey
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 
 WORDS = ["a", "b", "c", "d", "e", "f"]
 VOCAB = Vocabulary.from_counts({w: 7 - i for i, w in enumerate(WORDS)})  # 9 with specials
@@ -177,7 +177,7 @@ def test_shortlist_distributions_sum_to_one_and_match_per_token_scores():
 
 
 def test_shortlist_needs_a_backoff_model_over_the_same_vocabulary():
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
 
     cfg = NPLMConfig(vocab_size=len(VOCAB), order=2, m=3, h=4, output_size=6)
     with pytest.raises(NnlmError, match="needs an n-gram model"):
@@ -265,8 +265,8 @@ def test_loading_refuses_non_finite_weights(tmp_path):
 # -- the toy world: every objective trains -----------------------------------------------
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from nnlm.corpus import write_splits
-    from nnlm.toyworld import toy_world
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
 
     root = tmp_path_factory.mktemp("toyfamily")
     write_splits(root / "data", toy_world(seed=0))

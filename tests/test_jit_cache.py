@@ -15,12 +15,12 @@ import pytest
 def test_a_first_call_waits_for_the_lock_and_later_calls_do_not(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from nnlm.jit_cache import compile_lock\n"
+        "import time; from nnlm.base.jit_cache import compile_lock\n"
         "with compile_lock():\n    print('held', flush=True); time.sleep(1.5)")],
         env=env, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     waited = subprocess.run([sys.executable, "-c", (
-        "import time; from nnlm.jit_cache import first_call\n"
+        "import time; from nnlm.base.jit_cache import first_call\n"
         "t = time.monotonic(); first_call(abs, -1); a = time.monotonic() - t\n"
         "t = time.monotonic(); first_call(abs, -1); b = time.monotonic() - t\n"
         "print(a, b)")], env=env, capture_output=True, text=True, timeout=60)

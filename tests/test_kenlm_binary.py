@@ -153,8 +153,8 @@ def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
     build_binary = shutil.which("build_binary")
     if build_binary is None:
         pytest.skip("KenLM's build_binary is not on the PATH")
-    from nnlm.corpus import read_corpus
     from nnlm.ngram import KneserNey, write_arpa
+    from nnlm.text.corpus import read_corpus
 
     vocab, train = read_corpus(brown_dir / "train.txt")
     write_arpa(KneserNey(vocab, 5).fit(train), tmp_path / "kn5.arpa")

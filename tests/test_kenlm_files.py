@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nnlm import Model
-from nnlm.errors import NnlmError
+from nnlm.base.errors import NnlmError
 from nnlm.ngram import read_arpa
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"

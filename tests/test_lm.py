@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nnlm import AddK, NnlmError, Stream, Vocabulary, evaluate, load_model, save_model
-from nnlm.vocab import BOS_ID, EOS_ID
+from nnlm.text.vocab import BOS_ID, EOS_ID
 
 LINES = [["a", "b"], ["a", "a"], ["b", "c", "a"]]
 VOCAB = Vocabulary.from_counts({"a": 4, "b": 2, "c": 1, "d": 1})  # d is never in train

@@ -16,7 +16,7 @@ from nnlm.neural.networks.lstm import LSTMConfig, LSTMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.segments import SpanPlan, pieces, spans
 from nnlm.neural.training.run import train_from_files
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 from test_deep import VOCAB, V, contexts
 from test_family import (
     assert_gradients_match_finite_differences,
@@ -172,8 +172,8 @@ def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from nnlm.corpus import write_splits
-    from nnlm.toyworld import toy_world
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
 
     root = tmp_path_factory.mktemp("toylstm")
     write_splits(root / "data", toy_world(seed=0))

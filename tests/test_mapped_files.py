@@ -17,8 +17,8 @@ import pytest
 
 import nnlm.kenlm as nk
 from conftest import toy_world
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
-from nnlm.errors import NnlmError
 from nnlm.models import load_model
 from nnlm.ngram.store import trie_layout as layout
 

@@ -9,7 +9,7 @@ from nnlm import NnlmError, Stream, Vocabulary, evaluate, load_model
 from nnlm.cli import main
 from nnlm.mixture import ContextBuckets, Mixture
 from nnlm.ngram import AddK, DeletedInterpolation, KneserNey
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 
 
 def corpus(seed, n=200):

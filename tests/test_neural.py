@@ -21,7 +21,7 @@ from nnlm.neural.nplm_lm import NPLM
 from nnlm.neural.objectives import FullSoftmax
 from nnlm.neural.training.run import train_from_files
 from nnlm.neural.training.train import TrainConfig, Trainer, TrainingDiverged
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 
 WORDS = ["a", "b", "c", "d"]
 VOCAB = Vocabulary.from_counts({w: 1 for w in WORDS})  # 7 words with the specials
@@ -190,8 +190,8 @@ def test_a_tiny_model_overfits_a_tiny_corpus(tmp_path):
 # -- the toy world -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from nnlm.corpus import write_splits
-    from nnlm.toyworld import toy_world
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
 
     root = tmp_path_factory.mktemp("toy")
     write_splits(root / "data", toy_world(seed=0))
@@ -202,7 +202,7 @@ def toy(tmp_path_factory):
 
 def test_nplm_generalises_to_held_out_pairs_where_counts_cannot(toy):
     from nnlm.ngram import KneserNey
-    from nnlm.toyworld import ANIMALS, HELD_OUT_EXAMPLES
+    from nnlm.text.toyworld import ANIMALS, HELD_OUT_EXAMPLES
 
     nplm = load_model(toy / "tiny")
     kn = KneserNey(nplm.vocab, 3, discount_fallback=True).fit(

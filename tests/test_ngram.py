@@ -22,7 +22,7 @@ from nnlm.ngram import (
 from nnlm.ngram.estimate.classes import load_classes, save_classes
 from nnlm.ngram.estimate.counts import count_ngrams
 from nnlm.ngram.estimate.kneser_ney import DiscountError
-from nnlm.vocab import BOS, BOS_ID
+from nnlm.text.vocab import BOS, BOS_ID
 
 TRACTOR = ["a tractor drove slow", "the red tractor drove fast", "the parrot flew fast",
            "the parrot flew slow", "the tractor slowed down"]
@@ -231,7 +231,7 @@ def class_bigram_objective(stream, word_class):
 
 
 def test_exchange_clustering_improves_the_objective_and_groups_the_toy_world():
-    from nnlm.toyworld import PLACES, toy_world
+    from nnlm.text.toyworld import PLACES, toy_world
 
     lines = [s.split() for s in toy_world()[0]]
     stream, vocab = stream_and_vocab(lines)
@@ -454,7 +454,7 @@ def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_p
 def test_an_arpa_file_without_unk_scores_oov_words_as_kenlm_does(tmp_path):
     """KenLM substitutes log10 p(<unk>) = -100 for a file that lists no <unk>, and says so;
     nnlm must give its per-token numbers (issue 13) and warn."""
-    from nnlm.errors import NnlmWarning
+    from nnlm.base.errors import NnlmWarning
 
     lines = zipf_corpus()
     stream, vocab = stream_and_vocab(lines)
@@ -478,7 +478,7 @@ def test_a_pruned_arpa_file_loads_and_scores_as_kenlm_does(tmp_path):
     adds them with the probability of backing off and weight 1; nnlm must give its
     per-token numbers to 1e-5 (issue 13), and warn. (KenLM refuses a missing context;
     nnlm adds those the same way.)"""
-    from nnlm.errors import NnlmWarning
+    from nnlm.base.errors import NnlmWarning
 
     lines = zipf_corpus()
     stream, vocab = stream_and_vocab(lines)

@@ -10,8 +10,8 @@ import pytest
 import nnlm
 from conftest import write
 from nnlm import Stream, load_model
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
-from nnlm.errors import NnlmError
 from nnlm.ngram import METHODS, NgramJob, train_ngram
 from nnlm.ngram.estimate.methods import OWN_SETTINGS
 

@@ -16,7 +16,7 @@ from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
 from nnlm.ngram.store import bits, run_pointers, trie, trie_map, vocab_table
 from nnlm.ngram.store import values as coding
-from nnlm.vocab import BOS_ID
+from nnlm.text.vocab import BOS_ID
 
 
 @pytest.fixture(scope="module")
@@ -467,7 +467,7 @@ def test_convert_refuses_with_one_line(tmp_path, kn4, capsys, argv, message):
 def test_the_mapped_brown_kn5_equals_the_in_memory_one(brown_dir, tmp_path):
     """Issue 26: per token on Brown's test text, the trie (and its ARPA round trip)
     against the model as estimated, in float64 with the hash index."""
-    from nnlm.corpus import read_corpus, read_stream
+    from nnlm.text.corpus import read_corpus, read_stream
 
     vocab, train = read_corpus(brown_dir / "train.txt")
     model = KneserNey(vocab, 5).fit(train)

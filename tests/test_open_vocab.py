@@ -9,13 +9,13 @@ import torch
 
 from conftest import write
 from nnlm import Vocabulary, load_model, save_model
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
-from nnlm.errors import NnlmError
 from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork
 from nnlm.neural.networks.network import LBLConfig, LBLNetwork, NPLMConfig, NPLMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.open_vocab import score_open_vocab
-from nnlm.vocab import BOS_ID, EOS_ID, UNK_ID
+from nnlm.text.vocab import BOS_ID, EOS_ID, UNK_ID
 
 COUNTS = {"the": 9, "cat": 8, "sat": 7, "on": 6, "mat": 5, "dog": 4}
 
@@ -175,7 +175,7 @@ def test_the_online_step_is_the_gradient_of_the_log_likelihood():
 
 def test_open_vocab_refuses_models_that_cannot_grow(tmp_path, capsys):
     from nnlm.ngram import KneserNey
-    from nnlm.stream import Stream
+    from nnlm.text.stream import Stream
 
     vocab = Vocabulary.from_counts(COUNTS)
     kn = KneserNey(vocab, 2, discount_fallback=True).fit(

@@ -24,15 +24,15 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
-from nnlm.errors import NnlmError
 from nnlm.neural.batches import batches
 from nnlm.neural.networks.registry import build_network, network_config
 from nnlm.neural.objectives import make_objective
 from nnlm.neural.parallel.distributed import World, shard_range
 from nnlm.neural.parallel.output_parallel import OutputShard
 from nnlm.neural.training.train import TrainConfig, Trainer
-from nnlm.toyworld import toy_world
+from nnlm.text.toyworld import toy_world
 from parallel_ranks import CPU, _entry, _output_parallel_grads, _train_steps, toy_data
 
 
@@ -199,7 +199,7 @@ def _train_args(toy, out, *extra):
 def _test_nll(model: Path, toy: Path) -> float:
     from nnlm.lm import evaluate
     from nnlm.models import load_model
-    from nnlm.stream import Stream as S
+    from nnlm.text.stream import Stream as S
 
     lm = load_model(model)
     lines = [s.split() for s in (toy / "test.txt").read_text().splitlines()]

@@ -1,6 +1,6 @@
 """Progress off a terminal: periodic lines on stderr, none when switched off."""
 
-from nnlm.progress import progress_bar
+from nnlm.base.progress import progress_bar
 
 
 def test_progress_prints_periodic_lines_when_not_on_a_terminal(monkeypatch, capsys):

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from conftest import write
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
-from nnlm.errors import NnlmError
 from nnlm.lm import logsumexp
 from nnlm.ngram import KneserNey, read_arpa, write_arpa
 from nnlm.ngram.backoff import ngram_words
 from nnlm.ngram.estimate.prune import context_log_probability, entropy_deltas, prune, prune_entropy
-from nnlm.vocab import BOS_ID, EOS_ID
+from nnlm.text.vocab import BOS_ID, EOS_ID
 from test_ngram import stream_and_vocab, zipf_corpus
 
 

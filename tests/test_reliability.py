@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from conftest import write
 from nnlm.cli import main
-from nnlm.vocab import EOS_ID
+from nnlm.text.vocab import EOS_ID
 from reliability_world import (
     T,
     V,
@@ -883,7 +883,7 @@ def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data
     refuses the file in one line, or every next-word distribution that does not sum to 1
     is warned about, above or below (an independent check: the model's own full
     distributions, summed in float64); strict loading refuses every one above 1."""
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
     from nnlm.lm import logsumexp
     from nnlm.ngram import read_arpa
 

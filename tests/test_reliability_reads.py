@@ -32,7 +32,7 @@ def world(tmp_path_factory):
 # -- the Python API ------------------------------------------------------------------------
 def test_python_api_generate_strings_and_boundaries(world):
     from nnlm import load_model
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
 
     model = load_model(world / "kn3")
     draws = {tuple(model.generate(3)) for _ in range(4)}
@@ -223,7 +223,7 @@ def test_random_trainer_json_resumes_or_is_one_line(world, tmp_path_factory, cap
 def test_random_result_and_eval_caches_are_redone_not_crashed(world, tmp_path_factory, data):
     """reproduce's caches: a damaged one is said and its work done again."""
     from nnlm.experiments.reproduce import _cached, training_done
-    from nnlm.jsonfiles import Float, Map
+    from nnlm.text.jsonfiles import Float, Map
 
     t = tmp_path_factory.mktemp("cache")
     said = []
@@ -243,7 +243,7 @@ def test_a_full_temp_disk_is_named_as_such(tmp_path, monkeypatch):
     written"); the message names the folder and says the disk is full."""
     import shutil as shutil_
 
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
     from nnlm.ngram.estimate import workspace
 
     monkeypatch.setattr(shutil_, "disk_usage",

@@ -32,7 +32,7 @@ def world(tmp_path_factory):
 
 # -- writes: OS errors, kills, locks -------------------------------------------------------
 def _fail_rename(monkeypatch, err=errno.ENOSPC):
-    import nnlm.fileio as fileio
+    import nnlm.text.fileio as fileio
 
     def broken(*a, **k):
         raise OSError(err, os.strerror(err))
@@ -55,7 +55,7 @@ def test_a_failing_write_keeps_the_old_output_and_says_one_line(world, tmp_path,
 
 
 def test_prepare_replaces_all_splits_or_none(world, tmp_path, capsys, monkeypatch):
-    import nnlm.fileio as fileio
+    import nnlm.text.fileio as fileio
 
     copy(world / "toy", tmp_path / "d")
     before = snapshot(tmp_path)
@@ -76,7 +76,7 @@ def test_prepare_replaces_all_splits_or_none(world, tmp_path, capsys, monkeypatc
 
 KILL_SCRIPT = """
 import sys, time
-from nnlm.vocab import Vocabulary
+from nnlm.text.vocab import Vocabulary
 real = Vocabulary.save  # save_model writes the vocabulary after the model's own files
 def slow(*a, **k):
     real(*a, **k)
@@ -84,7 +84,7 @@ def slow(*a, **k):
     time.sleep(60)
 Vocabulary.save = slow
 from nnlm.cli import main
-from nnlm.vocab import EOS_ID
+from nnlm.text.vocab import EOS_ID
 main(sys.argv[1:])
 """
 
@@ -126,7 +126,7 @@ def test_two_writers_of_one_output_cannot_both_succeed(world, tmp_path, capsys):
 
 
 def test_replacing_a_model_directory_is_one_atomic_exchange(tmp_path):
-    from nnlm.fileio import _exchange, atomic_path
+    from nnlm.text.fileio import _exchange, atomic_path
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -180,7 +180,7 @@ def test_max_steps_before_the_first_epoch_ends_still_leaves_a_model(world, tmp_p
 
 
 def test_train_config_is_checked_for_every_caller():
-    from nnlm.errors import NnlmError
+    from nnlm.base.errors import NnlmError
     from nnlm.neural.training.train import TrainConfig
 
     for bad in ({"epochs": 0}, {"clip": -1.0}, {"lr": float("nan")}, {"seed": -1},

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from nnlm.corpus import write_splits
 from nnlm.experiments.reproduce import ROWS, dependencies, reproduce
-from nnlm.toyworld import toy_world
+from nnlm.text.corpus import write_splits
+from nnlm.text.toyworld import toy_world
 
 
 def test_dependencies_pull_in_networks_trigram_and_kn5():

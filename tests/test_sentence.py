@@ -100,7 +100,7 @@ def test_embed_cli_edge_cases(tmp_path, capsys):
     assert np.load(tmp_path / "z.npy").shape == (0, 2)
     capsys.readouterr()
     from nnlm.ngram import KneserNey
-    from nnlm.stream import Stream
+    from nnlm.text.stream import Stream
 
     kn = KneserNey(lm.vocab, 2, discount_fallback=True).fit(
         Stream.from_lines([["the", "cat"]], lm.vocab))
@@ -119,9 +119,9 @@ def test_embed_cli_edge_cases(tmp_path, capsys):
 
 
 def test_toy_world_cats_are_nearer_to_cats_than_to_teachers(tmp_path, capsys):
-    from nnlm.corpus import write_splits
     from nnlm.neural.training.run import train_from_files
-    from nnlm.toyworld import toy_world
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
 
     write_splits(tmp_path / "data", toy_world(seed=0))
     train_from_files(tmp_path / "data/train.txt", tmp_path / "data/valid.txt",

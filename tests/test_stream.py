@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnlm import Stream, Vocabulary
-from nnlm.vocab import BOS, EOS
+from nnlm.text.vocab import BOS, EOS
 
 WORDS = ["a", "b", "c", "d", "e"]
 VOCAB = Vocabulary.from_counts({w: 1 for w in WORDS})

@@ -13,7 +13,7 @@ import pytest
 
 from nnlm.cli import main
 from nnlm.models import load_model
-from nnlm.vocab import BOS_ID, NO_WORD
+from nnlm.text.vocab import BOS_ID, NO_WORD
 
 KINDS = ["kn", "addk", "interpolated", "class", "pruned", "arpa", "one-file", "nplm",
          "lbl", "energy", "mixture"]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from nnlm import NnlmError, Vocabulary
-from nnlm.vocab import BOS_ID, EOS_ID, UNK_ID
+from nnlm.text.vocab import BOS_ID, EOS_ID, UNK_ID
 
 
 def test_specials_first_then_by_count_ties_alphabetical():

@@ -13,35 +13,36 @@ with the first model, torch with the first network).
 ``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`).
 """
 
-__version__ = "0.1.0"
+from .base.version import __version__  # noqa: F401 - nnlm.__version__
 
 # Every name loads on first use (PEP 562), so that ``import nnlm.kenlm`` opening a trie
 # file imports neither numpy nor torch: the kenlm module's drop-in then costs a process
 # no more than kenlm's own.
-_LAZY = {"count_words": "nnlm.corpus", "read_stream": "nnlm.corpus", "Model": "nnlm.decoding",
-         "State": "nnlm.decoding", "NnlmError": "nnlm.errors", "train": "nnlm.fit",
-         "Evaluation": "nnlm.lm", "LanguageModel": "nnlm.lm", "evaluate": "nnlm.lm",
-         "load_model": "nnlm.models", "save_model": "nnlm.models", "AddK": "nnlm.ngram",
-         "Stream": "nnlm.stream", "Vocabulary": "nnlm.vocab",
+_LAZY = {"count_words": "nnlm.text.corpus", "read_stream": "nnlm.text.corpus",
+         "Model": "nnlm.decoding.api", "State": "nnlm.decoding.api",
+         "NnlmError": "nnlm.base.errors", "train": "nnlm.fit", "Evaluation": "nnlm.lm",
+         "LanguageModel": "nnlm.lm", "evaluate": "nnlm.lm", "load_model": "nnlm.models",
+         "save_model": "nnlm.models", "AddK": "nnlm.ngram.estimate.addk",
+         "Stream": "nnlm.text.stream", "Vocabulary": "nnlm.text.vocab",
          "NPLM": "nnlm.neural.nplm_lm", "NeuralLM": "nnlm.neural.nplm_lm",
-         "NPLMConfig": "nnlm.neural.networks.network", "TrainConfig": "nnlm.neural.training.train",
-         "Trainer": "nnlm.neural.training.train"}
+         "NPLMConfig": "nnlm.neural.networks.network",
+         "TrainConfig": "nnlm.neural.training.train", "Trainer": "nnlm.neural.training.train"}
 
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:  # the names for type checkers and editors; never run
-    from .corpus import count_words, read_stream
-    from .decoding import Model, State
-    from .errors import NnlmError
+    from .base.errors import NnlmError
+    from .decoding.api import Model, State
     from .fit import train
     from .lm import Evaluation, LanguageModel, evaluate
     from .models import load_model, save_model
     from .neural.networks.network import NPLMConfig
     from .neural.nplm_lm import NPLM, NeuralLM
     from .neural.training.train import TrainConfig, Trainer
-    from .ngram import AddK
-    from .stream import Stream
-    from .vocab import Vocabulary
+    from .ngram.estimate.addk import AddK
+    from .text.corpus import count_words, read_stream
+    from .text.stream import Stream
+    from .text.vocab import Vocabulary
 
 
 def __getattr__(name):

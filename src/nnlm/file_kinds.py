@@ -17,10 +17,10 @@ import os
 import re
 from pathlib import Path
 
-from . import magic
-from .errors import NnlmError
-from .fileio import read_head
+from .base import magic
+from .base.errors import NnlmError
 from .plots import PNG_SOFTWARE
+from .text.fileio import read_head
 
 ARPA_SUFFIXES = (".arpa", ".gz", ".bz2", ".xz")
 FILE_SUFFIXES = (".nnlm", ".bin", ".binary")  # one file: what KenLM's clients copy around

@@ -26,17 +26,17 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .corpus import read_corpus, read_stream, warn_same_text, warn_unknown_share
-from .errors import NnlmError
+from .base.errors import NnlmError
 from .lm import LanguageModel
 from .ngram.estimate.methods import NgramJob, cluster_stream
-from .stream import Stream
-from .vocab import Vocabulary
+from .text.corpus import read_corpus, read_stream, warn_same_text, warn_unknown_share
+from .text.stream import Stream
+from .text.vocab import Vocabulary
 
 
 def _sentences(texts) -> list[list[str]]:
     if isinstance(texts, (str, os.PathLike)) and Path(texts).is_file():
-        from .fileio import iter_lines
+        from .text.fileio import iter_lines
 
         return [line.split() for line in iter_lines(Path(texts), str(texts)) if line.strip()]
     if isinstance(texts, str):

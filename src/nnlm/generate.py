@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import NnlmError
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, special_error
+from .base.errors import NnlmError
+from .text.vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, special_error
 
 
 def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: float = 1.0,

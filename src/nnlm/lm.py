@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import NnlmError
+from .base.errors import NnlmError
 from .model_files import header_binding, read_arrays, write_arrays
-from .stream import Stream
-from .vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
+from .text.stream import Stream
+from .text.vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
 LOG10_E = math.log10(math.e)
 
@@ -80,7 +80,7 @@ class LanguageModel(ABC):
             for contexts, targets in batches:
                 out[: len(targets)] = self.target_logprobs(contexts, targets)
             return out
-        from .progress import progress_bar
+        from .base.progress import progress_bar
 
         with progress_bar(len(stream), f"scoring ({getattr(self, 'kind', 'model')})",
                           "tokens", delay=2.0) as bar:
@@ -212,7 +212,7 @@ def _as_stream(text, vocab: Vocabulary) -> Stream:
         text = text.splitlines()
     if isinstance(text, (list, tuple)):
         return Stream.from_lines([s.split() if isinstance(s, str) else s for s in text], vocab)
-    from .corpus import read_stream
+    from .text.corpus import read_stream
 
     return read_stream(text, vocab)
 

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import NnlmError
-from .fileio import atomic_path
+from .base.errors import NnlmError
 from .interpolation import fit_bucket_weights, frequency_bucket
 from .lm import LanguageModel, check_normalized_scores, logsumexp
 from .model_files import (
@@ -35,7 +34,8 @@ from .model_files import (
     write_header,
 )
 from .ngram.estimate.counts import lookup_counts
-from .stream import Stream
+from .text.fileio import atomic_path
+from .text.stream import Stream
 
 BUCKET_ORDER = 3  # buckets from the count of the two-word context, as the paper's trigram
 

@@ -6,7 +6,7 @@ A saved model is a directory::
     MODEL/
       config.json     {"nnlm_model": "addk", "format_version": 2, "vocab_size": ...,
                        "vocab_fingerprint": ..., "model_id": ..., "config": {...}}
-      vocab.txt       the vocabulary (see nnlm.vocab); a back-off model's trie also
+      vocab.txt       the vocabulary (see nnlm.text.vocab); a back-off model's trie also
                       holds it, mapped, and opens without reading this file
       ...             the kind's own files: arrays.npz for count-based models (loaded
                       with allow_pickle=False), model.safetensors for networks, ...
@@ -24,9 +24,9 @@ import os
 import uuid
 from pathlib import Path
 
-from .digest import sha256_hex
-from .errors import NnlmError
-from .jsonfiles import Int, Optional, check_fields, read_json
+from .base.digest import sha256_hex
+from .base.errors import NnlmError
+from .text.jsonfiles import Int, Optional, check_fields, read_json
 
 # typing.TYPE_CHECKING without importing typing, nor fileio's modules below: reading a
 # config.json (nnlm.kenlm opening a model directory) stays as small as kenlm's process
@@ -34,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import numpy as np
 
-    from .vocab import Vocabulary
+    from .text.vocab import Vocabulary
 
 FORMAT_VERSION = 2  # 2: model_id, and array files bound to config.json
 
@@ -114,7 +114,7 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
     header = {"nnlm_model": kind, "format_version": FORMAT_VERSION, "vocab_size": len(vocab),
               "vocab_fingerprint": vocab.fingerprint, "model_id": model_id, "config": config,
               **extra}
-    from .fileio import atomic_write_text
+    from .text.fileio import atomic_write_text
 
     atomic_write_text(Path(directory) / "config.json", json.dumps(header, indent=2) + "\n")
 
@@ -133,7 +133,7 @@ MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.tri
 
 def _foreign_entries(path: Path) -> list[str]:
     """The names in ``path`` that nnlm does not write (its hidden temporaries aside)."""
-    from .fileio import TEMP_NAME
+    from .text.fileio import TEMP_NAME
 
     return sorted(e.name for e in path.iterdir()
                   if e.name not in MODEL_ENTRIES and not TEMP_NAME.match(e.name))
@@ -218,7 +218,7 @@ def read_header(path: str | os.PathLike) -> dict:
 
 def load_vocab_for(path: Path, header: dict) -> Vocabulary:
     """The model's vocabulary, checked against the size and fingerprint it was saved with."""
-    from .vocab import Vocabulary
+    from .text.vocab import Vocabulary
 
     vocab = Vocabulary.load(path / "vocab.txt")
     if len(vocab) != header["vocab_size"] or vocab.fingerprint != header["vocab_fingerprint"]:
@@ -239,12 +239,12 @@ def model_identity(path: str | os.PathLike, model=None) -> str:
     path = Path(path)
     if path.is_dir():
         return str(read_header(path).get("model_id"))
-    import hashlib  # OpenSSL's SHA-256, fast on a large file (see nnlm.digest)
+    import hashlib  # OpenSSL's SHA-256, fast on a large file (see nnlm.base.digest)
 
     try:
         with open(path, "rb") as f:
             return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
-        from .fileio import os_error_message
+        from .text.fileio import os_error_message
 
         raise NnlmError(os_error_message(path, e)) from None

@@ -21,9 +21,8 @@ import os
 import time
 from pathlib import Path
 
-from . import magic
-from .errors import NnlmError, warn
-from .fileio import atomic_path, read_head
+from .base import magic
+from .base.errors import NnlmError, warn
 from .lm import LanguageModel
 from .model_files import (
     array_binding,
@@ -34,6 +33,7 @@ from .model_files import (
     write_header,
 )
 from .ngram.store.trie_layout import verifying
+from .text.fileio import atomic_path, read_head
 
 # kind -> "module:Class"; each class has kind, config(), save_files(...), load_dir(...)
 MODEL_KINDS = {
@@ -56,7 +56,7 @@ def model_class(kind: str):
     try:
         return getattr(importlib.import_module(module), name)
     except ModuleNotFoundError as e:
-        from .extras import missing_extra
+        from .base.extras import missing_extra
 
         error = missing_extra(e, f"a {kind} model")
         if error is None:

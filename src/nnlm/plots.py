@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from .fileio import atomic_path
+from .text.fileio import atomic_path
 
 PNG_SOFTWARE = "nnlm"  # nnlm.file_kinds recognizes nnlm's PNGs by it
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import NnlmError
+from .base.errors import NnlmError
 from .lm import LOG10_E, LanguageModel, check_logprobs
-from .stream import Stream, seen_lengths
-from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, special_error
+from .text.stream import Stream, seen_lengths
+from .text.vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, special_error
 
 CHUNK_LINES = 4096
 
@@ -67,7 +67,7 @@ def score_sentences(
     seen: list | None = None,
 ) -> Iterator[SentenceScore]:
     """Score each line as one sentence. A blank line is not a sentence (the rule of every
-    command, see :mod:`nnlm.corpus`): it yields a score with no tokens, so output rows stay
+    command, see :mod:`nnlm.text.corpus`): it yields a score with no tokens, so output rows stay
     aligned with input lines.
 
     ``seen``: a list that receives the :class:`Stream` of the first chunks scored, up to

@@ -8,12 +8,12 @@ import re
 import sys
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     fraction,
     positive_int,
     ranged,
 )
-from ..errors import NnlmError, a
+from ..base.errors import NnlmError, a
 from ..neural.presets import PRESETS, RECIPES
 from ..neural.settings import DEVICES, OBJECTIVES
 from ..ngram.estimate.methods import METHODS
@@ -125,7 +125,7 @@ def fixed_vocabulary(args):
         return None
     if args.min_count != 1 or args.max_size is not None:
         raise NnlmError("--vocab fixes the vocabulary: drop --min-count and --max-size")
-    from ..vocab import Vocabulary
+    from ..text.vocab import Vocabulary
 
     return Vocabulary.read(args.vocab)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     nonnegative_int,
     open_fraction,
     positive_int,
     seed,
 )
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 
 
 def add_parsers(sub) -> None:
@@ -57,7 +57,7 @@ def _print_split_stats(outdir: Path, stats) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from .. import corpus
+    from ..text import corpus
 
     if (args.outdir / "config.json").is_file():  # before the work, not after it
         raise NnlmError(f"{args.outdir}: holds a model (config.json); the splits would go "
@@ -65,7 +65,7 @@ def cmd_prepare(args) -> None:
     if args.corpus == "brown":
         parts = corpus.prepare_brown(paper_cut=args.paper_cut, download=not args.no_download)
     elif args.corpus == "toy":
-        from ..toyworld import toy_world
+        from ..text.toyworld import toy_world
 
         parts = toy_world(seed=args.seed, n_train=args.train_sentences)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     positive_int,
     unit_interval,
 )
@@ -86,7 +86,7 @@ def cmd_reproduce(args) -> None:
 
 
 def cmd_demo(args) -> None:
-    from ..demo import run_demo
+    from ..experiments.demo import run_demo
 
     run_demo(args.workdir, epochs=args.epochs)
 

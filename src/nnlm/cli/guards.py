@@ -1,6 +1,6 @@
 """The command line's guards on what a command writes: one nnlm process per output
 (:func:`output_lock`), and no output that would replace one of the command's inputs
-(:func:`check_distinct`). The writes themselves go through :mod:`nnlm.fileio`."""
+(:func:`check_distinct`). The writes themselves go through :mod:`nnlm.text.fileio`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import NnlmError
-from ..fileio import TEMP_TAG, make_parent, os_error_message
+from ..base.errors import NnlmError
+from ..text.fileio import TEMP_TAG, make_parent, os_error_message
 
 
 @contextlib.contextmanager

@@ -11,10 +11,10 @@ import os
 import sys
 import warnings
 
-from ..errors import NnlmError, NnlmWarning
+from ..base.errors import NnlmError, NnlmWarning
 from ..file_kinds import check_file_output
-from ..fileio import os_error_message, public_path
 from ..ngram.store.trie_layout import verifying
+from ..text.fileio import os_error_message, public_path
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
 from .flags import as_flags
@@ -40,7 +40,7 @@ Outputs are written atomically and never over an input; errors are one line, exi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..base.version import __version__
 
     parser = Parser(
         prog="nnlm",
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
         return e.code if isinstance(e.code, int) else 2
     if getattr(args, "log_every", None) is not None:  # worker processes inherit it
-        from ..progress import ENV
+        from ..base.progress import ENV
 
         os.environ[ENV] = f"{args.log_every:g}"
     command = getattr(args, "command_parser", None)
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nnlm: error: {_rank_prefix()}{as_flags(str(e), command)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # an optional part that is not installed
-        from ..extras import missing_extra
+        from ..base.extras import missing_extra
 
         error = missing_extra(e, f"nnlm {args.command}")
         if error is None:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     fraction,
     nonnegative_float,
     nonnegative_int,
@@ -17,7 +17,7 @@ from ..argtypes import (
     seed,
     unit_interval,
 )
-from ..errors import NnlmError, a
+from ..base.errors import NnlmError, a
 from ..neural.parallel.heartbeat import WORKER_TIMEOUT
 from .common import (
     OBJECTIVES,

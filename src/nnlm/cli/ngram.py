@@ -7,14 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     memory_size,
     nonnegative_int,
     positive_float,
     positive_int,
     ranged,
 )
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..file_kinds import is_arpa_name, is_file_name
 from ..ngram.estimate.methods import MAX_ORDER
 from .common import (

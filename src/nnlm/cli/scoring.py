@@ -8,11 +8,11 @@ import math
 import sys
 from pathlib import Path
 
-from ..argtypes import (
+from ..base.argtypes import (
     finite_float,
     ranged,
 )
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from .common import (
     add_force,
     add_neural_scoring_arguments,
@@ -83,8 +83,8 @@ def add_parsers(sub) -> None:
 
 
 def cmd_score(args) -> None:
-    from ..fileio import iter_lines, stdin_binary
     from ..scoring import score_sentences
+    from ..text.fileio import iter_lines, stdin_binary
 
     text = args.file if args.file is not None else stdin_binary()  # closed: say so first
     model, parts = load_for_scoring(args)
@@ -132,8 +132,8 @@ def cmd_score(args) -> None:
 
 
 def cmd_rescore(args) -> None:
-    from ..fileio import atomic_write_text
-    from ..rescore import format_ranked, read_nbest, rescore
+    from ..decoding.rescore import format_ranked, read_nbest, rescore
+    from ..text.fileio import atomic_write_text
 
     model, _ = load_for_scoring(args)
     hypotheses, moses = read_nbest(args.nbest)
@@ -149,8 +149,8 @@ def cmd_rescore(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from ..corpus import read_stream
     from ..lm import evaluate
+    from ..text.corpus import read_stream
 
     if not args.open_vocab and (args.oov_lr is not None or args.oov_prior is not None):
         raise NnlmError("--oov-lr and --oov-prior apply only with --open-vocab")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..argtypes import positive_float, positive_int, ranged
+from ..base.argtypes import positive_float, positive_int, ranged
 
 
 def add_parsers(sub) -> None:

@@ -12,12 +12,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..corpus import read_stream
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..lm import evaluation_from_logprobs
 from ..mixture import ContextBuckets, Mixture
 from ..model_files import check_model_output
 from ..models import load_model
+from ..text.corpus import read_stream
 
 
 @dataclass(frozen=True)

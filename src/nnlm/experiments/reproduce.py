@@ -30,13 +30,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..corpus import prepare_brown, read_stream, write_splits
-from ..errors import NnlmError
-from ..fileio import atomic_write_text
-from ..jsonfiles import Float, Map, read_json
+from ..base.errors import NnlmError
 from ..lm import evaluate
 from ..models import load_model, save_model
 from ..neural.presets import PRESETS
+from ..text.corpus import prepare_brown, read_stream, write_splits
+from ..text.fileio import atomic_write_text
+from ..text.jsonfiles import Float, Map, read_json
 from .workdir import claim_workdir
 
 
@@ -158,9 +158,9 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
         if row.kind == "class":
             clustering = workdir / "models" / f"classes{row.c}.tsv"
             if not clustering.exists():
-                from ..corpus import count_words
                 from ..ngram.estimate.classes import save_classes
-                from ..vocab import Vocabulary
+                from ..text.corpus import count_words
+                from ..text.vocab import Vocabulary
 
                 vocab = Vocabulary.from_counts(count_words(data / "train.txt"))
                 c = min(row.c, len(vocab) - 3)  # a small corpus (the toy world) has few words
@@ -338,7 +338,7 @@ def _plot(workdir: Path, names: list[str]) -> None:
 def _versions() -> dict:
     import numpy
 
-    from .. import __version__
+    from ..base.version import __version__
 
     out = {"nnlm": __version__, "python": platform.python_version(), "numpy": numpy.__version__}
     try:

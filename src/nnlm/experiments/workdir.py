@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import NnlmError
-from ..fileio import atomic_write_text, make_parent
+from ..base.errors import NnlmError
+from ..text.fileio import atomic_write_text, make_parent
 
 
 def claim_workdir(path: str | os.PathLike, owner: str, may_hold: tuple[str, ...] = ()) -> Path:

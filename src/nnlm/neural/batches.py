@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from ..stream import Stream
+from ..text.stream import Stream
 
 
 def shard_range(n: int, parts: int, index: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 
 MIN_WORDS = {"pca": 2, "tsne": 5}  # t-SNE's perplexity needs a few neighbours
 

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..lm import LanguageModel, logsumexp
 from ..model_files import header_binding
-from ..stream import Stream
-from ..vocab import BOS_ID, Vocabulary
+from ..text.stream import Stream
+from ..text.vocab import BOS_ID, Vocabulary
 from .networks.network import Network
 from .networks.output import folded_input, folded_weight
 from .networks.registry import build_network, network_config
@@ -308,7 +308,7 @@ class NeuralLM(LanguageModel):
         slots from one pass over the line (lines batched by length, LINE_TOKENS padded
         positions a batch), any later slot of a longer line through its window of n - 1
         words. Equal to scoring every slot through its context (``target_logprobs``)."""
-        from ..progress import progress_bar
+        from ..base.progress import progress_bar
         from .segments import by_length, pieces, spans
 
         if self.self_normalized:

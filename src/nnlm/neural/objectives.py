@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from .networks.network import Network, uniform_log_bias
 from .networks.output import fused_output_nll, gather_rows
 from .settings import OBJECTIVES, ObjectiveSpec, TrainConfig

@@ -43,10 +43,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..errors import NnlmError, a, where
-from ..fileio import iter_line_blocks
-from ..progress import progress_bar
-from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary, special_error
+from ..base.errors import NnlmError, a, where
+from ..base.progress import progress_bar
+from ..text.fileio import iter_line_blocks
+from ..text.vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary, special_error
 from .networks.registry import build_network
 
 #: the weights of a new word's combination (see the module docstring)

@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from ..errors import NnlmError, a
+from ..base.errors import NnlmError, a
 from .allocator import keep_freed_memory
 from .settings import DEVICES
 

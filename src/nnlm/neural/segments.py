@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..stream import Stream
-from ..vocab import BOS_ID
+from ..text.stream import Stream
+from ..text.vocab import BOS_ID
 from .networks.spans import Spans
 
 SHUFFLE_POOL = 64  # training: batches' worth of pieces sorted by length together

@@ -26,11 +26,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import NnlmError, where
-from ..fileio import atomic_path, iter_line_blocks
-from ..progress import progress_bar
-from ..sysmem import check_allocation
-from ..vocab import BOS, EOS, SPECIALS, Vocabulary, special_error
+from ..base.errors import NnlmError, where
+from ..base.progress import progress_bar
+from ..base.sysmem import check_allocation
+from ..text.fileio import atomic_path, iter_line_blocks
+from ..text.vocab import BOS, EOS, SPECIALS, Vocabulary, special_error
 
 DEFAULT_BUCKETS = 1000
 DEFAULT_HASH_FRACTION = 0.025

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # the network's settings a run may give over its preset's (``nnlm train``'s architecture

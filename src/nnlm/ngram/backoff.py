@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..lm import LanguageModel
 from ..model_files import header_binding, load_vocab_for
-from ..stream import Stream
-from ..vocab import BOS_ID, UNK_ID, Vocabulary
+from ..text.stream import Stream
+from ..text.vocab import BOS_ID, UNK_ID, Vocabulary
 from .store.levels import NgramLevel, backoff_arrays_problem, expand_ranges
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NnlmError, warn
-from ..vocab import BOS_ID, EOS_ID
+from ..base.errors import NnlmError, warn
+from ..text.vocab import BOS_ID, EOS_ID
 from .backoff import BackoffNgram, ngram_words
 
 MASS_TOLERANCE = 1e-3  # ARPA's 7 significant digits, summed over a large vocabulary

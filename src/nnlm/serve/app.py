@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
-from ..errors import NnlmError, a
+from ..base.errors import NnlmError, a
 from . import schemas as s
 from . import work
 from .registry import ServedModel
@@ -252,6 +252,6 @@ def _with_features(m: ServedModel) -> ServedModel:
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..base.version import __version__
 
     return __version__

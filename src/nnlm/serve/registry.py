@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..lm import LanguageModel
 from .batching import Batcher
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import NnlmError
+from ..base.errors import NnlmError
 from ..generate import draw
 from ..lm import LOG10_E, check_logprobs
 from ..scoring import sentence_contexts, windows
-from ..vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
+from ..text.vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, Vocabulary
 from . import schemas as s
 from .registry import ServedModel
 

@@ -26,9 +26,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from ...errors import NnlmError
-from ...fileio import atomic_path
+from ...base.errors import NnlmError
 from ...model_files import check_binding
+from ...text.fileio import atomic_path
 from .network import Network, NetworkConfig
 from .registry import build_network
 

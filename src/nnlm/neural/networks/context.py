@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ...vocab import BOS_ID
+from ...text.vocab import BOS_ID
 
 
 def present(contexts: torch.Tensor) -> torch.Tensor:

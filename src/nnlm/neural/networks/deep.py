@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...vocab import BOS_ID, UNK_ID
+from ...text.vocab import BOS_ID, UNK_ID
 from .context import decayed_sum, present, weighted_average
 from .network import Network, NetworkConfig, check_history, check_outputs_and_dropout
 

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...errors import NnlmError
-from ...vocab import BOS_ID
+from ...base.errors import NnlmError
+from ...text.vocab import BOS_ID
 from .context import fofe_codes, present
 from .output import gather_rows, output_logits
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from ...errors import a
-from ...sysmem import check_allocation
+from ...base.errors import a
+from ...base.sysmem import check_allocation
 from .deep import DeepConfig, DeepNetwork
 from .energy import EnergyConfig, EnergyNetwork
 from .lstm import LSTMConfig, LSTMNetwork

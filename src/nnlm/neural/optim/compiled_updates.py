@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from ...jit_cache import first_call
+from ...base.jit_cache import first_call
 
 
 def supported(p: torch.Tensor, *moments: torch.Tensor) -> bool:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ..batches import shard_range  # noqa: F401 - the ranks' shards, named here too
 
 BACKEND_ENV = "NNLM_DIST_BACKEND"  # gloo or nccl; default: nccl on CUDA, gloo on the CPU

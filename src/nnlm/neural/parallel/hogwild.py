@@ -44,8 +44,8 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from ...errors import NnlmError, TrainingDiverged
-from ...stream import Stream
+from ...base.errors import NnlmError, TrainingDiverged
+from ...text.stream import Stream
 from ..allocator import keep_freed_memory
 from ..batches import batches
 from ..optim import PaperSGD

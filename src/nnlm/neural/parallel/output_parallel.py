@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ..networks.network import Network
 from ..objectives import NCE, FullSoftmax, Objective, SelfNormalized
 from .distributed import World, shard_range

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ...lm import LanguageModel
-from ...stream import Stream
+from ...text.stream import Stream
 from ..networks.network import Network
 from ..objectives import Objective
 from ..optim import clip_gradients, scale_gradients

@@ -8,7 +8,7 @@ import io
 import math
 from pathlib import Path
 
-from ...fileio import atomic_write_text
+from ...text.fileio import atomic_write_text
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
                  "elapsed_seconds", "train_loss", "valid_log_z", "note"]

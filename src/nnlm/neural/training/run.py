@@ -18,12 +18,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...corpus import count_words, read_stream, warn_same_text, warn_unknown_share
-from ...errors import NnlmError
-from ...fileio import atomic_write_text
+from ...base.errors import NnlmError
 from ...model_files import check_model_output, load_vocab_for, read_header
 from ...models import load_model
-from ...vocab import Vocabulary
+from ...text.corpus import count_words, read_stream, warn_same_text, warn_unknown_share
+from ...text.fileio import atomic_write_text
+from ...text.vocab import Vocabulary
 from ..networks.registry import NETWORKS, network_config
 from ..nplm_lm import BACKOFF_DIR, check_backoff
 from ..parallel.distributed import close_world, init_world, launched_by_torchrun

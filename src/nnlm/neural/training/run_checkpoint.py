@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ...errors import NnlmError
-from ...fileio import atomic_path
-from ...jsonfiles import Fields, Float, Int, Optional, read_json
+from ...base.errors import NnlmError
+from ...text.fileio import atomic_path
+from ...text.jsonfiles import Fields, Float, Int, Optional, read_json
 from ..networks.checkpoint import read_safetensors, save_safetensors
 
 # state/trainer.json, as save writes it: checked field by field when read back

@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...errors import NnlmError, TrainingDiverged
-from ...interrupts import StopOnInterrupt
+from ...base.errors import NnlmError, TrainingDiverged
+from ...base.interrupts import StopOnInterrupt
+from ...base.progress import progress_bar
 from ...lm import LanguageModel
 from ...model_files import array_binding, new_model_id, write_header
 from ...models import save_model
-from ...progress import progress_bar
-from ...stream import Stream
-from ...vocab import Vocabulary
+from ...text.stream import Stream
+from ...text.vocab import Vocabulary
 from ..batches import SlotPlan
 from ..networks.checkpoint import write_tensors
 from ..networks.network import NetworkConfig
@@ -349,7 +349,7 @@ class Trainer:
     def fit(self, train: Stream, valid: Stream, max_steps: int | None = None,
             checkpoint_every: int = 0) -> dict:
         """Train until done (or until ``max_steps`` updates: then save and return early).
-        Ctrl-C stops it after the current update, always (see :mod:`nnlm.interrupts`);
+        Ctrl-C stops it after the current update, always (see :mod:`nnlm.base.interrupts`);
         the last checkpoint is kept."""
         self.ensure_ready(train)
         with StopOnInterrupt() as self.interrupt, self.scheme.running(self, train):

@@ -16,7 +16,7 @@ import os
 import re
 import warnings
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 
 CONNECT_TIMEOUT = 30.0  # seconds to wait for a scheduler's answer (NNLM_CLUSTER_TIMEOUT)
 _LOCAL = re.compile(r"local:(\d+)$")
@@ -29,7 +29,7 @@ WORKER_BYTES = 256 << 20  # and at least this much memory for each
 def local_limit() -> int:
     """The most worker processes ``local:N`` may start on this machine: 4 a core, and no
     more than its memory holds at 256 MB each."""
-    from ...sysmem import available_memory
+    from ...base.sysmem import available_memory
 
     limit = WORKERS_PER_CORE * (os.cpu_count() or 1)
     room = available_memory()

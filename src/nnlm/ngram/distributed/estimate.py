@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...vocab import BOS_ID, Vocabulary
+from ...text.vocab import BOS_ID, Vocabulary
 from ..estimate.kneser_ney import (
     KneserNey,
     backoff_of,

@@ -14,9 +14,9 @@ import contextlib
 import numpy as np
 import pandas as pd
 
-from ...corpus import count_words, read_stream
-from ...errors import NnlmError
-from ...vocab import BOS_ID, EOS_ID, Vocabulary
+from ...base.errors import NnlmError
+from ...text.corpus import count_words, read_stream
+from ...text.vocab import BOS_ID, EOS_ID, Vocabulary
 from ..estimate.counts import SentenceSequence
 from ..estimate.kneser_ney import backoff_of, discount_of
 from ..formats.arpa_write import ngram_lines

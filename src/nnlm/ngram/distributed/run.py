@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import NnlmError
-from ...fileio import open_for_reading
-from ...vocab import Vocabulary
+from ...base.errors import NnlmError
+from ...text.fileio import open_for_reading
+from ...text.vocab import Vocabulary
 from .cluster import connect
 
 

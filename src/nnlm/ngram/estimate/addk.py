@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...lm import LanguageModel
-from ...stream import Stream
-from ...vocab import BOS_ID, Vocabulary
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, Vocabulary
 from ..store.levels import expand_ranges
 from .counts import lookup_counts
 

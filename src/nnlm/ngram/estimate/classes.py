@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import NnlmError, where
-from ...fileio import atomic_write_text, iter_line_blocks
+from ...base.errors import NnlmError, where
 from ...lm import LanguageModel
-from ...stream import Stream
-from ...vocab import BOS_ID, SPECIALS, Vocabulary
+from ...text.fileio import atomic_write_text, iter_line_blocks
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, SPECIALS, Vocabulary
 from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey, check_fallback
 
 N_FIXED = len(SPECIALS)  # <unk>, <s>, </s>: one class each

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import NnlmError
-from ...progress import progress_bar
-from ...stream import Stream
-from ...sysmem import human_size, release_free_memory
-from ...vocab import BOS_ID, EOS_ID
+from ...base.errors import NnlmError
+from ...base.progress import progress_bar
+from ...base.sysmem import human_size, release_free_memory
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, EOS_ID
 from .workspace import Workspace
 
 

@@ -8,7 +8,7 @@ Bengio et al. (2003) use it as a baseline and as the partner of their mixtures::
 with relative frequencies p_k from train and weights a(q) that depend on the frequency
 bucket of the context, q = ceil(-ln((1 + n(w_{t-1}, w_{t-2})) / T)) with T the number of
 training tokens, fitted by EM on held-out (validation) data. Contexts are padded with
-``<s>`` as in :mod:`nnlm.stream`. Where a context was never seen, p_k falls back to
+``<s>`` as in :mod:`nnlm.text.stream`. Where a context was never seen, p_k falls back to
 p_{k-1} for the same word, so every distribution still sums to 1.
 """
 
@@ -18,11 +18,11 @@ import math
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ...interpolation import fit_bucket_weights, frequency_bucket
 from ...lm import LanguageModel
-from ...stream import Stream
-from ...vocab import BOS_ID, Vocabulary
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, Vocabulary
 from ..store.levels import expand_ranges
 from .counts import lookup_counts
 

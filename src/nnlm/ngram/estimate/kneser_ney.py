@@ -24,9 +24,9 @@ import tempfile
 
 import numpy as np
 
-from ...errors import NnlmError
-from ...stream import Stream
-from ...vocab import BOS_ID, Vocabulary
+from ...base.errors import NnlmError
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.levels import NgramLevel
 from .counts import OrderTable, chunk_for, count_ngrams

@@ -25,10 +25,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ...lm import LanguageModel
-from ...stream import Stream
-from ...vocab import Vocabulary
+from ...text.stream import Stream
+from ...text.vocab import Vocabulary
 
 MAX_ORDER = 9  # the estimators' limit. Models of higher order load (ARPA files and
 # nnlm's trie to 64); the compiled paths take up to 12 (nnlm.kenlm's per-call queries,
@@ -157,7 +157,7 @@ def _stupid(job, vocab, train, valid):
 def cluster_stream(stream: Stream, vocab: Vocabulary, n_classes: int,
                    max_iterations: int = 15) -> np.ndarray:
     """Exchange clustering of encoded text into ``n_classes`` classes, with progress."""
-    from ...progress import progress_bar
+    from ...base.progress import progress_bar
     from .classes import exchange_clustering
 
     with progress_bar(max_iterations, f"clustering into {n_classes} classes", "pass") as bar:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import NnlmError
-from ...vocab import BOS_ID
+from ...base.errors import NnlmError
+from ...text.vocab import BOS_ID
 from ..backoff import BackoffNgram
 from ..store.levels import NgramLevel
 

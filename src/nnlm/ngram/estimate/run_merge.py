@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...jit_cache import first_call
+from ...base.jit_cache import first_call
 
 
 @njit(inline="always")

@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from ...stream import Stream
-from ...vocab import BOS_ID, NO_WORD, Vocabulary
+from ...text.stream import Stream
+from ...text.vocab import BOS_ID, NO_WORD, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.levels import NgramLevel
 from .counts import count_ngrams
@@ -123,6 +123,6 @@ class StupidBackoff(BackoffNgram):
     def _restore_config(self, config: dict) -> None:
         self.alpha = float(config.get("alpha", ALPHA))
         if not 0 < self.alpha <= 1:
-            from ...errors import NnlmError
+            from ...base.errors import NnlmError
 
             raise NnlmError(f"config.json: alpha {self.alpha!r} is not in (0, 1]")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 
 
 def _write_error(folder: Path, error: OSError) -> NnlmError:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import NnlmError, warn, where
-from ...fileio import decode_block, open_for_reading, read_block
-from ...jit_cache import first_call
-from ...progress import progress_bar
-from ...vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
+from ...base.errors import NnlmError, warn, where
+from ...base.jit_cache import first_call
+from ...base.progress import progress_bar
+from ...text.fileio import decode_block, open_for_reading, read_block
+from ...text.vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from ..backoff import BackoffNgram
 from ..normalization import MASS_TOLERANCE, check_normalized, contexts_text
 from ..store.levels import NgramLevel
@@ -180,8 +180,8 @@ class _ArpaScan:
         file's k-gram lines take at least 2k + 2 bytes each (a digit, a tab, k one-byte
         words and their spaces, a newline); the arrays take 24 + 8 max(k, 2) bytes an
         entry. A damaged header is named here, not as an allocation failure later."""
-        from ...fileio import compression_of
-        from ...sysmem import check_allocation
+        from ...base.sysmem import check_allocation
+        from ...text.fileio import compression_of
 
         place = f"{where(self.path, n)}: '{text}'"
         if str(self.path) != "-" and os.path.isfile(self.path):

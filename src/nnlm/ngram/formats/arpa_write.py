@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import NnlmError
-from ...fileio import atomic_path, open_text_for_writing
-from ...progress import progress_bar
+from ...base.errors import NnlmError
+from ...base.progress import progress_bar
+from ...text.fileio import atomic_path, open_text_for_writing
 from ..backoff import BackoffNgram, words_of
 
 LOG10_E = math.log10(math.e)

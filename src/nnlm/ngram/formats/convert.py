@@ -16,11 +16,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from ...file_kinds import check_file_output as check_kind
 from ...file_kinds import is_arpa_name, is_file_name
-from ...fileio import atomic_path
 from ...model_files import check_model_output
+from ...text.fileio import atomic_path
 from ..backoff import BackoffNgram
 from ..store.trie import FILE_NAME
 from ..store.trie_write import write_trie

@@ -47,9 +47,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ... import magic
-from ...errors import NnlmError, warn
-from ...vocab import SPECIALS, UNK, Vocabulary
+from ...base import magic
+from ...base.errors import NnlmError, warn
+from ...text.vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.values import extension_of
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...vocab import BOS_ID
+from ...text.vocab import BOS_ID
 from .hashindex import HashIndex
 
 

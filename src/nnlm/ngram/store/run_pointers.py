@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from . import bits as bitpack
 from .trie_layout import BASE_BITS, LINE_WORDS, SHIFT, B
 from .trie_layout import pointer_sections as sections  # noqa: F401 - this module's API

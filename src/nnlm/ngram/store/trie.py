@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from . import bits as bitpack
 from .levels import NgramLevel
 from .trie_layout import (  # noqa: F401 - the format's constants, named here too

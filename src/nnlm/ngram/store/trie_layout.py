@@ -18,10 +18,10 @@ import struct
 import zlib
 from pathlib import Path
 
-from ... import magic
-from ...errors import NnlmError
-from ...jsonfiles import Int, Optional, check_fields
-from ...specials import SPECIALS
+from ...base import magic
+from ...base.errors import NnlmError
+from ...text.jsonfiles import Int, Optional, check_fields
+from ...text.specials import SPECIALS
 
 MAGIC = magic.NNLM_TRIE
 BYTE_ORDER_MARK = 0x01020304

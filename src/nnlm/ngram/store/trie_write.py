@@ -9,7 +9,7 @@ import zlib
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from . import bits as bitpack
 from . import run_pointers
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
@@ -97,7 +97,7 @@ def header_room(order: int) -> int:
 def write_trie(model, path: str | os.PathLike, binding: str,
                quantize: tuple[int, int] | None = None, standalone: bool = False) -> int:
     """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
-    :func:`nnlm.fileio.atomic_path` stages). Returns the file's size in bytes.
+    :func:`nnlm.text.fileio.atomic_path` stages). Returns the file's size in bytes.
     ``standalone``: a model in one file, its vocabulary and settings inside (what
     pyctcdecode and other KenLM clients want: they copy one file with the decoder).
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import NnlmError
+from ...base.errors import NnlmError
 from . import bits as bitpack
 from .trie_layout import MAX_CODE_BITS  # as KenLM's: the C scorer reads codes of <= 25 bits
 

@@ -1,7 +1,7 @@
 """The vocabulary inside a trie file, mapped as the n-grams are, instead of read into
 Python objects.
 
-A :class:`~nnlm.vocab.Vocabulary` read from ``vocab.txt`` keeps a str per word in a list
+A :class:`~nnlm.text.vocab.Vocabulary` read from ``vocab.txt`` keeps a str per word in a list
 and again as a dict key: about 250 bytes a word once loaded, and half as much again
 while the file is parsed. That is 3.5 MB for Brown's 14k words, but 260 MB for a
 speech recognizer's million-word vocabulary, more than its pruned n-grams may take.
@@ -20,7 +20,7 @@ for: saving the model again needs them; nothing that scores does). The header's
 ``vocab`` entry holds the table's size and a CRC-32 of the words and offsets, checked
 at opening (a few ms for a million words;
 SHA-256 without OpenSSL would take 0.1 s). :class:`MappedVocabulary` is the
-:class:`~nnlm.vocab.Vocabulary` over those sections: ``index`` a C mapping
+:class:`~nnlm.text.vocab.Vocabulary` over those sections: ``index`` a C mapping
 (``_trie.WordIndex``; without the compiled part, a dict as before), ``words`` a sequence
 that decodes a word when asked.
 """
@@ -31,8 +31,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ...errors import NnlmError
-from ...vocab import Vocabulary
+from ...base.errors import NnlmError
+from ...text.vocab import Vocabulary
 from .trie_layout import VOCAB_DAMAGED, checksum, vocab_problem
 from .trie_layout import vocab_table_size as table_size
 
@@ -129,7 +129,7 @@ class WordList(Sequence):
 
 
 class MappedVocabulary(Vocabulary):
-    """A :class:`~nnlm.vocab.Vocabulary` over a trie file's sections (see the module
+    """A :class:`~nnlm.text.vocab.Vocabulary` over a trie file's sections (see the module
     docstring); ``fingerprint``: the one its model was saved with, which the file's
     binding or header vouches for; ``counts``: the training counts, or a function that
     reads them when first asked for (vocab.txt), or None (zeros: a one-file model)."""

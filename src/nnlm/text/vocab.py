@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .digest import sha256_hex
-from .errors import NnlmError, where
+from ..base.digest import sha256_hex
+from ..base.errors import NnlmError, where
 from .fileio import atomic_write_text, iter_line_blocks
 from .specials import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, SPECIALS, UNK, UNK_ID  # noqa: F401
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import NnlmError, where
+from ..base.errors import NnlmError, where
 
 BLOCK_BYTES = 1 << 18  # lines are read in blocks of about 256 KiB: a block's tokens are
 # Python strings for a moment (~10x the bytes). Encoding bench/store.py's 985k-token test

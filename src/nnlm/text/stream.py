@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import NnlmError
+from ..base.errors import NnlmError
 from .vocab import BOS, BOS_ID, EOS, EOS_ID, NO_WORD, UNK_ID, Vocabulary, special_error
 
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .corpus import brown_available, read_corpus, read_stream, write_splits
-from .experiments.workdir import claim_workdir
-from .lm import evaluate
-from .models import load_model, save_model
-from .ngram import KneserNey
-from .toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
+from ..lm import evaluate
+from ..models import load_model, save_model
+from ..ngram.estimate.kneser_ney import KneserNey
+from ..text.corpus import brown_available, read_corpus, read_stream, write_splits
+from ..text.toyworld import HELD_OUT_EXAMPLES, SEEN_EXAMPLE, toy_world
+from .workdir import claim_workdir
 
 
 def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = None) -> dict:
-    from .neural.training.run import train_from_files
+    from ..neural.training.run import train_from_files
 
     workdir = claim_workdir(workdir, "demo")
     data = workdir / "data"

@@ -27,9 +27,9 @@
 #include <string.h>
 #include "structmember.h"
 
-#include "ngram/store/pointers.h"
-#include "ngram/store/values.h"
-#include "ngram/store/vocab_hash.h"
+#include "../ngram/store/pointers.h"
+#include "../ngram/store/values.h"
+#include "../ngram/store/vocab_hash.h"
 
 #define MAX_ORDER 12
 #define GOLDEN 0x9E3779B97F4A7C15ULL

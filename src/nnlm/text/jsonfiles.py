@@ -14,7 +14,7 @@ not checked (newer versions may add some); ``Optional`` allows a field to be mis
     >>> check_fields({"epoch": -5}, {"epoch": Int(min=0)}, "trainer.json")
     Traceback (most recent call last):
     ...
-    nnlm.errors.NnlmError: trainer.json: field 'epoch' should be an integer >= 0, got -5
+    nnlm.base.errors.NnlmError: trainer.json: field 'epoch' should be an integer >= 0, got -5
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import os
 from collections import namedtuple
 from pathlib import Path
 
-from .errors import NnlmError
+from ..base.errors import NnlmError
 
 # The checks are frozen records (namedtuples, not dataclasses: a process that only reads a
 # trie file's header through nnlm.kenlm then never imports dataclasses and inspect).

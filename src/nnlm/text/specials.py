@@ -1,4 +1,4 @@
-"""The reserved words and their ids, in KenLM's order (see :mod:`nnlm.vocab`). Without
+"""The reserved words and their ids, in KenLM's order (see :mod:`nnlm.text.vocab`). Without
 numpy, so that :mod:`nnlm.kenlm` can name them in a process that imports nothing else."""
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"

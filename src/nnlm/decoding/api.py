@@ -22,7 +22,7 @@ A fresh ``State()`` is the start of a sentence on every model (``BeginSentenceWr
 says so explicitly; ``NullContextWrite`` is the null context, back-off models only). A
 State written by one model is refused by another (its words are that model's ids).
 
-What a call may be given is checked by :mod:`nnlm.decoder_core`, which :mod:`nnlm.kenlm`
+What a call may be given is checked by :mod:`nnlm.decoding.core`, which :mod:`nnlm.kenlm`
 shares: sentences are str or UTF-8 bytes split on ASCII whitespace only, words are str
 (or, in :meth:`Model.advance`, ids of the vocabulary), and anything else is one line,
 an :class:`nnlm.NnlmError` (a TypeError or ValueError too).
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decoder_core import DecoderCore, DecoderTypeError, DecoderValueError, sentence_words
-from .errors import NnlmError, a
-from .lm import LanguageModel
-from .vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
+from ..base.errors import NnlmError, a
+from ..lm import LanguageModel
+from ..text.vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
+from .core import DecoderCore, DecoderTypeError, DecoderValueError, sentence_words
 
 
 class State:
@@ -84,7 +84,7 @@ class Model:
             self.lm = path_or_model
             self.path = None
         elif isinstance(path_or_model, (str, os.PathLike)):
-            from .models import load_model
+            from ..models import load_model
 
             self.path = os.fspath(path_or_model)
             self.lm = load_model(path_or_model)

@@ -4,7 +4,7 @@ Plain text is UTF-8, one sentence or paragraph a line, tokens separated by white
 (``str.split()``). One rule everywhere: a blank line is not a sentence (nothing is
 predicted for it; ``score`` keeps its row, with 0 tokens), and ``<s>`` and ``</s>`` may
 not occur in a text, since nnlm adds the sentence boundaries itself. Files are streamed in
-blocks: a large file becomes int32 ids and line offsets (:class:`~nnlm.stream.Stream`),
+blocks: a large file becomes int32 ids and line offsets (:class:`~nnlm.text.stream.Stream`),
 never a Python list of strings.
 
 Brown, protocol v1 (Bengio et al. 2003's split, on NLTK's copy of the corpus): one
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import NnlmError, warn, where
+from ..base.errors import NnlmError, warn, where
 from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
 from .vocab import BOS, EOS, EOS_ID, UNK, UNK_ID, Vocabulary, special_error

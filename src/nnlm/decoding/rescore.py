@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import NnlmError, warn, where
-from .fileio import iter_line_blocks
-from .lm import LOG10_E, LanguageModel, check_logprobs
-from .stream import Stream
-from .vocab import BOS, EOS, special_error
+from ..base.errors import NnlmError, warn, where
+from ..lm import LOG10_E, LanguageModel, check_logprobs
+from ..text.fileio import iter_line_blocks
+from ..text.stream import Stream
+from ..text.vocab import BOS, EOS, special_error
 
 MOSES_SEP = "|||"
 BATCH_HYPOTHESES = 4096

@@ -26,10 +26,10 @@ import itertools
 
 import numpy as np
 
-from .errors import NnlmError
-from .lm import LOG10_E
-from .specials import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
-from .stream import seen_lengths
+from ..base.errors import NnlmError
+from ..lm import LOG10_E
+from ..text.specials import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
+from ..text.stream import seen_lengths
 
 _serials = itertools.count(1)  # each core's own: a State remembers which one wrote it
 

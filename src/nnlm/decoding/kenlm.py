@@ -1,0 +1,536 @@
+"""The kenlm module's Python API over any nnlm model: ``import nnlm.kenlm as kenlm``.
+
+A client of KenLM's Python module (pyctcdecode, a hand-written beam search, kenlm's own
+python/example.py) changes one import, or installs this module under kenlm's name
+before importing a library that imports kenlm::
+
+    import sys, nnlm.kenlm
+    sys.modules["kenlm"] = nnlm.kenlm
+
+The names (Model, LanguageModel, State, FullScoreReturn, Config, LoadMethod,
+ARPALoadComplain) and their behaviour are the kenlm module's (python/kenlm.pyx), odd
+parts included, so that numbers and states match it:
+
+* log10 probabilities, each rounded to float32 as KenLM stores them, and ``score`` sums
+  them in float32 as KenLM does;
+* ``path`` is the absolute path as bytes;
+* a fresh ``State()`` is the null context (no words), not ``<s>``;
+  ``BeginSentenceWrite`` makes it ``<s>``;
+* ``"<unk>" in model`` is False (KenLM asks whether a word has an id other than <unk>'s);
+* ``score``, ``full_scores``, ``perplexity`` and ``in`` take str or UTF-8 bytes;
+  ``BaseScore`` and ``BaseFullScore`` take str only; anything else is a TypeError;
+* ``full_scores`` flags ``</s>`` as never out of vocabulary;
+* a model that fails to load is an OSError, "Cannot read model ...".
+
+States are minimized as KenLM minimizes them (Heafield 2011, "KenLM: Faster and
+Smaller Language Model Queries", section 4.1): for back-off models a state keeps only the
+last words whose n-grams can still extend, so a decoder recombines the hypotheses
+KenLM's would. A network has no null context and never forgets: its state is the last
+n-1 words, and the empty state is the start of a sentence. Through ``BaseScore`` its
+next-word distribution is computed once per State and kept in a bounded LRU cache, so a
+beam search that asks for many words after one State pays one network pass.
+
+Beyond kenlm: any nnlm model loads (a model directory, an ARPA file, a neural model, a
+mixture), or a loaded :class:`nnlm.LanguageModel` may be passed instead of a path; a
+State written by one model is refused by another (ValueError).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections import OrderedDict
+
+from ..base.errors import NnlmError
+from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
+
+# numpy loads with the first model that needs it: a back-off model's trie file, opened
+# by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
+LOG10_E = math.log10(math.e)  # nnlm.lm's
+MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
+
+CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
+_serials = itertools.count(1)  # each model's own: a State remembers which one wrote it
+
+
+def _as_str(data) -> str:
+    """kenlm's ``as_str``: str as it is, bytes decoded as UTF-8, anything else TypeError."""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, bytes):
+        return data.decode("utf-8")
+    raise TypeError(f"Cannot convert {type(data)} to string")
+
+
+class FullScoreReturn:
+    """What ``BaseFullScore`` returns: ``log_prob`` (log10), ``ngram_length``, ``oov``."""
+
+    __slots__ = ("log_prob", "ngram_length", "oov")
+
+    def __init__(self, log_prob, ngram_length, oov):
+        import numpy as np
+
+        self.log_prob = float(np.float32(log_prob))
+        self.ngram_length = int(ngram_length)
+        self.oov = bool(oov)
+
+    def __repr__(self) -> str:
+        return f"FullScoreReturn({self.log_prob!r}, {self.ngram_length!r}, {self.oov!r})"
+
+
+class State:
+    """The words a model still needs to see (most recent last). Compares, orders, hashes
+    and copies as kenlm's State: by its length, then its words."""
+
+    __slots__ = ("_words", "_owner")
+
+    def __init__(self):
+        self._words: tuple[int, ...] = ()
+        self._owner = 0  # the serial of the model that wrote it (0: fresh)
+
+    def _key(self):
+        return len(self._words), self._words[::-1]
+
+    def _check(self, other) -> State:
+        if not isinstance(other, State):
+            raise TypeError(f"'<' not supported between State and {type(other).__name__}")
+        return other
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, State) and self._words == other._words
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __lt__(self, other) -> bool:
+        return self._key() < self._check(other)._key()
+
+    def __le__(self, other) -> bool:
+        return self._key() <= self._check(other)._key()
+
+    def __gt__(self, other) -> bool:
+        return self._key() > self._check(other)._key()
+
+    def __ge__(self, other) -> bool:
+        return self._key() >= self._check(other)._key()
+
+    def __hash__(self) -> int:
+        return hash(self._words)
+
+    def __copy__(self) -> State:
+        out = State()
+        out._words, out._owner = self._words, self._owner
+        return out
+
+    def __deepcopy__(self, memo=None) -> State:
+        return self.__copy__()
+
+    def __repr__(self) -> str:
+        return f"State({len(self._words)} words)"
+
+
+try:  # the compiled per-call path (setup.py builds it; without a C compiler, Python's)
+    from . import _kenlm_query as _fast
+except ImportError:  # pragma: no cover - exercised where no compiler was found
+    _fast = None
+
+if _fast is not None:
+    State = _fast.State  # noqa: F811 - the same API, in C
+    FullScoreReturn = _fast.FullScoreReturn  # noqa: F811
+    MAX_ORDER = _fast.MAX_ORDER
+else:
+    MAX_ORDER = 1 << 30
+
+
+def _query(lm, serial: int):
+    """The compiled queries of a back-off model (None where there are none): KenLM's
+    numbers (log10 in float32, an extension flag per n-gram) over the model's own hash
+    indexes, which this builds if scoring has not yet, or over a mapped trie's arrays
+    where they lie (nnlm.ngram.store.trie: no index, no copy)."""
+    if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER \
+            or not getattr(lm, "normalized", True):  # Stupid Backoff: its own penalty
+        return None
+    import numpy as np
+
+    from ..ngram.store.levels import NgramLevel
+    from ..ngram.store.trie import TrieLevel
+
+    if not all(isinstance(level, NgramLevel) for level in lm.levels):
+        return None  # a KenLM probing file's tables: the Python path looks them up
+    from ..ngram.store.hashindex import HashIndex
+
+    def log10(a):
+        return np.asarray(a, np.float64) * LOG10_E
+
+    def entries(logp, log_bow=None, ext=None):
+        """float32 (p) or (p, b) per entry, b's sign of zero saying whether it extends."""
+        if log_bow is None:
+            return np.ascontiguousarray(log10(logp), np.float32)
+        pb = np.empty((len(logp), 2), np.float32)
+        pb[:, 0] = log10(logp)
+        pb[:, 1] = np.where(ext, log10(log_bow) + 0.0, -0.0)  # + 0.0: -0.0 becomes +0.0
+        return pb
+
+    levels = []
+    for k, level in enumerate(lm.levels, start=2):
+        if isinstance(level, TrieLevel) and getattr(lm, "signed_backoffs", False) and \
+                (spec := level.c_spec(k == lm.order)) is not None:  # read where it lies
+            levels.append(spec)
+            continue
+        if level._index is None:
+            level._index = HashIndex(level.keys)
+        index = level._index
+        top = k == lm.order
+        levels.append((index.slot_keys, index.slot_values, index.bits, len(level),
+                       entries(level.logp) if top else
+                       entries(level.logp, level.log_bow, lm.extends(k))))
+    uni_logp = np.asarray(lm.unigram_logp, np.float64).copy()
+    uni_logp[BOS_ID] = -99.0 / LOG10_E  # never scored (refused), as KenLM's <s>: finite
+    uni_pb = entries(uni_logp, lm.unigram_log_bow, lm.extends(1))
+    words = getattr(lm.vocab, "mapped_sections", None)
+    if words is not None:  # a trie file's own words and table (store.vocab_table)
+        return _fast.Query(serial, None, words[0], words[1], len(lm.vocab), BOS_ID, EOS_ID,
+                           UNK_ID, uni_pb, levels, words[2])
+    from ..ngram.store.vocab_table import word_bytes
+
+    try:  # the words' bytes, for sentences split and looked up without Python strings
+        blob, offsets = word_bytes(lm.vocab.words)
+    except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
+        return None
+    return _fast.Query(serial, lm.vocab.index, blob, offsets, len(lm.vocab),
+                       BOS_ID, EOS_ID, UNK_ID, uni_pb, levels)
+
+
+def _open_mapped(text: str, serial: int):
+    """(compiled queries, word index, order) of the back-off model at ``text`` read
+    straight from its trie file, without numpy and without loading the model: a one-file
+    model (``.nnlm``) or a model directory whose ``ngrams.trie`` holds its vocabulary.
+    The file passes the same checks as :func:`nnlm.ngram.store.trie_map.map_trie`'s
+    (:mod:`nnlm.ngram.store.trie_layout`, the vocabulary's CRC-32, the unigrams' and
+    code tables' numbers). None for anything else, or for a file that fails a check:
+    then :func:`nnlm.models.load_model` opens it, and names what is wrong."""
+    if _fast is None:
+        return None
+    from pathlib import Path
+
+    from ..ngram.store import trie_layout as layout
+
+    path = Path(text)
+    try:
+        if path.is_dir():
+            from ..model_files import header_binding, read_header
+
+            header = read_header(path)
+            if header["nnlm_model"] not in MAPPED_KINDS:
+                return None
+            trie, binding = path / layout.FILE_NAME, header_binding(header)
+            vocab_size, order = header["vocab_size"], header["config"].get("order")
+            if binding is None or not trie.is_file():
+                return None
+        elif path.is_file():  # not a trie file (an ARPA file, KenLM's): NnlmError below
+            head = layout.read_trie_header(path)[0]
+            model = head.get("model")
+            if not (isinstance(model, dict) and model.get("kind") in MAPPED_KINDS
+                    and isinstance(model.get("config"), dict)):
+                return None
+            trie, binding = path, layout.STANDALONE
+            vocab_size, order = head["vocab_size"], model["config"].get("order")
+        else:
+            return None
+        header, section = layout.map_sections(trie, binding, vocab_size)
+        n, counts = header["order"], header["counts"]
+        if "vocab" not in header or n != order or not 2 <= n <= _fast.MAX_ORDER:
+            return None
+        words, offsets, slots = (section(f"vocab_{x}") for x in ("words", "offsets", "slots"))
+        if layout.vocab_problem(words, offsets, header["vocab"]["crc32"]):
+            return None  # (offsets that decrease: the compiled queries refuse them)
+        ok = math.isfinite if header["quantize"] is None else (lambda x: x < math.inf)
+        for key, coding in header["values"].items():  # the code tables, as map_trie's
+            if coding is not None and not all(map(ok, section(
+                    "{}_centers_{}".format(*key.rsplit("_", 1))))):
+                return None
+        levels = [_level_spec(header, k, section) for k in range(2, n + 1)]
+        query = _fast.Query(serial, None, words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
+                            (section("unigram_logp"), section("unigram_log_bow")), levels,
+                            slots)
+        from ..ngram.store._trie import WordIndex  # type: ignore[attr-defined]
+
+        return query, WordIndex(slots, words, offsets), n
+    except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError, ImportError):
+        return None  # load_model reads it, or says in one line what is wrong with it
+
+
+def _level_spec(header: dict, k: int, section) -> tuple:
+    """Order k of a trie file as the compiled queries take it (``_kenlm_query.c``'s
+    trie_level: the sections where they lie)."""
+    from ..ngram.store.trie_layout import width
+
+    counts = header["counts"]
+    spec = header["pointers"][k - 2]  # order k-1's run pointers into order k
+    if spec[0] == "packed":
+        pointers = (0, section(f"child_{k - 1}"), b"", spec[1], 0)
+    else:
+        pointers = (1, section(f"child_lines_{k - 1}"), section(f"child_exceptions_{k - 1}"),
+                    width(counts[k - 1]), spec[1])
+
+    def values(name):
+        if name == "log_bow" and k == header["order"]:
+            return b"", b"", 0
+        coding = header["values"].get(f"{name}_{k}")
+        if coding is None:
+            return section(f"{name}_{k}"), b"", 0
+        return section(f"{name}_codes_{k}"), section(f"{name}_centers_{k}"), coding[0]
+
+    n_slots, slot_bits = header["slots"].get(str(k), (0, 0))
+    return ("trie", section(f"word_{k}"), header["word_bits"], pointers, counts[k - 2],
+            counts[k - 1], section(f"slots_{k}") if n_slots else b"", slot_bits, n_slots,
+            *values("logp"), *values("log_bow"))
+
+
+class LoadMethod:
+    """kenlm's load methods; nnlm reads every model the same way and ignores them."""
+
+    LAZY, POPULATE_OR_LAZY, POPULATE_OR_READ, READ, PARALLEL_READ = range(5)
+
+
+class ARPALoadComplain:
+    """kenlm's ARPA complaint levels; nnlm warns through Python's warnings instead."""
+
+    ALL, EXPENSIVE, NONE = range(3)
+
+
+def _option(name: str, values: range):
+    """A Config attribute that takes only one of kenlm's enum values (ValueError)."""
+    def get(self):
+        return self.__dict__[name]
+
+    def put(self, value):
+        if isinstance(value, bool) or not isinstance(value, int) or value not in values:
+            raise ValueError(f"Config.{name} is one of {values.start}..{values.stop - 1} "
+                             f"(kenlm's enum), not {value!r}")
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
+class Config:
+    """kenlm's load options. Checked as kenlm's enums; they change nothing here (nnlm
+    maps every file the same way and warns through Python's warnings)."""
+
+    load_method = _option("load_method", range(5))
+    arpa_complain = _option("arpa_complain", range(3))
+
+    def __init__(self):
+        self.load_method = LoadMethod.POPULATE_OR_READ
+        self.show_progress = True
+        self.arpa_complain = ARPALoadComplain.ALL
+
+
+class Model:
+    """A language model with kenlm's ``Model`` API (see the module docstring)."""
+
+    def __init__(self, path, config: Config | None = None, verify: bool = False):
+        """``verify``: check every section of nnlm's mapped files against its checksum
+        first (a read of the whole file; kenlm checks nothing, and neither does nnlm's
+        opening by default, which reads only the pages that queries touch)."""
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(f"Argument 'config' has incorrect type (expected Config, got "
+                            f"{type(config).__name__})")
+        self._serial = next(_serials)
+        self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
+        if verify:
+            from ..ngram.store.trie_layout import verifying
+
+            with verifying():
+                self._open(path)
+        else:
+            self._open(path)
+
+    def _open(self, path) -> None:
+        opened = None
+        if isinstance(path, (str, bytes, os.PathLike)):
+            text = os.fspath(path) if isinstance(path, os.PathLike) else _as_str(path)
+            self._text = text.decode("utf-8") if isinstance(text, bytes) else text
+            self.path = os.path.abspath(self._text).encode("utf-8")
+            self._model = None
+            opened = _open_mapped(self._text, self._serial)
+        else:
+            from ..lm import LanguageModel
+
+            if not isinstance(path, LanguageModel):
+                _as_str(path)  # kenlm's TypeError
+            self._model, self.path = path, b""
+        if opened is not None:  # a trie file, read where it lies: no model, no numpy
+            self._fast, self._index, self._order = opened
+            self._backoff = True
+        else:
+            lm = self._lm
+            self._order = lm.order
+            self._index = lm.vocab.index
+            self._backoff = hasattr(lm, "state_lengths")  # null context, minimized states
+            self._fast = _query(lm, self._serial)
+        self._k = self._order - 1
+        if self._k > MAX_ORDER - 1:
+            raise ValueError(f"order {self._order}: the kenlm API holds at most "
+                             f"{MAX_ORDER - 1} words of state; for a network that reads "
+                             "the whole line (deep, lstm) use nnlm.Model, whose states hold "
+                             "any number of words (an LSTM's: its hidden state)")
+        if self._fast is not None:  # the per-call methods, straight to C
+            for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
+                         "score"):
+                setattr(self, name, getattr(self._fast, name))
+
+    @property
+    def _lm(self):
+        """The model itself, loaded when first needed (a trie file's queries never do)."""
+        if self._model is None:
+            from ..models import load_model
+
+            try:
+                self._model = load_model(self._text)
+            except NnlmError as e:
+                raise OSError(f"Cannot read model '{self._text}' ({e})") from None
+        return self._model
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    def __contains__(self, word) -> bool:
+        return self._index.get(_as_str(word), UNK_ID) != UNK_ID
+
+    def __repr__(self) -> str:
+        return f"<Model from {os.path.basename(self.path.decode('utf-8')) or self._lm.kind}>"
+
+    def __reduce__(self):
+        if not self.path:
+            raise TypeError("a Model made from a loaded model cannot be pickled; load it "
+                            "from a path")
+        return (Model, (self.path,))
+
+    # -- states --------------------------------------------------------------------------
+    @property
+    def _core(self):
+        """The checks, lookups and scores nnlm.Model shares (:mod:`nnlm.decoding.core`),
+        over the loaded model: the path of networks, of KenLM's probing files, and of
+        back-off models where no C compiler built the compiled queries."""
+        core = self.__dict__.get("_core_")
+        if core is None:
+            from .core import DecoderCore
+
+            core = self.__dict__["_core_"] = DecoderCore(self._lm, self._serial)
+        return core
+
+    def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (kenlm's names)
+        """Make ``state`` the start of a sentence: the context ``<s>``."""
+        self._core.own(state, State, write=True)._words = (BOS_ID,) if self._backoff else \
+            (BOS_ID,) * self._k
+
+    def NullContextWrite(self, state: State) -> None:  # noqa: N802
+        """Make ``state`` the null context: no words (a network, which has none, reads
+        it as the start of a sentence: see the module docstring)."""
+        self._core.own(state, State, write=True)._words = ()
+
+    def _contexts(self, histories):
+        """One row of k ids per state's words: NO_WORD before a back-off model's words
+        (the null context), ``<s>`` before a network's."""
+        import numpy as np
+
+        pad = NO_WORD if self._backoff else BOS_ID
+        core = self._core
+        return np.array([core.context(words, pad) for words in histories],
+                        np.int64).reshape(len(histories), self._k)
+
+    def BaseFullScore(self, in_state: State, word: str,  # noqa: N802
+                      out_state: State) -> FullScoreReturn:
+        """log10 p(word | in_state), the n-gram length and whether ``word`` is unknown;
+        ``out_state`` becomes the state after ``word``."""
+        import numpy as np
+
+        core = self._core
+        core.own(in_state, State, name="in_state")
+        core.own(out_state, State, name="out_state")
+        wid = core.word_id(word)
+        words = in_state._words
+        if not self._backoff:  # a network: its distribution after this state, cached
+            out_state._words = (words + (wid,))[-self._k:] if self._k else ()
+            out_state._owner = self._serial
+            return FullScoreReturn(self._distribution(words)[wid], self._lm.order,
+                                   wid == UNK_ID)
+        contexts = self._contexts([words])
+        targets = np.array([wid], np.int64)
+        logp, length = core.scores(contexts, targets)
+        out_state._words = core.kept([words], contexts, targets)[0]
+        out_state._owner = self._serial
+        return FullScoreReturn(np.float32(logp[0]), length[0], wid == UNK_ID)
+
+    def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
+        """log10 p(word | in_state); ``out_state`` becomes the state after ``word``."""
+        return self.BaseFullScore(in_state, word, out_state).log_prob
+
+    def _distribution(self, words: tuple[int, ...]):
+        """float32 log10 p(. | words) over the vocabulary: one network pass per new state,
+        kept in a bounded LRU cache (``CACHE_BYTES``), so a decoder that scores a beam's
+        candidate words one call at a time pays one pass per distinct context, not one
+        per word."""
+        import numpy as np
+
+        cache = self._cache
+        dist = cache.get(words)
+        if dist is not None:
+            cache.move_to_end(words)
+            return dist
+        dist = (self._lm.next_logprobs(self._contexts([words]))[0] * LOG10_E).astype(np.float32)
+        cache[words] = dist
+        if len(cache) > max(16, CACHE_BYTES // max(dist.nbytes, 1)):
+            cache.popitem(last=False)
+        return dist
+
+    # -- whole sentences -----------------------------------------------------------------
+    def full_scores(self, sentence, bos: bool = True, eos: bool = True):
+        """(log10 p, n-gram length, oov) for each word, then ``</s>`` if ``eos`` (its oov
+        is always False, as kenlm's)."""
+        if self._fast is not None:
+            return iter(self._fast.full_scores_list(sentence, bos, eos))
+        import numpy as np
+
+        core = self._core
+        ids = core.sentence_ids(sentence)  # kenlm's split; <s> refused
+        targets = ids + [EOS_ID] if eos else ids
+        if not targets:
+            return iter(())
+        k = self._k
+        pad = BOS_ID if bos or not self._backoff else NO_WORD
+        history = [pad] * k + targets
+        contexts = np.array([history[i:i + k] for i in range(len(targets))],
+                            np.int64).reshape(len(targets), k)
+        logp, length = core.scores(contexts, np.array(targets, np.int64))
+        logp = logp.astype(np.float32)
+        oov = [w == UNK_ID for w in ids] + ([False] if eos else [])
+        return iter([(float(p), int(n), o) for p, n, o in zip(logp, length, oov)])
+
+    def score(self, sentence, bos: bool = True, eos: bool = True) -> float:
+        """log10 p(sentence), ``</s>`` included if ``eos``, conditioned on ``<s>`` if
+        ``bos``; summed in float32 as kenlm sums."""
+        import numpy as np
+
+        total = np.float32(0)
+        for p, _, _ in self.full_scores(sentence, bos, eos):
+            total = np.float32(total + np.float32(p))
+        return float(total)
+
+    def perplexity(self, sentence) -> float:
+        """10^(-score / (words + 1)): ``</s>`` is counted (kenlm's ``perplexity``)."""
+        from .core import sentence_words
+
+        words = len(sentence_words(sentence)) + 1
+        return 10.0 ** (-self.score(sentence) / words)
+
+
+class LanguageModel(Model):
+    """kenlm's backwards-compatibility name for :class:`Model`."""
+
+
+__all__ = ["ARPALoadComplain", "Config", "FullScoreReturn", "LanguageModel", "LoadMethod",
+           "Model", "State"]
