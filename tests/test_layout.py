@@ -1,6 +1,12 @@
 """The package's layering: no import loops, counting the imports inside functions that
 once hid them (models.py <-> nplm_lm.py, mixture.py, the trie's opener; corpus.py <->
-stream.py), and each model family independent of the other."""
+stream.py); each model family independent of the other; rooms on at most 12 floors, none
+importing a room above it; and no class or function grown past reading.
+
+The rooms ("units") are what a reader sees in the tree: each folder, each module at the
+package root, and a package's ``__init__`` that re-exports (its facade, a room of its
+own at the top of its folder). A room's floor is one above the highest room it imports;
+a room that imports one above it would make a loop, which the tests refuse."""
 
 from __future__ import annotations
 
@@ -97,3 +103,92 @@ def test_the_model_families_do_not_import_each_other():
             assert not any(t.startswith("nnlm.neural") for t in targets), name
         if name.startswith("nnlm.neural"):
             assert not any(t.startswith("nnlm.ngram") for t in targets), name
+
+
+# -- rooms and floors ---------------------------------------------------------------------
+MAX_FLOORS = 12
+
+
+def unit_of(name: str, modules) -> str:
+    """The room of module ``name`` (see the module docstring)."""
+    path, package = modules[name]
+    if package:
+        return f"{name}.__init__"
+    parts = name.split(".")
+    return name if len(parts) == 2 else ".".join(parts[:-1])
+
+
+def unit_graph() -> dict[str, set[str]]:
+    """room -> the rooms it imports; empty packages (a folder's docstring) are no room."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, targets in import_graph().items():
+        unit = unit_of(name, modules)
+        graph.setdefault(unit, set()).update(unit_of(t, modules) for t in targets)
+    for unit in [u for u, targets in graph.items() if u.endswith(".__init__") and not
+                 (targets - {u})]:
+        graph.pop(unit)
+    return {u: {t for t in targets if t in graph and t != u} for u, targets in graph.items()}
+
+
+def floors(graph: dict[str, set[str]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+
+    def floor(u):
+        if u not in out:
+            out[u] = 1 + max((floor(t) for t in graph[u]), default=0)
+        return out[u]
+
+    for u in graph:
+        floor(u)
+    return out
+
+
+def test_no_room_imports_a_room_above_it():
+    graph = unit_graph()
+    assert {"nnlm.base", "nnlm.text", "nnlm.ngram.store", "nnlm.decoding"} <= set(graph)
+    assert loops(graph) == [], "a room imports one above it (a loop between rooms)"
+
+
+def test_the_rooms_stand_on_at_most_twelve_floors():
+    graph = unit_graph()
+    assert loops(graph) == []
+    level = floors(graph)
+    top = max(level.values())
+    assert top <= MAX_FLOORS, sorted(level.items(), key=lambda kv: kv[1])[-5:]
+    assert level["nnlm.base"] == 1 and level["nnlm.text"] == 2  # the floor plan's bottom
+    assert level["nnlm.ngram.store"] < level["nnlm.ngram"] < level["nnlm.ngram.formats"]
+
+
+# -- sizes ----------------------------------------------------------------------------------
+MAX_CLASS_LINES, MAX_FUNCTION_LINES = 300, 80
+# what is still bigger, and why
+LARGE = {
+    "neural/training/train.py:Trainer": "the loop still builds its network, objective, "
+    "optimizer and saved state itself; to be given them by run.py",
+    "neural/nplm_lm.py:NeuralLM": "short-list mixing, embeddings and neighbours ride on it",
+    "ngram/backoff.py:BackoffNgram": "scoring, state minimization and the two storages' "
+    "save and load in one class",
+    "cli/neural.py:add_parsers": "nnlm train's flags, in argument groups: one list to read",
+    "cli/ngram.py:add_parsers": "nnlm ngram's subcommands and their flags",
+    "serve/app.py:create_app": "every endpoint, each a few lines, as FastAPI routes are",
+    "ngram/distributed/estimate.py:estimate_kn": "the passes of one estimation, in order",
+    "ngram/estimate/classes.py:exchange_clustering": "the exchange algorithm's one loop",
+    "ngram/estimate/counts.py:count_ngrams": "counting with its memory-bounded spill path",
+    "ngram/estimate/kneser_ney.py:fit": "modified Kneser-Ney's steps, in Chen & Goodman's "
+    "order",
+}
+
+
+def test_no_class_or_function_is_past_reading_but_those_named():
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            limit = MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else \
+                MAX_FUNCTION_LINES if isinstance(node, (ast.FunctionDef,
+                                                        ast.AsyncFunctionDef)) else None
+            if limit and node.end_lineno - node.lineno + 1 > limit:
+                found[f"{path.relative_to(ROOT).as_posix()}:{node.name}"] = \
+                    node.end_lineno - node.lineno + 1
+    assert set(found) <= set(LARGE), {k: v for k, v in found.items() if k not in LARGE}
+    assert set(LARGE) <= set(found), "no longer large: take it off the list"
