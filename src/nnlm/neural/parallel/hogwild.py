@@ -62,6 +62,7 @@ class Hogwild(SingleProcess):
     ``worker_timeout`` seconds."""
 
     graphable = False
+    supports_average = False  # each worker makes only some of the updates
 
     def __init__(self, workers: int = 2, worker_timeout: float = WORKER_TIMEOUT):
         self.workers, self.worker_timeout = workers, worker_timeout

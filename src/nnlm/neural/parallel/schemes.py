@@ -47,7 +47,8 @@ class SingleProcess:
 
     world: World | None = None
     is_main = True
-    graphable = True  # a CUDA graph may capture its update (cuda_graph.py)
+    graphable = True  # a CUDA graph may capture its update (training/cuda_graph.py)
+    supports_average = True  # each process makes every update to the whole network
 
     def describe(self) -> str:
         """What the start-up line says of the scheme (nothing for one process)."""
@@ -215,6 +216,8 @@ class DataParallel(SingleProcess):
 class OutputParallel(DataParallel):
     """The paper's parameter-parallel scheme: every rank trains on the whole batch and
     owns a slice of the output layer (see :mod:`nnlm.neural.parallel.output_parallel`)."""
+
+    supports_average = False  # each rank updates only its slice of the output layer
 
     def __init__(self, world: World):
         super().__init__(world)

@@ -79,3 +79,27 @@ class RunCheckpoint:
         model = read_safetensors(self.folder / "model.safetensors", binding)
         optimizer = read_safetensors(self.folder / "optimizer.safetensors", binding)
         return info, model, optimizer
+
+
+# -- the random generators a state carries ---------------------------------------------------
+def generator_tensors(device: torch.device, objective) -> dict[str, torch.Tensor]:
+    """The generators' states, as a saved state holds them: torch's, the GPU's (dropout
+    there draws from its own) and the objective's noise sampler's (NCE)."""
+    out = {"__torch_rng__": torch.get_rng_state()}
+    if device.type == "cuda":
+        out["__cuda_rng__"] = torch.cuda.get_rng_state(device)
+    if hasattr(objective, "generator"):
+        out["__noise_rng__"] = objective.generator.get_state()
+    return out
+
+
+def restore_generators(tensors: dict[str, torch.Tensor], device: torch.device,
+                       objective) -> None:
+    """Set the generators from a saved state's ``tensors`` (removing their entries); a
+    missing torch state is a KeyError, which the caller reports as a damaged state."""
+    torch.set_rng_state(tensors.pop("__torch_rng__"))
+    cuda_rng = tensors.pop("__cuda_rng__", None)
+    if cuda_rng is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda_rng, device)
+    if "__noise_rng__" in tensors:
+        objective.generator.set_state(tensors.pop("__noise_rng__"))

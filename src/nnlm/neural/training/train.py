@@ -45,14 +45,13 @@ from ..nplm_lm import BACKOFF_DIR, NeuralLM
 from ..objectives import make_objective
 from ..optim import AdamOptimizer, PaperSGD
 from ..parallel.distributed import World
-from ..parallel.schemes import DataParallel, SingleProcess, scheme_for
+from ..parallel.schemes import SingleProcess, scheme_for
 from ..segments import SpanPlan
 from ..settings import TrainConfig
+from .averaging import WeightAverage
 from .cuda_graph import GraphedStep
 from .metrics_log import write_metrics
-from .run_checkpoint import RunCheckpoint
-
-AVERAGE = "__average__."  # the averaged weights' names in a saved state (config.average)
+from .run_checkpoint import RunCheckpoint, generator_tensors, restore_generators
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
 
@@ -126,8 +125,8 @@ class Trainer:
         self.optimizer = None
         if self.objective is not None:
             self._make_optimizer()
-        self._average: list[torch.Tensor] | None = None  # config.average's weights
-        if config.average and type(self.scheme) not in (SingleProcess, DataParallel):
+        self.average = WeightAverage(config.average) if config.average else None
+        if config.average and not self.scheme.supports_average:
             raise NnlmError("--average needs each process to make every update to the "
                             "whole network (not with --workers or --output-parallel)")
 
@@ -208,22 +207,14 @@ class Trainer:
         state_dir = self.checkpoint.folder
         self.model.load_named_tensors(self.scheme.own_tensors(model_tensors),
                                       str(state_dir / "model.safetensors"))
-        average = {k[len(AVERAGE):]: tensors.pop(k) for k in list(tensors)
-                   if k.startswith(AVERAGE)}
+        average = self.average or WeightAverage(0.0)  # (a state's average is never the
+        average.restore(self.model, tensors)           # optimizer's, whatever --average)
         tensors = self.scheme.own_optimizer(info.get("world") or {}, tensors, state_dir,
                                             self.config.optimizer)
         try:
             self.optimizer.load_state(info["optimizer"], tensors)
-            torch.set_rng_state(tensors.pop("__torch_rng__"))
-            cuda_rng = tensors.pop("__cuda_rng__", None)
-            if cuda_rng is not None and self.device.type == "cuda":
-                torch.cuda.set_rng_state(cuda_rng, self.device)
-            if "__noise_rng__" in tensors:
-                self.objective.generator.set_state(tensors.pop("__noise_rng__"))
+            restore_generators(tensors, self.device, self.objective)
             self.state = TrainState(**info["trainer"])
-            if average:
-                self._average = [average[name].to(p.device, p.dtype)
-                                 for name, p in self.model.named_parameters()]
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
             raise NnlmError(f"{state_dir}: the saved state does not fit this run "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
@@ -254,14 +245,9 @@ class Trainer:
         self._reseed()
         if not self.is_main:
             return
-        tensors["__torch_rng__"] = torch.get_rng_state()
-        if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
-            tensors["__cuda_rng__"] = torch.cuda.get_rng_state(self.device)
-        if hasattr(self.objective, "generator"):
-            tensors["__noise_rng__"] = self.objective.generator.get_state()
-        if self._average is not None:
-            for (name, _), a in zip(self.model.named_parameters(), self._average):
-                tensors[f"{AVERAGE}{name}"] = a.detach().cpu()
+        tensors.update(generator_tensors(self.device, self.objective))
+        if self.average is not None:
+            tensors.update(self.average.tensors(self.model))
         self.checkpoint.save(binding=self.binding, model=model, optimizer_info=opt_info,
                              optimizer=tensors, trainer=asdict(self.state),
                              layout=self.scheme.record())
@@ -432,7 +418,8 @@ class Trainer:
                 loss, n = self.train_step(contexts, targets)
                 st.train_nll += loss
             st.train_tokens += n
-            self._update_average()
+            if self.average is not None:
+                self.average.update(self.model, st.step)
             st.step += 1
             st.step_in_epoch += 1
             bar.update(1)
@@ -446,38 +433,11 @@ class Trainer:
 
     LOG_EVERY = 50  # updates between progress updates (and reads of a CUDA graph's loss)
 
-    # -- the averaged weights (config.average) --------------------------------------------
-    def _update_average(self) -> None:
-        """After an update: A <- a A + (1 - a) theta over every parameter theta, with
-        a = min(average, (1 + t) / (10 + t)) at update t, so that the first updates do not
-        leave the average at the initial weights (Polyak & Juditsky 1992's averaging, as
-        an exponential moving average)."""
-        decay = self.config.average
-        if not decay:
-            return
-        params = [p.detach() for p in self.model.parameters()]
-        if self._average is None:
-            self._average = [p.clone() for p in params]
-            return
-        t = self.state.step
-        torch._foreach_lerp_(self._average, params, 1.0 - min(decay, (1 + t) / (10 + t)))
-
-    @contextlib.contextmanager
     def averaged_weights(self):
-        """The network holds the averaged weights inside the block (copied in place, so
-        an optimizer's or a CUDA graph's references stay valid), its own after it."""
-        if self._average is None:
-            yield
-            return
-        params = list(self.model.parameters())
-        own = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            torch._foreach_copy_(params, self._average)
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                torch._foreach_copy_(params, own)
+        """The network holds the averaged weights inside the block, where ``--average``
+        keeps one (:mod:`.averaging`), its own after it."""
+        return self.average.applied(self.model) if self.average is not None \
+            else contextlib.nullcontext()
 
     def _graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph update of full batches, where this run can use one."""
