@@ -48,12 +48,28 @@ def zipf_corpus(seed=0, n_sentences=300, n_words=40, max_words=11):
     return lines
 
 
+def run_cli(argv, capsys):
+    """``nnlm ARGV`` in this process: (exit code, stdout, stderr)."""
+    from nnlm.cli import main
+
+    code = main([str(a) for a in argv])
+    return code, *capsys.readouterr()
+
+
+def toy_text(directory, sentences: int = 600):
+    """The toy world's train/valid/test text in ``directory`` (``nnlm prepare toy``)."""
+    from nnlm.cli import main
+
+    assert main(["prepare", "toy", str(directory), "--train-sentences", str(sentences)]) == 0
+    return directory
+
+
 def toy_world(w):
     """The toy world's text in ``w/toy`` and three models beside it: ``kn3`` (with
     ``kn3.arpa``) and a one-epoch ``nplm`` of the tiny preset; returns ``w``."""
     from nnlm.cli import main
 
-    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "600"]) == 0
+    toy_text(w / "toy")
     train, valid = w / "toy/train.txt", w / "toy/valid.txt"
     assert main(["ngram", "train", str(train), "--order", "3", "--discount-fallback",
                  "-o", str(w / "kn3"), "--arpa", str(w / "kn3.arpa")]) == 0

@@ -8,14 +8,14 @@ import gzip
 
 import pytest
 
-from conftest import write
+from conftest import toy_text, write
 from nnlm.cli import main
 
 
 @pytest.fixture(scope="module")
 def texts(tmp_path_factory):
     d = tmp_path_factory.mktemp("texts")
-    assert main(["prepare", "toy", str(d / "toy"), "--train-sentences", "300"]) == 0
+    toy_text(d / "toy", 300)
     return d / "toy"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import toy_text
 from nnlm.cli import main
 
 BLOCK = textwrap.dedent("""
@@ -31,7 +32,7 @@ def without_neural(code: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = tmp_path_factory.mktemp("extras")
-    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "300"]) == 0
+    toy_text(w / "toy", 300)
     assert main(["train", str(w / "toy/train.txt"), "--valid", str(w / "toy/valid.txt"),
                  "--preset", "tiny", "--epochs", "1", "--threads", "1",
                  "-o", str(w / "nplm")]) == 0

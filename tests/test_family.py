@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import write
+from conftest import run_cli, write
 from nnlm import Stream, Vocabulary, evaluate, load_model, read_stream, save_model
 from nnlm.cli import main
 from nnlm.mixture import Mixture
@@ -359,11 +359,6 @@ def test_model_families_never_import_the_layers_above_them():
 
 
 # -- bad input -------------------------------------------------------------------------
-def run_cli(argv, capsys):
-    code = main([str(a) for a in argv])
-    return code, *capsys.readouterr()
-
-
 def test_new_options_are_checked_with_one_line_errors(toy, tmp_path, capsys):
     data = toy / "data"
     base = ["train", data / "train.txt", "--valid", data / "valid.txt", "--preset", "tiny",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import nnlm.kenlm as nk
+from conftest import toy_text
 from nnlm.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
@@ -28,7 +29,7 @@ EXAMPLE = Path(__file__).parent / "fixtures" / "kenlm" / "example.py"  # kenlm's
 def toy_arpa(tmp_path_factory):
     """A toy-world KN 4-gram as ARPA: contexts of every length, some that cannot extend."""
     d = tmp_path_factory.mktemp("toy")
-    assert main(["prepare", "toy", str(d / "toy"), "--train-sentences", "400"]) == 0
+    toy_text(d / "toy", 400)
     assert main(["ngram", "train", str(d / "toy/train.txt"), "--order", "4",
                  "--discount-fallback", "-o", str(d / "kn4"), "--arpa",
                  str(d / "kn4.arpa")]) == 0

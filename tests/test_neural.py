@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import write
+from conftest import run_cli, write
 from nnlm import Stream, Vocabulary, evaluate, load_model, read_stream
 from nnlm.cli import main
 from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
@@ -295,11 +295,6 @@ def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, t
 
 
 # -- bad input -----------------------------------------------------------------------
-def run_cli(argv, capsys):
-    code = main([str(a) for a in argv])
-    return code, *capsys.readouterr()
-
-
 def test_checkpoint_damage_and_foreign_vocabulary_are_one_line_errors(toy, tmp_path, capsys):
     import shutil
 
@@ -365,7 +360,6 @@ def test_a_presets_bf16_falls_back_to_float32_on_a_cpu_without_it(tmp_path, monk
     a preset's bf16 becomes float32 there, with a note; --bf16 given by name is kept."""
     import json
 
-    from nnlm.cli import main
 
     monkeypatch.setattr("nnlm.neural.training.run.native_bf16", lambda device: False)
     assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
@@ -381,7 +375,6 @@ def test_a_presets_bf16_falls_back_to_float32_on_a_cpu_without_it(tmp_path, monk
 
 
 def test_resuming_a_finished_run_says_what_to_grow(tmp_path, capsys):
-    from nnlm.cli import main
 
     assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "100"]) == 0
     base = ["train", str(tmp_path / "toy/train.txt"), "--valid", str(tmp_path / "toy/valid.txt"),

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from conftest import write
+from conftest import toy_text, write
 from nnlm import load_model
 from nnlm.cli import main
 
@@ -13,7 +13,7 @@ from nnlm.cli import main
 @pytest.fixture(scope="module")
 def kn(tmp_path_factory):
     d = tmp_path_factory.mktemp("rs")
-    assert main(["prepare", "toy", str(d / "toy"), "--train-sentences", "500"]) == 0
+    toy_text(d / "toy", 500)
     assert main(["ngram", "train", str(d / "toy/train.txt"), "--discount-fallback",
                  "-o", str(d / "kn")]) == 0
     return d / "kn"

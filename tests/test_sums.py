@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import toy_text
 from nnlm.cli import main
 from nnlm.models import load_model
 from nnlm.text.vocab import BOS_ID, NO_WORD
@@ -22,7 +23,7 @@ KINDS = ["kn", "addk", "interpolated", "class", "pruned", "arpa", "one-file", "n
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     w = tmp_path_factory.mktemp("sums")
-    assert main(["prepare", "toy", str(w / "toy"), "--train-sentences", "400"]) == 0
+    toy_text(w / "toy", 400)
     train, valid = str(w / "toy/train.txt"), str(w / "toy/valid.txt")
     ng = ["ngram", "train", train, "--discount-fallback"]
     steps = [
