@@ -244,7 +244,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_model_is_still_exact(shards
     vocabulary was once such scattered data, and a kill lost it for good.)"""
     big = tmp_path / "big.txt"
     big.write_text("".join(p.read_text() if not p.name.endswith(".gz") else
-                           gzip.decompress(p.read_bytes()).decode() for p in shards) * 8)
+                           gzip.decompress(p.read_bytes()).decode() for p in shards) * 16)
     paths = [str(big)] * 3
     with connect("local:2") as c:
         vocab = shard_vocabulary(c, paths)
@@ -256,7 +256,11 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_model_is_still_exact(shards
 
         thread = threading.Thread(target=job)
         thread.start()
-        time.sleep(3.0)
+        deadline = time.monotonic() + 60  # kill once the workers are busy with the job
+        while time.monotonic() < deadline and thread.is_alive() and \
+                not any(c.processing().values()):
+            time.sleep(0.05)
+        time.sleep(0.5)
         killed["during"] = thread.is_alive()
         victim = sorted(before)[victim]
         try:

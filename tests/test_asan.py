@@ -1,0 +1,64 @@
+"""Both C extensions built with AddressSanitizer, run over the damaged-file cases.
+
+A damaged mapped file must give one line or wrong numbers, never a read outside its
+buffers; the sizes the C code trusts are checked before it runs. This builds
+``decoding/_kenlm_query.c`` and ``ngram/store/_trie.c`` with ``-fsanitize=address``
+into a copy of the package, and runs the tests that hand damaged, truncated and odd
+files to them (every section flipped, every KenLM layout, the reliability table) in a
+process with ASan loaded: any overflow fails the run with ASan's report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c"]
+TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
+         "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
+         "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py"]
+
+
+def _runtime(name: str) -> str | None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    found = subprocess.run([gcc, f"-print-file-name={name}"], capture_output=True,
+                           text=True).stdout.strip()
+    return found if found and Path(found).exists() and found != name else None
+
+
+@pytest.mark.slow
+def test_the_c_extensions_under_address_sanitizer(tmp_path):
+    asan, cxx = _runtime("libasan.so"), _runtime("libstdc++.so.6")
+    if asan is None or cxx is None:
+        pytest.skip("gcc with AddressSanitizer's runtime is not installed")
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    include = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for c_file in EXTENSIONS:
+        source = src / c_file
+        subprocess.run(["gcc", "-shared", "-fPIC", "-fsanitize=address",
+                        "-fno-omit-frame-pointer", "-O1", "-g", f"-I{include}", str(source),
+                        "-o", str(source.with_name(source.stem + suffix))], check=True)
+    # ASan first; libstdc++ so that its interception of C++ throws (matplotlib's fonts)
+    # finds the real one
+    env = {**os.environ, "LD_PRELOAD": f"{asan} {cxx}", "ASAN_OPTIONS": "detect_leaks=0",
+           "PYTHONPATH": str(src)}
+    probe = subprocess.run([sys.executable, "-c", "import nnlm.decoding._kenlm_query as q, "
+                            "nnlm.ngram.store._trie as t; print(q.__file__, t.__file__)"],
+                           env=env, capture_output=True, text=True, cwd=ROOT)
+    assert probe.returncode == 0 and str(src) in probe.stdout, probe.stderr
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p",
+                           "no:cacheprovider", "-m", "not slow", "-k", "not pyctcdecode",
+                           *TESTS], env=env, capture_output=True, text=True, cwd=ROOT,
+                          timeout=900)
+    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-3000:])
+    assert "AddressSanitizer" not in done.stderr
