@@ -64,6 +64,33 @@ def toy_text(directory, sentences: int = 600):
     return directory
 
 
+def serve_process(*args: str):
+    """``nnlm serve ARGS --port P`` in its own process (a crash there cannot stop the
+    tests), once it answers /health: (its base URL, the process)."""
+    import contextlib
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "serve", *map(str, args), "--port",
+                             str(port), "--log-level", "warning"], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health").status_code == 200:
+                break
+        time.sleep(0.2)
+    return url, proc
+
+
 def toy_world(w):
     """The toy world's text in ``w/toy`` and three models beside it: ``kn3`` (with
     ``kn3.arpa``) and a one-epoch ``nplm`` of the tiny preset; returns ``w``."""

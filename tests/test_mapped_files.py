@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 import nnlm.kenlm as nk
-from conftest import toy_world
+from conftest import serve_process, toy_world
 from nnlm.base.errors import NnlmError
 from nnlm.cli import main
 from nnlm.models import load_model
@@ -171,33 +171,15 @@ def test_a_flip_the_fast_open_misses_is_caught_by_verify_only(world, tmp_path):
 
 
 # -- a served file that changes under the server ----------------------------------------
-def _served(paths: dict, tmp_path):
+def _served(paths: dict):
     """``nnlm serve NAME=PATH ...`` in its own process (a SIGBUS there cannot stop the
-    tests); yields (post, process)."""
-    import contextlib
-    import socket
-    import subprocess
-    import sys
-    import time
-
+    tests); returns (post, process)."""
     import httpx
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "serve",
-                             *(f"{k}={v}" for k, v in paths.items()), "--port", str(port),
-                             "--log-level", "warning"], stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                break
-        time.sleep(0.2)
+    url, proc = serve_process(*(f"{k}={v}" for k, v in paths.items()))
 
     def post(model, text="the cat sees a dog"):
-        return httpx.post(f"http://127.0.0.1:{port}/v1/score", timeout=30,
+        return httpx.post(f"{url}/v1/score", timeout=30,
                           json={"model": model, "texts": [text], "tokens": False})
 
     return post, proc
@@ -216,7 +198,7 @@ def test_a_served_file_truncated_or_rewritten_in_place(world, tmp_path):
     assert main(["ngram", "convert", str(tmp_path / "kn2"), str(other)]) == 0
     old, new = (nk.Model(str(p)).score("the cat sees a dog") for p in (served, other))
     assert abs(old - new) > 1e-3
-    post, proc = _served({"m": served, "k": world / "kn3.arpa"}, tmp_path)
+    post, proc = _served({"m": served, "k": world / "kn3.arpa"})
     try:
         assert post("m").json()["results"][0]["log10_prob"] == pytest.approx(old, abs=1e-4)
         with open(served, "r+b") as f:

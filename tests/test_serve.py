@@ -15,8 +15,6 @@ import math
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conftest import toy_world
+from conftest import serve_process, toy_world
 from nnlm.cli import main
 from nnlm.models import load_model
 from nnlm.serve.app import Settings, create_app
@@ -368,22 +366,9 @@ def test_serve_refuses_in_one_line(world, args, message, capsys):
 @pytest.mark.slow
 def test_serve_command_answers_with_two_workers(world):
     """The real command, with --workers 2: both processes load the models and answer."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "serve", str(world / "kn3"),
-                             "--port", str(port), "--workers", "2", "--log-level", "warning"],
-                            stderr=subprocess.PIPE, text=True)
+    url, proc = serve_process(world / "kn3", "--workers", "2")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            time.sleep(0.2)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/score",
-                       json={"model": "kn3", "texts": ["the cat"]})
+        r = httpx.post(f"{url}/v1/score", json={"model": "kn3", "texts": ["the cat"]})
         assert r.status_code == 200 and len(r.json()["results"][0]["tokens"]) == 3
     finally:
         proc.terminate()
