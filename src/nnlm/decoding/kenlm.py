@@ -37,6 +37,7 @@ State written by one model is refused by another (ValueError).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -410,17 +411,15 @@ class Model:
         return (Model, (self.path,))
 
     # -- states --------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def _core(self):
         """The checks, lookups and scores nnlm.Model shares (:mod:`nnlm.decoding.core`),
         over the loaded model: the path of networks, of KenLM's probing files, and of
-        back-off models where no C compiler built the compiled queries."""
-        core = self.__dict__.get("_core_")
-        if core is None:
-            from .core import DecoderCore
+        back-off models where no C compiler built the compiled queries (numpy's side:
+        imported only here)."""
+        from .core import DecoderCore
 
-            core = self.__dict__["_core_"] = DecoderCore(self._lm, self._serial)
-        return core
+        return DecoderCore(self._lm, self._serial)
 
     def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (kenlm's names)
         """Make ``state`` the start of a sentence: the context ``<s>``."""
