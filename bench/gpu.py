@@ -127,7 +127,7 @@ def bench_preset(preset: str, vocab, train, valid, rounds: int, profile: Path | 
         loss.backward()
         opt.step()
 
-    trainer = Trainer(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None, device=CUDA,
+    trainer = Trainer.build(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None, device=CUDA,
                       train_counts=output_counts(train, mc))
 
     graphed = trainer._graphed_step()  # the update as one CUDA graph, as nnlm train runs it
@@ -203,7 +203,7 @@ def bench_shape(preset: str, V: int, B: int, seconds: float = 2.0) -> dict:
     vocab = Vocabulary.from_counts({f"w{i}": 1 for i in range(V - 3)})  # + <s> </s> <unk>
     mc = network_config({"vocab_size": len(vocab), **arch})
     tc = TrainConfig(**{**rec, "batch_size": B})
-    trainer = Trainer(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None, device=CUDA)
+    trainer = Trainer.build(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None, device=CUDA)
     graphed = trainer._graphed_step()
     gen = torch.Generator().manual_seed(0)
     batches = [(torch.randint(3, len(vocab), (B, mc.order - 1), generator=gen).pin_memory(),
@@ -251,7 +251,7 @@ def _bench_remedy(name: str, vocab, train, valid, seconds: float) -> dict:
     arch, rec = resolved(preset, objective=objective)
     mc = network_config({"vocab_size": len(vocab), **arch})
     tc = TrainConfig(**{**rec, "objective": objective, **extra})
-    trainer = Trainer(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None,
+    trainer = Trainer.build(vocab, mc, tc, Path("/nonexistent"), log=lambda s: None,
                       device=CUDA, train_counts=output_counts(train, mc))
     graphed = trainer._graphed_step()
     B, n = tc.batch_size, mc.order

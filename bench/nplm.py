@@ -151,7 +151,7 @@ def main():
         if key not in precisions:
             continue
         cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
-        trainers[key] = Trainer(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16),
+        trainers[key] = Trainer.build(vocab, cfg, TrainConfig(batch_size=B, bf16=bf16),
                                 Path("/tmp/x"), log=lambda s: None)
         with torch.no_grad():
             trainers[key].model.out_weight.normal_(0, 0.01)
@@ -201,7 +201,7 @@ def main():
         for bf16 in (False, True):
             cfg = NPLMConfig(vocab_size=V, order=n, m=m, h=h, direct=True)
             tc = TrainConfig(batch_size=B, bf16=bf16, epochs=args.quality_epochs, seed=0)
-            trainer = Trainer(vocab, cfg, tc, Path(f"/tmp/nplm_quality_{bf16}"),
+            trainer = Trainer.build(vocab, cfg, tc, Path(f"/tmp/nplm_quality_{bf16}"),
                               log=lambda s: None)
             res = trainer.fit(train, valid)
             out[f"quality_valid_ppl_{'bf16' if bf16 else 'fp32'}"] = res["best_valid"]

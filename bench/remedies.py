@@ -99,7 +99,7 @@ def speed(args) -> None:
                                  output_size=shortlist + 1 if shortlist else None)
             tc = TrainConfig(optimizer=optimizer, lr=1e-3, batch_size=B, bf16=True,
                              **objective)
-            trainers[f"{name}_{optimizer}"] = Trainer(
+            trainers[f"{name}_{optimizer}"] = Trainer.build(
                 vocab, cfg, tc, Path("/tmp/bench_remedies"), log=lambda s: None,
                 train_counts=output_counts(train, cfg), backoff=backoff if shortlist else None)
 

@@ -53,7 +53,7 @@ def _train_steps(world, optimizer, objective, steps):
     cfg = TrainConfig(optimizer=optimizer, objective=objective, lr=0.02 if optimizer == "sgd"
                       else 0.01, weight_decay=1e-3, batch_size=50, noise_samples=5, seed=3,
                       lr_decay=1e-3)
-    trainer = Trainer(vocab, mc, cfg, Path("/nonexistent"), log=lambda m: None, world=world,
+    trainer = Trainer.build(vocab, mc, cfg, Path("/nonexistent"), log=lambda m: None, world=world,
                       train_counts=output_counts(train, mc))
     trainer.model.double()
     perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))

@@ -45,7 +45,7 @@ def _steps(device: str, settings: dict, objective: str, optimizer: str, steps: i
     cfg = TrainConfig(optimizer=optimizer, objective=objective, lr=0.02 if optimizer == "sgd"
                       else 0.01, weight_decay=1e-3, batch_size=50, noise_samples=5, seed=3,
                       lr_decay=1e-3, bf16=bf16)
-    trainer = Trainer(vocab, mc, cfg, Path("/nonexistent"), log=lambda m: None, device=device,
+    trainer = Trainer.build(vocab, mc, cfg, Path("/nonexistent"), log=lambda m: None, device=device,
                       train_counts=output_counts(train, mc))
     trainer.model.to(dtype)
     perm = np.random.default_rng([cfg.seed, 0]).permutation(len(train))
@@ -247,7 +247,7 @@ def test_cuda_graph_capture_failure_runs_step_by_step(monkeypatch):
     runs = {}
     for graphs in (True, False):
         logged = []
-        trainer = Trainer(vocab, mc, cfg, Path("/nonexistent"), log=logged.append,
+        trainer = Trainer.build(vocab, mc, cfg, Path("/nonexistent"), log=logged.append,
                           device="cuda", train_counts=output_counts(train, mc))
         step = GraphedStep(trainer.model, trainer.objective, trainer.optimizer, cfg.batch_size,
                            cfg.bf16, logged.append) if graphs else None

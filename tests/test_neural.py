@@ -182,7 +182,7 @@ def test_a_tiny_model_overfits_a_tiny_corpus(tmp_path):
     cfg = NPLMConfig(vocab_size=len(VOCAB), order=3, m=6, h=12)
     tc = TrainConfig(optimizer="adam", lr=0.05, weight_decay=0, batch_size=8, epochs=60,
                      patience=100)
-    trainer = Trainer(VOCAB, cfg, tc, tmp_path / "m", log=lambda s: None)
+    trainer = Trainer.build(VOCAB, cfg, tc, tmp_path / "m", log=lambda s: None)
     trainer.fit(stream, stream)
     assert evaluate(NPLM(VOCAB, trainer.model), stream).perplexity < 1.3
 

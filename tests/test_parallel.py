@@ -154,7 +154,7 @@ def test_output_parallel_refusals():
 def test_resume_refuses_sharded_adam_moments_under_another_layout(tmp_path):
     vocab, train, _ = toy_data(50)
     mc = network_config({"vocab_size": len(vocab), "order": 3, "m": 8})
-    trainer = Trainer(vocab, mc, TrainConfig(optimizer="adamw"), tmp_path, log=lambda m: None)
+    trainer = Trainer.build(vocab, mc, TrainConfig(optimizer="adamw"), tmp_path, log=lambda m: None)
     moments = {"rank0.dense.0.exp_avg": torch.zeros(1), "__torch_rng__": torch.zeros(1)}
     with pytest.raises(NnlmError, match="saved by 2 output-parallel ranks.*same layout"):
         trainer.scheme.own_optimizer({"size": 2, "output_parallel": True}, moments, tmp_path,

@@ -91,8 +91,8 @@ class Hogwild(SingleProcess):
     def _start(self, trainer, train: Stream) -> None:
         ctx = mp.get_context("spawn")
         # what each worker builds its own single-process trainer from: the coordinator's
-        # own class (a factory passed by reference: this scheme never imports training/)
-        setup = {"make_trainer": type(trainer), "vocab": trainer.vocab,
+        # own builder (passed by reference: this scheme never imports training/)
+        setup = {"make_trainer": type(trainer).build, "vocab": trainer.vocab,
                  "model_config": trainer.model.config, "config": trainer.config,
                  "outdir": trainer.outdir, "preset": trainer.preset,
                  "device": "cpu", "train_counts": trainer.train_counts,

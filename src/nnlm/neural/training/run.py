@@ -222,7 +222,7 @@ def _train(job: TrainJob, device, world, log) -> dict:
         scheme = Hogwild(job.workers, job.worker_timeout)
     else:
         scheme = scheme_for(world, job.output_parallel)
-    trainer = Trainer(vocab, model_config, train_config, outdir, preset=name, log=log,
+    trainer = Trainer.build(vocab, model_config, train_config, outdir, preset=name, log=log,
                       device=device, train_counts=output_counts(train_stream, model_config),
                       backoff=backoff, scheme=scheme)
     if job.resume:

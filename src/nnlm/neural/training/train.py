@@ -40,10 +40,8 @@ from ...text.vocab import Vocabulary
 from ..batches import SlotPlan
 from ..networks.checkpoint import write_tensors
 from ..networks.network import NetworkConfig
-from ..networks.registry import build_network
 from ..nplm_lm import BACKOFF_DIR, NeuralLM
-from ..objectives import make_objective
-from ..optim import AdamOptimizer, PaperSGD
+from ..optim import PaperSGD
 from ..parallel.distributed import World
 from ..parallel.schemes import SingleProcess, scheme_for
 from ..segments import SpanPlan
@@ -51,6 +49,7 @@ from ..settings import TrainConfig
 from .averaging import WeightAverage
 from .cuda_graph import GraphedStep
 from .metrics_log import write_metrics
+from .parts import Parts, build_parts, complete_parts
 from .run_checkpoint import RunCheckpoint, generator_tensors, restore_generators
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
@@ -99,65 +98,49 @@ class Trainer:
     output layer instead (``output_parallel.py``). Rank 0 alone logs and writes.
     """
 
-    def __init__(self, vocab: Vocabulary, model_config: NetworkConfig, config: TrainConfig,
-                 outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
-                 device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
-                 backoff: LanguageModel | None = None, model_id: str | None = None,
-                 world: World | None = None, output_parallel: bool = False,
-                 scheme: SingleProcess | None = None):
-        self.vocab, self.config, self.outdir, self.log = vocab, config, Path(outdir), log
+    def __init__(self, parts: Parts, vocab: Vocabulary, config: TrainConfig, outdir: Path,
+                 scheme: SingleProcess, *, preset: str | None = None,
+                 log: Callable[[str], None] = print, device: torch.device | str = "cpu",
+                 backoff: LanguageModel | None = None, model_id: str | None = None):
+        self.parts, self.scheme, self.vocab, self.config = parts, scheme, vocab, config
+        self.outdir, self.log, self.checkpoint = Path(outdir), log, RunCheckpoint(outdir)
         self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
-        self.scheme = scheme if scheme is not None else scheme_for(world, output_parallel)
-        self.checkpoint = RunCheckpoint(self.outdir)
-        torch.manual_seed(config.seed)
-        # weights, gradients and two Adam moments, all in this process's memory on a CPU
-        self.model = build_network(model_config, copies=4 if self.device.type == "cpu" else 1)
-        self.model.reset_parameters(torch.Generator().manual_seed(config.seed))
-        self.objective = None
-        self.train_counts = train_counts
-        if train_counts is not None or not config.spec.needs_counts:
-            self._make_objective(train_counts)
-        self.scheme.prepare(self.model)
-        self.model.to(self.device)
         self.lm = NeuralLM(vocab, self.model, bf16=config.bf16, backoff=backoff)
         self.state = TrainState()
-        self.optimizer = None
-        if self.objective is not None:
-            self._make_optimizer()
         self.average = WeightAverage(config.average) if config.average else None
-        if config.average and not self.scheme.supports_average:
+        if config.average and not scheme.supports_average:
             raise NnlmError("--average needs each process to make every update to the "
                             "whole network (not with --workers or --output-parallel)")
 
-    def _make_objective(self, counts: np.ndarray | None) -> None:
-        self.objective = make_objective(self.config, counts).to(self.device)
-        self.objective.prepare(self.model)
+    @classmethod
+    def build(cls, vocab: Vocabulary, model_config: NetworkConfig, config: TrainConfig,
+              outdir: Path, preset: str | None = None, log: Callable[[str], None] = print,
+              device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
+              backoff: LanguageModel | None = None, model_id: str | None = None,
+              world: World | None = None, output_parallel: bool = False,
+              scheme: SingleProcess | None = None) -> Trainer:
+        """A trainer with its parts built from the settings (:mod:`.parts`): the network,
+        objective and optimizer, laid out for ``scheme`` (default: the one this process
+        was started for, ``world`` and ``output_parallel``)."""
+        device = torch.device(device)
+        scheme = scheme if scheme is not None else scheme_for(world, output_parallel)
+        parts = build_parts(model_config, config, device, scheme, train_counts)
+        return cls(parts, vocab, config, outdir, scheme, preset=preset, log=log,
+                   device=device, backoff=backoff, model_id=model_id)
 
-    def _make_optimizer(self) -> None:
-        cfg, net = self.config, self.model
-        # sparse rows: C's rows seen in a batch (paper's SGD, or any optimizer under a
-        # sampled objective); under NCE the sampled output rows and biases too
-        self.sparse = self.objective.sparse_output or (cfg.optimizer == "sgd" and not net.tied)
-        sparse_params = [net.C] if self.sparse else []
-        if self.objective.sparse_output:
-            sparse_params += net.sampled_params()
-        sparse_params = list({id(p): p for p in sparse_params}.values())
-        self.scheme.attach(net, sparse_params)
-        if cfg.optimizer == "sgd":
-            self.optimizer = PaperSGD(net, cfg.lr, cfg.lr_decay, cfg.weight_decay,
-                                      sparse=sparse_params)
-            return
-        sparse = [net.C, *net.sampled_params()] if self.objective.sparse_output else []
-        self.optimizer = AdamOptimizer(net, cfg.optimizer, cfg.lr, cfg.weight_decay,
-                                       sparse=list({id(p): p for p in sparse}.values()))
+    # the parts, by name (the schemes and the CUDA graph use them)
+    model = property(lambda self: self.parts.model)
+    objective = property(lambda self: self.parts.objective)
+    optimizer = property(lambda self: self.parts.optimizer)
+    sparse = property(lambda self: self.parts.sparse)
+    train_counts = property(lambda self: self.parts.train_counts)
 
     def ensure_ready(self, train: Stream) -> None:
         """Build NCE's noise distribution from ``train`` if it was not given."""
         if self.objective is None:
-            self.train_counts = output_counts(train, self.model.config)
-            self._make_objective(self.train_counts)
-            self._make_optimizer()
+            complete_parts(self.parts, self.config, self.device, self.scheme,
+                           output_counts(train, self.model.config))
 
     @property
     def is_main(self) -> bool:
