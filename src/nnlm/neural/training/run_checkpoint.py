@@ -25,6 +25,7 @@ from ...base.errors import NnlmError
 from ...text.fileio import atomic_path
 from ...text.jsonfiles import Fields, Float, Int, Optional, read_json
 from ..networks.checkpoint import read_safetensors, save_safetensors
+from .averaging import WeightAverage
 
 # state/trainer.json, as save writes it: checked field by field when read back
 TRAINER_JSON = {
@@ -64,6 +65,46 @@ class RunCheckpoint:
             info = {"trainer": trainer, "optimizer": optimizer_info, "binding": binding,
                     "world": layout}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    def capture(self, run, trainer: dict, before_write=None) -> None:
+        """Save ``run``'s state (a trainer: its parts, scheme, average and binding;
+        ``trainer``, the loop's counters): the whole model and the optimizer gathered
+        over the ranks, which every rank calls, then written by rank 0 with the
+        generators. ``before_write`` runs on every rank after the gathers (the trainer
+        reseeds there)."""
+        model = run.scheme.full_tensors(run.model)
+        opt_info, tensors = run.optimizer.state()
+        tensors = run.scheme.gather_optimizer(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()})
+        if before_write is not None:
+            before_write()
+        if not run.scheme.is_main:
+            return
+        tensors.update(generator_tensors(run.device, run.objective))
+        if run.average is not None:
+            tensors.update(run.average.tensors(run.model))
+        self.save(binding=run.binding, model=model, optimizer_info=opt_info,
+                  optimizer=tensors, trainer=trainer, layout=run.scheme.record())
+
+    def restore(self, run, binding: str | None) -> dict:
+        """Put the saved state into ``run`` (a trainer: its network, optimizer, scheme,
+        generators and average), checked to belong to the run of ``binding``; returns
+        the loop's counters. A state that does not fit is one line."""
+        info, model_tensors, tensors = self.load(binding)
+        run.model.load_named_tensors(run.scheme.own_tensors(model_tensors),
+                                     str(self.folder / "model.safetensors"))
+        average = run.average or WeightAverage(0.0)  # (a state's average is never the
+        average.restore(run.model, tensors)           # optimizer's, whatever --average)
+        tensors = run.scheme.own_optimizer(info.get("world") or {}, tensors, self.folder,
+                                           run.config.optimizer)
+        try:
+            run.optimizer.load_state(info["optimizer"], tensors)
+            restore_generators(tensors, run.device, run.objective)
+            return dict(info["trainer"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
+            raise NnlmError(f"{self.folder}: the saved state does not fit this run "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
+                            "; it was damaged or edited") from None
 
     def load(self, binding: str | None) -> tuple[dict, dict, dict]:
         """(trainer.json, model tensors, optimizer tensors), checked to belong to the run

@@ -50,7 +50,7 @@ from .averaging import WeightAverage
 from .cuda_graph import GraphedStep
 from .metrics_log import write_metrics
 from .parts import Parts, build_parts, complete_parts
-from .run_checkpoint import RunCheckpoint, generator_tensors, restore_generators
+from .run_checkpoint import RunCheckpoint
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
 
@@ -186,22 +186,12 @@ class Trainer:
         if header is not None and header.get("format_version", 1) >= 2:
             self.model_id = header["model_id"]
             binding = self.binding
-        info, model_tensors, tensors = self.checkpoint.load(binding)
-        state_dir = self.checkpoint.folder
-        self.model.load_named_tensors(self.scheme.own_tensors(model_tensors),
-                                      str(state_dir / "model.safetensors"))
-        average = self.average or WeightAverage(0.0)  # (a state's average is never the
-        average.restore(self.model, tensors)           # optimizer's, whatever --average)
-        tensors = self.scheme.own_optimizer(info.get("world") or {}, tensors, state_dir,
-                                            self.config.optimizer)
+        counters = self.checkpoint.restore(self, binding)
         try:
-            self.optimizer.load_state(info["optimizer"], tensors)
-            restore_generators(tensors, self.device, self.objective)
-            self.state = TrainState(**info["trainer"])
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
-            raise NnlmError(f"{state_dir}: the saved state does not fit this run "
-                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"
-                            "; it was damaged or edited") from None
+            self.state = TrainState(**counters)
+        except TypeError as e:
+            raise NnlmError(f"{self.checkpoint.folder}: the saved state does not fit this "
+                            f"run ({e}); it was damaged or edited") from None
 
     def apply_resume_changes(self, changes: dict) -> None:
         """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
@@ -221,19 +211,7 @@ class Trainer:
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/.
         Under torchrun every rank calls it (the gathers) and rank 0 writes."""
-        model = self.model_tensors()
-        opt_info, tensors = self.optimizer.state()
-        tensors = self.scheme.gather_optimizer(
-            {k: v.detach().contiguous().cpu() for k, v in tensors.items()})
-        self._reseed()
-        if not self.is_main:
-            return
-        tensors.update(generator_tensors(self.device, self.objective))
-        if self.average is not None:
-            tensors.update(self.average.tensors(self.model))
-        self.checkpoint.save(binding=self.binding, model=model, optimizer_info=opt_info,
-                             optimizer=tensors, trainer=asdict(self.state),
-                             layout=self.scheme.record())
+        self.checkpoint.capture(self, asdict(self.state), before_write=self._reseed)
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
