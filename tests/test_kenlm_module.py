@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -424,3 +425,39 @@ def test_the_compiled_query_refuses_a_second_init_and_impossible_sizes(toy_arpa)
             1 << 62, b"", 0, 0, np.zeros(4, np.float32), b"", 0, b"", b"", 0)
     with pytest.raises(ValueError):  # 2^62 words of 64 bits: no 32-byte array holds them
         nk._fast.Query(1, {}, blob, offsets, 3, 1, 2, 0, pb, [huge])
+
+
+@pytest.mark.skipif(nk._fast is None, reason="the compiled queries were not built")
+def test_one_switch_turns_every_compiled_path_off(toy_arpa, tmp_path):
+    """NNLM_NO_C=1 (nnlm.base.compiled) sends nnlm.kenlm and the trie's lookups and bulk
+    scoring to their Python paths, which give the compiled paths' numbers."""
+    from nnlm.models import convert
+
+    path, sentences = toy_arpa
+    target = tmp_path / "m.nnlm"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(path, target)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\n".join(sentences[:20]) + "\n", encoding="utf-8")
+    script = ("import sys, json\n"
+              "import nnlm.kenlm as kenlm\n"
+              "from nnlm.ngram.store import trie\n"
+              "from nnlm.models import load_model\n"
+              "from nnlm.text.corpus import read_stream\n"
+              "m = kenlm.Model(sys.argv[1])\n"
+              "lm = load_model(sys.argv[1])\n"
+              "text = open(sys.argv[2]).read().splitlines()\n"
+              "bulk = lm.logprobs(read_stream(sys.argv[2], lm.vocab)).tolist()\n"
+              "print(json.dumps({'c': [kenlm._fast is not None, trie._native is not None],\n"
+              "                  'scores': [m.score(x) for x in text], 'bulk': bulk}))\n")
+    runs = {}
+    for switch in ("0", "1"):
+        done = subprocess.run([sys.executable, "-c", script, str(target), str(lines)],
+                              capture_output=True, text=True,
+                              env={**os.environ, "NNLM_NO_C": switch})
+        assert done.returncode == 0, done.stderr
+        runs[switch] = json.loads(done.stdout)
+    assert runs["0"]["c"] == [True, True] and runs["1"]["c"] == [False, False]
+    assert runs["1"]["scores"] == pytest.approx(runs["0"]["scores"], abs=1e-4)
+    assert runs["1"]["bulk"] == pytest.approx(runs["0"]["bulk"], abs=1e-9)

@@ -43,6 +43,7 @@ import math
 import os
 from collections import OrderedDict
 
+from ..base.compiled import extension
 from ..base.errors import NnlmError
 from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
@@ -131,10 +132,8 @@ class State:
         return f"State({len(self._words)} words)"
 
 
-try:  # the compiled per-call path (setup.py builds it; without a C compiler, Python's)
-    from . import _kenlm_query as _fast
-except ImportError:  # pragma: no cover - exercised where no compiler was found
-    _fast = None
+# the compiled per-call path, or None (no compiler, or NNLM_NO_C=1): Python's
+_fast = extension("nnlm.decoding._kenlm_query")
 
 if _fast is not None:
     State = _fast.State  # noqa: F811 - the same API, in C
@@ -255,9 +254,10 @@ def _open_mapped(text: str, serial: int):
         query = _fast.Query(serial, None, words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
                             (section("unigram_logp"), section("unigram_log_bow")), levels,
                             slots)
-        from ..ngram.store._trie import WordIndex  # type: ignore[attr-defined]
-
-        return query, WordIndex(slots, words, offsets), n
+        trie_c = extension("nnlm.ngram.store._trie")
+        if trie_c is None:  # the words' table needs it (the queries were built, so it is)
+            return None
+        return query, trie_c.WordIndex(slots, words, offsets), n
     except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError, ImportError):
         return None  # load_model reads it, or says in one line what is wrong with it
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...base.compiled import extension
 from .trie_layout import packed_words, width  # noqa: F401 - part of this module's API
 
 _ONE = np.uint64(1)
@@ -44,12 +45,8 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _native():
-    """The compiled loops (nnlm.ngram.store._trie), or None without a compiler."""
-    try:
-        from . import _trie
-    except ImportError:  # pragma: no cover - depends on the build
-        return None
-    return _trie
+    """The compiled loops (nnlm.ngram.store._trie), or None (:mod:`nnlm.base.compiled`)."""
+    return extension("nnlm.ngram.store._trie")
 
 
 def _add_sorted(out: np.ndarray, index: np.ndarray, parts: np.ndarray) -> None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...base.compiled import extension
 from ...base.errors import NnlmError
 from . import bits as bitpack
 from .levels import NgramLevel
@@ -287,7 +288,5 @@ class TrieLevel(NgramLevel):
         return self._lazy["prefix"]
 
 
-try:  # the C loops; without a compiler, the numpy search above does the work
-    from . import _trie as _native  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None
+# the C loops, or None (no compiler, or NNLM_NO_C=1): the numpy search above does the work
+_native = extension("nnlm.ngram.store._trie")

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ...base.compiled import extension
 from ...base.errors import NnlmError
 from ...text.vocab import Vocabulary
 from .trie_layout import VOCAB_DAMAGED, checksum, vocab_problem
@@ -140,12 +141,11 @@ class MappedVocabulary(Vocabulary):
         self._counts = counts
         self.mapped_sections = (blob, offsets, table)  # for nnlm.kenlm's compiled queries
         self._fingerprint = fingerprint
-        try:
-            from ._trie import WordIndex  # type: ignore[attr-defined]
-        except ImportError:  # no compiler at install: a dict, as a vocab.txt gives
+        native = extension("nnlm.ngram.store._trie")
+        if native is None:  # not built, or switched off: a dict, as a vocab.txt gives
             self.index = {w: i for i, w in enumerate(self.words)}
         else:
-            self.index = WordIndex(table, blob, offsets)
+            self.index = native.WordIndex(table, blob, offsets)
 
     @property
     def fingerprint(self) -> str:
