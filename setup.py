@@ -5,9 +5,9 @@ still succeeds and both answer from their numpy paths, slower."""
 
 from setuptools import Extension, setup
 
-# the trie's run pointers, its values and the vocabulary's hash table, read by both
+# the trie's level tuple, run pointers, values and vocabulary hash table, read by both
 HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
-           "src/nnlm/ngram/store/vocab_hash.h"]
+           "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/level_spec.h"]
 
 setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                              ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS,

@@ -27,6 +27,7 @@
 #include <string.h>
 #include "structmember.h"
 
+#include "../ngram/store/level_spec.h"
 #include "../ngram/store/pointers.h"
 #include "../ngram/store/values.h"
 #include "../ngram/store/vocab_hash.h"
@@ -395,14 +396,12 @@ static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject 
  * pointers = (kind, data, exceptions, bits, n_exceptions) as run_pointers' c_spec()
  * gives them; slots and (at the top order) bow may be empty bytes */
 static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
-    PyObject *tag, *words, *data, *exceptions, *slots, *logp, *lc, *bow, *bc;
-    unsigned long long wb, pbits, n_exc, npar, n, sbits, nslots;
-    long long lbits, bbits;
-    int linear;
-    if (!PyArg_ParseTuple(t, "OOK(iOOKK)KKOKKOOLOOL", &tag, &words, &wb, &linear, &data,
-                          &exceptions, &pbits, &n_exc, &npar, &n, &slots, &sbits, &nslots,
-                          &logp, &lc, &lbits, &bow, &bc, &bbits))
-        return -1;
+    LevelSpec s;
+    if (parse_level_spec(t, &s) < 0) return -1;
+    unsigned long long wb = s.word_bits, pbits = s.pointer_bits, n_exc = s.n_exceptions,
+        npar = s.n_parents, n = s.n, sbits = s.slot_bits, nslots = s.n_slots;
+    int linear = s.linear;
+    PyObject *words = s.words, *data = s.data, *exceptions = s.exceptions, *slots = s.slots;
     Py_ssize_t count, data_count, exc_count = 0;
     L->trie = 1;
     L->word_bits = wb; L->wmask = mask_of(wb);
@@ -426,8 +425,9 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
             !(L->tslots = take(self, slots, 8, &count)) ||
             !packed_fits(nslots, sbits, 8 * (uint64_t)count)) return -1;
     }
-    if (take_values(self, &L->logp, logp, lc, lbits, n) < 0) return -1;
-    if (!top && take_values(self, &L->bow, bow, bc, bbits, n) < 0) return -1;
+    if (take_values(self, &L->logp, s.logp, s.logp_centers, s.logp_bits, n) < 0) return -1;
+    if (!top && take_values(self, &L->bow, s.bow, s.bow_centers, s.bow_bits, n) < 0)
+        return -1;
     return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "level_spec.h"
 #include "pointers.h"
 #include "values.h"
 #include "vocab_hash.h"
@@ -274,17 +275,15 @@ static int take_values_of(PyObject *values, PyObject *centers, long long bits, u
  * _kenlm_query.c's trie_level reads); -1 with no exception set where it does not fit */
 static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
                         Py_buffer *held, int *n_held) {
-    PyObject *tag, *words, *data, *exceptions, *slots, *logp, *lc, *bow, *bc;
-    unsigned long long wb, pbits, n_exc, npar, n, sbits, nslots;
-    long long lbits, bbits;
-    int linear;
-    if (!PyTuple_Check(t) ||
-        !PyArg_ParseTuple(t, "OOK(iOOKK)KKOKKOOLOOL", &tag, &words, &wb, &linear, &data,
-                          &exceptions, &pbits, &n_exc, &npar, &n, &slots, &sbits, &nslots,
-                          &logp, &lc, &lbits, &bow, &bc, &bbits)) {
+    LevelSpec s;
+    if (parse_level_spec(t, &s) < 0) {
         PyErr_Clear();
         return -1;
     }
+    unsigned long long wb = s.word_bits, pbits = s.pointer_bits, n_exc = s.n_exceptions,
+        npar = s.n_parents, n = s.n, sbits = s.slot_bits, nslots = s.n_slots;
+    int linear = s.linear;
+    PyObject *words = s.words, *data = s.data, *exceptions = s.exceptions, *slots = s.slots;
     Level *L = &S->level;
     const void *buf;
     Py_ssize_t wlen, data_len, exceptions_len, slots_len;
@@ -305,8 +304,10 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
     L->slots = slots_len ? buf : NULL;
     L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
     if (!level_buffers_ok(L, wlen, data_len, exceptions_len, slots_len)) goto bad;
-    if (take_values_of(logp, lc, lbits, n, &S->logp, held, n_held) < 0) goto bad;
-    if (!top && take_values_of(bow, bc, bbits, n, &S->bow, held, n_held) < 0) goto bad;
+    if (take_values_of(s.logp, s.logp_centers, s.logp_bits, n, &S->logp, held, n_held) < 0)
+        goto bad;
+    if (!top && take_values_of(s.bow, s.bow_centers, s.bow_bits, n, &S->bow, held, n_held) < 0)
+        goto bad;
     return 0;
 bad:
     PyErr_Clear();
