@@ -32,7 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from .base.errors import NnlmError
+from .base.progress import progress_bar
+from .generate import generate
 from .model_files import header_binding, read_arrays, write_arrays
+from .text.corpus import read_stream
 from .text.stream import Stream
 from .text.vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
@@ -80,7 +83,6 @@ class LanguageModel(ABC):
             for contexts, targets in batches:
                 out[: len(targets)] = self.target_logprobs(contexts, targets)
             return out
-        from .base.progress import progress_bar
 
         with progress_bar(len(stream), f"scoring ({getattr(self, 'kind', 'model')})",
                           "tokens", delay=2.0) as bar:
@@ -143,7 +145,6 @@ class LanguageModel(ABC):
 
     def generate(self, n: int = 1, prompt="", **options) -> list[str]:
         """Sample ``n`` sentences (see :func:`nnlm.generate.generate` for the options)."""
-        from .generate import generate
 
         return generate(self, n, prompt, **options)
 
@@ -212,7 +213,6 @@ def _as_stream(text, vocab: Vocabulary) -> Stream:
         text = text.splitlines()
     if isinstance(text, (list, tuple)):
         return Stream.from_lines([s.split() if isinstance(s, str) else s for s in text], vocab)
-    from .text.corpus import read_stream
 
     return read_stream(text, vocab)
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..base.errors import NnlmError, a
 from ..lm import LanguageModel
+from ..models import load_model
 from ..text.vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 from .core import DecoderCore, DecoderTypeError, DecoderValueError, sentence_words
 
@@ -84,7 +85,6 @@ class Model:
             self.lm = path_or_model
             self.path = None
         elif isinstance(path_or_model, (str, os.PathLike)):
-            from ..models import load_model
 
             self.path = os.fspath(path_or_model)
             self.lm = load_model(path_or_model)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..base.errors import NnlmError
+from ..plots import png_figure
 
 MIN_WORDS = {"pca": 2, "tsne": 5}  # t-SNE's perplexity needs a few neighbours
 
@@ -30,7 +31,6 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
 
 
 def plot_embeddings(model, words: list[str], path, method: str = "pca") -> Path:
-    from ..plots import png_figure
 
     C = model.model.C.detach().numpy()
     xy = project(C[[model.vocab.index[w] for w in words]], method)

@@ -25,7 +25,12 @@ from ..lm import LanguageModel
 from ..model_files import header_binding, load_vocab_for
 from ..text.stream import Stream
 from ..text.vocab import BOS_ID, UNK_ID, Vocabulary
+from .store import trie as trie_store  # its _native: read at call time (a switch)
 from .store.levels import NgramLevel, backoff_arrays_problem, expand_ranges
+from .store.trie import FILE_NAME, TrieLevel
+from .store.trie_map import map_trie, read_trie_header
+from .store.trie_write import write_trie
+from .store.values import extension_of
 
 
 def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -149,7 +154,6 @@ class BackoffNgram(LanguageModel):
         ``HasExtension`` (lm/blank.hh), on which its right-state minimization rests."""
         cache = self.__dict__.setdefault("_extends", {})
         if k not in cache and self.__dict__.get("signed_backoffs"):
-            from .store.values import extension_of  # a mapped trie: its zeros' signs say
 
             cache[k] = extension_of(self.unigram_log_bow if k == 1
                                     else self.levels[k - 2].log_bow)
@@ -221,9 +225,8 @@ class BackoffNgram(LanguageModel):
         """:meth:`_score_run` in one compiled call (``store._trie.score_run``: the same
         lookups and sums, without numpy's passes between them), where every order is a
         mapped trie's as the file holds it; else None."""
-        from .store.trie import TrieLevel, _native
-
-        if _native is None or not self.levels or \
+        native = trie_store._native
+        if native is None or not self.levels or \
                 not all(isinstance(level, TrieLevel) for level in self.levels):
             return None
         specs = [level.c_spec(k == self.order) for k, level in enumerate(self.levels, start=2)]
@@ -234,8 +237,8 @@ class BackoffNgram(LanguageModel):
         V = len(uni_logp)
 
         def run(ids, pos, a, start_bows, out_logp, out_orders):
-            _native.score_run(specs, V, BOS_ID, uni_logp, uni_bow, start_bows, ids, pos, a,
-                              out_logp, out_orders)
+            native.score_run(specs, V, BOS_ID, uni_logp, uni_bow, start_bows, ids, pos, a,
+                             out_logp, out_orders)
         return run
 
     def _start_bows(self) -> np.ndarray:
@@ -313,8 +316,6 @@ class BackoffNgram(LanguageModel):
 
     def save_files(self, directory: Path, binding: str, save) -> None:
         """The model as ``ngrams.trie`` (mapped when loaded, float32 or quantized)."""
-        from .store.trie import FILE_NAME
-        from .store.trie_write import write_trie
 
         write_trie(self, Path(directory) / FILE_NAME, binding, self.store_quantize)
         if hasattr(self, "write_extra_files"):
@@ -325,7 +326,6 @@ class BackoffNgram(LanguageModel):
         """A model directory holding ``ngrams.trie`` (mapped: memory grows only with the
         pages that queries touch, and processes share them), or, as saved before the
         trie existed, ``arrays.npz`` (read whole)."""
-        from .store.trie import FILE_NAME
 
         trie = Path(path) / FILE_NAME
         if not trie.exists():
@@ -337,8 +337,6 @@ class BackoffNgram(LanguageModel):
         """The model of a directory whose ``ngrams.trie`` holds its vocabulary, mapped
         with it (vocab.txt is not read: see :mod:`.store.vocab_table`); None for any
         other directory, which :meth:`load_dir` reads."""
-        from .store.trie import FILE_NAME
-        from .store.trie_map import map_trie, read_trie_header
 
         trie = Path(path) / FILE_NAME
         binding = header_binding(header)  # what vouches for the file's vocabulary
@@ -353,7 +351,6 @@ class BackoffNgram(LanguageModel):
                   config: dict) -> BackoffNgram:
         """The model mapped from the trie file ``trie`` (see :mod:`.store.trie`), with
         ``vocab`` (the file's own, where it holds one, must be the same)."""
-        from .store.trie_map import map_trie
 
         mapped = map_trie(trie, binding, len(vocab), vocab.fingerprint)
         own = mapped["vocab"]

@@ -37,6 +37,8 @@ import os
 
 import torch
 
+from ..optim import AdamOptimizer
+
 WARMUP = 3  # step-by-step updates before the first capture
 
 
@@ -68,7 +70,6 @@ class GraphedStep:
                     clip: float) -> bool:
         """Whether such an update can be captured (see the module docstring); the parallel
         scheme's part is the caller's to check."""
-        from ..optim import AdamOptimizer
 
         return (graphs_enabled() and device.type == "cuda" and not sparse
                 and not objective.sparse_output and isinstance(optimizer, AdamOptimizer)

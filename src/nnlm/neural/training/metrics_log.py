@@ -8,6 +8,7 @@ import io
 import math
 from pathlib import Path
 
+from ...plots import perplexity_axis, png_figure
 from ...text.fileio import atomic_write_text
 
 METRIC_FIELDS = ["epoch", "step", "train_ppl", "valid_ppl", "lr", "words_per_second",
@@ -41,7 +42,6 @@ def log_tensorboard(row: dict, logdir: Path) -> None:
 def plot_learning_curve(history: list[dict], path: Path) -> None:
     if not history:
         return
-    from ...plots import perplexity_axis, png_figure
 
     epochs = [r["epoch"] for r in history]
     with png_figure(path) as (fig, ax):

@@ -17,6 +17,7 @@ import re
 import warnings
 
 from ...base.errors import NnlmError
+from ...base.sysmem import available_memory
 
 CONNECT_TIMEOUT = 30.0  # seconds to wait for a scheduler's answer (NNLM_CLUSTER_TIMEOUT)
 _LOCAL = re.compile(r"local:(\d+)$")
@@ -29,7 +30,6 @@ WORKER_BYTES = 256 << 20  # and at least this much memory for each
 def local_limit() -> int:
     """The most worker processes ``local:N`` may start on this machine: 4 a core, and no
     more than its memory holds at 256 MB each."""
-    from ...base.sysmem import available_memory
 
     limit = WORKERS_PER_CORE * (os.cpu_count() or 1)
     room = available_memory()

@@ -25,9 +25,11 @@ import numpy as np
 
 from ...base.errors import NnlmError, where
 from ...lm import LanguageModel
+from ...model_files import header_binding, read_arrays, write_arrays
 from ...text.fileio import atomic_write_text, iter_line_blocks
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, SPECIALS, Vocabulary
+from ..store.trie_write import write_trie
 from .kneser_ney import FALLBACK_DISCOUNTS, KneserNey, check_fallback
 
 N_FIXED = len(SPECIALS)  # <unk>, <s>, </s>: one class each
@@ -240,8 +242,6 @@ class ClassNgram(LanguageModel):
     def save_files(self, directory: Path, binding: str, save) -> None:
         """arrays.npz (the clustering and p(w | class)), the class n-gram model as a mapped
         trie (nnlm.ngram.store.trie) and classes.tsv."""
-        from ...model_files import write_arrays
-        from ..store.trie_write import write_trie
 
         write_arrays(Path(directory) / "arrays.npz",
                      {"word_class": self.word_class, "emission_logp": self.emission_logp},
@@ -251,7 +251,6 @@ class ClassNgram(LanguageModel):
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> ClassNgram:
-        from ...model_files import header_binding, read_arrays
 
         trie = Path(path) / cls.CLASS_TRIE
         if not trie.exists():  # saved before the trie: everything in arrays.npz

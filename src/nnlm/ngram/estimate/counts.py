@@ -184,7 +184,7 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 uniq, n_seen = run_keys.read(0, total), run_seen.read(0, total)
                 table_ids = None  # a run's index is the table's id
             else:  # merge the sorted runs: distinct keys over all chunks, counts summed
-                from .run_merge import merge_runs
+                from .run_merge import merge_runs  # numba: loaded only where runs spill
 
                 uniq, n_seen, table_ids = merge_runs(run_keys.view(0, total),
                                                      run_seen.view(0, total), run_starts)

@@ -142,7 +142,7 @@ class KneserNey(BackoffNgram):
         after estimation and the back-off weights renormalized (see ``prune.py``).
         ``memory`` (bytes, like lmplz's ``-S``) bounds counting's intermediates, which
         then spill to files in ``temp`` (default: the system's temporary folder)."""
-        from .prune import check_thresholds, prune
+        from .prune import check_thresholds, prune  # (its counting loads numba)
 
         if prune_counts is not None:
             prune_counts = check_thresholds(prune_counts, self.order)

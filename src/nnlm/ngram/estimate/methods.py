@@ -115,6 +115,8 @@ class Method:
     distributed: bool = False  # cluster= estimates it
 
 
+# each method's estimator loads with its first fit (numba's kernels among them): the
+# registry itself is read by the command line at start-up, which stays light
 def _kn(job, vocab, train, valid):
     from .kneser_ney import KneserNey
 

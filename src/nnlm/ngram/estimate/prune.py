@@ -27,7 +27,7 @@ import numpy as np
 
 from ...base.errors import NnlmError
 from ...text.vocab import BOS_ID
-from ..backoff import BackoffNgram
+from ..backoff import BackoffNgram, ngram_words
 from ..store.levels import NgramLevel
 
 
@@ -96,7 +96,6 @@ def context_log_probability(model: BackoffNgram, k: int) -> np.ndarray:
     if k == 1:
         words = np.arange(V)[:, None]
     else:
-        from ..backoff import ngram_words
 
         words = ngram_words(model)[k - 2]
     n = words.shape[1]

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ...base.errors import NnlmError
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, NO_WORD, Vocabulary
 from ..backoff import BackoffNgram
@@ -123,6 +124,5 @@ class StupidBackoff(BackoffNgram):
     def _restore_config(self, config: dict) -> None:
         self.alpha = float(config.get("alpha", ALPHA))
         if not 0 < self.alpha <= 1:
-            from ...base.errors import NnlmError
 
             raise NnlmError(f"config.json: alpha {self.alpha!r} is not in (0, 1]")

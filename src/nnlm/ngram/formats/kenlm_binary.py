@@ -52,6 +52,7 @@ from ...base.errors import NnlmError, warn
 from ...text.vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.values import extension_of
+from .arpa_read import assemble
 
 MAGIC_PREFIX = magic.KENLM_BINARY
 VERSIONED = b"mmap lm http://kheafield.com/code format version "
@@ -327,7 +328,6 @@ def _to_model(path, words, tables, order, strict):
     if UNK in file_words and tables[1].logp[file_words.index(UNK)] == -100.0:
         warn(f"{path}: <unk> has log10 p = -100: the ARPA file it was built from had no "
              "<unk>, and KenLM gave it that value")
-    from .arpa_read import assemble
 
     model = assemble(path, vocab, file_words, remap, sections, order, strict)
     # KenLM marks with -0.0 a unigram's back-off that cannot extend; its +0.0 for a

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from ...base.errors import NnlmError
-from ...text.jsonfiles import check_fields
+from ...text.fileio import read_head
+from ...text.jsonfiles import Fields, check_fields
+from ...text.vocab import Vocabulary
 from . import run_pointers
 from .levels import backoff_arrays_problem
 from .trie import MAGIC, STANDALONE, TrieLevel
@@ -117,8 +119,6 @@ def load_trie_file(path: str | os.PathLike, model_class):
     """A one-file model (``write_trie(..., standalone=True)``; ``nnlm ngram convert IN
     OUT.nnlm``): its kind, settings and vocabulary come from its header; ``model_class``
     (``nnlm.models.model_class``) gives the class of its kind."""
-    from ...text.jsonfiles import Fields
-    from ...text.vocab import Vocabulary
 
     path = Path(path)
     header, _ = read_trie_header(path)
@@ -146,7 +146,6 @@ def load_trie_file(path: str | os.PathLike, model_class):
 
 def is_trie_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a file that starts as nnlm's trie files do."""
-    from ...text.fileio import read_head
 
     p = Path(path)
     return p.is_file() and read_head(p, len(MAGIC)) == MAGIC
