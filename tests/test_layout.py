@@ -192,3 +192,44 @@ def test_no_class_or_function_is_past_reading_but_those_named():
                     node.end_lineno - node.lineno + 1
     assert set(found) <= set(LARGE), {k: v for k, v in found.items() if k not in LARGE}
     assert set(LARGE) <= set(found), "no longer large: take it off the list"
+
+
+# -- hidden arrows --------------------------------------------------------------------------
+# the library's modules that import nnlm's own modules inside functions, and why: each
+# such import defers something heavy or keeps a process light; any other belongs at the
+# top, where a reader sees the arrow (the command line, cli/, parses lazily by design)
+LOCAL_IMPORTS = {
+    "decoding/kenlm.py": "a trie file opens without numpy: the model, numpy and the "
+    "store's numpy side load only when a file needs them",
+    "model_files.py": "nnlm.kenlm's numpy-free opening reads headers through it",
+    "text/jsonfiles.py": "likewise: the compression modules load with an error's message",
+    "models.py": "each format's reader loads only for its files (numba's ARPA scanner)",
+    "ngram/formats/arpa_read.py": "numba's scanner compiles with the first ARPA file",
+    "ngram/estimate/methods.py": "each estimator loads with its first fit: the command "
+    "line reads the registry at start-up",
+    "ngram/estimate/kneser_ney.py": "pruning's counting loads numba",
+    "ngram/estimate/counts.py": "the run merge (numba) loads only where runs spill",
+    "ngram/distributed/run.py": "Dask loads only for a cluster",
+    "fit.py": "nnlm.train loads torch only for a network, Dask only for a cluster",
+    "neural/presets.py": "the presets are read without torch (the command line's choices)",
+    "neural/optim/optimizers.py": "numba's compiled updates load where an optimizer uses them",
+    "neural/nplm_lm.py": "the extras (open vocabulary, sentence embeddings) load when used; "
+    "open_vocab builds this module's models",
+    "serve/registry.py": "torch's runtime loads only for a neural model",
+    "experiments/reproduce.py": "each row's family (torch for the networks) loads for it",
+    "experiments/demo.py": "the demo's network trains with torch, loaded for it",
+}
+
+
+def test_imports_inside_functions_are_only_where_they_defer_something():
+    found = set()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("cli/"):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(fn)):
+                    found.add(rel)
+    assert found <= set(LOCAL_IMPORTS), sorted(found - set(LOCAL_IMPORTS))
+    assert set(LOCAL_IMPORTS) <= found, "no longer imports inside a function: take it off"

@@ -27,13 +27,17 @@ import numpy as np
 import torch
 
 from ..base.errors import NnlmError
+from ..base.progress import progress_bar
 from ..lm import LanguageModel, logsumexp
 from ..model_files import header_binding
 from ..text.stream import Stream
 from ..text.vocab import BOS_ID, Vocabulary
+from .networks.checkpoint import read_network, write_network
 from .networks.network import Network
 from .networks.output import folded_input, folded_weight
 from .networks.registry import build_network, network_config
+from .recurrent_states import StateCache
+from .segments import by_length, pieces, spans
 
 EVAL_BATCH = 2048  # full distributions (next_logprobs)
 SCORE_BATCH = 256  # per-token scoring: rows per output product (CPU: cache-sized)
@@ -139,7 +143,6 @@ class NeuralLM(LanguageModel):
         return self.model.config.to_dict()
 
     def save_files(self, directory: Path, binding: str, save) -> None:
-        from .networks.checkpoint import write_network
 
         write_network(self.model, directory / "model.safetensors", binding)
         if self.backoff is not None:
@@ -147,7 +150,6 @@ class NeuralLM(LanguageModel):
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> NeuralLM:
-        from .networks.checkpoint import read_network
 
         try:
             config = network_config({**header["config"], "vocab_size": len(vocab)})
@@ -271,7 +273,6 @@ class NeuralLM(LanguageModel):
         if not self.recurrent or net.training or len(contexts) > DECODER_ROWS:
             return net.hidden_input(contexts)
         if not hasattr(self, "_states"):
-            from .recurrent_states import StateCache
 
             self._states = StateCache()
         return self._states.hidden_input(net, contexts)
@@ -308,8 +309,6 @@ class NeuralLM(LanguageModel):
         slots from one pass over the line (lines batched by length, LINE_TOKENS padded
         positions a batch), any later slot of a longer line through its window of n - 1
         words. Equal to scoring every slot through its context (``target_logprobs``)."""
-        from ..base.progress import progress_bar
-        from .segments import by_length, pieces, spans
 
         if self.self_normalized:
             raise NnlmError("self-normalized scoring needs a network trained to be "

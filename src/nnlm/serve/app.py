@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
 from ..base.errors import NnlmError, a
+from ..base.version import __version__
 from . import schemas as s
 from . import work
 from .registry import ServedModel
@@ -252,6 +253,5 @@ def _with_features(m: ServedModel) -> ServedModel:
 
 
 def _version() -> str:
-    from ..base.version import __version__
 
     return __version__

@@ -33,7 +33,9 @@ import torch
 from ...base.errors import NnlmError
 from ...lm import LanguageModel
 from ...text.stream import Stream
+from ..networks.checkpoint import network_tensors
 from ..networks.network import Network
+from ..nplm_lm import LOG_Z_SAMPLE
 from ..objectives import Objective
 from ..optim import clip_gradients, scale_gradients
 from .distributed import GradientSync, World, shard_range
@@ -104,7 +106,6 @@ class SingleProcess:
     # -- gathering ---------------------------------------------------------------------
     def full_tensors(self, net: Network) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (a collective where they are split)."""
-        from ..networks.checkpoint import network_tensors
 
         return network_tensors(net)
 
@@ -269,7 +270,6 @@ class OutputParallel(DataParallel):
         return float(self._nll_and_log_z(lm, contexts, targets)[0].mean())
 
     def mean_log_z(self, lm, valid: Stream) -> float:
-        from ..nplm_lm import LOG_Z_SAMPLE
 
         n = min(len(valid), LOG_Z_SAMPLE)
         pos = np.linspace(0, len(valid) - 1, n).astype(np.int64)

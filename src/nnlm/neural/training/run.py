@@ -28,6 +28,7 @@ from ..networks.registry import NETWORKS, network_config
 from ..nplm_lm import BACKOFF_DIR, check_backoff
 from ..parallel.distributed import close_world, init_world, launched_by_torchrun
 from ..parallel.heartbeat import WORKER_TIMEOUT
+from ..parallel.hogwild import Hogwild
 from ..parallel.schemes import scheme_for
 from ..presets import PRESETS, RECIPES, resolved
 from ..runtime import available_cores, native_bf16, prepare_process, resolve_device
@@ -217,7 +218,6 @@ def _train(job: TrainJob, device, world, log) -> dict:
     if world is not None:  # every rank has checked the inputs before rank 0 writes
         world.barrier("checking the inputs")
     if job.workers > 1:
-        from ..parallel.hogwild import Hogwild
 
         scheme = Hogwild(job.workers, job.worker_timeout)
     else:

@@ -19,7 +19,8 @@ import numpy as np
 from ...base.errors import NnlmError, warn, where
 from ...base.jit_cache import first_call
 from ...base.progress import progress_bar
-from ...text.fileio import decode_block, open_for_reading, read_block
+from ...base.sysmem import check_allocation
+from ...text.fileio import compression_of, decode_block, open_for_reading, read_block
 from ...text.vocab import BOS, BOS_ID, EOS, EOS_ID, SPECIALS, UNK, UNK_ID, Vocabulary
 from ..backoff import BackoffNgram
 from ..normalization import MASS_TOLERANCE, check_normalized, contexts_text
@@ -180,9 +181,6 @@ class _ArpaScan:
         file's k-gram lines take at least 2k + 2 bytes each (a digit, a tab, k one-byte
         words and their spaces, a newline); the arrays take 24 + 8 max(k, 2) bytes an
         entry. A damaged header is named here, not as an allocation failure later."""
-        from ...base.sysmem import check_allocation
-        from ...text.fileio import compression_of
-
         place = f"{where(self.path, n)}: '{text}'"
         if str(self.path) != "-" and os.path.isfile(self.path):
             with open(self.path, "rb") as f:
