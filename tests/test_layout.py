@@ -166,7 +166,8 @@ MAX_CLASS_LINES, MAX_FUNCTION_LINES = 300, 80
 LARGE = {
     "neural/training/train.py:Trainer": "the loop, the epoch's end and the divergence "
     "policy, with the CUDA-graph step and the validation helpers still inside",
-    "neural/nplm_lm.py:NeuralLM": "short-list mixing, embeddings and neighbours ride on it",
+    "neural/nplm_lm.py:NeuralLM": "every way a network scores (float32, bf16, recurrent "
+    "lines, a decoder's small batches, self-normalized); the short-list is ShortListLM",
     "ngram/backoff.py:BackoffNgram": "scoring, state minimization and the two storages' "
     "save and load in one class",
     "cli/neural.py:add_parsers": "nnlm train's flags, in argument groups: one list to read",

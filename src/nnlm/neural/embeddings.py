@@ -31,7 +31,6 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
 
 
 def plot_embeddings(model, words: list[str], path, method: str = "pca") -> Path:
-
     C = model.model.C.detach().numpy()
     xy = project(C[[model.vocab.index[w] for w in words]], method)
     with png_figure(path, size=(8, 8), dpi=110) as (fig, ax):
@@ -42,3 +41,15 @@ def plot_embeddings(model, words: list[str], path, method: str = "pca") -> Path:
         ax.set_xticks([])
         ax.set_yticks([])
     return Path(path)
+
+
+def nearest_words(lm, word: str, k: int = 10) -> list[tuple[str, float]]:
+    """The k words whose feature vectors C in ``lm`` are closest to ``word``'s in cosine
+    similarity (``NeuralLM.neighbors``): never the word itself, never ``<s>``."""
+    C = lm.model.C.detach().float().cpu()
+    C = C / C.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    i = lm.vocab.index[word]
+    sims = (C @ C[i]).numpy()
+    sims[[i, 1]] = -np.inf
+    best = np.argsort(-sims)[:k]
+    return [(lm.vocab.words[j], float(sims[j])) for j in best]

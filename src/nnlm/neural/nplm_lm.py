@@ -109,6 +109,18 @@ class NeuralLM(LanguageModel):
     """
 
     kind = "nplm"
+    shortlist: int | None = None  # a short-list network's K (:class:`ShortListLM`)
+    backoff: LanguageModel | None = None  # and its n-gram model for the other words
+
+    def __new__(cls, vocab: Vocabulary | None = None, model: Network | None = None, *args,
+                **kwargs):
+        """A network that predicts a short-list of K words and one "elsewhere" output
+        (``output_size`` K + 1) is a :class:`ShortListLM`, whatever the caller names
+        (copy and pickle call this with no arguments: the class stays as it is)."""
+        if cls is NeuralLM and model is not None and \
+                model.config.outputs < model.config.vocab_size:
+            cls = ShortListLM
+        return super().__new__(cls)
 
     def __init__(self, vocab: Vocabulary, model: Network, bf16: bool = False,
                  backoff: LanguageModel | None = None, self_normalized: bool = False):
@@ -117,11 +129,7 @@ class NeuralLM(LanguageModel):
             raise ValueError("model and vocabulary sizes differ")
         self.vocab, self.model, self.bf16 = vocab, model, bf16
         self.self_normalized = self_normalized
-        self.shortlist = cfg.outputs - 1 if cfg.outputs < cfg.vocab_size else None
-        if self.shortlist is not None:
-            check_backoff(backoff, vocab, self.shortlist)
-        self.backoff = backoff if self.shortlist is not None else None
-        self.order = max(cfg.context_size + 1, backoff.order if self.backoff else 0)
+        self.order = cfg.context_size + 1
 
     @classmethod
     def new(cls, vocab: Vocabulary, network: str = "nplm", backoff=None, **config) -> NeuralLM:
@@ -143,14 +151,10 @@ class NeuralLM(LanguageModel):
         return self.model.config.to_dict()
 
     def save_files(self, directory: Path, binding: str, save) -> None:
-
         write_network(self.model, directory / "model.safetensors", binding)
-        if self.backoff is not None:
-            save(self.backoff, directory / BACKOFF_DIR)
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> NeuralLM:
-
         try:
             config = network_config({**header["config"], "vocab_size": len(vocab)})
         except (TypeError, ValueError) as e:
@@ -185,51 +189,20 @@ class NeuralLM(LanguageModel):
         out = np.empty((len(contexts), len(self.vocab)))
         for i in range(0, len(contexts), EVAL_BATCH):
             rows = contexts[i : i + EVAL_BATCH]
-            net = self._log_softmax(self._net_contexts(rows))
-            if self.shortlist is None:
-                out[i : i + len(rows)] = net
-                continue
-            K = self.shortlist
-            tail = self.backoff.next_logprobs(rows[:, rows.shape[1] - self.backoff.order + 1 :])
-            out[i : i + len(rows), :K] = net[:, :K]
-            out[i : i + len(rows), K:] = (net[:, K : K + 1] + tail[:, K:]
-                                          - logsumexp(tail[:, K:], axis=1)[:, None])
+            out[i : i + len(rows)] = self._rows_logprobs(rows)
         return out
+
+    def _rows_logprobs(self, rows: np.ndarray) -> np.ndarray:
+        """The distributions after a batch of contexts."""
+        return self._log_softmax(self._net_contexts(rows))
 
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """log p(target | context) per row, float64 (see the module docstring)."""
         contexts, targets = np.asarray(contexts), np.asarray(targets)
         net_ctx = self._net_contexts(contexts)
         if self.self_normalized:
-            if self.shortlist is not None:
-                raise NnlmError("self-normalized scoring does not apply to a short-list model")
             return self.raw_scores(net_ctx, targets)
-        if self.shortlist is None:
-            return self.network_logprobs(net_ctx, targets)
-        K = self.shortlist
-        outside = targets >= K
-        lp = self.network_logprobs(net_ctx, np.where(outside, K, targets))
-        rows = np.flatnonzero(outside)
-        if len(rows):
-            lp[rows] += self.backoff_share(contexts[rows], targets[rows])
-        return lp
-
-    def backoff_share(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """log p_ngram(w | h) - log sum_{v not in list} p_ngram(v | h), for w outside."""
-        K, n = self.shortlist, self.backoff.order
-        out = np.empty(len(targets))
-        for i in range(0, len(targets), BACKOFF_BATCH):
-            ctx = contexts[i : i + BACKOFF_BATCH, contexts.shape[1] - n + 1 :]
-            tail = self.backoff.next_logprobs(ctx)[:, K:]
-            t = targets[i : i + BACKOFF_BATCH] - K
-            out[i : i + len(t)] = tail[np.arange(len(t)), t] - logsumexp(tail, axis=1)
-        return out
-
-    def coverage(self, targets: np.ndarray) -> float:
-        """Share of ``targets`` inside the short-list (1 without one)."""
-        if self.shortlist is None or not len(targets):
-            return 1.0
-        return float(np.mean(np.asarray(targets) < self.shortlist))
+        return self.network_logprobs(net_ctx, targets)
 
     @torch.no_grad()
     def network_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -424,26 +397,75 @@ class NeuralLM(LanguageModel):
               hash_fraction: float | None = None) -> np.ndarray:
         """One vector per sentence from the word features C: float32 (N, m). A str is one
         sentence; see :mod:`nnlm.neural.sentence` for the buckets and the combiner."""
-        from .sentence import DEFAULT_BUCKETS, DEFAULT_HASH_FRACTION, SentenceEncoder
+        from .sentence import embed_sentences
 
-        key = (normalize, DEFAULT_BUCKETS if buckets is None else buckets,
-               DEFAULT_HASH_FRACTION if hash_fraction is None else hash_fraction)
-        cached = getattr(self, "_encoder", None)
-        if cached is None or cached[0] != key:
-            C = self.model.C.detach().float().cpu().numpy()
-            cached = self._encoder = (key, SentenceEncoder(self.vocab, C, key[1], key[2],
-                                                           normalize=key[0]))
-        return cached[1].embed([sentences] if isinstance(sentences, str) else sentences)
+        return embed_sentences(self, sentences, normalize, buckets, hash_fraction)
 
     def neighbors(self, word: str, k: int = 10) -> list[tuple[str, float]]:
         """The k words whose feature vectors C are closest in cosine similarity."""
-        C = self.model.C.detach().float().cpu()
-        C = C / C.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        i = self.vocab.index[word]
-        sims = (C @ C[i]).numpy()
-        sims[[i, 1]] = -np.inf  # not itself, never <s>
-        best = np.argsort(-sims)[:k]
-        return [(self.vocab.words[j], float(sims[j])) for j in best]
+        from .embeddings import nearest_words
+
+        return nearest_words(self, word, k)
+
+
+class ShortListLM(NeuralLM):
+    """A short-list network (Schwenk 2007): the network predicts the K most frequent words
+    and one "elsewhere" output, whose probability an n-gram model (``backoff``, over the
+    same vocabulary) shares among the other words in proportion to its own:
+
+        p(w | h) = p_net(w | h)                                            for w < K
+        p(w | h) = p_net(K | h) p_ngram(w | h) / sum_{v >= K} p_ngram(v | h)   otherwise
+
+    :class:`NeuralLM` builds one for any network whose ``output_size`` is K + 1 < |V|."""
+
+    def __init__(self, vocab: Vocabulary, model: Network, bf16: bool = False,
+                 backoff: LanguageModel | None = None, self_normalized: bool = False):
+        super().__init__(vocab, model, bf16, self_normalized=self_normalized)
+        self.shortlist = model.config.outputs - 1
+        check_backoff(backoff, vocab, self.shortlist)
+        self.backoff = backoff
+        self.order = max(self.order, backoff.order)
+
+    def save_files(self, directory: Path, binding: str, save) -> None:
+        super().save_files(directory, binding, save)
+        save(self.backoff, directory / BACKOFF_DIR)
+
+    def _rows_logprobs(self, rows: np.ndarray) -> np.ndarray:
+        net, K = self._log_softmax(self._net_contexts(rows)), self.shortlist
+        tail = self.backoff.next_logprobs(rows[:, rows.shape[1] - self.backoff.order + 1 :])
+        out = np.empty((len(rows), len(self.vocab)))
+        out[:, :K] = net[:, :K]
+        out[:, K:] = net[:, K : K + 1] + tail[:, K:] - logsumexp(tail[:, K:], axis=1)[:, None]
+        return out
+
+    def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        if self.self_normalized:
+            raise NnlmError("self-normalized scoring does not apply to a short-list model")
+        contexts, targets = np.asarray(contexts), np.asarray(targets)
+        K = self.shortlist
+        outside = targets >= K
+        lp = self.network_logprobs(self._net_contexts(contexts), np.where(outside, K, targets))
+        rows = np.flatnonzero(outside)
+        if len(rows):
+            lp[rows] += self.backoff_share(contexts[rows], targets[rows])
+        return lp
+
+    def backoff_share(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """log p_ngram(w | h) - log sum_{v not in list} p_ngram(v | h), for w outside."""
+        K, n = self.shortlist, self.backoff.order
+        out = np.empty(len(targets))
+        for i in range(0, len(targets), BACKOFF_BATCH):
+            ctx = contexts[i : i + BACKOFF_BATCH, contexts.shape[1] - n + 1 :]
+            tail = self.backoff.next_logprobs(ctx)[:, K:]
+            t = targets[i : i + BACKOFF_BATCH] - K
+            out[i : i + len(t)] = tail[np.arange(len(t)), t] - logsumexp(tail, axis=1)
+        return out
+
+    def coverage(self, targets: np.ndarray) -> float:
+        """Share of ``targets`` inside the short-list."""
+        if not len(targets):
+            return 1.0
+        return float(np.mean(np.asarray(targets) < self.shortlist))
 
 
 NPLM = NeuralLM  # the name of the paper's model, kept for the API

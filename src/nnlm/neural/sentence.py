@@ -154,6 +154,20 @@ class SentenceEncoder:
         return out.numpy() * scale[:, None]
 
 
+def embed_sentences(lm, sentences, normalize: bool = False, buckets: int | None = None,
+                    hash_fraction: float | None = None) -> np.ndarray:
+    """One vector per sentence from ``lm``'s word features C (``NeuralLM.embed``): the
+    encoder is built once per settings and kept on the model."""
+    key = (normalize, DEFAULT_BUCKETS if buckets is None else buckets,
+           DEFAULT_HASH_FRACTION if hash_fraction is None else hash_fraction)
+    cached = getattr(lm, "_encoder", None)
+    if cached is None or cached[0] != key:
+        C = lm.model.C.detach().float().cpu().numpy()
+        cached = lm._encoder = (key, SentenceEncoder(lm.vocab, C, key[1], key[2],
+                                                     normalize=key[0]))
+    return cached[1].embed([sentences] if isinstance(sentences, str) else sentences)
+
+
 def cosine_top_k(query: np.ndarray, vectors: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The k rows of ``vectors`` most similar to ``query`` by cosine, best first (a zero
     vector has similarity 0 to everything)."""

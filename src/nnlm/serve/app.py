@@ -253,5 +253,4 @@ def _with_features(m: ServedModel) -> ServedModel:
 
 
 def _version() -> str:
-
     return __version__

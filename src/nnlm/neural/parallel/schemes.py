@@ -270,7 +270,6 @@ class OutputParallel(DataParallel):
         return float(self._nll_and_log_z(lm, contexts, targets)[0].mean())
 
     def mean_log_z(self, lm, valid: Stream) -> float:
-
         n = min(len(valid), LOG_Z_SAMPLE)
         pos = np.linspace(0, len(valid) - 1, n).astype(np.int64)
         return float(self._nll_and_log_z(lm, valid.contexts(lm.order, pos), valid.ids[pos])[1]

@@ -251,7 +251,6 @@ class ClassNgram(LanguageModel):
 
     @classmethod
     def load_dir(cls, path: Path, header: dict, vocab: Vocabulary, load) -> ClassNgram:
-
         trie = Path(path) / cls.CLASS_TRIE
         if not trie.exists():  # saved before the trie: everything in arrays.npz
             return super().load_dir(path, header, vocab, load)
