@@ -135,3 +135,16 @@ class GraphedStep:
         self.loss_sum.zero_()
         self.worst.fill_(-torch.inf)
         return total, worst
+
+
+def graphed_step_for(parts, scheme, config, device: torch.device, log) -> GraphedStep | None:
+    """The CUDA-graph update of a run's full batches, or None: the scheme must allow one
+    (``scheme.graphable``: one process, the whole batch), the network must not be
+    recurrent, and the update must be capturable (:meth:`GraphedStep.can_capture`)."""
+    if not (scheme.graphable and not parts.model.recurrent and GraphedStep.can_capture(
+            device, parts.objective, parts.optimizer, parts.sparse, config.clip)):
+        return None
+    log("each full batch's update runs as one CUDA graph (NNLM_CUDA_GRAPHS=0 runs it "
+        "kernel by kernel)")
+    return GraphedStep(parts.model, parts.objective, parts.optimizer, config.batch_size,
+                       config.bf16, log)

@@ -47,7 +47,7 @@ from ..parallel.schemes import SingleProcess, scheme_for
 from ..segments import SpanPlan
 from ..settings import TrainConfig
 from .averaging import WeightAverage
-from .cuda_graph import GraphedStep
+from .cuda_graph import GraphedStep, graphed_step_for
 from .metrics_log import write_metrics
 from .parts import Parts, build_parts, complete_parts
 from .run_checkpoint import RunCheckpoint
@@ -401,17 +401,11 @@ class Trainer:
             else contextlib.nullcontext()
 
     def _graphed_step(self) -> GraphedStep | None:
-        """The CUDA-graph update of full batches, where this run can use one."""
+        """The CUDA-graph update of full batches, where this run can use one (decided once,
+        :func:`.cuda_graph.graphed_step_for`)."""
         if not hasattr(self, "_graphed"):
-            capture = (self.scheme.graphable and not self.model.recurrent
-                       and GraphedStep.can_capture(self.device, self.objective, self.optimizer,
-                                                   self.sparse, self.config.clip))
-            self._graphed = GraphedStep(self.model, self.objective, self.optimizer,
-                                        self.config.batch_size, self.config.bf16, self.log) \
-                if capture else None
-            if self._graphed is not None:
-                self.log("each full batch's update runs as one CUDA graph "
-                         "(NNLM_CUDA_GRAPHS=0 runs it kernel by kernel)")
+            self._graphed = graphed_step_for(self.parts, self.scheme, self.config, self.device,
+                                             self.log)
         return self._graphed
 
     def _flush_graphed(self) -> None:
