@@ -143,3 +143,21 @@ def test_ngram_user_errors(tmp_path, capsys, argv, message):
     capsys.readouterr()
     code, _, err = run([a.format(tmp=tmp_path, train=train) for a in argv], capsys)
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_a_bare_command_group_shows_its_help(capsys):
+    """``nnlm`` and ``nnlm ngram`` alone answer with what they offer, not an error."""
+    for argv, shows in (([], "COMMAND"), (["ngram"], "ACTION")):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: nnlm") and shows in out
+
+
+def test_a_close_miss_gets_a_suggestion(capsys):
+    assert main(["trian"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'train'?" in err and err.count("\n") == 1
+    assert main(["train", "x", "--valid", "y", "--preset", "mpl1", "-o", "z"]) == 2
+    assert "did you mean 'mlp1'?" in capsys.readouterr().err
+    assert main(["xyzzy"]) == 2
+    assert "choose from" in capsys.readouterr().err  # nothing close: the whole list

@@ -76,7 +76,7 @@ def test_a_neural_command_without_torch_is_one_line(world, argv):
     """)
     assert run.returncode == 2, run.stderr
     err = run.stderr.strip()
-    assert len(err.splitlines()) == 1 and 'pip install "nnlm[neural]"' in err, err
+    assert len(err.splitlines()) == 1 and 'pip install ".[neural]"' in err, err
     assert "Traceback" not in err
 
 

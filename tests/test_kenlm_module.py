@@ -461,3 +461,15 @@ def test_one_switch_turns_every_compiled_path_off(toy_arpa, tmp_path):
     assert runs["0"]["c"] == [True, True] and runs["1"]["c"] == [False, False]
     assert runs["1"]["scores"] == pytest.approx(runs["0"]["scores"], abs=1e-4)
     assert runs["1"]["bulk"] == pytest.approx(runs["0"]["bulk"], abs=1e-9)
+
+
+def test_a_library_users_warnings_are_one_line_each(tmp_path):
+    """An odd ARPA file through nnlm.kenlm, as kenlm's example.py loads it: each warning is
+    one line, ``nnlm: warning: ...``, once, without nnlm's source file and line."""
+    done = subprocess.run([sys.executable, "-c", "import sys, nnlm.kenlm as kenlm\n"
+                           "kenlm.Model(sys.argv[1]).score('a')\n",
+                           str(FIXTURES / "test.arpa")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 3 and len(set(lines)) == 3, done.stderr
+    assert all(line.startswith("nnlm: warning: ") for line in lines), done.stderr

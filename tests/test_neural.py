@@ -329,7 +329,7 @@ def test_training_cli_errors(toy, tmp_path, capsys):
     data = toy / "data"
     base = ["train", data / "train.txt", "--valid", data / "valid.txt"]
     code, _, err = run_cli([*base, "--preset", "mlp99", "-o", tmp_path / "x"], capsys)
-    assert code == 2 and "--preset mlp99: choose from" in err and "mlp1" in err
+    assert code == 2 and "--preset mlp99: did you mean" in err and "mlp1" in err
     code, _, err = run_cli([*base, "-o", toy / "tiny", "--resume", "--lr", "0.5",
                             "--order", "4", "--batch-size", "7"], capsys)
     assert code == 2 and "order (checkpoint 3, now 4)" in err and "batch_size" in err

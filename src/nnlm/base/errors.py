@@ -1,10 +1,12 @@
-"""The one exception type users see.
+"""The one exception type users see, and one-line warnings.
 
 Anything that is the user's fault (a missing file, a bad byte, a checkpoint from another
 vocabulary) raises :class:`NnlmError` with a one-line message that names the file and,
 where there is one, the line. The CLI prints it as ``nnlm: error: ...`` and exits 2;
 anything else is a bug and keeps its traceback.
 """
+
+import warnings
 
 
 class NnlmError(Exception):
@@ -28,9 +30,22 @@ class NnlmWarning(UserWarning):
 def warn(message: str) -> None:
     """Warn the user in one line (through Python's warnings, so library users can filter
     or raise them; the CLI prints each once)."""
-    import warnings
-
     warnings.warn(message, NnlmWarning, stacklevel=2)
+
+
+_python_format = warnings.formatwarning
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """How Python shows a warning, but one line for nnlm's own, as kenlm prints one line:
+    ``nnlm: warning: ...``, without nnlm's source file and line, which are no use to a
+    library's user (their own code's place is not known here)."""
+    if issubclass(category, NnlmWarning):
+        return f"nnlm: warning: {message}\n"
+    return _python_format(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _one_line
 
 
 def a(word: str) -> str:

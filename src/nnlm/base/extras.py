@@ -3,7 +3,8 @@
 ``pip install nnlm`` gives the count-based side: estimation, ARPA and KenLM binaries, the
 kenlm-compatible module, scoring, rescoring and serving n-gram models, on numpy and
 numba. The neural side (training, networks, mixtures with them, embeddings, the paper's
-reproduction) needs PyTorch, safetensors and matplotlib: ``pip install "nnlm[neural]"``.
+reproduction) needs PyTorch, safetensors and matplotlib: ``pip install ".[neural]"`` in
+a checkout of nnlm (nnlm is installed from its source, not from PyPI).
 A command that reaches for one of them without it ends in one line naming the extra,
 never an ImportError.
 """
@@ -13,8 +14,9 @@ from __future__ import annotations
 from .errors import NnlmError
 
 NEURAL = ("torch", "safetensors", "matplotlib")
-INSTALL = ('pip install "nnlm[neural]" (PyTorch\'s CPU build: pip install torch '
-           "--index-url https://download.pytorch.org/whl/cpu)")
+INSTALL = ('in nnlm\'s checkout, pip install ".[neural]" (PyTorch\'s CPU build first: pip '
+           "install torch --index-url https://download.pytorch.org/whl/cpu)")
+DISTRIBUTED = 'in nnlm\'s checkout, pip install ".[distributed]"'  # Dask
 
 
 def missing_extra(error: ModuleNotFoundError, what: str = "this") -> NnlmError | None:

@@ -50,10 +50,30 @@ class Parser(argparse.ArgumentParser):
             r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?([A-Za-z]{1,3}|%)?$")
 
     def error(self, message):
+        message = _suggest(message)
         command = self.prog.removeprefix("nnlm").strip()  # "train", "ngram train", ...
         where = f"{command}: " if command else ""
         sys.stderr.write(f"nnlm: error: {where}{message} (see {self.prog} --help)\n")
         sys.exit(2)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _suggest(message: str) -> str:
+    """argparse's "invalid choice" with a suggestion for a close miss (``nnlm trian``:
+    did you mean train?) instead of every choice; the list stays where nothing is close."""
+    import difflib
+
+    m = _INVALID_CHOICE.search(message)
+    if m is None:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group("choices"))
+    close = difflib.get_close_matches(m.group("given"), choices, n=1, cutoff=0.6)
+    if not close:
+        return message
+    return message[:m.start()] + f"invalid choice: '{m.group('given')}'; did you mean " \
+        f"'{close[0]}'?"
 
 
 def walk_parsers(parser: argparse.ArgumentParser, path: list[str]):

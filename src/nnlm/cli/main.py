@@ -104,8 +104,24 @@ def _rank_prefix() -> str:
     return "" if rank in ("", "0") else f"[rank {rank}] "
 
 
+def _bare_group(parser: argparse.ArgumentParser, argv: list[str]):
+    """The parser a command line names without going further (``nnlm``, ``nnlm ngram``):
+    its help is the answer, not an error; None for anything else."""
+    for token in argv:
+        groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not groups or token not in groups[0].choices:
+            return None
+        parser = groups[0].choices[token]
+    return parser if any(isinstance(a, argparse._SubParsersAction)
+                         for a in parser._actions) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    bare = _bare_group(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+    if bare is not None:  # a command group without its command: show what it offers
+        bare.print_help()
+        return 0
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)

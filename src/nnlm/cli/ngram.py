@@ -63,7 +63,8 @@ def add_parsers(sub) -> None:
                        "from the workers' partitions)")
     add_force(train)
     dist = train.add_argument_group(
-        "distributed (kn only; needs the distributed extra: pip install \"nnlm[distributed]\")")
+        "distributed (kn only; needs the distributed extra: pip install \".[distributed]\" in "
+        "nnlm's checkout)")
     dist.add_argument("--cluster", metavar="SPEC",
                       help="estimate on a Dask cluster: local:N starts N worker processes "
                       "here; an address (tcp://host:8786) joins a running scheduler, whose "

@@ -63,4 +63,6 @@ def run_demo(workdir: Path, out=print, epochs: int = 6, threads: int | None = No
         out("\nBrown is available. The real thing, the paper's Table 1 side by side with "
             "ours:\n  nnlm reproduce brown          (about an hour on 2 cores; --quick: "
             "a few minutes)")
+    out("\nthe nnlm command lives in the environment make built: source .venv/bin/activate "
+        "(or run .venv/bin/nnlm)")
     return {"perplexity": ppl}

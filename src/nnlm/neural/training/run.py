@@ -14,6 +14,7 @@ refused, naming each difference.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,9 @@ def resolve(preset: str | None, arch: dict, train: dict,
             recipe: str | None = None) -> tuple[str, dict, dict]:
     name = preset or DEFAULT_PRESET
     if name not in PRESETS:
-        raise NnlmError(f"preset={name!r}: choose from {', '.join(PRESETS)}")
+        close = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise NnlmError(f"preset={name!r}: {hint}choose from {', '.join(PRESETS)}")
     if recipe is not None and recipe not in RECIPES:
         raise NnlmError(f"recipe={recipe!r}: choose from {', '.join(RECIPES)}")
     model, training = resolved(name, recipe, train.get("objective"))

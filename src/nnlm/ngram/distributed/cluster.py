@@ -17,6 +17,7 @@ import re
 import warnings
 
 from ...base.errors import NnlmError
+from ...base.extras import DISTRIBUTED
 from ...base.sysmem import available_memory
 
 CONNECT_TIMEOUT = 30.0  # seconds to wait for a scheduler's answer (NNLM_CLUSTER_TIMEOUT)
@@ -93,7 +94,7 @@ def connect(spec: str, timeout: float | None = None, memory_limit: str | None = 
     try:
         from distributed import Client, LocalCluster
     except ModuleNotFoundError:
-        raise NnlmError('cluster= needs Dask: pip install "nnlm[distributed]"') from None
+        raise NnlmError(f"cluster= needs Dask: {DISTRIBUTED}") from None
     # the engine's own chatter (shuffles starting, workers joining) is not the user's
     # nor are its workers' reports of a failed task: the job's error is one line (run.py)
     for name in ("distributed", "distributed.shuffle", "distributed.worker",
