@@ -75,3 +75,17 @@ def test_the_site_builds_strictly(tmp_path):
                                                        "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site/api/index.html").read_text().count("target_logprobs") > 3
+
+
+def test_the_project_files_agree_on_the_version():
+    """LICENSE, CITATION.cff and CHANGELOG.md are there, and the version moves in one
+    place (nnlm/base/version.py), which the citation and the changelog follow."""
+    import re
+
+    from nnlm.base.version import __version__
+
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert re.search(rf"^version: {re.escape(__version__)}$", citation, re.M)
+    assert "A Neural Probabilistic Language Model" in citation
+    assert f"## {__version__}" in (ROOT / "CHANGELOG.md").read_text()
