@@ -18,6 +18,7 @@ from .common import (
     add_neural_scoring_arguments,
     load_for_scoring,
 )
+from .flags import as_flags
 
 
 def add_parsers(sub) -> None:
@@ -166,7 +167,7 @@ def cmd_eval(args) -> None:
 
         hint = bf16_hint(parts, len(stream))
         if hint:
-            print(f"nnlm: note: {hint}", file=sys.stderr)
+            print(f"nnlm: note: {as_flags(hint, args.command_parser)}", file=sys.stderr)
     result = evaluate(model, stream).to_dict()
     if parts:
         from ..neural.nplm_lm import scoring_report
