@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..text.stream import Stream
+from .segments import SpanPlan
 
 
 def shard_range(n: int, parts: int, index: int) -> tuple[int, int]:
@@ -73,3 +74,14 @@ class SlotPlan:
         """Yield (i, contexts, targets) for batches first..last-1 (see :func:`batches`)."""
         return batches(self.train, self.order, self.perm, self.batch_size, first, last, part,
                        pin=pin)
+
+
+def epoch_plan(train: Stream, net, config, epoch: int):
+    """Epoch ``epoch``'s batches, drawn from (seed, epoch) so that a resumed run replays
+    them: a permutation of the training slots cut into ``batch_size`` batches, or for a
+    recurrent network line pieces grouped by length, ``batch_size`` targets a batch at most
+    (:class:`nnlm.neural.segments.SpanPlan`)."""
+    rng = np.random.default_rng([config.seed, epoch])
+    if net.recurrent:
+        return SpanPlan(train, net.config.span, config.batch_size, rng)
+    return SlotPlan(train, net.config.context_size + 1, config.batch_size, rng)

@@ -64,8 +64,19 @@ class SingleProcess:
 
     def seed_rank(self) -> int | None:
         """The rank whose seed stream this process draws dropout from; None: the run's
-        seed alone (see ``Trainer._reseed``)."""
+        seed alone (see :meth:`reseed`)."""
         return None
+
+    def reseed(self, seed: int, step: int) -> None:
+        """Under torchrun the global RNG (dropout) is reseeded from (seed, update, rank) at
+        the start and at every saved state, so a resumed job draws what an uninterrupted
+        one would. Data-parallel ranks draw different masks for their different examples;
+        output-parallel ranks the same ones, as they compute the same z."""
+        rank = self.seed_rank()
+        if rank is None:
+            return
+        seq = np.random.SeedSequence([seed, step, rank])
+        torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
 
     def batch_part(self) -> tuple[int, int] | None:
         """(rank, ranks) when this process trains on a share of every batch."""

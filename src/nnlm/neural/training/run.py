@@ -231,7 +231,7 @@ def _train(job: TrainJob, device, world, log) -> dict:
     if job.resume:
         trainer.load_state(header)
         if changes:
-            trainer.apply_resume_changes(changes)
+            apply_resume_changes(trainer, changes)
         st, cfg = trainer.state, trainer.config
         if st.epoch >= cfg.epochs or st.bad_epochs >= cfg.patience:
             why = (f"finished its {cfg.epochs} epochs" if st.epoch >= cfg.epochs else
@@ -298,3 +298,14 @@ def describe(config) -> str:
     if config.outputs < config.vocab_size:
         parts.append(f"short-list {config.outputs - 1}")
     return f"{d['network']} " + " ".join(parts)
+
+
+def apply_resume_changes(trainer, changes: dict) -> None:
+    """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
+    follows a new lr (plateau decay kept), and the next metrics.csv row notes it."""
+    if "lr" in changes:
+        old, new = changes["lr"]
+        trainer.optimizer.scale_lr(new / old)
+    text = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items())
+    trainer.state.note = f"resumed at update {trainer.state.step}: {text}"
+    trainer.log(f"changed on resume: {text}")

@@ -17,15 +17,18 @@ from another run is refused by name instead of loaded.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from ...base.errors import NnlmError
+from ...model_files import write_header
 from ...text.fileio import atomic_path
 from ...text.jsonfiles import Fields, Float, Int, Optional, read_json
-from ..networks.checkpoint import read_safetensors, save_safetensors
+from ..networks.checkpoint import read_safetensors, save_safetensors, write_tensors
 from .averaging import WeightAverage
+from .metrics_log import write_metrics
 
 # state/trainer.json, as save writes it: checked field by field when read back
 TRAINER_JSON = {
@@ -41,7 +44,8 @@ class RunCheckpoint:
     """The ``state/`` folder of the run in ``outdir``."""
 
     def __init__(self, outdir: Path):
-        self.folder = Path(outdir) / "state"
+        self.outdir = Path(outdir)
+        self.folder = self.outdir / "state"
 
     def exists(self) -> bool:
         return (self.folder / "trainer.json").exists()
@@ -85,6 +89,29 @@ class RunCheckpoint:
             tensors.update(run.average.tensors(run.model))
         self.save(binding=run.binding, model=model, optimizer_info=opt_info,
                   optimizer=tensors, trainer=trainer, layout=run.scheme.record())
+
+    # -- the run's other files: config.json, the best weights, metrics -----------------------
+    def write_header(self, run) -> None:
+        """``run``'s config.json: the model's kind and config, its vocabulary's fingerprint,
+        its id and the training settings (rank 0 writes)."""
+        if run.scheme.is_main:
+            write_header(self.outdir, run.lm.kind, run.vocab, run.lm.config(), run.model_id,
+                         train={"preset": run.preset, **asdict(run.config)})
+
+    def write_model(self, run, bias_shift: float = 0.0) -> None:
+        """``run``'s current weights to model.safetensors (every rank calls it; rank 0
+        writes); ``bias_shift`` is subtracted from the output biases b (the trainer's
+        ``valid_log_z``)."""
+        tensors = run.scheme.full_tensors(run.model)
+        if bias_shift:  # the network says which biases move (the energy model's differ)
+            tensors["b"] = run.scheme.shifted_biases(tensors, run.model, bias_shift)
+        if run.scheme.is_main:
+            write_tensors(tensors, self.outdir / "model.safetensors", run.binding)
+
+    def write_metrics(self, run) -> None:
+        """metrics.csv and the learning curve (rank 0)."""
+        if run.scheme.is_main:
+            write_metrics(run.state.history, self.outdir)
 
     def restore(self, run, binding: str | None) -> dict:
         """Put the saved state into ``run`` (a trainer: its network, optimizer, scheme,

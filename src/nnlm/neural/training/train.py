@@ -33,12 +33,11 @@ from ...base.errors import NnlmError, TrainingDiverged
 from ...base.interrupts import StopOnInterrupt
 from ...base.progress import progress_bar
 from ...lm import LanguageModel
-from ...model_files import array_binding, new_model_id, write_header
+from ...model_files import array_binding, new_model_id
 from ...models import save_model
 from ...text.stream import Stream
 from ...text.vocab import Vocabulary
-from ..batches import SlotPlan
-from ..networks.checkpoint import write_tensors
+from ..batches import SlotPlan, epoch_plan
 from ..networks.network import NetworkConfig
 from ..nplm_lm import BACKOFF_DIR, NeuralLM
 from ..optim import PaperSGD
@@ -48,7 +47,6 @@ from ..segments import SpanPlan
 from ..settings import TrainConfig
 from .averaging import WeightAverage
 from .cuda_graph import GraphedStep, graphed_step_for
-from .metrics_log import write_metrics
 from .parts import Parts, build_parts, complete_parts
 from .run_checkpoint import RunCheckpoint
 
@@ -152,27 +150,7 @@ class Trainer:
         """The torchrun job's process group, or None."""
         return self.scheme.world
 
-    def _reseed(self) -> None:
-        """Under torchrun the global RNG (dropout) is reseeded from (seed, update, rank) at
-        the start and at every saved state, so a resumed job draws what an uninterrupted
-        one would. Data-parallel ranks draw different masks for their different examples;
-        output-parallel ranks the same ones, as they compute the same z."""
-        rank = self.scheme.seed_rank()
-        if rank is None:
-            return
-        seq = np.random.SeedSequence([self.config.seed, self.state.step, rank])
-        torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
-
     # -- header and resume -------------------------------------------------------------
-    def header_train_section(self) -> dict:
-        return {"preset": self.preset, **asdict(self.config)}
-
-    def write_header(self) -> None:
-        if not self.is_main:
-            return
-        write_header(self.outdir, self.lm.kind, self.vocab, self.lm.config(), self.model_id,
-                     train=self.header_train_section())
-
     @property
     def binding(self) -> str:
         """What every weights file of this run carries (see nnlm.model_files.array_binding)."""
@@ -193,16 +171,6 @@ class Trainer:
             raise NnlmError(f"{self.checkpoint.folder}: the saved state does not fit this "
                             f"run ({e}); it was damaged or edited") from None
 
-    def apply_resume_changes(self, changes: dict) -> None:
-        """Settings changed on --resume (``{name: (old, new)}``): the optimizer's step size
-        follows a new lr (plateau decay kept), and the next metrics.csv row notes it."""
-        if "lr" in changes:
-            old, new = changes["lr"]
-            self.optimizer.scale_lr(new / old)
-        text = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items())
-        self.state.note = f"resumed at update {self.state.step}: {text}"
-        self.log(f"changed on resume: {text}")
-
     def model_tensors(self) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (output-parallel: gathered over the
         ranks, a collective every rank calls)."""
@@ -211,7 +179,8 @@ class Trainer:
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/.
         Under torchrun every rank calls it (the gathers) and rank 0 writes."""
-        self.checkpoint.capture(self, asdict(self.state), before_write=self._reseed)
+        self.checkpoint.capture(self, asdict(self.state), before_write=lambda: self.scheme.reseed(
+            self.config.seed, self.state.step))
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -308,14 +277,14 @@ class Trainer:
         cfg, st = self.config, self.state
         if self.is_main:
             self.outdir.mkdir(parents=True, exist_ok=True)
-            self.write_header()
+            self.checkpoint.write_header(self)
             self.vocab.save(self.outdir / "vocab.txt")
             if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
                 save_model(self.backoff, self.outdir / BACKOFF_DIR)
-        self._reseed()
+        self.scheme.reseed(self.config.seed, self.state.step)
         self.scheme.load_kernels(self.optimizer)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
-            plan = self.epoch_plan(train)
+            plan = epoch_plan(train, self.model, self.config, self.state.epoch)
             steps_per_epoch = plan.steps
             started = time.perf_counter()
             words_at_start = plan.words(st.step_in_epoch)
@@ -351,16 +320,6 @@ class Trainer:
                             / max(st.elapsed - epoch_elapsed, 1e-9))
         return {"interrupted": False, "best_valid": st.best_valid, "epochs": st.epoch,
                 "step": st.step, "elapsed": st.elapsed}
-
-    def epoch_plan(self, train: Stream) -> SlotPlan | SpanPlan:
-        """The current epoch's batches, drawn from (seed, epoch) so that a resumed run
-        replays them: a permutation of the training slots cut into ``batch_size`` batches,
-        or for a recurrent network line pieces grouped by length, ``batch_size`` targets a
-        batch at most (``segments.py``)."""
-        rng = np.random.default_rng([self.config.seed, self.state.epoch])
-        if self.model.recurrent:
-            return SpanPlan(train, self.model.config.span, self.config.batch_size, rng)
-        return SlotPlan(train, self.model.config.context_size + 1, self.config.batch_size, rng)
 
     def train_batches(self, train: Stream, plan: SlotPlan | SpanPlan, until: int, bar,
                       started: float, words_at_start: int) -> None:
@@ -430,7 +389,7 @@ class Trainer:
             ppl = self.evaluate(valid)
             if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
                 self._diverged(f"validation perplexity {ppl:.4g}")
-            self.write_model()
+            self.checkpoint.write_model(self)
         self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
 
@@ -461,8 +420,8 @@ class Trainer:
         row["valid_log_z"] = log_z
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
-            self.write_header()
-            self.write_model(bias_shift=0.0 if math.isnan(log_z) else log_z)
+            self.checkpoint.write_header(self)
+            self.checkpoint.write_model(self, 0.0 if math.isnan(log_z) else log_z)
         else:
             st.bad_epochs += 1
             if cfg.plateau_decay < 1:
@@ -474,25 +433,10 @@ class Trainer:
             train_text += f", valid log Z {log_z:+.3f}"
         self.log(f"epoch {st.epoch}: {train_text}, valid ppl {valid_ppl:.2f}"
                  f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
-        self.write_metrics()
+        self.checkpoint.write_metrics(self)
 
     def _decay_lr(self, factor: float) -> None:
         self.optimizer.scale_lr(factor)
-
-    def write_model(self, bias_shift: float = 0.0) -> None:
-        """The current weights to CKPT/model.safetensors (every rank calls it; rank 0
-        writes); ``bias_shift`` is subtracted from the output biases b (see
-        ``valid_log_z``)."""
-        tensors = self.model_tensors()
-        if bias_shift:  # the network says which biases move (the energy model's differ)
-            tensors["b"] = self.scheme.shifted_biases(tensors, self.model, bias_shift)
-        if self.is_main:
-            write_tensors(tensors, self.outdir / "model.safetensors", self.binding)
-
-    def write_metrics(self) -> None:
-        if self.is_main:
-            write_metrics(self.state.history, self.outdir)
-
 
 class _SilentBar:
     """The progress bar of a rank that does not log."""
