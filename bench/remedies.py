@@ -279,7 +279,7 @@ def score_run(args, outdir: Path, name: str, result: dict, seconds: float) -> di
     if lm.shortlist is not None:
         row["test_coverage"] = lm.coverage(test.ids)
     if objective.get("objective") in ("nce", "selfnorm"):
-        # what Trainer.valid_log_z does when it saves: centre log Z on validation text
+        # what the Trainer does when it saves: centre log Z on validation text
         # (a no-op for models saved by the current code)
         valid = read_stream(args.data / "valid.txt", lm.vocab)
         shift = lm.log_z_stats(valid.contexts(lm.order)).mean

@@ -17,7 +17,8 @@ from another run is refused by name instead of loaded.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -38,6 +39,22 @@ TRAINER_JSON = {
                        "train_tokens": Int(min=0), "note": Optional(str)}),
     "optimizer": dict, "binding": Optional(str),
     "world": Optional(Fields({"size": Optional(Int(min=1)), "output_parallel": Optional(bool)}))}
+
+
+@dataclass
+class TrainState:
+    """The training loop's counters, as trainer.json holds them (:data:`TRAINER_JSON`)."""
+
+    epoch: int = 0  # epochs completed
+    step_in_epoch: int = 0  # updates done in the current epoch
+    step: int = 0  # updates done in all
+    best_valid: float = math.inf
+    bad_epochs: int = 0
+    elapsed: float = 0.0  # seconds of training
+    history: list = field(default_factory=list)  # one dict per finished epoch
+    train_nll: float = 0.0  # running sums for the current epoch
+    train_tokens: int = 0
+    note: str = ""  # what changed on resume, for the next metrics.csv row
 
 
 class RunCheckpoint:
@@ -100,8 +117,8 @@ class RunCheckpoint:
 
     def write_model(self, run, bias_shift: float = 0.0) -> None:
         """``run``'s current weights to model.safetensors (every rank calls it; rank 0
-        writes); ``bias_shift`` is subtracted from the output biases b (the trainer's
-        ``valid_log_z``)."""
+        writes); ``bias_shift`` is subtracted from the output biases b (a self-normalized
+        network's mean log Z on validation text)."""
         tensors = run.scheme.full_tensors(run.model)
         if bias_shift:  # the network says which biases move (the energy model's differ)
             tensors["b"] = run.scheme.shifted_biases(tensors, run.model, bias_shift)
@@ -113,7 +130,7 @@ class RunCheckpoint:
         if run.scheme.is_main:
             write_metrics(run.state.history, self.outdir)
 
-    def restore(self, run, binding: str | None) -> dict:
+    def restore(self, run, binding: str | None) -> TrainState:
         """Put the saved state into ``run`` (a trainer: its network, optimizer, scheme,
         generators and average), checked to belong to the run of ``binding``; returns
         the loop's counters. A state that does not fit is one line."""
@@ -127,7 +144,7 @@ class RunCheckpoint:
         try:
             run.optimizer.load_state(info["optimizer"], tensors)
             restore_generators(tensors, run.device, run.objective)
-            return dict(info["trainer"])
+            return TrainState(**info["trainer"])
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
             raise NnlmError(f"{self.folder}: the saved state does not fit this run "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})"

@@ -23,7 +23,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -48,23 +48,9 @@ from ..settings import TrainConfig
 from .averaging import WeightAverage
 from .cuda_graph import GraphedStep, graphed_step_for
 from .parts import Parts, build_parts, complete_parts
-from .run_checkpoint import RunCheckpoint
+from .run_checkpoint import RunCheckpoint, TrainState
 
 __all__ = ["Trainer", "TrainConfig", "TrainState", "TrainingDiverged", "output_counts"]
-
-@dataclass
-class TrainState:
-    epoch: int = 0  # epochs completed
-    step_in_epoch: int = 0  # updates done in the current epoch
-    step: int = 0  # updates done in all
-    best_valid: float = math.inf
-    bad_epochs: int = 0
-    elapsed: float = 0.0  # seconds of training
-    history: list = field(default_factory=list)  # one dict per finished epoch
-    train_nll: float = 0.0  # running sums for the current epoch
-    train_tokens: int = 0
-    note: str = ""  # what changed on resume, for the next metrics.csv row
-
 
 def _perplexity(nll: float, tokens: int) -> float:
     """exp(nll / tokens) for the training loop's own checks: NaN stays NaN and an overflow
@@ -164,12 +150,7 @@ class Trainer:
         if header is not None and header.get("format_version", 1) >= 2:
             self.model_id = header["model_id"]
             binding = self.binding
-        counters = self.checkpoint.restore(self, binding)
-        try:
-            self.state = TrainState(**counters)
-        except TypeError as e:
-            raise NnlmError(f"{self.checkpoint.folder}: the saved state does not fit this "
-                            f"run ({e}); it was damaged or edited") from None
+        self.state = self.checkpoint.restore(self, binding)
 
     def model_tensors(self) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (output-parallel: gathered over the
@@ -246,15 +227,6 @@ class Trainer:
         if not nll <= limit:  # NaN fails too
             self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
                            f"than a uniform model's {limit - 1:.4g}")
-
-    def valid_log_z(self, valid: Stream) -> float:
-        """Mean log Z over (up to 20,000) validation contexts, dropout off.
-
-        A self-normalizing objective drives log Z toward 0 under training's dropout noise;
-        without it Z comes out lower (log-sum-exp is convex), so raw scores would be
-        biased low. The best model is saved with its output biases shifted by this mean:
-        exact probabilities do not change, and log Z is centred on held-out text."""
-        return self.scheme.mean_log_z(self.lm, valid)
 
     def evaluate(self, stream: Stream) -> float:
         """Exact perplexity (full normalization) of the current model on ``stream``; under
@@ -416,7 +388,12 @@ class Trainer:
         st.note = ""
         st.history.append(row)
         improved = valid_ppl < st.best_valid
-        log_z = self.valid_log_z(valid) if self.objective.self_normalizing else math.nan
+        # a self-normalizing objective drives log Z toward 0 under training's dropout noise;
+        # without it Z comes out lower (log-sum-exp is convex): the best model is saved with
+        # its output biases shifted by the mean log Z over (up to 20,000) validation
+        # contexts, so exact probabilities do not change and log Z is centred on held-out text
+        log_z = self.scheme.mean_log_z(self.lm, valid) if self.objective.self_normalizing \
+            else math.nan
         row["valid_log_z"] = log_z
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
