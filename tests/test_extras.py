@@ -108,5 +108,5 @@ def test_pip_install_without_the_neural_extra(world, tmp_path):
                            capture_output=True, text=True)
     assert query.returncode == 0 and float(query.stdout) < 0, query.stderr
     refused = run("eval", world / "nplm", world / "toy/test.txt")
-    assert refused.returncode == 2 and 'pip install "nnlm[neural]"' in refused.stderr
+    assert refused.returncode == 2 and 'pip install ".[neural]"' in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
