@@ -161,3 +161,54 @@ def test_a_close_miss_gets_a_suggestion(capsys):
     assert "did you mean 'mlp1'?" in capsys.readouterr().err
     assert main(["xyzzy"]) == 2
     assert "choose from" in capsys.readouterr().err  # nothing close: the whole list
+
+
+def test_every_command_teaches_its_use():
+    """Every command's --help ends with examples, every option has a help text, and an
+    option whose value has a default says it; each example parses as written."""
+    import argparse
+    import shlex
+
+    from nnlm.cli.common import is_leaf, walk_parsers
+    from nnlm.cli.main import build_parser
+
+    parser = build_parser()
+    for path, command in walk_parsers(parser, ["nnlm"]):
+        if not is_leaf(command):
+            continue
+        name = " ".join(path)
+        assert "examples:" in (command.epilog or ""), f"{name}: no examples"
+        for action in command._actions:
+            if not action.option_strings or "-h" in action.option_strings:
+                continue
+            flag = action.option_strings[-1]
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {flag}: no help"
+            if action.default not in (None, False) and action.nargs != 0 and \
+                    not isinstance(action, argparse._StoreTrueAction):
+                assert "default" in action.help, f"{name} {flag}: its default is not said"
+        for line in command.epilog.replace("\\\n", " ").split("\n")[1:]:
+            line = line.split(" #")[0].strip()
+            if not line.startswith("nnlm") and "| nnlm" not in line:
+                continue  # a continuation line, or another tool's command
+            argv = shlex.split(line.split("| ")[-1])[1:]
+            try:
+                parser.parse_args(argv)
+            except SystemExit:
+                raise AssertionError(f"{name}: the example '{line}' does not parse") from None
+
+
+def test_score_json_is_one_object_per_input_line(tmp_path, capsys):
+    import json
+
+    assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
+    assert main(["ngram", "train", str(tmp_path / "toy/train.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0
+    text = tmp_path / "s.txt"
+    text.write_text("the cat sees a dog\n\nzebra quokka\n")
+    capsys.readouterr()
+    assert main(["score", str(tmp_path / "kn"), str(text), "--json", "--per-token"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["sentence"] for r in rows] == ["the cat sees a dog", "", "zebra quokka"]
+    assert rows[1]["perplexity"] is None and rows[2]["oov"] == 2
+    assert len(rows[0]["per_token"]) == 6 and rows[0]["per_token"][-1]["word"] == "</s>"
+    assert abs(sum(t["log10_prob"] for t in rows[0]["per_token"]) - rows[0]["log10_prob"]) < 1e-9

@@ -25,7 +25,8 @@ def add_parsers(sub) -> None:
     mix.add_argument("models", type=Path, nargs="+", metavar="MODEL")
     mix.add_argument("--valid", dest="valid_path", type=Path, required=True, metavar="VALID",
                      help="held-out text: EM fits the weights on it; perplexities reported")
-    mix.add_argument("-o", "--output", type=Path, required=True, metavar="MIXTURE")
+    mix.add_argument("-o", "--output", type=Path, required=True, metavar="MIXTURE",
+                     help="the mixture's model directory to write")
     mix.add_argument("--weights", type=unit_interval, nargs="+", metavar="A",
                      help="fixed weights, one per model, summing to 1 (no EM)")
     mix.add_argument("--per-bucket", type=Path, metavar="TRAIN",

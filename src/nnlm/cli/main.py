@@ -17,6 +17,7 @@ from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
 from . import data, experiments, neural, ngram, scoring, serve
 from .common import Parser, add_log_every, is_leaf, walk_parsers
+from .examples import add_examples
 from .flags import as_flags
 from .guards import check_distinct, output_lock
 
@@ -53,9 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for group in GROUPS:
         group.add_parsers(sub)
-    for _, command in walk_parsers(parser, []):
+    for path, command in walk_parsers(parser, []):
         if command is not parser and is_leaf(command):
             add_log_every(command)
+            add_examples(" ".join(path), command)
             command.set_defaults(command_parser=command)  # for as_flags
     return parser
 

@@ -146,7 +146,9 @@ def add_parsers(sub) -> None:
     opt.add_argument("--batch-size", type=positive_int, metavar="B",
                      help="examples an update (the lstm: target words an update, in line "
                      "pieces of like length)")
-    opt.add_argument("--epochs", type=positive_int, metavar="E")
+    opt.add_argument("--epochs", type=positive_int, metavar="E",
+                     help="at most E passes over the training text (the preset's; without "
+                     "one, 20); early stopping may end sooner")
     opt.add_argument("--patience", type=positive_int, metavar="K",
                      help="stop after K epochs without validation improvement")
     opt.add_argument("--plateau-decay", type=ranged(float, 0, 1, low_open=True), metavar="F",
@@ -219,7 +221,8 @@ def add_parsers(sub) -> None:
                          "top-k, an optional prompt.")
     gen.add_argument("model", type=Path, metavar="MODEL")
     gen.add_argument("-n", type=positive_int, default=5, help="sentences (default: 5)")
-    gen.add_argument("--prompt", default="", help="words to continue")
+    gen.add_argument("--prompt", default="", help="words to continue (default: none, a new "
+                     "sentence)")
     gen.add_argument("--temperature", type=positive_float, default=1.0,
                      help="divide log-probabilities by T > 0: below 1 sharper, above 1 "
                      "flatter (default: 1)")
@@ -242,8 +245,10 @@ def add_parsers(sub) -> None:
     pe.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
     pe.add_argument("words", nargs="*", metavar="WORD",
                     help="words to show (default: the 100 most frequent)")
-    pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG")
-    pe.add_argument("--method", choices=["pca", "tsne"], default="pca")
+    pe.add_argument("-o", "--output", type=Path, required=True, metavar="PNG",
+                    help="the picture to write")
+    pe.add_argument("--method", choices=["pca", "tsne"], default="pca",
+                    help="the projection to 2D: pca (default) or tsne (needs scikit-learn)")
     add_force(pe)
 
     em = sub.add_parser(
@@ -261,7 +266,8 @@ def add_parsers(sub) -> None:
     em.add_argument("model", type=Path, metavar="MODEL", help="neural checkpoint")
     em.add_argument("file", type=Path, nargs="?", default=Path("-"), metavar="FILE",
                     help="text, one sentence a line (.gz/.bz2/.xz; default or -: stdin)")
-    em.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.npy")
+    em.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.npy",
+                    help="the vectors, float32 (lines x m)")
     add_sentence_arguments(em)
     add_force(em)
     si = sub.add_parser(

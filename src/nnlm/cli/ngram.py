@@ -107,10 +107,12 @@ def add_parsers(sub) -> None:
                                    description="Cluster TRAIN's words into C classes "
                                    "(Kneser & Ney 1993) and write word<TAB>class lines.")
     cluster.add_argument("train", type=Path, metavar="TRAIN")
-    cluster.add_argument("--classes", type=positive_int, default=500, metavar="C")
+    cluster.add_argument("--classes", type=positive_int, default=500, metavar="C",
+                         help="word classes, besides <unk>, <s> and </s> (default: 500)")
     cluster.add_argument("--iterations", type=positive_int, default=15, metavar="N",
                          help="at most N passes over the vocabulary (default: 15)")
-    cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV")
+    cluster.add_argument("-o", "--output", type=Path, required=True, metavar="TSV",
+                         help="word<TAB>class lines to write")
     add_force(cluster)
 
     pr = ngram_sub.add_parser(
@@ -124,7 +126,8 @@ def add_parsers(sub) -> None:
     pr.add_argument("--threshold", type=positive_float, required=True, metavar="THETA",
                     help="relative perplexity growth below which an n-gram goes (SRILM's "
                     "-prune value; 1e-8 keeps almost everything, 1e-6 prunes hard)")
-    pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    pr.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                    help="the pruned model directory to write")
     pr.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
     add_force(pr)
 

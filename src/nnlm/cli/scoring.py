@@ -34,6 +34,8 @@ def add_parsers(sub) -> None:
     score.add_argument("file", type=Path, nargs="?", metavar="FILE")
     score.add_argument("--per-token", action="store_true",
                        help="also print word, log10 p, n-gram length used and OOV per token")
+    score.add_argument("--json", action="store_true",
+                       help="one JSON object per input line (with --per-token, its tokens)")
     add_neural_scoring_arguments(score)
 
     # rescore -------------------------------------------------------------------------
@@ -93,7 +95,7 @@ def cmd_score(args) -> None:
     lines = iter_lines(text, source)
     total, tokens, oov, sentences = 0.0, 0, 0, 0
     out = sys.stdout
-    if not args.per_token:
+    if not args.per_token and not args.json:
         out.write("log10_prob\ttokens\toov\tperplexity\tsentence\n")
     seen: list = []  # the first chunks' streams, for the neural report
     normalized = getattr(model, "normalized", True)
@@ -104,6 +106,10 @@ def cmd_score(args) -> None:
         total += s.log10_prob
         tokens += len(s.log10_probs)
         oov += int(s.oov.sum())
+        if args.json:  # one object a line, blank lines too (the lines stay aligned)
+            out.write(json.dumps(_sentence_json(s, normalized, args.per_token)) + "\n")
+            sentences += not s.blank
+            continue
         if s.blank:  # not a sentence: a row (or an empty block) keeps the lines aligned
             out.write("\n" if args.per_token else "0.000000\t0\t0\t-\t\n")
             continue
@@ -117,6 +123,7 @@ def cmd_score(args) -> None:
             ppl = f"{s.perplexity:.4f}" if normalized else "-"
             out.write(f"{s.log10_prob:.6f}\t{len(s.log10_probs)}\t{int(s.oov.sum())}\t"
                       f"{ppl}\t{' '.join(s.words[:-1])}\n")
+    out.flush()  # the rows before the summary, where stderr joins stdout (2>&1 | cat)
     if sentences:
         if not -total / tokens <= 300:  # each sentence was finite; their sum may not be
             raise NnlmError("the total log10 probability is beyond floating point: the model "
@@ -130,6 +137,21 @@ def cmd_score(args) -> None:
         report, warnings = scoring_report(parts, seen)
         for line in [*describe_report(report), *(f"nnlm: warning: {w}" for w in warnings)]:
             print(line, file=sys.stderr)
+
+
+def _sentence_json(s, normalized: bool, per_token: bool) -> dict:
+    """One sentence of ``nnlm score --json``: its total, counts and perplexity (null for a
+    blank line or a model of scores), and with ``--per-token`` each token's numbers."""
+    if s.blank:
+        return {"log10_prob": 0.0, "tokens": 0, "oov": 0, "perplexity": None, "sentence": ""}
+    out = {"log10_prob": s.log10_prob, "tokens": len(s.log10_probs), "oov": int(s.oov.sum()),
+           "perplexity": s.perplexity if normalized else None,
+           "sentence": " ".join(s.words[:-1])}
+    if per_token:
+        out["per_token"] = [{"word": w, "log10_prob": float(p), "oov": bool(o),
+                             "ngram_length": None if s.orders is None else int(s.orders[i])}
+                            for i, (w, p, o) in enumerate(zip(s.words, s.log10_probs, s.oov))]
+    return out
 
 
 def cmd_rescore(args) -> None:
