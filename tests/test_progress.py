@@ -5,10 +5,15 @@ from nnlm.base.progress import progress_bar
 
 def test_progress_prints_periodic_lines_when_not_on_a_terminal(monkeypatch, capsys):
     monkeypatch.setenv("NNLM_PROGRESS_SECONDS", "1e-9")
+    clock = iter([0.0, 30.0])  # started, then one update after 30 s
+    monkeypatch.setattr("nnlm.base.progress.time.monotonic", lambda: next(clock))
     with progress_bar(4, "epoch 1/2", "batch") as bar:
         bar.set_postfix(loss="5.100")
-        bar.update(2)
-    assert "epoch 1/2: 2/4 batch (50%), loss=5.100" in capsys.readouterr().err
+        bar.update(2)  # half the work in 30 s: 30 s to go
+    assert "epoch 1/2: 2/4 batch (50%), 0:30 elapsed, ETA 0:30, loss=5.100" in \
+        capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setenv("NNLM_PROGRESS_SECONDS", "1e-9")
     monkeypatch.setenv("NNLM_PROGRESS_SECONDS", "0")
     with progress_bar(4, "epoch 1/2", "batch") as bar:
         bar.update(4)

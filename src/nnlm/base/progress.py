@@ -3,7 +3,8 @@
 On a terminal, a tqdm bar. In a pipe, a log file or CI, where a bar would be noise, one
 line on stderr every ``--log-every`` seconds (every command takes it; it sets
 ``NNLM_PROGRESS_SECONDS``, which worker processes inherit; default 60; 0 turns the
-lines off): ``epoch 2/5: 1,200/3,164 batch (38%), loss=5.102, words_s=41,203``.
+lines off): ``epoch 2/5: 1,200/3,164 batch (38%), 4:10 elapsed, ETA 6:49, loss=5.102,
+words_s=41,203``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class _LogLines:
     def __init__(self, total: int | None, desc: str, unit: str, every: float):
         self.total, self.desc, self.unit, self.every = total, desc, unit, every
         self.n, self.postfix = 0, {}
-        self.last = time.monotonic()
+        self.start = self.last = time.monotonic()
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -29,14 +30,30 @@ class _LogLines:
             self.last = now
             done = f"{self.n:,}" + (f"/{self.total:,} {self.unit} ({self.n / self.total:.0%})"
                                     if self.total else f" {self.unit}")
+            elapsed = now - self.start
+            timing = f", {clock(elapsed)} elapsed"
+            if self.total and 0 < self.n < self.total:  # at the rate so far
+                timing += f", ETA {clock(elapsed / self.n * (self.total - self.n))}"
             extra = "".join(f", {k}={v}" for k, v in self.postfix.items())
-            print(f"{self.desc}: {done}{extra}", file=sys.stderr, flush=True)
+            print(f"{self.desc}: {done}{timing}{extra}", file=sys.stderr, flush=True)
 
     def set_postfix(self, **values) -> None:
         self.postfix = values
 
     def close(self) -> None:
         pass
+
+
+def clock(seconds: float) -> str:
+    """h:mm:ss, or m:ss under an hour.
+
+    >>> clock(250), clock(3725)
+    ('4:10', '1:02:05')
+    """
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 ENV = "NNLM_PROGRESS_SECONDS"

@@ -214,6 +214,14 @@ def cmd_train(args) -> None:
     model = run_ngram_job(job, log=lambda message: print(message, file=sys.stderr))
     save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
+    if hasattr(model, "num_ngrams"):  # as lmplz reports them: what each order holds
+        print("n-grams per order: " + ", ".join(f"{k}: {n:,}" for k, n in
+                                                enumerate(model.num_ngrams(), start=1)))
+    discounts = getattr(model, "discounts", None)
+    if discounts is not None:  # modified Kneser-Ney's D1, D2, D3+ per order
+        print("discounts D1 D2 D3+: " + "; ".join(
+            f"{k}: " + " ".join(f"{d:.4f}" for d in row)
+            for k, row in enumerate(discounts, start=1)))
     if args.arpa:
         print(f"{args.arpa}: ARPA")
 
