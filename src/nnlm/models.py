@@ -80,9 +80,6 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     return path
 
 
-KENLM_BINARY_MAGIC = magic.KENLM_BINARY
-
-
 def _first_line(path: Path) -> bytes:
     """The first line of ``path``'s content that is neither blank nor a ``#`` comment
     (KenLM allows both before an ARPA file's ``\\data\\``); b"" if there is none."""
@@ -131,7 +128,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
         model = load_trie_file(path, model_class)
         model.source_id = None
         return model
-    if path.is_file() and read_head(path, len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC:
+    if path.is_file() and read_head(path, len(magic.KENLM_BINARY)) == magic.KENLM_BINARY:
         from .ngram.formats.kenlm_binary import read_kenlm_binary
 
         model = read_kenlm_binary(path, strict=strict)

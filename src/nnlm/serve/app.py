@@ -120,7 +120,7 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
     """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`)."""
     settings = settings or Settings()
     first_name = next(iter(models))
-    app = FastAPI(title="nnlm", version=_version(),
+    app = FastAPI(title="nnlm", version=__version__,
                   description="Scores, next words, completions and embeddings from nnlm's "
                   "language models. nnlm's endpoints give log10 probabilities (KenLM's "
                   "convention); the OpenAI-shaped ones natural logs.")
@@ -250,7 +250,3 @@ def _with_features(m: ServedModel) -> ServedModel:
         raise RequestError("model", f"{m.name} is {a(m.kind)} model: it has no word feature "
                            "vectors C (embeddings and neighbours need a neural model)")
     return m
-
-
-def _version() -> str:
-    return __version__

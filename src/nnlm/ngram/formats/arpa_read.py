@@ -9,6 +9,7 @@ naming the line. A pruned file's missing n-grams are added as KenLM adds them
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -176,19 +177,22 @@ class _ArpaScan:
         self.current = self.sections[k] = _Section(k, self.declared[k])
         self.state = "grams"
 
+    @functools.cached_property
+    def _plain_size(self) -> int | None:
+        """The file's size where its bytes are its text (not compressed, not stdin)."""
+        if str(self.path) == "-" or not os.path.isfile(self.path):
+            return None
+        with open(self.path, "rb") as f:
+            return os.fstat(f.fileno()).st_size if compression_of(f.read(8)) is None else None
+
     def _check_declared(self, k: int, count: int, text: str, n: int) -> None:
         """A declared count the file could hold and this process could store: a plain
         file's k-gram lines take at least 2k + 2 bytes each (a digit, a tab, k one-byte
         words and their spaces, a newline); the arrays take 24 + 8 max(k, 2) bytes an
         entry. A damaged header is named here, not as an allocation failure later."""
         place = f"{where(self.path, n)}: '{text}'"
-        if str(self.path) != "-" and os.path.isfile(self.path):
-            with open(self.path, "rb") as f:
-                plain = compression_of(f.read(8)) is None
-        else:
-            plain = False
-        if plain:
-            size = os.path.getsize(self.path)
+        size = self._plain_size
+        if size is not None:
             if count * (2 * k + 2) > size:
                 raise NnlmError(f"{place}: \\data\\ declares {count:,} {k}-grams, more than "
                                 f"the file's {size:,} bytes can hold; its header is damaged")

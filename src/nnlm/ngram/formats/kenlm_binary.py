@@ -47,14 +47,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ...base import magic
 from ...base.errors import NnlmError, warn
 from ...text.vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.values import extension_of
 from .arpa_read import assemble
 
-MAGIC_PREFIX = magic.KENLM_BINARY
 VERSIONED = b"mmap lm http://kheafield.com/code format version "
 MAGIC = b"mmap lm http://kheafield.com/code format version 5\n\0\0"
 INCOMPLETE = b"mmap lm http://kheafield.com/code incomplete\n"
