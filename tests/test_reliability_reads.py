@@ -136,6 +136,44 @@ def test_a_reader_racing_a_writer_reads_one_whole_model(world, tmp_path):
     assert writer.returncode == 0 and loads >= 20, (writer.returncode, loads)
 
 
+@pytest.mark.parametrize("name", ["kn2", "nplm", "mix"])
+def test_a_swap_between_config_and_arrays_is_read_again_whole(world, tmp_path, monkeypatch,
+                                                             name):
+    """The race above, made to happen at its worst moment every time: the directory is
+    swapped for another save after config.json was read and before any array file was.
+    The reader must not mix the two (a binding mismatch), nor blame the files: it reads the
+    newest version whole. A directory that never stops changing is one line, not a mix."""
+    import nnlm.models as models
+    from nnlm.base.errors import NnlmError
+
+    for part in ("kn3", "addk"):  # the mixture's components, beside it as in the world
+        copy(world / part, tmp_path / part)
+    original = models.load_model(world / name)
+    model = models.save_model(original, tmp_path / name)  # a model, not a training run
+    real_load_dir = models._load_dir
+    swaps = {"left": 3}
+    saved_ids = []
+
+    def swap_then_load(path, header):
+        if swaps["left"] > 0 and Path(path) == model:
+            swaps["left"] -= 1
+            models.save_model(original, model)  # a new model_id: the old header is stale
+            saved_ids.append(json.loads((model / "config.json").read_text())["model_id"])
+            assert saved_ids[-1] != header["model_id"]
+        return real_load_dir(path, header)
+
+    monkeypatch.setattr(models, "_load_dir", swap_then_load)
+    loaded = models.load_model(model)
+    assert swaps["left"] == 0 and loaded.source_id == saved_ids[-1]
+    sentence = " ".join(original.vocab.words[4:9])
+    assert loaded.sentence_logprob(sentence) == original.sentence_logprob(sentence)
+
+    swaps["left"] = 10**6  # replaced at every try
+    monkeypatch.setattr(models, "LOAD_TRIES", 4)
+    with pytest.raises(NnlmError, match=r"replaced 4 times while it was being read"):
+        models.load_model(model)
+
+
 def test_closed_standard_input_is_one_line(world, capsys, monkeypatch):
     """A process started with stdin closed (``<&-``) has no sys.stdin at all."""
     import sys

@@ -107,7 +107,7 @@ def _not_a_model(path: Path) -> NnlmError:
 
 
 _LOADING: list[Path] = []  # model directories being loaded, to catch a cycle of mixtures
-LOAD_TRIES = 3  # a model replaced while it is read is read again, at most this often
+LOAD_TRIES = 100  # a model replaced while it is read is read again, at most this often
 
 
 def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
@@ -116,7 +116,8 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     see :func:`read_arpa`).
 
     A directory read while another process replaces it (an atomic swap between reading
-    config.json and the arrays) is read again from the start: the reader gets one whole
+    config.json and the arrays) is read again from the start, as long as each new try
+    finds a newer version (at most ``LOAD_TRIES`` times): the reader gets one whole
     version, old or new, and a mismatch is blamed on the files only when the model did
     not change meanwhile. The loaded model carries ``source_id``: the model_id of its
     config.json (None for an ARPA file), which mixtures record for their components.
@@ -148,16 +149,17 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
                         "component is the mixture); rebuild it with other components")
     _LOADING.append(real)
     try:
-        for attempt in range(LOAD_TRIES):
+        for _ in range(LOAD_TRIES):
             header = read_header(path)
             try:
                 model = _load_dir(path, header)
                 model.source_id = header.get("model_id")
                 return model
             except NnlmError:
-                if attempt + 1 == LOAD_TRIES or not _replaced_since(path, header):
+                if not _replaced_since(path, header):
                     raise
-        raise AssertionError("unreachable")
+        raise NnlmError(f"{path}: replaced {LOAD_TRIES} times while it was being read; load "
+                        "it again once the program writing it is done")
     finally:
         _LOADING.pop()
 
