@@ -212,3 +212,36 @@ def test_score_json_is_one_object_per_input_line(tmp_path, capsys):
     assert rows[1]["perplexity"] is None and rows[2]["oov"] == 2
     assert len(rows[0]["per_token"]) == 6 and rows[0]["per_token"][-1]["word"] == "</s>"
     assert abs(sum(t["log10_prob"] for t in rows[0]["per_token"]) - rows[0]["log10_prob"]) < 1e-9
+
+
+def test_every_command_that_runs_a_network_takes_the_same_speed_flags(tmp_path, capsys):
+    """eval, score, rescore, mix, generate and serve all take --bf16, --device and
+    --threads; mix --bf16 really scores the network in bfloat16 (its valid perplexity
+    moves a little, within the documented 0.01%-ish tolerance of a tiny network, and is
+    not the float32 number bit for bit), and serve's loader sets the network to bf16."""
+    import argparse
+
+    from conftest import toy_world
+    from nnlm.cli.main import build_parser
+    from nnlm.serve.registry import load_models
+
+    parser = build_parser()
+    commands = {a.dest: a for a in parser._subparsers._group_actions}["command"].choices
+    for name in ("eval", "score", "rescore", "mix", "generate", "serve"):
+        flags = {o for act in commands[name]._actions for o in act.option_strings}
+        assert {"--bf16", "--device", "--threads"} <= flags, name
+    assert isinstance(commands["mix"], argparse.ArgumentParser)
+
+    w = toy_world(tmp_path)
+    valid = str(w / "toy/valid.txt")
+    assert main(["mix", str(w / "nplm"), str(w / "kn3"), "--valid", valid, "--threads", "1",
+                 "--bf16", "-o", str(tmp_path / "mix")]) == 0
+    from nnlm.experiments.mixing import mix_models
+
+    ppl = {bf16: mix_models([w / "nplm", w / "kn3"], valid, weights=[0.5, 0.5],
+                            speed=argparse.Namespace(bf16=bf16, device="cpu", threads=1)
+                            ).perplexity for bf16 in (False, True)}
+    assert ppl[False] != ppl[True] and abs(ppl[True] / ppl[False] - 1) < 0.02, ppl
+    assert main(["generate", str(w / "nplm"), "-n", "2", "--seed", "1", "--bf16"]) == 0
+    served = load_models([str(w / "nplm")], 0.0, 1024, 1, bf16=True)
+    assert all(lm.bf16 for lm in next(iter(served.values())).lm.neural_parts())

@@ -219,6 +219,7 @@ LOCAL_IMPORTS = {
     "serve/registry.py": "torch's runtime loads only for a neural model",
     "experiments/reproduce.py": "each row's family (torch for the networks) loads for it",
     "experiments/demo.py": "the demo's network trains with torch, loaded for it",
+    "experiments/mixing.py": "torch's runtime loads only to place a mixture's networks",
 }
 
 

@@ -126,17 +126,33 @@ def add_neural_scoring_arguments(parser) -> None:
                         "(by default it loads as KenLM loads it, with a warning giving the "
                         "largest sum)")
     group = parser.add_argument_group("neural models")
-    group.add_argument("--bf16", action="store_true",
-                       help="bfloat16 products, about 4x faster; perplexity within about "
-                       "0.01%% (per-token log-probabilities within ~0.05)")
+    add_speed_arguments(group)
     group.add_argument("--self-normalized", action="store_true",
                        help="score each word by its raw output y_w, without the sum over the "
                        "vocabulary (Devlin et al. 2014): 20x faster or more, right only for a "
                        "model trained to keep log Z near 0 (--objective selfnorm or nce). "
                        "Reports the mean and spread of log Z measured on the text")
+
+
+def add_speed_arguments(group) -> None:
+    """--bf16, --device and --threads: the same speed flags on every command that runs a
+    network (eval, score, rescore, mix, generate, serve)."""
+    group.add_argument("--bf16", action="store_true",
+                       help="bfloat16 products, about 4x faster; perplexity within about "
+                       "0.01%% (per-token log-probabilities within ~0.05)")
     add_device_argument(group)
     group.add_argument("--threads", type=positive_int, default=None,
                        help="torch threads (default: all cores)")
+
+
+def configure_speed(model, args) -> list:
+    """Place ``model``'s networks as --device, --bf16 and --threads say; its neural parts
+    (an empty list, and nothing imported, for a count-based model on the CPU)."""
+    if args.device == "cpu" and not args.bf16 and not model.neural_parts():
+        return []
+    from ..neural.runtime import configure_for_scoring
+
+    return configure_for_scoring(model, args.device, args.bf16, False, args.threads)
 
 
 def fixed_vocabulary(args):

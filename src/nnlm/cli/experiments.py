@@ -9,6 +9,7 @@ from ..base.argtypes import (
     positive_int,
     unit_interval,
 )
+from .common import add_speed_arguments
 
 
 def add_parsers(sub) -> None:
@@ -21,7 +22,8 @@ def add_parsers(sub) -> None:
         epilog="examples:\n"
         "  nnlm mix --valid data/brown/valid.txt runs/mlp1 runs/delint3 -o runs/mlp2\n"
         "  nnlm mix --valid data/brown/valid.txt runs/mlp1 runs/delint3 --weights 0.5 0.5 "
-        "-o runs/mlp2-fixed")
+        "-o runs/mlp2-fixed\n"
+        "  nnlm mix --valid data/brown/valid.txt runs/deep runs/kn5 --bf16 -o runs/deep+kn5")
     mix.add_argument("models", type=Path, nargs="+", metavar="MODEL")
     mix.add_argument("--valid", dest="valid_path", type=Path, required=True, metavar="VALID",
                      help="held-out text: EM fits the weights on it; perplexities reported")
@@ -33,6 +35,7 @@ def add_parsers(sub) -> None:
                      help="one weight vector per context-frequency bucket, counted on TRAIN")
     mix.add_argument("--iterations", type=positive_int, default=30,
                      help="EM iterations (default: 30)")
+    add_speed_arguments(mix.add_argument_group("neural models"))
 
     rep = sub.add_parser(
         "reproduce", help="reproduce Table 1 of the paper on Brown, side by side",
@@ -69,7 +72,7 @@ def cmd_mix(args) -> None:
     from ..experiments.mixing import mix_models
 
     done = mix_models(args.models, args.valid_path, args.output, args.weights, args.per_bucket,
-                      args.iterations)
+                      args.iterations, speed=args)
     for path, ppl in zip(args.models, done.component_perplexities):
         print(f"{str(path):<40} valid perplexity {ppl:.2f}")
     mean = done.mixture.weights.mean(axis=0)

@@ -26,7 +26,9 @@ from .common import (
     add_device_argument,
     add_force,
     add_sentence_arguments,
+    add_speed_arguments,
     add_vocabulary_arguments,
+    configure_speed,
     fixed_vocabulary,
     load_model_as,
 )
@@ -231,6 +233,7 @@ def add_parsers(sub) -> None:
     gen.add_argument("--max-words", type=positive_int, default=50,
                      help="stop a sentence after N words (default: 50)")
     gen.add_argument("--seed", type=seed, default=None, help="random seed (default: random)")
+    add_speed_arguments(gen.add_argument_group("neural models"))
 
     nb = sub.add_parser("neighbors", help="nearest words by their feature vectors C",
                         description="The words whose feature vectors (rows of C) are most "
@@ -305,6 +308,7 @@ def cmd_generate(args) -> None:
     from ..models import load_model
 
     model = load_model(args.model)
+    configure_speed(model, args)
     for sentence in model.generate(args.n, args.prompt, temperature=args.temperature,
                                    top_k=args.top_k, max_words=args.max_words, seed=args.seed):
         print(sentence)

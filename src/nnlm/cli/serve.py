@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..base.argtypes import positive_float, positive_int, ranged
+from .common import add_speed_arguments
 
 
 def add_parsers(sub) -> None:
@@ -47,8 +48,7 @@ call (waiting at most --batch-wait seconds); --workers N runs N processes.""")
                     "requests to join it, in [0, 1] (default: 0.002; 0: no batching)")
     sv.add_argument("--max-batch", type=positive_int, default=16384, metavar="TOKENS",
                     help="the most tokens one merged model call scores (default: 16384)")
-    sv.add_argument("--threads", type=positive_int, default=None,
-                    help="torch threads for neural models (default: all cores)")
+    add_speed_arguments(sv.add_argument_group("neural models"))
     sv.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                     default="info", help="uvicorn's log level (default: info)")
 
@@ -57,7 +57,7 @@ def cmd_serve(args) -> None:
     from ..serve.runner import serve
 
     serve(args.models, args.host, args.port, args.workers, args.timeout, args.batch_wait,
-          args.max_batch, args.threads, args.log_level)
+          args.max_batch, args.threads, args.log_level, args.bf16, args.device)
 
 
 HANDLERS = {"serve": cmd_serve}

@@ -32,11 +32,15 @@ class MixResult:
 
 def mix_models(paths: Sequence[str | os.PathLike], valid_path: str | os.PathLike,
                output: str | os.PathLike | None = None, weights: Sequence[float] | None = None,
-               per_bucket: str | os.PathLike | None = None, iterations: int = 30) -> MixResult:
+               per_bucket: str | os.PathLike | None = None, iterations: int = 30,
+               speed=None) -> MixResult:
     """``nnlm mix``: load the models, fit their weights by EM on the validation text (or
     take ``weights``; per frequency bucket of the context when ``per_bucket`` names the
     text that counts contexts), and save the mixture to ``output`` if given. Each
     component's validation scores are computed once, for the report, EM and the mixture.
+    ``speed``: where and how the networks score (an object with ``bf16``, ``device`` and
+    ``threads``, as the command line's options; None: float32 on the CPU). The saved
+    mixture records none of it.
     """
     if output is not None:
         check_model_output(output, Mixture.kind)
@@ -48,6 +52,10 @@ def mix_models(paths: Sequence[str | os.PathLike], valid_path: str | os.PathLike
         buckets = ContextBuckets.from_stream(read_stream(per_bucket, models[0].vocab),
                                              len(models[0].vocab))
     mixture = Mixture(models, weights=weights, buckets=buckets)
+    if speed is not None and (speed.bf16 or speed.device != "cpu" or mixture.neural_parts()):
+        from ..neural.runtime import configure_for_scoring
+
+        configure_for_scoring(mixture, speed.device, speed.bf16, False, speed.threads)
     valid = read_stream(valid_path, mixture.vocab)
     lp = mixture.component_logprobs(valid)
     each = [evaluation_from_logprobs(valid, row, mixture.vocab).perplexity for row in lp]

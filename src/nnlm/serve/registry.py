@@ -39,7 +39,7 @@ class ServedModel:
     batcher: Batcher
     created: int  # the model file's modification time (OpenAI's ``created``)
     stamp: tuple = ()  # its files as loaded (file_stamp)
-    options: tuple = ()  # (wait, max_rows, threads): how to load it again
+    options: tuple = ()  # (wait, max_rows, threads, bf16, device): how to load it again
     broken: tuple | None = None  # the stamp of a version that failed to load, and why
 
     @property
@@ -110,9 +110,10 @@ def parse_spec(spec: str) -> tuple[str, Path]:
     return stem, path
 
 
-def load_one(name: str, path: Path, wait: float, max_rows: int,
-             threads: int | None = None) -> ServedModel:
-    """One model, loaded with every mapped section checked against its checksum."""
+def load_one(name: str, path: Path, wait: float, max_rows: int, threads: int | None = None,
+             bf16: bool = False, device: str = "cpu") -> ServedModel:
+    """One model, loaded with every mapped section checked against its checksum; its
+    networks (if any) placed on ``device`` and scoring in bfloat16 if ``bf16``."""
     from ..models import load_model
     from ..ngram.store.trie_layout import verifying
 
@@ -121,16 +122,16 @@ def load_one(name: str, path: Path, wait: float, max_rows: int,
     stamp = file_stamp(path)
     with verifying():
         lm = load_model(path)
-    if lm.neural_parts():
+    if lm.neural_parts() or bf16 or device != "cpu":
         from ..neural.runtime import configure_for_scoring
 
-        configure_for_scoring(lm, "cpu", False, False, threads)
+        configure_for_scoring(lm, device, bf16, False, threads)
     return ServedModel(name, path, lm, Batcher(lm, wait, max_rows), int(path.stat().st_mtime),
-                       stamp, (wait, max_rows, threads))
+                       stamp, (wait, max_rows, threads, bf16, device))
 
 
-def load_models(specs: list[str], wait: float, max_rows: int, threads: int | None = None
-                ) -> dict[str, ServedModel]:
+def load_models(specs: list[str], wait: float, max_rows: int, threads: int | None = None,
+                bf16: bool = False, device: str = "cpu") -> dict[str, ServedModel]:
     """Load every model (NnlmError naming the first that fails); names must differ."""
     out: dict[str, ServedModel] = {}
     for spec in specs:
@@ -138,5 +139,5 @@ def load_models(specs: list[str], wait: float, max_rows: int, threads: int | Non
         if name in out:
             raise NnlmError(f"two models are named {name!r} ({out[name].path} and {path}); "
                             f"name them: NAME=PATH")
-        out[name] = load_one(name, path, wait, max_rows, threads)
+        out[name] = load_one(name, path, wait, max_rows, threads, bf16, device)
     return out
