@@ -245,3 +245,41 @@ def test_every_command_that_runs_a_network_takes_the_same_speed_flags(tmp_path, 
     assert main(["generate", str(w / "nplm"), "-n", "2", "--seed", "1", "--bf16"]) == 0
     served = load_models([str(w / "nplm")], 0.0, 1024, 1, bf16=True)
     assert all(lm.bf16 for lm in next(iter(served.values())).lm.neural_parts())
+
+
+def test_eval_signs_what_made_its_number(tmp_path, capsys, monkeypatch):
+    """eval's JSON (and its text) carries a signature in sacrebleu's manner: nnlm's version,
+    the model's identity, the vocabulary's and the scored tokens' fingerprints, how it
+    scored. The same tokens read from stdin sign the same; another save of the model, or
+    another text, signs differently."""
+    import io
+    import json
+
+    from nnlm.base.version import __version__
+
+    assert main(["prepare", "toy", str(tmp_path / "toy"), "--train-sentences", "200"]) == 0
+    assert main(["ngram", "train", str(tmp_path / "toy/train.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0
+    valid = tmp_path / "toy/valid.txt"
+
+    def signed(model, text, stdin=None):
+        if stdin is not None:
+            monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        capsys.readouterr()
+        assert main(["eval", str(model), str(text), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    first = signed(tmp_path / "kn", valid)
+    assert first["signature"].startswith(f"nnlm:{__version__}|model:kn:")
+    assert f"tokens:{first['tokens']}|scoring:fp32" in first["signature"]
+    assert signed(tmp_path / "kn", "-", valid.read_bytes())["signature"] == first["signature"]
+    other_text = signed(tmp_path / "kn", tmp_path / "toy/test.txt")
+    assert other_text["text_fingerprint"] != first["text_fingerprint"]
+    assert main(["ngram", "train", str(tmp_path / "toy/train.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0  # saved again
+    again = signed(tmp_path / "kn", valid)
+    assert again["model_identity"] != first["model_identity"]
+    assert again["perplexity"] == first["perplexity"]
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "kn"), str(valid)]) == 0
+    assert f"signature:   {again['signature']}" in capsys.readouterr().out

@@ -44,3 +44,25 @@ def test_every_command_takes_log_every_and_long_scoring_reports(tmp_path, monkey
     os.environ.pop("NNLM_PROGRESS_SECONDS", None)
     assert main(["eval", str(tmp_path / "lm"), str(long), "--log-every", "-1"]) == 2
     assert "--log-every" in capsys.readouterr().err
+
+
+def test_training_lines_carry_a_fresh_loss_and_the_epochs_mean(tmp_path, monkeypatch, capsys):
+    """Each progress line of training says the loss of the updates since the line before
+    (it moves from line to line) beside the epoch's running mean."""
+    import re
+
+    from conftest import toy_world
+    from nnlm.cli import main
+    from nnlm.neural.training.train import Trainer
+
+    w = toy_world(tmp_path)
+    monkeypatch.setattr(Trainer, "LOG_EVERY", 2)
+    monkeypatch.setenv("NNLM_PROGRESS_SECONDS", "1e-9")
+    capsys.readouterr()
+    assert main(["train", str(w / "toy/train.txt"), "--valid", str(w / "toy/valid.txt"),
+                 "--preset", "tiny", "--max-steps", "12", "--threads", "1",
+                 "-o", str(tmp_path / "m")]) == 0
+    pairs = re.findall(r"loss=([\d.]+), mean=([\d.]+)", capsys.readouterr().err)
+    fresh = [float(a) for a, _ in pairs]
+    assert len(set(fresh)) >= 3, pairs  # a new number as the updates go
+    assert any(a != m for a, m in pairs), pairs  # not the running mean under another name

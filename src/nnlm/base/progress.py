@@ -4,7 +4,8 @@ On a terminal, a tqdm bar. In a pipe, a log file or CI, where a bar would be noi
 line on stderr every ``--log-every`` seconds (every command takes it; it sets
 ``NNLM_PROGRESS_SECONDS``, which worker processes inherit; default 60; 0 turns the
 lines off): ``epoch 2/5: 1,200/3,164 batch (38%), 4:10 elapsed, ETA 6:49, loss=5.102,
-words_s=41,203``.
+mean=5.230, words_s=41,203`` (loss: the updates since the last line; mean: the
+epoch's).
 """
 
 from __future__ import annotations

@@ -171,6 +171,29 @@ def cmd_rescore(args) -> None:
               file=sys.stderr)
 
 
+def evaluation_signature(model, args, stream) -> dict:
+    """What made a reported number, in sacrebleu's manner: nnlm's version, the model (its
+    kind and identity: the model_id of a directory, which changes at every save, or the
+    SHA-256 of a file), its vocabulary's fingerprint, the scored tokens' fingerprint (a
+    SHA-256 of their ids, so the same text under another name matches) and how the
+    networks scored. Two numbers with the same signature are comparable."""
+    from ..base.digest import sha256_hex
+    from ..base.version import __version__
+    from ..model_files import model_identity
+
+    identity = model_identity(args.model, model)
+    text = sha256_hex(stream.ids.tobytes())[:12]
+    scoring = "bf16" if args.bf16 else "fp32"
+    if args.self_normalized:
+        scoring += "+selfnorm"
+    parts = [f"nnlm:{__version__}", f"model:{model.kind}:{identity.removeprefix('sha256:')[:12]}",
+             f"vocab:{model.vocab.fingerprint[:12]}", f"text:{text}",
+             f"tokens:{len(stream.ids)}", f"scoring:{scoring}"]
+    return {"nnlm_version": __version__, "model_identity": identity,
+            "vocab_fingerprint": model.vocab.fingerprint, "text_fingerprint": text,
+            "signature": "|".join(parts)}
+
+
 def cmd_eval(args) -> None:
     from ..lm import evaluate
     from ..text.corpus import read_stream
@@ -198,11 +221,12 @@ def cmd_eval(args) -> None:
         result.update(report)
         for w in warnings:
             print(f"nnlm: warning: {w}", file=sys.stderr)
+    signature = evaluation_signature(model, args, stream)
     if args.json:  # strict JSON: a non-finite number becomes null
         finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v
                   for k, v in result.items()}
-        print(json.dumps({"model": str(args.model), "text": str(args.text), **finite},
-                         allow_nan=False))
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **finite,
+                          **signature}, allow_nan=False))
         return
     print(f"model:       {args.model}\ntext:        {args.text}")
     print(f"sentences:   {result['sentences']:,}")
@@ -213,6 +237,7 @@ def cmd_eval(args) -> None:
         if args.self_normalized else ""
     print(f"perplexity:  {result['perplexity']:.3f}  "
           f"(without <unk> tokens: {result['perplexity_without_unk']:.3f}){scoring}")
+    print(f"signature:   {signature['signature']}")
     if parts:
         print("\n".join(describe_report(result)))
 

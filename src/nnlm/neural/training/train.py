@@ -299,6 +299,7 @@ class Trainer:
         each, advancing the counters (the Hogwild scheme hands them to workers instead)."""
         st = self.state
         graphed = self._graphed_step()
+        window = (st.train_nll, st.train_tokens)  # the sums at the last progress line
         for _, contexts, targets in plan.range(st.step_in_epoch, until, self.scheme.batch_part(),
                                                pin=graphed is not None):
             self.interrupt.check()
@@ -319,7 +320,11 @@ class Trainer:
                 self._flush_graphed()
                 rate = (plan.words(st.step_in_epoch) - words_at_start) / max(
                     time.perf_counter() - started, 1e-9)
-                bar.set_postfix(loss=f"{st.train_nll / st.train_tokens:.3f}",
+                # loss: the updates since the last line (fresh each line); mean: the epoch's
+                recent = (st.train_nll - window[0]) / max(st.train_tokens - window[1], 1)
+                window = (st.train_nll, st.train_tokens)
+                bar.set_postfix(loss=f"{recent:.3f}",
+                                mean=f"{st.train_nll / max(st.train_tokens, 1):.3f}",
                                 words_s=f"{rate:,.0f}")
         self._flush_graphed()
 
