@@ -1,6 +1,8 @@
 """The command line: each command end to end, and one clear line with exit 2 on user errors."""
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -283,3 +285,35 @@ def test_eval_signs_what_made_its_number(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert main(["eval", str(tmp_path / "kn"), str(valid)]) == 0
     assert f"signature:   {again['signature']}" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_shell_completion_completes_commands_options_and_choices(tmp_path, capsys):
+    """`nnlm completion bash`, loaded into a real bash, completes what --help names:
+    commands, subcommands, options, fixed choices (and presets), files elsewhere."""
+    import subprocess
+
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "nnlm.bash"
+    script.write_text(capsys.readouterr().out)
+    (tmp_path / "corpus.txt").write_text("x\n")
+    cases = {
+        "nnlm tr": "train",
+        "nnlm ngram co": "convert",
+        "nnlm ngram train corpus.txt --met": "--method",
+        "nnlm ngram train corpus.txt --method k": "kn",
+        "nnlm train --preset dee": "deep",
+        "nnlm eval --js": "--json",
+        "nnlm mix --bf": "--bf16",
+        "nnlm eval runs/kn5 corp": "corpus.txt",
+    }
+    program = [f"source {script}",
+               't() { COMP_WORDS=($1); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMPREPLY=(); '
+               '_nnlm; echo "${COMPREPLY[*]}"; }']
+    program += [f"t {shlex.quote(line)}" for line in cases]
+    done = subprocess.run(["bash", "-c", "\n".join(program)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == list(cases.values()), done.stdout
+    assert main(["completion", "zsh"]) == 0
+    assert "bashcompinit" in capsys.readouterr().out

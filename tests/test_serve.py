@@ -420,7 +420,15 @@ def test_page_in_a_real_browser(app, tmp_path):
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url + "/")
+        # before anything is typed: the placeholder's context, said so, not another's
+        page.wait_for_function("document.querySelectorAll('#next-out .card').length == 4")
+        placeholder = page.get_attribute("#context", "placeholder")
+        assert placeholder in page.text_content("#next-caption")
+        assert "example" in page.text_content("#next-caption")
         page.fill("#context", "the cat")
+        page.wait_for_function("document.getElementById('next-caption').textContent"
+                               ".includes('the cat')")
+        assert "example" not in page.text_content("#next-caption")
         page.wait_for_function("document.querySelectorAll('#next-out .card').length == 4 && "
                                "document.querySelectorAll('#next-out .bars li').length >= 20")
         bars = page.eval_on_selector_all("#next-out .card", "cs => cs.map(c => "

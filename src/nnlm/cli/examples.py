@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 EXAMPLES = {
+    "completion": ['eval "$(nnlm completion bash)"      # in ~/.bashrc',
+                   'eval "$(nnlm completion zsh)"       # in ~/.zshrc'],
     "prepare brown": ["nnlm prepare brown data/brown            # the paper's split of Brown",
                       "nnlm prepare brown data/brown --paper-cut"],
     "prepare toy": ["nnlm prepare toy data/toy", "nnlm prepare toy data/toy --train-sentences "

@@ -15,13 +15,13 @@ from ..base.errors import NnlmError, NnlmWarning
 from ..file_kinds import check_file_output
 from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
-from . import data, experiments, neural, ngram, scoring, serve
+from . import data, experiments, neural, ngram, scoring, serve, shell
 from .common import Parser, add_log_every, is_leaf, walk_parsers
 from .examples import add_examples
 from .flags import as_flags
 from .guards import check_distinct, output_lock
 
-GROUPS = (data, ngram, scoring, neural, experiments, serve)  # the order of nnlm --help
+GROUPS = (data, ngram, scoring, neural, experiments, serve, shell)  # nnlm --help's order
 
 EPILOG = """\
 examples:
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"nnlm {__version__}")
+    parser.set_defaults(root_parser=parser)  # nnlm completion writes its script from it
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for group in GROUPS:
         group.add_parsers(sub)

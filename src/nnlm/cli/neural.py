@@ -81,8 +81,9 @@ def add_parsers(sub) -> None:
                     help="validation text (early stopping, learning-rate decay)")
     tr.add_argument("-o", "--output", type=Path, required=True, metavar="CKPT",
                     help="checkpoint directory")
-    tr.add_argument("--preset", default=None, metavar="NAME",
-                    help="start from a named architecture (default: mlp1)")
+    preset = tr.add_argument("--preset", default=None, metavar="NAME",
+                             help="start from a named architecture (default: mlp1)")
+    preset.completion_choices = PRESET_NAMES  # checked later, with a suggestion for a typo
     tr.add_argument("--recipe", default=None, choices=list(RECIPES),
                     help="how to train: paper (the paper's SGD), fast (AdamW + dropout, the "
                     "default for mlp presets), modern, tiny")
