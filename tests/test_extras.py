@@ -110,3 +110,49 @@ def test_pip_install_without_the_neural_extra(world, tmp_path):
     refused = run("eval", world / "nplm", world / "toy/test.txt")
     assert refused.returncode == 2 and 'pip install ".[neural]"' in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_python_m_build_gives_an_sdist_and_a_wheel_with_the_compiled_parts(tmp_path):
+    """``python -m build`` over the tracked files (as a fresh clone has them) writes an
+    sdist holding the C sources and their headers, and a wheel, built from that sdist,
+    holding both compiled extensions and the package data; the wheel's compiled query
+    module imports and answers from the wheel alone."""
+    import shutil
+    import tarfile
+    import zipfile
+
+    pytest.importorskip("build", reason="the build package is not installed (dev extra)")
+    root = Path(__file__).parents[1]
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True)
+    if files.returncode != 0:
+        pytest.skip("not a git checkout")
+    tree = tmp_path / "tree"
+    for rel in files.stdout.splitlines():
+        if (root / rel).is_file():
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, tree / rel)
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "-o",
+                           str(tmp_path / "dist"), str(tree)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (sdist,) = (tmp_path / "dist").glob("nnlm-*.tar.gz")
+    (wheel,) = (tmp_path / "dist").glob("nnlm-*.whl")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"src/nnlm/decoding/_kenlm_query.c", "src/nnlm/ngram/store/_trie.c",
+            "src/nnlm/ngram/store/level_spec.h", "src/nnlm/ngram/store/pointers.h",
+            "LICENSE", "README.md"} <= names
+    with zipfile.ZipFile(wheel) as z:
+        inside = z.namelist()
+        z.extractall(tmp_path / "wheel")
+    assert any(n.startswith("nnlm/decoding/_kenlm_query.") and n.endswith(".so")
+               for n in inside), inside
+    assert any(n.startswith("nnlm/ngram/store/_trie.") for n in inside if n.endswith(".so"))
+    assert "nnlm/serve/page.html" in inside and "nnlm/py.typed" in inside
+    probe = subprocess.run([sys.executable, "-c", (
+        "import nnlm, nnlm.decoding._kenlm_query as q; print(nnlm.__file__, q.__file__)")],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "wheel"), "PATH": "/usr/bin:/bin"})
+    assert probe.returncode == 0, probe.stderr
+    assert all(p.startswith(str(tmp_path / "wheel")) for p in probe.stdout.split())
