@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base.errors import NnlmError, a
-from ..lm import LanguageModel
+from ..lm import LOG10_E, LanguageModel
 from ..models import load_model
 from ..text.vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 from .core import DecoderCore, DecoderTypeError, DecoderValueError, sentence_words
@@ -65,6 +65,24 @@ class State:
 
     def __repr__(self) -> str:
         return f"State({self.words})"
+
+
+@dataclass(frozen=True)
+class NextWords:
+    """What :meth:`Model.advance` returns without words: every next word's score after
+    each of B states (NGPU-LM's ``advance(states) -> scores[B, V]``)."""
+
+    log10: np.ndarray  # float64 (B, |V|): log10 p(w | states[b]); -inf for <s>
+    contexts: np.ndarray  # int64 (B, n-1): the states' words
+    serial: int  # the model that wrote them
+
+    def state(self, row: int, word: int) -> State:
+        """The state after word id ``word`` follows ``states[row]``: built only for the
+        pairs a decoder keeps (B x |V| of them would be millions of objects)."""
+        words = tuple(self.contexts[row, 1:].tolist()) + (int(word),)
+        state = State(words[-self.contexts.shape[1]:] if self.contexts.shape[1] else ())
+        state._owner = self.serial
+        return state
 
 
 @dataclass(frozen=True)
@@ -123,18 +141,27 @@ class Model:
         return float(result.log10[0])
 
     # -- batched -------------------------------------------------------------------------
-    def advance(self, states: Sequence[State], words: Sequence[str | int]) -> Advance:
+    def advance(self, states: Sequence[State],
+                words: Sequence[str | int] | None = None) -> Advance | NextWords:
         """Score ``words[i]`` after ``states[i]`` for every hypothesis i in one call; a
-        word is a str or an id of the vocabulary."""
-        if len(states) != len(words):
-            raise DecoderValueError(f"advance: {len(states)} states but {len(words)} words")
+        word is a str or an id of the vocabulary. Without ``words``: the score of every
+        word of the vocabulary after each state (:class:`NextWords`, a [B, |V|] array),
+        one batched call into the model (a back-off model's dense rows, a network's
+        forward pass); :mod:`nnlm.decoding.dense` does the same with torch tensors on
+        the CPU or a GPU."""
         core, k = self.core, self.order - 1
+        if words is not None and len(states) != len(words):
+            raise DecoderValueError(f"advance: {len(states)} states but {len(words)} words")
         contexts = np.empty((len(states), k), np.int64)
         for i, s in enumerate(states):
             w = core.own(s, State, name="states[i]").words
             if len(w) != k:
                 w = ((BOS_ID,) * k + tuple(w))[-k:] if k else ()
             contexts[i] = w
+        if words is None:
+            core.check_contexts(contexts)
+            log10 = np.asarray(self.lm.next_logprobs(contexts), np.float64) * LOG10_E
+            return NextWords(log10, contexts, core.serial)
         ids = np.array([core.word_id(w, ids=True) for w in words], np.int64)
         log10, length = core.scores(contexts, ids)
         nxt = np.concatenate([contexts[:, 1:], ids[:, None]], axis=1) if k else contexts

@@ -174,14 +174,30 @@ class NeuralLM(LanguageModel):
         return np.asarray(contexts)[:, contexts.shape[1] - k :]
 
     @torch.no_grad()
-    def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
+    def _logits(self, ctx: torch.Tensor) -> torch.Tensor:
         self.model.eval()
-        ctx, net = self._tensor(contexts), self.model
+        net = self.model
         if net.linear_output:  # z through _hidden: a recurrent network's cached states
-            logits = net.output_logits(self._hidden(ctx), bf16=self.bf16)
-        else:
-            logits = net.scores(ctx, bf16=self.bf16)
-        return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
+            return net.output_logits(self._hidden(ctx), bf16=self.bf16)
+        return net.scores(ctx, bf16=self.bf16)
+
+    @torch.no_grad()
+    def _log_softmax(self, contexts: np.ndarray) -> np.ndarray:
+        return torch.log_softmax(self._logits(self._tensor(contexts)).double(),
+                                 dim=1).cpu().numpy()
+
+    @torch.no_grad()
+    def next_log_softmax(self, contexts: torch.Tensor) -> torch.Tensor:
+        """float32 [B, |V|] log-distributions after ``contexts`` (a LongTensor [B, n-1]),
+        left on the network's device: the batched whole-vocabulary step of a GPU decoder
+        (:mod:`nnlm.decoding.dense`)."""
+        k = self.model.config.context_size
+        ctx = contexts[:, contexts.shape[1] - k:].to(self.model.device)
+        out = torch.empty((len(ctx), len(self.vocab)), dtype=torch.float32, device=ctx.device)
+        for i in range(0, len(ctx), EVAL_BATCH):
+            out[i:i + EVAL_BATCH] = torch.log_softmax(
+                self._logits(ctx[i:i + EVAL_BATCH]).float(), dim=1)
+        return out
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         """Exact distributions (self-normalized scoring applies to ``target_logprobs``)."""
@@ -437,6 +453,11 @@ class ShortListLM(NeuralLM):
         out[:, :K] = net[:, :K]
         out[:, K:] = net[:, K : K + 1] + tail[:, K:] - logsumexp(tail[:, K:], axis=1)[:, None]
         return out
+
+    def next_log_softmax(self, contexts: torch.Tensor) -> torch.Tensor:
+        """The short-list's rows (network and n-gram together), on the network's device."""
+        rows = self._rows_logprobs(contexts.cpu().numpy())
+        return torch.from_numpy(rows).float().to(self.model.device)
 
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self.self_normalized:

@@ -1,0 +1,183 @@
+"""The whole vocabulary in one step, as tensors: a batch of decoder states in, the score of
+every next word out, on the CPU or a GPU.
+
+NGPU-LM (Bataev et al., Interspeech 2025) turns a back-off model into tensors and
+advances a batch of hypotheses over the whole vocabulary at once,
+``advance(states[B]) -> scores[B, V]``, which is what a GPU beam search (or greedy
+decoding with shallow fusion) over a subword vocabulary needs: the acoustic model's
+outputs and the LM's scores are then two [B, V] tensors to add.
+
+A state here is a context: the last k = n - 1 word ids (``NO_WORD`` where there is
+none; ``<s>``-padded at a sentence's start), a ``LongTensor [B, k]``. The state after
+word w is the context shifted by one with w appended (:func:`next_contexts`): a decoder
+computes it only for the (row, word) pairs it keeps.
+
+For a back-off model (Katz 1987; Kneser-Ney as stored by :mod:`nnlm.ngram.backoff`), with
+c_j the last j words of the context and bow(c_j) = 1 where c_j is not stored:
+
+    log p(w | c_k) = log P(c_j w) + sum_{i = j+1..k} log bow(c_i)
+
+for the longest j whose n-gram (c_j w) is stored (j = 0: the unigram). One pass over the
+context lengths j = 1..k computes every row at once: start from the unigrams, and at
+each j add log bow(c_j) to the whole row, then overwrite the entries of c_j's stored
+children with log P(c_j w). The children of a context are one contiguous run of each
+order's entries grouped by context, so each pass is a gather and a scatter over the
+batch's runs, and the context ids are ``searchsorted`` over each order's sorted keys
+(``id(g2..gk) * |V| + g1``): no Python per state, the same code on the CPU and CUDA.
+
+A network gives its rows in one forward pass (:class:`TensorNetwork`), on the device
+where it runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..base.errors import NnlmError, a
+from ..text.specials import NO_WORD
+
+LOG10_E = 1.0 / math.log(10.0)
+
+
+def next_contexts(contexts: torch.Tensor, rows: torch.Tensor,
+                  words: torch.Tensor) -> torch.Tensor:
+    """The contexts after ``words[i]`` follows ``contexts[rows[i]]``: [len(rows), k]."""
+    picked = contexts[rows]
+    if picked.shape[1] == 0:
+        return picked
+    return torch.cat([picked[:, 1:], words.to(picked.dtype)[:, None]], dim=1)
+
+
+def _expand(start: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, position) of every position in every row's [start, end): the runs laid end
+    to end, vectorized (``repeat_interleave`` and one ``arange``)."""
+    sizes = (end - start).clamp_min(0)
+    rows = torch.repeat_interleave(torch.arange(len(sizes), device=sizes.device), sizes)
+    if len(rows) == 0:
+        return rows, rows
+    firsts = torch.cumsum(sizes, 0) - sizes  # where each run begins in the output
+    offset = torch.arange(len(rows), device=sizes.device) - firsts[rows]
+    return rows, start[rows] + offset
+
+
+class TensorBackoff:
+    """A back-off n-gram model's arrays as tensors on ``device`` for
+    :meth:`advance` (see the module docstring). ``dtype``: of the scores (float32 by
+    default; float64 where a caller sums probabilities)."""
+
+    def __init__(self, model, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32):
+        if not hasattr(model, "levels") or not hasattr(model, "unigram_log_bow"):
+            raise NnlmError(f"{a(getattr(model, 'kind', 'unknown'))} model is not a back-off "
+                            "n-gram model; use TensorNetwork for a network, or "
+                            "nnlm.Model.advance for any model")
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.order = model.order
+        self.k = model.order - 1
+        self.V = len(model.vocab)
+
+        def put(x, dt=torch.int64):
+            return torch.as_tensor(np.ascontiguousarray(x)).to(self.device, dt)
+
+        self.unigram = put(model.unigram_logp, dtype)
+        self.unigram_bow = put(model.unigram_log_bow, dtype)
+        # per order k = 2..n: the sorted keys (to find contexts), the back-off weights
+        # (of contexts one order up), and the entries grouped by context (children)
+        self.keys, self.bows, self.offsets, self.child_words, self.child_logp = [], [], [], [], []
+        self._sort_maps = []  # where an order's keys are not sorted (a model from ARPA)
+        for level in model.levels:
+            keys = np.asarray(level.keys, np.int64)
+            unsorted = len(keys) > 1 and bool(np.any(keys[1:] <= keys[:-1]))
+            order = np.argsort(keys, kind="stable") if unsorted else None
+            self.keys.append(put(keys[order] if unsorted else keys))
+            self._sort_maps.append(put(order) if unsorted else None)
+            self.bows.append(put(level.log_bow, dtype))
+            by = np.asarray(level.by_prefix, np.int64)
+            self.offsets.append(put(level.prefix_offsets))
+            self.child_words.append(put(np.asarray(level.last, np.int64)[by]))
+            self.child_logp.append(put(np.asarray(level.logp)[by], dtype))
+
+    def _find(self, i: int, queries: torch.Tensor) -> torch.Tensor:
+        """The entry of each key in order i + 2 (-1 where absent or the query is -1)."""
+        keys = self.keys[i]
+        if len(keys) == 0:
+            return torch.full_like(queries, -1)
+        at = torch.searchsorted(keys, queries).clamp_max(len(keys) - 1)
+        found = (keys[at] == queries) & (queries >= 0)
+        if self._sort_maps[i] is not None:
+            at = self._sort_maps[i][at]
+        return torch.where(found, at, torch.full_like(at, -1))
+
+    def context_ids(self, contexts: torch.Tensor) -> list[torch.Tensor]:
+        """ids[j-1] = the id of c_j (the last j words) at order j, -1 where not stored."""
+        if self.k == 0:
+            return []
+        ids = [contexts[:, -1].clone()]
+        for j in range(2, self.k + 1):
+            word = contexts[:, -j]
+            prev = ids[-1]
+            query = torch.where((prev >= 0) & (word >= 0), prev * self.V + word,
+                                torch.full_like(prev, -1))
+            ids.append(self._find(j - 2, query))
+        return ids
+
+    @torch.no_grad()
+    def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
+        """[B, V]: log p(w | contexts[b]) for every word w (natural log, or log10), in
+        one pass over the context lengths (module docstring)."""
+        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
+        if contexts.ndim != 2 or contexts.shape[1] != self.k:
+            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
+                            f"ids), not {list(contexts.shape)}")
+        if len(contexts) and (int(contexts.max()) >= self.V or int(contexts.min()) < NO_WORD):
+            raise NnlmError(f"advance: a context word id is outside 0 .. {self.V - 1} (or "
+                            f"{NO_WORD}: no word)")
+        B = len(contexts)
+        row = self.unigram.expand(B, self.V).clone()
+        for j, ids in enumerate(self.context_ids(contexts), start=1):
+            present = ids >= 0
+            safe = ids.clamp_min(0)
+            bow_table = self.unigram_bow if j == 1 else self.bows[j - 2]
+            row += torch.where(present, bow_table[safe], torch.zeros((), dtype=self.dtype,
+                                                                     device=self.device))[:, None]
+            offsets = self.offsets[j - 1]
+            start = torch.where(present, offsets[safe], torch.zeros_like(safe))
+            end = torch.where(present, offsets[safe + 1], torch.zeros_like(safe))
+            r, pos = _expand(start, end)
+            row[r, self.child_words[j - 1][pos]] = self.child_logp[j - 1][pos]
+        return row * LOG10_E if log10 else row
+
+
+class TensorNetwork:
+    """A network of the neural family behind the same :meth:`advance`: one forward pass
+    for the batch, on the device it was placed on, its rows kept there."""
+
+    def __init__(self, lm):
+        if not hasattr(lm, "next_log_softmax"):
+            raise NnlmError(f"{a(getattr(lm, 'kind', 'unknown'))} model is not a network; "
+                            "use TensorBackoff for a back-off n-gram model")
+        self.lm = lm
+        self.order = lm.order
+        self.k = lm.order - 1
+        self.V = len(lm.vocab)
+        self.device = next(lm.model.parameters()).device
+
+    @torch.no_grad()
+    def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
+        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
+        out = self.lm.next_log_softmax(contexts)
+        return out * LOG10_E if log10 else out
+
+
+def tensor_lm(model, device: str | torch.device | None = None):
+    """The tensor form of ``model`` for a batched whole-vocabulary step: a back-off
+    model's arrays moved to ``device`` (default: the CPU), or a network where it runs."""
+    if hasattr(model, "next_log_softmax"):
+        if device is not None:
+            model.model.to(device)
+        return TensorNetwork(model)
+    return TensorBackoff(model, device or "cpu")
