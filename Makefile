@@ -14,6 +14,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[neural,distributed,dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
+	@# flashlight-text, the decoder behind torchaudio's ctc_decoder, with its own KenLM
+	@# class: the oracle of nnlm's adapter (tests/test_flashlight.py skips without it)
+	$(BIN)/python -m pip install --quiet flashlight-text || echo "flashlight-text could not be installed: its tests will skip"
 	@# lm-evaluation-harness's API client, a real client of nnlm serve: the package without
 	@# its training stack (transformers, datasets), and the three libraries its client uses
 	$(BIN)/python -m pip install --quiet --no-deps lm_eval && \

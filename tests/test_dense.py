@@ -121,3 +121,78 @@ def test_cuda_rows_equal_the_cpus(world, name):
     fin = torch.isfinite(cpu)
     assert torch.equal(fin, torch.isfinite(cuda.cpu()))
     assert (cpu[fin] - cuda.cpu().double()[fin]).abs().max() < 1e-4
+
+
+# -- CTC beam search with shallow fusion on the whole-vocabulary step -------------------
+def _emissions(V: int, T: int, seed: int) -> torch.Tensor:
+    """Noisy frames over |V| words and a blank (last), repeats included: what exercises
+    CTC's merges (a label held over frames, an extension that lands on a kept prefix)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(T, V + 1)) * 2
+    logits[:, -1] += 1.5
+    held = rng.integers(4, V)
+    logits[2:4, held] += 6  # one word held two frames
+    return torch.log_softmax(torch.from_numpy(logits), 1)
+
+
+@pytest.mark.parametrize("name", ["kn3", "kn3.arpa", "nplm"])
+def test_the_batched_beam_search_decodes_what_the_per_call_search_decodes(world, name):
+    from nnlm.decoding.ctc import beam_search, reference_beam_search
+
+    lm = load_model(world / name)
+    model = nnlm.Model(lm)
+    step = tensor_lm(lm) if name == "nplm" else TensorBackoff(lm, dtype=torch.float64)
+    for seed in range(4):
+        lp = _emissions(len(lm.vocab), 10, seed)
+        fast = beam_search(lp, step, beam=4, lm_weight=0.7, word_bonus=0.3)
+        slow = reference_beam_search(lp.numpy(), model, beam=4, lm_weight=0.7, word_bonus=0.3)
+        assert [h.words for h in fast] == [h.words for h in slow]
+        np.testing.assert_allclose([h.score for h in fast], [h.score for h in slow], atol=1e-4)
+        np.testing.assert_allclose([h.lm for h in fast], [h.lm for h in slow], atol=1e-4)
+
+
+def test_the_language_model_changes_what_is_decoded(world):
+    """With the frames ambiguous between two words, the LM's weight decides: with no LM
+    the acoustically better word wins; with a strong one, the likelier sentence."""
+    from nnlm.decoding.ctc import beam_search
+
+    lm = load_model(world / "kn3")
+    V = len(lm.vocab)
+    step = TensorBackoff(lm, dtype=torch.float64)
+    lp = _emissions(V, 8, 0)
+    plain = beam_search(lp, step, beam=1, lm_weight=0.0)[0]
+    greedy = lp.argmax(1).tolist()  # greedy CTC: collapse repeats, drop blanks
+    collapsed = [w for i, w in enumerate(greedy) if w != V and (i == 0 or w != greedy[i - 1])]
+    assert plain.words == collapsed
+    fused = beam_search(lp, step, beam=8, lm_weight=2.0)[0]
+    model = nnlm.Model(lm)
+
+    def lm_score(words):
+        return model.score(" ".join(lm.vocab.words[w] for w in words)) * np.log(10)
+
+    assert fused.words != plain.words
+    assert fused.lm == pytest.approx(lm_score(fused.words), abs=1e-6)
+    assert fused.lm > lm_score(plain.words)
+
+
+def test_beam_search_bad_input_is_one_line(world):
+    from nnlm.decoding.ctc import beam_search
+
+    lm = load_model(world / "kn3")
+    with pytest.raises(NnlmError, match="blank"):
+        beam_search(torch.zeros((3, len(lm.vocab))), lm)
+    with pytest.raises(NnlmError, match="beam must be"):
+        beam_search(torch.zeros((3, len(lm.vocab) + 1)), lm, beam=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_beam_search_on_cuda_decodes_what_the_cpu_decodes(world):
+    from nnlm.decoding.ctc import beam_search
+
+    lm = load_model(world / "kn3")
+    for seed in range(3):
+        lp = _emissions(len(lm.vocab), 12, seed)
+        cpu = beam_search(lp, TensorBackoff(lm, dtype=torch.float64), beam=6, lm_weight=0.7)
+        cuda = beam_search(lp.cuda(), TensorBackoff(lm, "cuda", torch.float64), beam=6,
+                           lm_weight=0.7)
+        assert [h.words for h in cpu] == [h.words for h in cuda]

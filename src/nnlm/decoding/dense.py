@@ -18,12 +18,14 @@ c_j the last j words of the context and bow(c_j) = 1 where c_j is not stored:
     log p(w | c_k) = log P(c_j w) + sum_{i = j+1..k} log bow(c_i)
 
 for the longest j whose n-gram (c_j w) is stored (j = 0: the unigram). One pass over the
-context lengths j = 1..k computes every row at once: start from the unigrams, and at
-each j add log bow(c_j) to the whole row, then overwrite the entries of c_j's stored
-children with log P(c_j w). The children of a context are one contiguous run of each
-order's entries grouped by context, so each pass is a gather and a scatter over the
-batch's runs, and the context ids are ``searchsorted`` over each order's sorted keys
-(``id(g2..gk) * |V| + g1``): no Python per state, the same code on the CPU and CUDA.
+context lengths j = 1..k computes every row at once: start from the unigrams plus every
+back-off weight of the context, and at each j overwrite the entries of c_j's stored
+children with log P(c_j w) plus the back-off weights of the longer contexts (their
+suffix sums, computed first, so the whole row is touched once). The children of a
+context are one contiguous run of each order's entries grouped by context, so each pass
+is a gather and a scatter over the batch's runs, and the context ids are
+``searchsorted`` over each order's sorted keys (``id(g2..gk) * |V| + g1``): no Python
+per state, the same code on the CPU and CUDA.
 
 A network gives its rows in one forward pass (:class:`TensorNetwork`), on the device
 where it runs.
@@ -137,18 +139,22 @@ class TensorBackoff:
             raise NnlmError(f"advance: a context word id is outside 0 .. {self.V - 1} (or "
                             f"{NO_WORD}: no word)")
         B = len(contexts)
-        row = self.unigram.expand(B, self.V).clone()
-        for j, ids in enumerate(self.context_ids(contexts), start=1):
-            present = ids >= 0
-            safe = ids.clamp_min(0)
-            bow_table = self.unigram_bow if j == 1 else self.bows[j - 2]
-            row += torch.where(present, bow_table[safe], torch.zeros((), dtype=self.dtype,
-                                                                     device=self.device))[:, None]
+        ids = self.context_ids(contexts)
+        zero = torch.zeros((), dtype=self.dtype, device=self.device)
+        bows = torch.zeros((len(ids) + 1, B), dtype=self.dtype, device=self.device)
+        for j, cid in enumerate(ids, start=1):
+            table = self.unigram_bow if j == 1 else self.bows[j - 2]
+            bows[j - 1] = torch.where(cid >= 0, table[cid.clamp_min(0)], zero)
+        after = torch.flip(torch.cumsum(torch.flip(bows, [0]), 0), [0])  # S_j, then 0
+        row = self.unigram[None, :] + after[0][:, None]
+        for j, cid in enumerate(ids, start=1):
+            present = cid >= 0
+            safe = cid.clamp_min(0)
             offsets = self.offsets[j - 1]
             start = torch.where(present, offsets[safe], torch.zeros_like(safe))
             end = torch.where(present, offsets[safe + 1], torch.zeros_like(safe))
             r, pos = _expand(start, end)
-            row[r, self.child_words[j - 1][pos]] = self.child_logp[j - 1][pos]
+            row[r, self.child_words[j - 1][pos]] = self.child_logp[j - 1][pos] + after[j][r]
         return row * LOG10_E if log10 else row
 
 

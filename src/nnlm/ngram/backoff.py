@@ -287,17 +287,26 @@ class BackoffNgram(LanguageModel):
         return logp[1:], length[1:m]
 
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
+        """Every word's log p after each context, in one pass over the row: with c_j the
+        last j words and S_j the sum of log bow(c_i) for i >= j, a word whose longest
+        stored n-gram is (c_j w) gets log P(c_j w) + S_{j+1}. So each row is the unigrams
+        plus S_1, then the stored children of each c_j overwritten (log space: no
+        underflow)."""
         contexts = np.asarray(contexts, np.int64)
         B = len(contexts)
-        logp = np.tile(self.unigram_logp, (B, 1))  # in log space: no underflow
-        for k, ctx in enumerate(self._context_ids(contexts), start=2):
+        ids = self._context_ids(contexts)
+        bows = np.zeros((len(ids) + 1, B))  # bows[j - 1] = log bow(c_j); a last row of 0
+        for j, ctx in enumerate(ids, start=1):
+            bows[j - 1] = self._log_bow(j, ctx)
+        after = np.cumsum(bows[::-1], axis=0)[::-1]  # after[j - 1] = S_j; after[k] = 0
+        logp = self.unigram_logp[None, :] + after[0][:, None]
+        for k, ctx in enumerate(ids, start=2):
             level = self.levels[k - 2]
             rows = np.flatnonzero(ctx >= 0)
             ctx = ctx[rows]
-            logp[rows] += self._log_bow(k - 1, ctx)[:, None]
             r, e = expand_ranges(level.prefix_offsets[ctx], level.prefix_offsets[ctx + 1])
             e = level.by_prefix[e]
-            logp[rows[r], level.last[e]] = level.logp[e]
+            logp[rows[r], level.last[e]] = level.logp[e] + after[k - 1][rows[r]]
         return logp
 
     # -- persistence (see nnlm.models) ------------------------------------------------

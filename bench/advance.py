@@ -1,0 +1,205 @@
+"""The batched whole-vocabulary step and the beam search on it, against the per-call path.
+
+    python bench/advance.py --model runs/kn5 --data data/brown [--device cuda] [--network]
+
+On Brown KN5 (|V| = 14,118), for contexts taken from the test text as a decoder meets
+them:
+- per call: ``BaseScore`` of the compiled ``nnlm.kenlm`` path (the fastest per-call path
+  nnlm has; the kenlm module too where it is installed), microseconds an entry of B x V;
+- batched: ``nnlm.Model.advance(states)`` (numpy rows), and ``nnlm.decoding.dense`` (torch,
+  float32) on the CPU and, with ``--device cuda``, on the GPU: nanoseconds an entry and
+  the speed-up over the per-call path at B = 1 ... 1024;
+- with ``--network``: the same step for an ``lstm``-shaped network (a few updates on
+  Brown train: its speed, not its quality);
+- the CTC beam search of ``nnlm.decoding.ctc`` over word-level emissions made from test
+  sentences (seeded noise), with and without KN5: word error rate and time a sentence.
+
+Rounds alternate the forms, in one process; JSON to ``--out``. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def timed(fn, seconds: float = 1.0, sync=None) -> float:
+    """Seconds a call, the best of rounds of at least ``seconds`` / 3."""
+    fn()
+    if sync:
+        sync()
+    best = float("inf")
+    for _ in range(3):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            if sync:
+                sync()
+            if time.perf_counter() - t0 >= seconds / 3:
+                break
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def decoder_contexts(lm, path: Path, n: int) -> np.ndarray:
+    """The first ``n`` contexts a left-to-right decoder meets in the text at ``path``."""
+    from nnlm.text.corpus import read_stream
+
+    stream = read_stream(path, lm.vocab)
+    for contexts, _ in stream.batches(lm.order, n):
+        return np.ascontiguousarray(contexts[:n])
+    raise SystemExit(f"{path}: empty")
+
+
+def wer(ref: list[int], hyp: list[int]) -> tuple[int, int]:
+    """(edits, reference length): Levenshtein over words."""
+    d = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        prev, d[0] = d.copy(), i
+        for j, h in enumerate(hyp, 1):
+            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (r != h))
+    return int(d[-1]), len(ref)
+
+
+def emissions(words: list[int], V: int, rng, noise: float) -> torch.Tensor:
+    """Word-level CTC frames for a sentence: each word held 1-2 frames, a blank between,
+    and Gaussian noise of scale ``noise`` on the logits (the word's own logit +5, the
+    blank's +1): an acoustic model unsure enough that the LM matters."""
+    frames = []
+    for w in words:
+        for _ in range(int(rng.integers(1, 3))):
+            frames.append(w)
+        frames.append(V)  # blank
+    logits = rng.normal(scale=noise, size=(len(frames), V + 1))
+    logits[np.arange(len(frames)), frames] += 5.0
+    logits[:, V] += 1.0
+    return torch.log_softmax(torch.from_numpy(logits), 1).float()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, default=Path("runs/kn5"))
+    p.add_argument("--data", type=Path, default=Path("data/brown"))
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--network", action="store_true", help="also an lstm-shaped network")
+    p.add_argument("--sentences", type=int, default=40, help="for the beam search")
+    p.add_argument("--beam", type=int, default=8)
+    p.add_argument("--noise", type=float, default=1.3)
+    p.add_argument("--out", type=Path, default=Path("bench/results/advance.json"))
+    args = p.parse_args()
+
+    import nnlm
+    import nnlm.kenlm as nk
+    from nnlm.decoding.ctc import beam_search
+    from nnlm.decoding.dense import TensorBackoff, tensor_lm
+    from nnlm.models import load_model
+
+    lm = load_model(args.model)
+    V = len(lm.vocab)
+    model = nnlm.Model(lm)
+    out: dict = {"python": platform.python_version(), "machine": platform.machine(),
+                 "torch": torch.__version__, "threads": torch.get_num_threads(),
+                 "model": str(args.model), "vocab": V, "order": lm.order}
+    if args.device == "cuda":
+        out["gpu"] = torch.cuda.get_device_name()
+
+    # per call: nnlm.kenlm's compiled BaseScore over every word after a few states
+    per_call = {}
+    kmodel = nk.Model(str(args.model))
+    words = lm.vocab.words[2:]  # every word but <unk> and <s>
+
+    def sweep(m, state_type):
+        s, o = state_type(), state_type()
+        m.BeginSentenceWrite(s)
+        for w in words:
+            m.BaseScore(s, w, o)
+
+    per_call["nnlm_kenlm_us"] = timed(lambda: sweep(kmodel, nk.State)) / len(words) * 1e6
+    try:
+        import kenlm  # the oracle's speed where it is installed
+
+        arpa = args.model.with_suffix(".arpa")
+        if arpa.exists():
+            km = kenlm.Model(str(arpa))
+            per_call["kenlm_us"] = timed(lambda: sweep(km, kenlm.State)) / len(words) * 1e6
+    except ImportError:
+        pass
+    out["per_call"] = per_call
+    base_ns = per_call["nnlm_kenlm_us"] * 1000
+
+    rows = []
+    contexts = decoder_contexts(lm, args.data / "test.txt", 1024)
+    cpu_step = TensorBackoff(lm)
+    gpu_step = TensorBackoff(lm, "cuda") if args.device == "cuda" else None
+    for B in (1, 8, 64, 256, 1024):
+        ctx = contexts[:B]
+        states = []
+        for c in ctx:
+            s = nnlm.State(tuple(int(x) for x in c))
+            states.append(s)
+        row = {"B": B}
+        row["numpy_ns"] = timed(lambda s=states: model.advance(s)) / (B * V) * 1e9
+        tctx = torch.from_numpy(ctx)
+        row["torch_cpu_ns"] = timed(lambda c=tctx: cpu_step.advance(c)) / (B * V) * 1e9
+        if gpu_step is not None:
+            gctx = tctx.cuda()
+            row["torch_cuda_ns"] = timed(lambda c=gctx: gpu_step.advance(c),
+                                         sync=torch.cuda.synchronize) / (B * V) * 1e9
+        for key in [k for k in row if k.endswith("_ns")]:
+            row[key.replace("_ns", "_speedup")] = base_ns / row[key]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out["backoff_step"] = rows
+
+    if args.network:
+        net = nnlm.train(args.data / "train.txt", args.data / "valid.txt", preset="lstm",
+                         max_steps=3, threads=torch.get_num_threads())
+        step = tensor_lm(net, args.device)
+        nrows = []
+        for B in (1, 8, 64, 256):
+            tctx = torch.from_numpy(contexts[:B, -(net.order - 1):]).to(args.device)
+            sync = torch.cuda.synchronize if args.device == "cuda" else None
+            ns = timed(lambda c=tctx: step.advance(c), sync=sync) / (B * V) * 1e9
+            nrows.append({"B": B, "device": args.device, "ns": ns})
+            print(json.dumps(nrows[-1]), flush=True)
+        out["network_step"] = {"preset": "lstm", "rows": nrows}
+
+    # the beam search on word-level emissions of test sentences
+    rng = np.random.default_rng(0)
+    lines = (args.data / "test.txt").read_text().splitlines()
+    picked = [ln for ln in lines if 5 <= len(ln.split()) <= 25][: args.sentences]
+    index = lm.vocab.index
+    decode = {}
+    for name, weight in (("no LM", 0.0), ("KN5", 0.8)):
+        for device in ["cpu"] + (["cuda"] if args.device == "cuda" else []):
+            step = TensorBackoff(lm, device)
+            edits = total = 0
+            t0 = time.perf_counter()
+            for ln in picked:
+                ref = [index.get(w, 0) for w in ln.split()]
+                lp = emissions(ref, V, np.random.default_rng(hash(ln) % 2**32), args.noise)
+                hyp = beam_search(lp.to(device), step, beam=args.beam, lm_weight=weight,
+                                  word_bonus=1.0 if weight else 0.0)[0].words
+                e, n = wer(ref, hyp)
+                edits, total = edits + e, total + n
+            seconds = (time.perf_counter() - t0) / len(picked)
+            decode[f"{name}, {device}"] = {"wer": edits / total, "seconds_a_sentence": seconds}
+            print(name, device, decode[f"{name}, {device}"], flush=True)
+    del rng
+    out["beam_search"] = {"sentences": len(picked), "beam": args.beam, "noise": args.noise,
+                          "results": decode}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
