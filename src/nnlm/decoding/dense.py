@@ -175,6 +175,9 @@ class TensorNetwork:
     @torch.no_grad()
     def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
         contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
+        if contexts.ndim != 2 or contexts.shape[1] != self.k:
+            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
+                            f"ids), not {list(contexts.shape)}")
         out = self.lm.next_log_softmax(contexts)
         return out * LOG10_E if log10 else out
 
