@@ -29,13 +29,15 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # pyctcdecode, the CTC decoder most Python speech systems use with KenLM, as a real client
-# of nnlm.decoding.kenlm (tests/test_kenlm_module.py): it pins numpy below 2, so it gets its own
-# environment, with the kenlm module beside it as the oracle and nnlm without torch
+# of nnlm.decoding.kenlm and of nnlm's PyctcdecodeLM (tests/test_kenlm_module.py): it pins
+# numpy below 2, so it gets its own environment, with the kenlm module beside it as the
+# oracle and torch's CPU wheel for the networks
 PYCTC := .venv-pyctcdecode
 $(PYCTC)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(PYCTC)
 	$(PYCTC)/bin/python -m pip install --quiet --upgrade pip
 	$(PYCTC)/bin/python -m pip install --quiet "numpy<2" pyctcdecode kenlm numba tqdm
+	$(PYCTC)/bin/python -m pip install --quiet "$(TORCH)" safetensors || echo "no torch: the network decodes will skip"
 	$(PYCTC)/bin/python -m pip install --quiet --no-deps -e .
 	touch $@
 

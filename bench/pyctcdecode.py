@@ -9,7 +9,8 @@ tests/pyctcdecode_client.py in pyctcdecode's environment for each kenlm module i
 --rounds times, alternating: the same synthetic CTC outputs for the first --sentences
 test lines, beam --beam. Reports each side's best decode time, its peak memory (the
 whole process: interpreter, pyctcdecode, the model), whether the beams are the same,
-and the ratios. Never run by the tests.
+and the ratios. With --network MODEL: that network through nnlm's PyctcdecodeLM against
+nnlm.kenlm under kenlm's name without its batching. Never run by the tests.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ def main() -> None:
                         help="each module gets its own one-file binary of the model: kenlm "
                         "a trie from build_binary (on the PATH), nnlm its one-file model "
                         "(nnlm ngram convert IN OUT.bin); pyctcdecode copies either")
+    parser.add_argument("--network", type=Path, metavar="MODEL",
+                        help="instead: a network through nnlm's PyctcdecodeLM (batched) "
+                        "against nnlm.kenlm under kenlm's name without batching (one pass "
+                        "per distinct State)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/pyctcdecode.json"))
     args = parser.parse_args()
     if not PYCTC.exists():
@@ -62,6 +67,9 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "nnlm", "ngram", "convert", str(arpa),
                             str(models["nnlm"])], check=True, capture_output=True)
         runs: dict[str, list[dict]] = {"kenlm": [], "nnlm": []}
+        if args.network:
+            models = {"shim0": args.network, "class": args.network}
+            runs = {"shim0": [], "class": []}
         for _ in range(args.rounds):
             for which in runs:
                 done = subprocess.run(
@@ -72,6 +80,21 @@ def main() -> None:
                 runs[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(which, runs[which][-1]["decode_seconds"], flush=True)
     best = {w: min(r, key=lambda x: x["decode_seconds"]) for w, r in runs.items()}
+    if args.network:
+        a, b = best["shim0"], best["class"]
+        out = {"model": str(args.network), "sentences": args.sentences,
+               "beam_width": args.beam, "rounds": args.rounds,
+               "same_beams": a["texts"] == b["texts"],
+               "max_lm_score_difference": max(abs(x - y) for x, y in
+                                              zip(a["lm_scores"], b["lm_scores"])),
+               "unbatched_shim_decode_seconds": a["decode_seconds"],
+               "pyctcdecode_lm_decode_seconds": b["decode_seconds"],
+               "speedup": a["decode_seconds"] / b["decode_seconds"],
+               "save_load_round_trip": b["save_load_round_trip"]}
+        print(json.dumps(out, indent=2))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
+        return
     k, n = best["kenlm"], best["nnlm"]
     out = {"model": str(args.arpa or "KN5 on Brown train"),
            "form": "one-file binaries (KenLM trie, nnlm .bin)" if args.binary else "ARPA",

@@ -23,14 +23,21 @@ import time
 import numpy as np
 
 which, arpa, text, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# which: kenlm (the kenlm module), nnlm (nnlm.kenlm under kenlm's name), class (nnlm's
+# PyctcdecodeLM, no kenlm module at all), shim0 (nnlm.kenlm under kenlm's name with no
+# batching of the States a step writes: one network pass per distinct State)
 beam = int(sys.argv[5]) if len(sys.argv) > 5 else 50
-if which == "nnlm":
+if which in ("nnlm", "shim0"):
     import warnings
 
     import nnlm.kenlm
 
     warnings.simplefilter("ignore")  # the fixture's odd sums: said once, not per load
     sys.modules["kenlm"] = nnlm.kenlm
+    if which == "shim0":
+        import nnlm.decoding.kenlm
+
+        nnlm.decoding.kenlm.PENDING_ROWS = 0
 
 from pyctcdecode import build_ctcdecoder  # noqa: E402 - after the kenlm module is chosen
 
@@ -59,16 +66,33 @@ def logits_for(line: str, rng) -> np.ndarray:
 lines = [x.strip().lower() for x in open(text, encoding="utf-8") if x.strip()][:n]
 rng = np.random.default_rng(0)
 matrices = [logits_for(line, rng) for line in lines]
-decoder = build_ctcdecoder(LABELS, kenlm_model_path=arpa)
+if which == "class":
+    from pyctcdecode import Alphabet, BeamSearchDecoderCTC
+
+    from nnlm.decoding.pyctcdecode_lm import PyctcdecodeLM
+
+    decoder = BeamSearchDecoderCTC(Alphabet.build_alphabet(LABELS),
+                                   language_model=PyctcdecodeLM(arpa))
+elif which == "shim0":  # the same unigrams as PyctcdecodeLM takes by default
+    from nnlm.models import load_model
+
+    unigrams = [w for w in load_model(arpa).vocab.words if w not in ("<s>", "</s>", "<unk>")]
+    decoder = build_ctcdecoder(LABELS, kenlm_model_path=arpa, unigrams=unigrams)
+else:
+    decoder = build_ctcdecoder(LABELS, kenlm_model_path=arpa)
 decoder.decode_beams(matrices[0], beam_width=beam)  # warm-up: first-use costs
 started = time.perf_counter()
 beams = [decoder.decode_beams(m, beam_width=beam)[0] for m in matrices]
 seconds = time.perf_counter() - started
 round_trip = None  # pyctcdecode saves by copying one model file: a directory has none
-if not os.path.isdir(arpa):
+if not os.path.isdir(arpa) or which == "class":
     with tempfile.TemporaryDirectory() as tmp:
         decoder.save_to_dir(tmp)
-        reloaded = type(decoder).load_from_dir(tmp)
+        if which == "class":
+            reloaded = BeamSearchDecoderCTC(Alphabet.build_alphabet(LABELS),
+                                            PyctcdecodeLM.load_from_dir(tmp + "/language_model"))
+        else:
+            reloaded = type(decoder).load_from_dir(tmp)
         round_trip = (reloaded.decode(matrices[0], beam_width=beam)
                       == decoder.decode(matrices[0], beam_width=beam))
 print(json.dumps({

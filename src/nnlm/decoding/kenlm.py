@@ -28,7 +28,10 @@ last words whose n-grams can still extend, so a decoder recombines the hypothese
 KenLM's would. A network has no null context and never forgets: its state is the last
 n-1 words, and the empty state is the start of a sentence. Through ``BaseScore`` its
 next-word distribution is computed once per State and kept in a bounded LRU cache, so a
-beam search that asks for many words after one State pays one network pass.
+beam search that asks for many words after one State pays one network pass; and the
+States that ``BaseScore`` writes are queued, the first miss computing all of them in one
+batched pass (a beam's new States are written in one step and read in the next), so a
+beam search pays about one pass a step, not one per hypothesis.
 
 Beyond kenlm: any nnlm model loads (a model directory, an ARPA file, a neural model, a
 mixture), or a loaded :class:`nnlm.LanguageModel` may be passed instead of a path; a
@@ -53,6 +56,7 @@ LOG10_E = math.log10(math.e)  # nnlm.lm's
 MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
 
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
+PENDING_ROWS = 512  # networks: written States computed together at the next miss, at most
 _serials = itertools.count(1)  # each model's own: a State remembers which one wrote it
 
 
@@ -340,6 +344,7 @@ class Model:
                             f"{type(config).__name__})")
         self._serial = next(_serials)
         self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
+        self._pending: dict = {}  # networks: states written, not computed yet (ordered)
         if verify:
             from ..ngram.store.trie_layout import verifying
 
@@ -453,10 +458,13 @@ class Model:
         wid = core.word_id(word)
         words = in_state._words
         if not self._backoff:  # a network: its distribution after this state, cached
-            out_state._words = (words + (wid,))[-self._k:] if self._k else ()
+            score = self._distribution(words)[wid]
+            after = (words + (wid,))[-self._k:] if self._k else ()
+            out_state._words = after
             out_state._owner = self._serial
-            return FullScoreReturn(self._distribution(words)[wid], self._lm.order,
-                                   wid == UNK_ID)
+            if after not in self._cache and len(self._pending) < PENDING_ROWS:
+                self._pending[after] = None
+            return FullScoreReturn(score, self._lm.order, wid == UNK_ID)
         contexts = self._contexts([words])
         targets = np.array([wid], np.int64)
         logp, length = core.scores(contexts, targets)
@@ -469,10 +477,10 @@ class Model:
         return self.BaseFullScore(in_state, word, out_state).log_prob
 
     def _distribution(self, words: tuple[int, ...]):
-        """float32 log10 p(. | words) over the vocabulary: one network pass per new state,
-        kept in a bounded LRU cache (``CACHE_BYTES``), so a decoder that scores a beam's
-        candidate words one call at a time pays one pass per distinct context, not one
-        per word."""
+        """float32 log10 p(. | words) over the vocabulary, kept in a bounded LRU cache
+        (``CACHE_BYTES``), so a decoder that scores a beam's candidate words one call at a
+        time pays one pass per distinct context, not one per word; a miss computes the
+        queued States too, in the same batched pass."""
         import numpy as np
 
         cache = self._cache
@@ -480,11 +488,16 @@ class Model:
         if dist is not None:
             cache.move_to_end(words)
             return dist
-        dist = (self._lm.next_logprobs(self._contexts([words]))[0] * LOG10_E).astype(np.float32)
-        cache[words] = dist
-        if len(cache) > max(16, CACHE_BYTES // max(dist.nbytes, 1)):
+        todo = [words] + [w for w in self._pending if w != words and w not in cache]
+        self._pending.clear()
+        rows = (self._lm.next_logprobs(self._contexts(todo)) * LOG10_E).astype(np.float32)
+        keep = max(16, CACHE_BYTES // max(rows[0].nbytes, 1))
+        for state_words, row in zip(todo[::-1], rows[::-1]):  # ``words`` ends newest
+            cache[state_words] = row
+            cache.move_to_end(state_words)
+        while len(cache) > keep:
             cache.popitem(last=False)
-        return dist
+        return cache[words]
 
     # -- whole sentences -----------------------------------------------------------------
     def full_scores(self, sentence, bos: bool = True, eos: bool = True):
