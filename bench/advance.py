@@ -92,7 +92,7 @@ def main() -> None:
     p.add_argument("--network", action="store_true", help="also a modern-shaped network")
     p.add_argument("--sentences", type=int, default=40, help="for the beam search")
     p.add_argument("--beam", type=int, default=8)
-    p.add_argument("--noise", type=float, default=1.3)
+    p.add_argument("--noise", type=float, default=1.0)
     p.add_argument("--out", type=Path, default=Path("bench/results/advance.json"))
     args = p.parse_args()
 

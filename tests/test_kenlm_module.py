@@ -356,6 +356,10 @@ def test_a_network_pays_one_pass_per_distinct_state(toy_arpa, tmp_path):
     assert passes == [1]  # one pass for six words after one state
     assert scores[0] == scores[-1]
     # a beam's new States, written in one step, are computed together at the next miss
+    # (what a network on a GPU does; on the CPU it does not pay, and is off)
+    assert not model._queue_rows
+    model._queue_rows = True  # as if on a GPU: the six States just written wait together
+    model._pending = {o._words: None for o in outs if o._words not in model._cache}
     nxt = nk.State()
     model.BaseScore(outs[1], "the", nxt)
     written.add(nxt._words)

@@ -195,3 +195,22 @@ def run_ngram_job(job: NgramJob, log=lambda message: None) -> LanguageModel:
 
         write_arpa(model, job.arpa)
     return model
+
+
+def merge_ngram_models(models, weights=None, valid=None, iterations: int = 30):
+    """``nnlm ngram merge``: back-off ``models`` interpolated into one back-off model
+    (:mod:`nnlm.ngram.estimate.merge`), with ``weights``, or weights fitted by EM on the
+    text ``valid`` (each model scoring it over its own vocabulary). Returns (merged model,
+    weights)."""
+    import numpy as np
+
+    from .interpolation import em_mixture_weights
+    from .ngram.estimate.merge import merge_backoff
+    from .text.corpus import read_stream
+
+    if weights is None:
+        if valid is None:
+            raise NnlmError("merge needs weights (one per model) or a validation text")
+        rows = [m.logprobs(read_stream(valid, m.vocab)) for m in models]
+        weights = list(em_mixture_weights(np.stack(rows, axis=1), iterations))
+    return merge_backoff(models, weights), list(weights)

@@ -47,3 +47,14 @@ def fit_bucket_weights(weights: np.ndarray, probs: np.ndarray, rows: np.ndarray,
         n = np.bincount(rows, minlength=len(weights))[:, None]
         weights = np.where(n > 0, sums / np.maximum(n, 1), resp.mean(axis=0))
     return weights, history
+
+
+def em_mixture_weights(logprobs: np.ndarray, iterations: int = 30) -> np.ndarray:
+    """The weights of K models maximizing the likelihood of held-out tokens (EM), from
+    their log-probabilities ``logprobs`` (T, K): one bucket, scaled per token to stay in
+    range."""
+    shift = logprobs.max(axis=1)
+    start = np.full((1, logprobs.shape[1]), 1.0 / logprobs.shape[1])
+    weights, _ = fit_bucket_weights(start, np.exp(logprobs - shift[:, None]),
+                                    np.zeros(len(logprobs), np.int64), iterations, shift)
+    return weights[0]

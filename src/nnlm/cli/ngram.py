@@ -13,6 +13,7 @@ from ..base.argtypes import (
     positive_float,
     positive_int,
     ranged,
+    unit_interval,
 )
 from ..base.errors import NnlmError
 from ..file_kinds import is_arpa_name, is_file_name
@@ -170,6 +171,30 @@ def add_parsers(sub) -> None:
     ver.add_argument("model", type=Path, metavar="MODEL")
     ver.add_argument("--json", action="store_true", help="print one JSON object")
 
+    mg = ngram_sub.add_parser(
+        "merge", help="interpolate back-off models into one back-off model (SRILM -mix-lm)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Merge MODELs (kn or backoff directories, ARPA files, KenLM binaries) "
+        "into one\nback-off model: the union of their n-grams and vocabularies, each with "
+        "the\nprobability sum_i a_i p_i(w | h), and back-off weights that make every\n"
+        "distribution sum to 1. Equal to the runtime mixture (nnlm mix) on every stored\n"
+        "n-gram; one file any KenLM-reading decoder loads. Weights: --weights, or EM on\n"
+        "--valid.",
+        epilog="examples:\n"
+        "  nnlm ngram merge runs/news runs/chat --weights 0.7 0.3 -o runs/merged --arpa "
+        "merged.arpa\n"
+        "  nnlm ngram merge a.arpa b.arpa --valid dev.txt -o runs/merged")
+    mg.add_argument("models", type=Path, nargs="+", metavar="MODEL")
+    mg.add_argument("--weights", type=unit_interval, nargs="+", metavar="A",
+                    help="one weight per model, summing to 1")
+    mg.add_argument("--valid", dest="valid_path", type=Path, metavar="VALID",
+                    help="held-out text: EM fits the weights on it (when --weights is not "
+                    "given)")
+    mg.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                    help="the merged model directory to write")
+    mg.add_argument("--arpa", type=Path, metavar="FILE", help="also write an ARPA file")
+    add_force(mg)
+
     export = ngram_sub.add_parser("export-arpa", help="write a back-off model as an ARPA file",
                                   description="Write MODEL (kn or backoff) as ARPA: log10 "
                                   "probabilities and back-off weights, readable by KenLM.")
@@ -275,6 +300,32 @@ def cmd_verify(args) -> None:
     print(json.dumps(done) if args.json else done["summary"])
 
 
+def cmd_merge(args) -> None:
+    from ..fit import merge_ngram_models
+    from ..model_files import check_model_output
+    from ..models import save_model
+
+    check_model_output(args.output, "backoff")
+    if len(args.models) < 2:
+        raise NnlmError("merge needs at least two models")
+    if args.weights is None and args.valid_path is None:
+        raise NnlmError("merge needs --weights (one per model) or --valid (EM fits them)")
+    if args.weights is not None and args.valid_path is not None:
+        raise NnlmError("--weights fixes the weights: drop --valid")
+    models = [_backoff_model(p, "merging") for p in args.models]
+    merged, weights = merge_ngram_models(models, args.weights, args.valid_path)
+    save_model(merged, args.output)
+    counts = merged.num_ngrams()
+    print(f"{args.output}: weights " + " ".join(f"{w:.3f}" for w in weights)
+          + f", |V| = {len(merged.vocab):,}, n-grams per order: "
+          + ", ".join(f"{k}: {n:,}" for k, n in enumerate(counts, start=1)))
+    if args.arpa:
+        from ..ngram.formats.arpa_write import write_arpa
+
+        write_arpa(merged, args.arpa)
+        print(f"{args.arpa}: ARPA")
+
+
 def cmd_export_arpa(args) -> None:
     from ..ngram.formats.arpa_write import write_arpa
 
@@ -284,7 +335,8 @@ def cmd_export_arpa(args) -> None:
 
 
 NGRAM_HANDLERS = {"train": cmd_train, "cluster": cmd_cluster, "prune": cmd_prune,
-                  "convert": cmd_convert, "verify": cmd_verify, "export-arpa": cmd_export_arpa}
+                  "convert": cmd_convert, "verify": cmd_verify, "export-arpa": cmd_export_arpa,
+                  "merge": cmd_merge}
 
 
 def cmd_ngram(args) -> None:
@@ -302,12 +354,14 @@ PATHS = {
     "ngram convert": lambda a: ([a.input], [a.output]),
     "ngram prune": lambda a: ([a.model], [a.output, a.arpa]),
     "ngram verify": lambda a: ([a.model], []),
+    "ngram merge": lambda a: ([*a.models, a.valid_path], [a.output, a.arpa]),
 }
 # the file outputs of each command and their kinds: each may replace only a file of its
 # kind (nnlm.file_kinds), unless --force
 FILE_OUTPUTS = {
     "ngram train": lambda a: [(a.arpa, "arpa")],
     "ngram prune": lambda a: [(a.arpa, "arpa")],
+    "ngram merge": lambda a: [(a.arpa, "arpa")],
     "ngram cluster": lambda a: [(a.output, "classes")],
     "ngram export-arpa": lambda a: [(a.output, "arpa")],
     "ngram convert": lambda a: [(a.output, "arpa")] if is_arpa_name(a.output) else

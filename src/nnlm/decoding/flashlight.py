@@ -16,10 +16,12 @@ its KenLM keeps them; each maps to the nnlm State it stands for.
   (KenLM's algorithm and minimized states over nnlm's mapped trie or hash indexes): a
   call is one C query.
 - **Networks and mixtures** keep each state's whole next-word distribution once
-  computed, and compute them in batches: a state created by ``score`` is queued, and the
-  first ``score`` from any queued state runs one batched forward pass for all of them
-  (the hypotheses of a step are created in one step and scored from in the next). A
-  beam search thus pays one network pass per step, not one per word.
+  computed (one pass per state, however many words are scored after it). On a GPU the
+  states ``score`` creates are also queued, and the first ``score`` from any queued state
+  runs one batched forward pass for all of them (a step's hypotheses are created in one
+  step and scored from in the next). On the CPU that does not pay: on Brown, about 1 in
+  4 queued states is ever scored from (670 rows computed for 171 read), and the decode
+  took the same time (``bench/flashlight_lm.py``).
 
 The maps are cleared at ``start``, which the decoder calls once per utterance.
 """
@@ -68,7 +70,8 @@ class FlashlightLM(LM):
         self.states: dict = {}  # LMState -> nnlm.kenlm State (back-off) or context tuple
         self.scored: dict = {}  # (LMState, token) -> (its child, log10 score): back-off
         self.rows: dict = {}  # context tuple -> float32 log10 row (networks)
-        self.queued: set = set()
+        self.queued: set = set()  # networks on a GPU: states to compute with the next miss
+        self.queue_rows = not self.backoff and kenlm._on_gpu(lm)
 
     # -- flashlight's contract -------------------------------------------------------
     def start(self, start_with_nothing: bool):
@@ -85,9 +88,7 @@ class FlashlightLM(LM):
             if start_with_nothing:
                 raise NnlmError(f"{self.lm.kind} model has no null context (only back-off "
                                 "n-gram models do); decode with start_with_nothing=False")
-            ctx = (BOS_ID,) * self.k
-            self.states[state] = ctx
-            self.queued.add(ctx)
+            self.states[state] = (BOS_ID,) * self.k
         return state
 
     def score(self, state, token_index: int):
@@ -123,7 +124,7 @@ class FlashlightLM(LM):
         nxt = ctx[1:] + (word,) if self.k else ()
         if out not in self.states:
             self.states[out] = nxt
-            if nxt not in self.rows:
+            if self.queue_rows and nxt not in self.rows:
                 self.queued.add(nxt)
         return out, float(self.rows[ctx][word])
 

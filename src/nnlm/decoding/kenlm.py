@@ -28,10 +28,12 @@ last words whose n-grams can still extend, so a decoder recombines the hypothese
 KenLM's would. A network has no null context and never forgets: its state is the last
 n-1 words, and the empty state is the start of a sentence. Through ``BaseScore`` its
 next-word distribution is computed once per State and kept in a bounded LRU cache, so a
-beam search that asks for many words after one State pays one network pass; and the
-States that ``BaseScore`` writes are queued, the first miss computing all of them in one
-batched pass (a beam's new States are written in one step and read in the next), so a
-beam search pays about one pass a step, not one per hypothesis.
+beam search that asks for many words after one State pays one network pass. On a GPU,
+where a pass of hundreds of rows costs about what one row does, the States that
+``BaseScore`` writes are also queued and computed with the next miss, in one batched pass
+(a beam's new States are written in one step and read in the next). On the CPU that
+does not pay: in pyctcdecode and flashlight-text most written States are pruned before
+they are read (about 1 in 4 is), and a row in a batch of 64 costs a fifth of a lone one.
 
 Beyond kenlm: any nnlm model loads (a model directory, an ARPA file, a neural model, a
 mixture), or a loaded :class:`nnlm.LanguageModel` may be passed instead of a path; a
@@ -56,7 +58,7 @@ LOG10_E = math.log10(math.e)  # nnlm.lm's
 MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
 
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
-PENDING_ROWS = 512  # networks: written States computed together at the next miss, at most
+PENDING_ROWS = 512  # networks on a GPU: written States computed with the next miss, at most
 _serials = itertools.count(1)  # each model's own: a State remembers which one wrote it
 
 
@@ -332,6 +334,12 @@ class Config:
         self.arpa_complain = ARPALoadComplain.ALL
 
 
+def _on_gpu(lm) -> bool:
+    """Whether a network of ``lm`` runs on a GPU (where batching States pays)."""
+    parts = lm.neural_parts()
+    return bool(parts) and next(parts[0].model.parameters()).device.type != "cpu"
+
+
 class Model:
     """A language model with kenlm's ``Model`` API (see the module docstring)."""
 
@@ -377,6 +385,7 @@ class Model:
             self._backoff = hasattr(lm, "state_lengths")  # null context, minimized states
             self._fast = _query(lm, self._serial)
         self._k = self._order - 1
+        self._queue_rows = not self._backoff and _on_gpu(self._lm)
         if self._k > MAX_ORDER - 1:
             raise ValueError(f"order {self._order}: the kenlm API holds at most "
                              f"{MAX_ORDER - 1} words of state; for a network that reads "
@@ -462,7 +471,8 @@ class Model:
             after = (words + (wid,))[-self._k:] if self._k else ()
             out_state._words = after
             out_state._owner = self._serial
-            if after not in self._cache and len(self._pending) < PENDING_ROWS:
+            if self._queue_rows and after not in self._cache \
+                    and len(self._pending) < PENDING_ROWS:
                 self._pending[after] = None
             return FullScoreReturn(score, self._lm.order, wid == UNK_ID)
         contexts = self._contexts([words])
