@@ -12,7 +12,8 @@ them:
 - with ``--network``: the same step for a ``modern``-shaped network (n = 6, m = h = 256,
   two updates on Brown train: its speed, not its quality);
 - the CTC beam search of ``nnlm.decoding.ctc`` over word-level emissions made from test
-  sentences (seeded noise), with and without KN5: word error rate and time a sentence.
+  sentences (seeded noise), with and without KN5, the LM weight and word bonus tuned on
+  valid sentences: word error rate and time a sentence.
 
 Rounds alternate the forms, in one process; JSON to ``--out``. Never run by the tests.
 """
@@ -23,6 +24,7 @@ import argparse
 import json
 import platform
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +95,8 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=40, help="for the beam search")
     p.add_argument("--beam", type=int, default=8)
     p.add_argument("--noise", type=float, default=1.0)
+    p.add_argument("--lm", action="append", default=[], metavar="NAME=PATH",
+                   help="another model to decode with (a network, a mixture), beside KN5")
     p.add_argument("--out", type=Path, default=Path("bench/results/advance.json"))
     args = p.parse_args()
 
@@ -178,30 +182,47 @@ def main() -> None:
             print(json.dumps(nrows[-1]), flush=True)
         out["network_step"] = {"preset": "modern", "rows": nrows}
 
-    # the beam search on word-level emissions of test sentences
-    rng = np.random.default_rng(0)
-    lines = (args.data / "test.txt").read_text().splitlines()
-    picked = [ln for ln in lines if 5 <= len(ln.split()) <= 25][: args.sentences]
+    # the beam search on word-level emissions: the LM weight and word bonus tuned on
+    # valid sentences (a small grid, on the CPU), then test sentences decoded with them
+    def sentences(path, n):
+        lines = path.read_text().splitlines()
+        return [ln for ln in lines if 5 <= len(ln.split()) <= 25][:n]
+
     index = lm.vocab.index
+
+    def decode_all(picked, weight, bonus, device, step):
+        edits = total = 0
+        t0 = time.perf_counter()
+        for ln in picked:
+            ref = [index.get(w, 0) for w in ln.split()]
+            seed = zlib.crc32(ln.encode("utf-8"))
+            lp = emissions(ref, V, np.random.default_rng(seed), args.noise)
+            hyp = beam_search(lp.to(device), step, beam=args.beam, lm_weight=weight,
+                              word_bonus=bonus)[0].words
+            e, n = wer(ref, hyp)
+            edits, total = edits + e, total + n
+        return edits / total, (time.perf_counter() - t0) / len(picked)
+
+    dev = sentences(args.data / "valid.txt", max(10, args.sentences // 2))
+    test = sentences(args.data / "test.txt", args.sentences)
+    lms = {"no LM": lm, "KN5": lm}
+    for spec in args.lm:
+        name, _, path = spec.partition("=")
+        lms[name] = load_model(path)
+    fused = [(w, b) for w in (0.3, 0.6, 1.0, 1.5) for b in (0.0, 1.0, 2.0, 3.0)]
     decode = {}
-    for name, weight in (("no LM", 0.0), ("KN5", 0.8)):
+    for name, model_ in lms.items():
+        grid = [(0.0, b) for b in (-1.0, 0.0, 1.0)] if name == "no LM" else fused
+        cpu = tensor_lm(model_, "cpu")
+        tuned = min(grid, key=lambda wb, c=cpu: decode_all(dev, *wb, "cpu", c)[0])
         for device in ["cpu"] + (["cuda"] if args.device == "cuda" else []):
-            step = TensorBackoff(lm, device)
-            edits = total = 0
-            t0 = time.perf_counter()
-            for ln in picked:
-                ref = [index.get(w, 0) for w in ln.split()]
-                lp = emissions(ref, V, np.random.default_rng(hash(ln) % 2**32), args.noise)
-                hyp = beam_search(lp.to(device), step, beam=args.beam, lm_weight=weight,
-                                  word_bonus=1.0 if weight else 0.0)[0].words
-                e, n = wer(ref, hyp)
-                edits, total = edits + e, total + n
-            seconds = (time.perf_counter() - t0) / len(picked)
-            decode[f"{name}, {device}"] = {"wer": edits / total, "seconds_a_sentence": seconds}
+            step = cpu if device == "cpu" else tensor_lm(model_, device)
+            err, seconds = decode_all(test, *tuned, device, step)
+            decode[f"{name}, {device}"] = {"wer": err, "seconds_a_sentence": seconds,
+                                           "lm_weight": tuned[0], "word_bonus": tuned[1]}
             print(name, device, decode[f"{name}, {device}"], flush=True)
-    del rng
-    out["beam_search"] = {"sentences": len(picked), "beam": args.beam, "noise": args.noise,
-                          "results": decode}
+    out["beam_search"] = {"sentences": len(test), "tuned_on": len(dev), "beam": args.beam,
+                          "noise": args.noise, "results": decode}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -196,3 +196,22 @@ def test_the_beam_search_on_cuda_decodes_what_the_cpu_decodes(world):
         cuda = beam_search(lp.cuda(), TensorBackoff(lm, "cuda", torch.float64), beam=6,
                            lm_weight=0.7)
         assert [h.words for h in cpu] == [h.words for h in cuda]
+
+
+def test_the_tensor_mixture_step_equals_the_mixtures_rows(world, tmp_path):
+    """A mixture of the KN trigram and the network, bucketed weights included."""
+    from nnlm.cli import main as cli
+    from nnlm.decoding.dense import TensorMixture
+
+    assert cli(["mix", str(world / "kn3"), str(world / "nplm"), "--valid",
+                str(world / "toy/valid.txt"), "--per-bucket", str(world / "toy/train.txt"),
+                "-o", str(tmp_path / "mix")]) == 0
+    mix = load_model(tmp_path / "mix")
+    assert mix.buckets is not None
+    model = nnlm.Model(mix)
+    states = states_along(model, (world / "toy/valid.txt").read_text().splitlines()[:4])
+    contexts = np.array([s.words for s in states], np.int64)
+    step = tensor_lm(mix)
+    assert isinstance(step, TensorMixture)
+    got = step.advance(torch.from_numpy(contexts)).double().numpy()
+    np.testing.assert_allclose(got, mix.next_logprobs(contexts), atol=1e-5)

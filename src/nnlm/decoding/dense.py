@@ -28,7 +28,7 @@ is a gather and a scatter over the batch's runs, and the context ids are
 per state, the same code on the CPU and CUDA.
 
 A network gives its rows in one forward pass (:class:`TensorNetwork`), on the device
-where it runs.
+where it runs; a mixture mixes its components' rows (:class:`TensorMixture`).
 """
 
 from __future__ import annotations
@@ -182,11 +182,43 @@ class TensorNetwork:
         return out * LOG10_E if log10 else out
 
 
+class TensorMixture:
+    """A mixture (nnlm.mixture) behind the same :meth:`advance`: each component's rows,
+    mixed in log space with the weights of each context's bucket (computed on the CPU from
+    the context's last two words, as the mixture does)."""
+
+    def __init__(self, mixture, device: str | torch.device | None = None):
+        self.mixture = mixture
+        self.parts = [tensor_lm(m, device) for m in mixture.components]
+        self.device = torch.device(device or "cpu")
+        self.order = mixture.order
+        self.k = mixture.order - 1
+        self.V = len(mixture.vocab)
+
+    @torch.no_grad()
+    def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
+        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
+        if contexts.ndim != 2 or contexts.shape[1] != self.k:
+            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
+                            f"ids), not {list(contexts.shape)}")
+        rows = self.mixture._rows(contexts.cpu().numpy())
+        with np.errstate(divide="ignore"):
+            logw = torch.as_tensor(np.log(self.mixture.weights[rows]), dtype=torch.float32,
+                                   device=self.device)  # (B, K)
+        mixed = torch.logsumexp(torch.stack([
+            part.advance(contexts[:, self.k - part.k:].to(part.device)).float().to(self.device)
+            + logw[:, [i]] for i, part in enumerate(self.parts)]), dim=0)
+        return mixed * LOG10_E if log10 else mixed
+
+
 def tensor_lm(model, device: str | torch.device | None = None):
     """The tensor form of ``model`` for a batched whole-vocabulary step: a back-off
-    model's arrays moved to ``device`` (default: the CPU), or a network where it runs."""
+    model's arrays moved to ``device`` (default: the CPU), a network where it runs (moved
+    to ``device`` if given), or a mixture of such components."""
     if hasattr(model, "next_log_softmax"):
         if device is not None:
             model.model.to(device)
         return TensorNetwork(model)
+    if hasattr(model, "components"):
+        return TensorMixture(model, device)
     return TensorBackoff(model, device or "cpu")
