@@ -141,11 +141,14 @@ def _name(train_path) -> str:
 
 
 def _encoded(train_path, vocab: Vocabulary | None, min_count: int = 1,
-             max_size: int | None = None):
+             max_size: int | None = None, tokenizer=None):
     """(vocabulary, encoded text): the vocabulary built from the text, or the fixed one
-    (with a warning if most of the text is outside it)."""
+    (with a warning if most of the text is outside it); ``tokenizer``: a subword model's,
+    which reads the text and stays with the vocabulary."""
     if vocab is None:
-        return read_corpus(train_path, min_count, max_size)
+        return read_corpus(train_path, min_count, max_size, tokenizer)
+    if tokenizer is not None:
+        vocab.tokenizer = tokenizer
     stream = read_stream(train_path, vocab)
     warn_unknown_share(stream, _name(train_path))
     return vocab, stream
@@ -175,13 +178,17 @@ def run_ngram_job(job: NgramJob, log=lambda message: None) -> LanguageModel:
     the workers). ``arpa``: also write the model there as an ARPA file (on a cluster,
     streamed from the workers' partitions)."""
     method = job.check()
+    if job.cluster is not None and job.tokenizer is not None:
+        raise NnlmError("tokenizer= reads the text in this process; a cluster's workers read "
+                        "words: drop cluster=, or tokenize the shards first")
     if job.cluster is not None:
         from .ngram.distributed.run import train_distributed
 
         return train_distributed(job.train_path, job.order, job.cluster, job.vocab,
                                  job.min_count, job.max_size, job.discount_fallback,
                                  job.partitions, log, arpa=job.arpa)
-    vocab, train = _encoded(job.train_path, job.vocab, job.min_count, job.max_size)
+    vocab, train = _encoded(job.train_path, job.vocab, job.min_count, job.max_size,
+                            job.tokenizer)
     valid = None
     if method.needs_valid:
         warn_same_text(job.train_path, job.valid_path)

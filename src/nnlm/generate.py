@@ -31,7 +31,7 @@ def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: f
     if seed is not None and not (isinstance(seed, int) and seed >= 0):
         raise NnlmError(f"seed = {seed!r}: must be an integer >= 0 or None")
     rng = np.random.default_rng(seed)
-    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    words = model.vocab.split(prompt) if isinstance(prompt, str) else list(prompt)
     if BOS in words or EOS in words:
         raise NnlmError(special_error("the prompt", words))
     prompt_ids = [int(i) for i in model.vocab.encode(words)]

@@ -99,7 +99,7 @@ class LanguageModel(ABC):
         Bad: ``model.sentence_logprob("<s> the cat sat </s>")``: boundaries are added here,
         so this raises NnlmError rather than score a sentence with ``<s>`` inside.
         """
-        words = sentence.split() if isinstance(sentence, str) else list(sentence)
+        words = self.vocab.split(sentence) if isinstance(sentence, str) else list(sentence)
         if not words:  # the empty sentence: just </s> after <s>
             contexts = np.full((1, self.order - 1), BOS_ID, dtype=np.int32)
             return float(self.target_logprobs(contexts, np.array([EOS_ID], np.int32))[0])
@@ -121,7 +121,7 @@ class LanguageModel(ABC):
         return self._word_logprob(word, context) / math.log(2)
 
     def _word_logprob(self, word: str, context) -> float:
-        words = context.split() if isinstance(context, str) else list(context)
+        words = self.vocab.split(context) if isinstance(context, str) else list(context)
         if not isinstance(word, str):
             raise NnlmError(f"word: a string, not {type(word).__name__}")
         if word == "<s>" or "</s>" in words or "<s>" in words[1:]:
@@ -212,7 +212,8 @@ def _as_stream(text, vocab: Vocabulary) -> Stream:
                             f"a file; pass Path({text!r}) to read the file")
         text = text.splitlines()
     if isinstance(text, (list, tuple)):
-        return Stream.from_lines([s.split() if isinstance(s, str) else s for s in text], vocab)
+        return Stream.from_lines([vocab.split(s) if isinstance(s, str) else s for s in text],
+                                 vocab)
 
     return read_stream(text, vocab)
 

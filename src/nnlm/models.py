@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -71,8 +72,13 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     check_model_output(path, model.kind)
     model_id = new_model_id()
     config = model.config()
+    tokenizer = getattr(model.vocab, "tokenizer", None)
+    if tokenizer is not None:  # a subword model reads text through its own copy
+        config = {**config, "tokenizer": tokenizer.config()}
     with atomic_path(path) as tmp:
         tmp.mkdir()
+        if tokenizer is not None:
+            shutil.copyfile(tokenizer.path, tmp / tokenizer.config()["file"])
         model.save_files(tmp, array_binding(model.kind, model.vocab.fingerprint, config,
                                             model_id), save_model)
         model.vocab.save(tmp / "vocab.txt")
@@ -154,6 +160,7 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
             try:
                 model = _load_dir(path, header)
                 model.source_id = header.get("model_id")
+                _attach_tokenizer(model, path, header)
                 return model
             except NnlmError:
                 if not _replaced_since(path, header):
@@ -162,6 +169,15 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
                         "it again once the program writing it is done")
     finally:
         _LOADING.pop()
+
+
+def _attach_tokenizer(model: LanguageModel, path: Path, header: dict) -> None:
+    """A subword model's tokenizer, from the copy its directory keeps."""
+    config = header.get("config")
+    if isinstance(config, dict) and config.get("tokenizer"):
+        from .text.tokenizer import load_tokenizer
+
+        model.vocab.tokenizer = load_tokenizer(path, config["tokenizer"])
 
 
 def _load_dir(path: Path, header: dict) -> LanguageModel:

@@ -75,7 +75,7 @@ def score_sentences(
     """
     chunk: list[list[str]] = []
     for n, line in enumerate(lines, start=1):
-        words = line.split()
+        words = model.vocab.split(line)
         if BOS in words or EOS in words:
             raise NnlmError(special_error(f"{source}:{n}", words))
         chunk.append(words)

@@ -46,7 +46,9 @@ def add_parsers(sub) -> None:
         "  nnlm ngram train data/brown/train.txt --order 5 -o runs/kn5 --arpa runs/kn5.arpa\n"
         "  nnlm ngram train data/brown/train.txt --method interpolated --order 3 \\\n"
         "      --valid data/brown/valid.txt -o runs/delint3\n"
-        "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500")
+        "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500\n"
+        "  nnlm ngram train text.txt --tokenizer spm.model --nemo-encoding --order 6 \\\n"
+        "      -o runs/bpe6 --arpa bpe6.arpa   # NeMo's subword n-gram")
     train.add_argument("train", type=path_or_url, nargs="+", metavar="TRAIN",
                        help="the training text; several files (shards, compressed or not) "
                        "are one corpus, read in the order given (with --cluster also "
@@ -62,6 +64,12 @@ def add_parsers(sub) -> None:
     train.add_argument("--arpa", type=Path, metavar="FILE",
                        help="also write an ARPA file (kn only; with --cluster, streamed "
                        "from the workers' partitions)")
+    train.add_argument("--tokenizer", type=Path, metavar="SPM",
+                       help="a SentencePiece model: the text is read as its subword tokens, "
+                       "and the model keeps a copy to read text with everywhere")
+    train.add_argument("--nemo-encoding", action="store_true",
+                       help="with --tokenizer: spell token i as chr(i + 100), as NeMo's "
+                       "train_kenlm.py does, so the ARPA file loads in NeMo's decoding")
     add_force(train)
     dist = train.add_argument_group(
         "distributed (kn only; needs the distributed extra: pip install \".[distributed]\" in "
@@ -211,6 +219,16 @@ def _backoff_model(path, doing: str):
                          f"{doing} needs a kn or backoff model, or an ARPA file")
 
 
+def _tokenizer(args):
+    if args.tokenizer is None:
+        if args.nemo_encoding:
+            raise NnlmError("--nemo-encoding spells a tokenizer's tokens: give --tokenizer")
+        return None
+    from ..text.tokenizer import SubwordTokenizer
+
+    return SubwordTokenizer(args.tokenizer, "nemo" if args.nemo_encoding else "pieces")
+
+
 def cmd_train(args) -> None:
     from ..fit import run_ngram_job
     from ..model_files import check_model_output
@@ -233,7 +251,7 @@ def cmd_train(args) -> None:
                    clustering_path=args.clustering, discount_fallback=fallback, k=args.k,
                    alpha=args.alpha, prune_counts=args.prune_counts, memory=args.memory,
                    temp=args.temp, cluster=args.cluster, partitions=args.partitions,
-                   arpa=args.arpa)
+                   arpa=args.arpa, tokenizer=_tokenizer(args))
     job.check()  # before the work, not after it
     check_model_output(args.output, args.method)
     model = run_ngram_job(job, log=lambda message: print(message, file=sys.stderr))
@@ -347,7 +365,7 @@ HANDLERS = {"ngram": cmd_ngram}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
     "ngram train": lambda a: ([*(p for p in a.train if isinstance(p, Path)), a.valid_path,
-                               a.clustering, a.vocab],
+                               a.clustering, a.vocab, a.tokenizer],
                               [a.output, a.arpa]),
     "ngram cluster": lambda a: ([a.train], [a.output]),
     "ngram export-arpa": lambda a: ([a.model], [a.output]),

@@ -46,7 +46,7 @@ async def score(m: ServedModel, req: s.ScoreRequest) -> dict:
     true) and of kenlm's ``full_scores(text, bos, eos)``, as a :class:`ScoreResponse`'s
     plain data (built from lists: pydantic objects per token would cost more than the
     scoring)."""
-    sentences = [t.split() for t in req.texts]
+    sentences = [m.lm.vocab.split(t) for t in req.texts]
     try:
         w = windows(m.lm, sentences, req.bos, req.eos)
     except NnlmError as e:
@@ -99,7 +99,7 @@ def _context_row(m: ServedModel, words: list[str], bos: bool) -> np.ndarray:
 
 
 async def next_words(m: ServedModel, req: s.NextRequest) -> s.NextResponse:
-    words = req.context.split()
+    words = m.lm.vocab.split(req.context)
     if BOS in words or EOS in words:
         raise RequestError("context", f"{BOS} and {EOS} are added by the server; give "
                            "the words only")

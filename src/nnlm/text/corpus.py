@@ -70,17 +70,20 @@ def _paths(source) -> list:
     return list(source) if isinstance(source, (list, tuple)) else [source]
 
 
-def _encode_blocks(source, table: dict, encode) -> tuple[np.ndarray, np.ndarray]:
-    """Every token of a text file, or of several one after another: ``encode`` maps an
-    iterable of tokens to their ids; ``table`` (word -> id) names ``<s>`` and ``</s>``'s
-    ids where it has them."""
-    parts = [_encode_file(path, table, encode) for path in _paths(source)]
+def _encode_blocks(source, table: dict, encode, split=str.split) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    """Every token of a text file, or of several one after another: ``split`` makes a
+    line's tokens (its words, or a tokenizer's subwords), ``encode`` maps an iterable of
+    tokens to their ids; ``table`` (word -> id) names ``<s>`` and ``</s>``'s ids where it
+    has them."""
+    parts = [_encode_file(path, table, encode, split) for path in _paths(source)]
     if len(parts) == 1:
         return parts[0]
     return np.concatenate([ids for ids, _ in parts]), np.concatenate([n for _, n in parts])
 
 
-def _encode_file(path, table: dict, encode) -> tuple[np.ndarray, np.ndarray]:
+def _encode_file(path, table: dict, encode, split=str.split) -> tuple[np.ndarray,
+                                                                      np.ndarray]:
     """Every token of a text file through ``encode`` (see :func:`_encode_blocks`),
     streamed block by block: (ids, lengths of the non-blank lines). ``<s>`` and
     ``</s>`` are refused, naming their line."""
@@ -89,7 +92,7 @@ def _encode_file(path, table: dict, encode) -> tuple[np.ndarray, np.ndarray]:
     lines = 0
     for first, block in iter_line_blocks(path):
         lines += len(block)
-        tokenized = list(map(str.split, block))
+        tokenized = list(map(split, block))
         lengths = np.fromiter(map(len, tokenized), np.int64, len(tokenized))
         ids = np.fromiter(encode(chain.from_iterable(tokenized)), np.int32,
                           int(lengths.sum()))
@@ -113,7 +116,8 @@ def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream
     """
     get = vocab.index.get  # the vocabulary's own dict, not a copy: a model's process
     word_ids, lengths = _encode_blocks(  # holds one
-        path, vocab.index, lambda tokens: map(get, tokens, repeat(UNK_ID)))
+        path, vocab.index, lambda tokens: map(get, tokens, repeat(UNK_ID)),
+        vocab.split if vocab.tokenizer is not None else str.split)
     return Stream.from_ids(word_ids, lengths)
 
 
@@ -152,21 +156,24 @@ def warn_same_text(train, valid) -> None:
 
 
 def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,
-                max_size: int | None = None) -> tuple[Vocabulary, Stream]:
+                max_size: int | None = None, tokenizer=None) -> tuple[Vocabulary, Stream]:
     """The vocabulary of a text file (or of several shards, one after another) and the
     text encoded with it, in one pass.
 
     Equivalent to ``Vocabulary.from_counts(count_words(path), min_count, max_size)``
     followed by ``read_stream``, at half the cost: words get ids in order of first
     occurrence while the text is read, and one array lookup renumbers them at the end.
-    Reads standard input (``-``) too, since the text is read once.
+    Reads standard input (``-``) too, since the text is read once. ``tokenizer``: a
+    subword model's (:mod:`nnlm.text.tokenizer`), which the vocabulary keeps.
     """
     first_seen = _FirstSeen()
     word_ids, lengths = _encode_blocks(path, first_seen,
-                                       lambda tokens: map(first_seen.__getitem__, tokens))
+                                       lambda tokens: map(first_seen.__getitem__, tokens),
+                                       tokenizer.split if tokenizer is not None else str.split)
     words = list(first_seen)
     counts = np.bincount(word_ids, minlength=len(words))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
+    vocab.tokenizer = tokenizer
     return vocab, Stream.from_ids(vocab.encode(words)[word_ids], lengths)
 
 

@@ -116,8 +116,15 @@ class Vocabulary:
         return cls([*SPECIALS, *words])
 
     # -- mapping ----------------------------------------------------------------------
+    tokenizer = None  # a SubwordTokenizer (nnlm.text.tokenizer) for a subword model
+
     def __len__(self) -> int:
         return len(self.words)
+
+    def split(self, text: str) -> list[str]:
+        """The tokens of a line of text: its words (split on whitespace), or a subword
+        model's tokens through its tokenizer."""
+        return self.tokenizer.split(text) if self.tokenizer is not None else text.split()
 
     def __contains__(self, word: str) -> bool:
         return word in self.index

@@ -60,6 +60,7 @@ class NgramJob:
     cluster: str | None = None
     partitions: int | None = None
     arpa: str | os.PathLike | None = None
+    tokenizer: object = None  # a SubwordTokenizer: the text read as its subword tokens
 
     def check(self) -> Method:
         """The job's method, its settings checked against it (one line naming the
