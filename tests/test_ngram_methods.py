@@ -48,7 +48,7 @@ def test_the_registry_covers_every_method_and_setting():
     from nnlm.cli.ngram import NGRAM_HANDLERS
 
     assert set(NGRAM_HANDLERS) == {"train", "cluster", "prune", "convert", "verify",
-                                   "export-arpa"}
+                                   "export-arpa", "merge"}
 
 
 @pytest.mark.parametrize("method", list(METHODS))

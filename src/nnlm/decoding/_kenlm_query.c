@@ -248,6 +248,15 @@ typedef struct {
     Pointers parents;        /* order k-1's run pointers (ngram/store/pointers.h) */
     uint64_t word_bits, wmask, n, n_parents, slot_bits, smask, n_slots;
     Values logp, bow;
+    /* probing mode (a KenLM probing file where it lies): buckets of itemsize bytes, each
+       (uint64 hash of the n-gram, float32 log10 p whose sign bit is a flag, then below
+       the top order the float32 log10 back-off), empty where the hash is 0; kid: each
+       word's id in KenLM's vocabulary, which its hashes combine */
+    int probing;
+    const char *ptable;
+    uint64_t buckets;
+    Py_ssize_t itemsize;
+    const int64_t *kid;
 } Level;
 
 typedef struct {
@@ -474,6 +483,25 @@ static int unigram_entries(QueryObject *self, PyObject *pair) {
     return 0;
 }
 
+/* A KenLM probing order: ("probing", table bytes, itemsize, buckets, kid) */
+static int probing_level(QueryObject *self, Level *L, PyObject *t, int top) {
+    PyObject *tag, *table, *kid;
+    Py_ssize_t itemsize, n_table, n_kid;
+    unsigned long long buckets;
+    if (!PyArg_ParseTuple(t, "OOnKO", &tag, &table, &itemsize, &buckets, &kid)) return -1;
+    L->probing = 1;
+    if (itemsize < (top ? 12 : 16) || buckets < 1 || !(L->ptable = take(self, table, 1,
+                                                                          &n_table)) ||
+        (uint64_t)n_table != (uint64_t)itemsize * buckets ||
+        !(L->kid = take(self, kid, 8, &n_kid)) || n_kid != self->V)
+        return -1;
+    for (int64_t i = 0; i < self->V; i++)
+        if (L->kid[i] < 0) return -1;
+    L->buckets = buckets;
+    L->itemsize = itemsize;
+    return 0;
+}
+
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     PyObject *index, *blob, *offsets, *uni_pb, *levels, *slots = Py_None;
     long long serial, V;
@@ -522,6 +550,11 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
         Level *L = &self->levels[i + 2];
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 5 &&
+            PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {  /* ("probing", ...) */
+            if (probing_level(self, L, t, i + 2 == self->order) < 0) goto bad_size;
+            continue;
+        }
         if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 15) {
             if (trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
                            (int64_t)self->levels[i + 1].n) < 0)
@@ -569,6 +602,25 @@ static inline int64_t find(const Level *L, int64_t key) {
     }
 }
 
+/* KenLM's probing lookup: the slot holding ``hash`` (linear probing from hash mod the
+ * table's size; a key of 0 is an empty bucket), or -1 */
+static inline int64_t probe(const Level *L, uint64_t hash) {
+    uint64_t pos = hash % L->buckets;
+    for (uint64_t tries = 0; tries < L->buckets; tries++) {
+        uint64_t key;
+        memcpy(&key, L->ptable + pos * L->itemsize, 8);
+        if (key == hash) return (int64_t)pos;
+        if (key == 0) return -1;
+        if (++pos == L->buckets) pos = 0;
+    }
+    return -1;
+}
+
+/* KenLM's CombineWordHash: the hash of an n-gram extended one word to the left */
+static inline uint64_t combine(uint64_t node, uint64_t word) {
+    return (node * 8978948897894561157ULL) ^ ((word + 1) * 17894857484156487943ULL);
+}
+
 /* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length */
 static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
                         StateObject *out, int *length) {
@@ -578,9 +630,26 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
     out_backoff[0] = q->uni_pb[2 * w + 1];
     int keep = extends(out_backoff[0]) ? 1 : 0;
     int64_t id = w;
+    uint64_t hash = 0;
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
         int k = j + 2;
         const Level *L = &q->levels[k];
+        if (L->probing) {  /* KenLM's probing file: the n-gram's hash, its bucket */
+            hash = combine(k == 2 ? (uint64_t)L->kid[w] : hash,
+                           (uint64_t)L->kid[in->words[j]]);
+            int64_t pos = probe(L, hash);
+            if (pos < 0) break;
+            const char *e = L->ptable + (uint64_t)pos * L->itemsize;
+            float p;
+            memcpy(&p, e + 8, 4);
+            prob = -fabsf(p);  /* the sign bit is KenLM's "independent left" flag */
+            ngram_length = k;
+            if (k < q->order) {
+                memcpy(&out_backoff[k - 1], e + 12, 4);
+                if (extends(out_backoff[k - 1])) keep = k;
+            }
+            continue;
+        }
         if (L->trie) {
             int64_t pos = trie_find(L, (uint64_t)id, (uint64_t)in->words[j], (uint64_t)q->V);
             if (pos < 0) break;

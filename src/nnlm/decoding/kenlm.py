@@ -162,8 +162,13 @@ def _query(lm, serial: int):
     from ..ngram.store.levels import NgramLevel
     from ..ngram.store.trie import TrieLevel
 
-    if not all(isinstance(level, NgramLevel) for level in lm.levels):
-        return None  # a KenLM probing file's tables: the Python path looks them up
+    def c_spec(level, top):  # a KenLM probing file's tables, queried where they lie
+        spec = getattr(level, "c_spec", None)
+        return spec(top) if spec is not None and not isinstance(level, TrieLevel) else None
+
+    if not all(isinstance(level, NgramLevel) or c_spec(level, False) is not None
+               for level in lm.levels):
+        return None
     from ..ngram.store.hashindex import HashIndex
 
     def log10(a):
@@ -180,6 +185,9 @@ def _query(lm, serial: int):
 
     levels = []
     for k, level in enumerate(lm.levels, start=2):
+        if (spec := c_spec(level, k == lm.order)) is not None:
+            levels.append(spec)
+            continue
         if isinstance(level, TrieLevel) and getattr(lm, "signed_backoffs", False) and \
                 (spec := level.c_spec(k == lm.order)) is not None:  # read where it lies
             levels.append(spec)

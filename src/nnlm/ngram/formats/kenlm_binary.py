@@ -39,7 +39,9 @@ saved, and says so.
 
 from __future__ import annotations
 
+import functools
 import math
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -94,10 +96,10 @@ class _Bits:
 def read_header(path: Path, data: bytes) -> tuple[dict, int]:
     """The fixed header of a KenLM binary file, checked: (fields, header size)."""
     if len(data) < len(SANITY) + FIXED.size or data[:len(SANITY)] != SANITY:
-        if data.startswith(INCOMPLETE):
+        if data[:len(INCOMPLETE)] == INCOMPLETE:
             raise NnlmError(f"{path}: a KenLM binary file that build_binary did not finish "
                             "writing; build it again")
-        if data.startswith(VERSIONED):
+        if data[:len(VERSIONED)] == VERSIONED:
             version = data[len(VERSIONED):len(VERSIONED) + 4].split(b"\n")[0]
             if version != b"5":
                 raise NnlmError(f"{path}: KenLM binary format version "
@@ -217,8 +219,11 @@ def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
     """A KenLM trie binary (any of build_binary's four trie types) as a back-off model;
     see the module docstring. Per-token numbers are KenLM's (float32 log10)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
+    try:  # mapped: a probing file is queried where it lies (pages read as touched)
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError:  # an empty file cannot be mapped: the header check names it
+        data = b""
     except OSError as e:
         raise NnlmError(f"{path}: cannot read ({e.strerror or e})") from None
     header, start = read_header(path, data)
@@ -362,18 +367,38 @@ class ProbingLevel:
         self.k, self.table, self.lower, self.kid_of, self.n = k, table, lower, kid_of, n
         self.buckets = len(table)
         self.hashes = table["key"]
+
+    # numpy's path reads whole-table arrays, made on first use: opening (and nnlm.kenlm's
+    # compiled queries, which read the buckets where they lie) never pays for them
+    @functools.cached_property
+    def logp(self) -> np.ndarray:
         # the probability's sign bit is KenLM's "independent left" flag; the value is
         # always the negative one (GenericProbingProxy::Prob sets the sign)
-        self.logp = -np.abs(table["p"].astype(np.float64)) * np.log(10)
-        has_bow = "b" in table.dtype.names
-        self.log_bow = (table["b"].astype(np.float64) * np.log(10) if has_bow
-                        else np.zeros(len(table)))
+        return -np.abs(self.table["p"].astype(np.float64)) * np.log(10)
+
+    @functools.cached_property
+    def log_bow(self) -> np.ndarray:
+        if "b" not in self.table.dtype.names:
+            return np.zeros(len(self.table))
+        return self.table["b"].astype(np.float64) * np.log(10)
+
+    @functools.cached_property
+    def extends_flags(self) -> np.ndarray:
         # KenLM's -0.0 back-off, and only it, marks an n-gram that cannot extend
         # (HasExtension compares the bits); any other back-off, negative ones included, can
-        self.extends_flags = extension_of(table["b"]) if has_bow else np.zeros(len(table), bool)
+        if "b" not in self.table.dtype.names:
+            return np.zeros(len(self.table), bool)
+        return extension_of(self.table["b"])
 
     def __len__(self) -> int:
         return self.n
+
+    def c_spec(self, top: bool) -> tuple:
+        """The order as nnlm.kenlm's compiled queries take it: its buckets where they lie
+        (KenLM's hashes, log10 values and flags), and each word's KenLM id."""
+        raw = self.table.view(np.uint8).reshape(-1)
+        return ("probing", raw, self.table.dtype.itemsize, self.buckets,
+                np.ascontiguousarray(self.kid_of, np.int64))
 
     def _words_unknown(self, *args):
         raise NnlmError(f"{NOT_CONVERTIBLE}")
