@@ -115,18 +115,31 @@ def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
     sentences = [[*s.split(), "</s>"] for s in lines]
     one_file = arpa.with_suffix(".nnlm")
     write_trie(model, one_file, "", standalone=True)
-    sides = [("nnlm_one_file", nk.Model(str(one_file)), nk.State)]
+    result = {}
+
+    def opened(name, module, path):
+        t0 = time.perf_counter()
+        m = module.Model(str(path))
+        result[f"{name}_open_seconds"] = time.perf_counter() - t0
+        return m
+
+    sides = [("nnlm_one_file", opened("nnlm_one_file", nk, one_file), nk.State)]
     build_binary = shutil.which("build_binary")
     if kenlm and build_binary:
-        for kind in ("trie", "probing"):
+        for kind in ("trie", "probing"):  # each file through both modules
             out = arpa.with_suffix(f".{kind}.bin")
             subprocess.run([build_binary, kind, str(arpa), str(out)], check=True,
                            capture_output=True)
-            sides.append((f"kenlm_{kind}", kenlm.Model(str(out)), kenlm.State))
-    result = {}
+            sides.append((f"kenlm_{kind}", opened(f"kenlm_{kind}", kenlm, out), kenlm.State))
+            sides.append((f"nnlm_on_kenlm_{kind}", opened(f"nnlm_on_kenlm_{kind}", nk, out),
+                          nk.State))
     for name, m, state_cls in sides:
         calls, t = best_of(r, lambda m=m, c=state_cls: _walk(m, c, sentences, False))
         result[f"{name}_base_score_us"] = t / calls * 1e6
+    for kind in ("trie", "probing"):
+        if f"kenlm_{kind}_base_score_us" in result:
+            result[f"nnlm_over_kenlm_on_{kind}"] = (result[f"nnlm_on_kenlm_{kind}_base_score_us"]
+                                                    / result[f"kenlm_{kind}_base_score_us"])
     return result
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from nnlm import NnlmError, Stream, load_model
 from nnlm.ngram import read_arpa
-from nnlm.ngram.formats import kenlm_binary
+from nnlm.ngram.formats import kenlm_binary, kenlm_header
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 TRIES = ["test.trie.bin", "test.q8.bin", "test.array.bin", "test.qa.bin"]
@@ -134,7 +134,7 @@ def test_truncation_at_every_boundary_is_one_line(tmp_path, name):
 @pytest.mark.parametrize("damage, message", [
     (lambda b: b.replace(b"format version 5", b"format version 4", 1), "version 4"),
     (lambda b: b[:56] + b"\x00\x00\x80\x3f" + b[60:], "another byte order"),
-    (lambda b: kenlm_binary.INCOMPLETE + b[len(kenlm_binary.INCOMPLETE):], "did not finish"),
+    (lambda b: kenlm_header.INCOMPLETE + b[len(kenlm_header.INCOMPLETE):], "did not finish"),
     (lambda b: b[:96] + (9).to_bytes(4, "little") + b[100:], "model type 9"),
     (lambda b: b[:-40], "words"),
 ])
@@ -176,7 +176,7 @@ def test_a_damaged_probing_multiplier_is_one_line(tmp_path, multiplier):
     import nnlm.kenlm
 
     data = bytearray((FIXTURES / "test.probing.bin").read_bytes())
-    at = len(kenlm_binary.SANITY) + 4  # FIXED: the order's byte, 3 of padding, then it
+    at = len(kenlm_header.SANITY) + 4  # FIXED: the order's byte, 3 of padding, then it
     assert struct.unpack_from("<f", data, at)[0] == pytest.approx(1.5)
     struct.pack_into("<f", data, at, multiplier)
     bad = tmp_path / "bad.probing.bin"
@@ -185,3 +185,32 @@ def test_a_damaged_probing_multiplier_is_one_line(tmp_path, multiplier):
         quiet_load(bad)
     with pytest.raises(OSError, match="probing multiplier"):
         nnlm.kenlm.Model(str(bad))
+
+
+def test_a_probing_file_opens_where_it_lies_without_numpy():
+    """nnlm.kenlm opens KenLM's probing file as kenlm does: mapped, its buckets queried
+    in place by the compiled path, no model loaded and numpy never imported; the numbers
+    are the loaded model's (and kenlm's, where installed)."""
+    import sys
+
+    import nnlm
+    import nnlm.kenlm
+
+    code = ("import sys, nnlm.kenlm as k\n"
+            f"m = k.Model({str(FIXTURES / 'test.probing.bin')!r})\n"
+            "print(m._fast is not None, m._model is None, round(m.score('looking on a "
+            "little more'), 4), 'numpy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    fast, unloaded, score, numpy_loaded = done.stdout.split()
+    assert (fast, unloaded, numpy_loaded) == ("True", "True", "False"), done.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = load_model(FIXTURES / "test.probing.bin")
+    assert float(score) == pytest.approx(loaded.sentence_logprob("looking on a little more")
+                                         / np.log(10), abs=1e-4)
+    ours = nnlm.kenlm.Model(str(FIXTURES / "test.probing.bin"))
+    for line in LINES:
+        for (a, n, o), (b, m, p) in zip(ours.full_scores(line),
+                                        nnlm.Model(loaded).full_scores(line)):
+            assert (n, o) == (m, p) and a == pytest.approx(b, abs=1e-4)

@@ -276,6 +276,58 @@ def _open_mapped(text: str, serial: int):
         return None  # load_model reads it, or says in one line what is wrong with it
 
 
+def _open_kenlm_probing(text: str, serial: int):
+    """(compiled queries, word index, order) of a KenLM probing file (build_binary's
+    default) read where it lies: the file mapped, its header and layout checked
+    (:mod:`nnlm.ngram.formats.kenlm_header`), its buckets handed to the C queries in
+    place; no numpy, no model, as nnlm's own trie files open. Word ids are KenLM's. None
+    for anything else, or for a file that fails a check: then
+    :func:`nnlm.models.load_model` opens it, and names what is wrong."""
+    if _fast is None:
+        return None
+    import array
+    import mmap
+
+    from ..ngram.formats import kenlm_header as kh
+
+    try:
+        with open(text, "rb") as f:
+            if f.read(len(kh.MAGIC)) != kh.MAGIC:
+                return None
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        header, start = kh.read_header(text, data)
+        if header["model_type"] not in (0, 1) or header["order"] > _fast.MAX_ORDER:
+            return None
+        layout = kh.probing_layout(text, data, header, start)
+        V, order = header["counts"][0], header["order"]
+        words = kh._words(text, data, layout["words"], V)
+        index = {w: i for i, w in enumerate(words)}
+        if len(index) != V or words[0] != "<unk>" or "<s>" not in index or \
+                "</s>" not in index:
+            return None
+        encoded = [w.encode("utf-8") for w in words]
+        offsets = array.array("q", [0])
+        for w in encoded:
+            offsets.append(offsets[-1] + len(w))
+        view = memoryview(data)
+        at, size = layout["unigrams"]
+        uni = array.array("f")
+        uni.frombytes(view[at:at + V * size])
+        stride = size // 4  # p, b (, rest)
+        pb = array.array("f", bytes(8 * V))
+        pb[0::2] = array.array("f", [-abs(p) for p in uni[0::stride]])  # sign: a flag
+        pb[1::2] = uni[1::stride]  # the back-off's sign of zero: extension
+        pb[2 * index["<s>"]] = -99.0  # never scored, as KenLM's <s>
+        kid = array.array("q", range(V))  # KenLM's ids are the queries' own
+        levels = [("probing", view[o:o + n * item], item, n, kid)
+                  for o, item, n in layout["orders"]]
+        query = _fast.Query(serial, index, b"".join(encoded), offsets, V, index["<s>"],
+                            index["</s>"], 0, pb, levels)
+        return query, index, order
+    except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError):
+        return None
+
+
 def _level_spec(header: dict, k: int, section) -> tuple:
     """Order k of a trie file as the compiled queries take it (``_kenlm_query.c``'s
     trie_level: the sections where they lie)."""
@@ -376,7 +428,8 @@ class Model:
             self._text = text.decode("utf-8") if isinstance(text, bytes) else text
             self.path = os.path.abspath(self._text).encode("utf-8")
             self._model = None
-            opened = _open_mapped(self._text, self._serial)
+            opened = _open_mapped(self._text, self._serial) or \
+                _open_kenlm_probing(self._text, self._serial)
         else:
             from ..lm import LanguageModel
 

@@ -40,10 +40,8 @@ saved, and says so.
 from __future__ import annotations
 
 import functools
-import math
 import mmap
 import os
-import struct
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -54,25 +52,20 @@ from ...text.vocab import SPECIALS, UNK, Vocabulary
 from ..backoff import BackoffNgram
 from ..store.values import extension_of
 from .arpa_read import assemble
-
-VERSIONED = b"mmap lm http://kheafield.com/code format version "
-MAGIC = b"mmap lm http://kheafield.com/code format version 5\n\0\0"
-INCOMPLETE = b"mmap lm http://kheafield.com/code incomplete\n"
-SANITY = MAGIC.ljust(56, b"\0") + struct.pack("<fffIIIQ", 0.0, 1.0, -0.5, 1, 0xFFFFFFFF, 0, 1)
-FIXED = struct.Struct("<B3xfiB3xI")  # order, probing multiplier, model type, words?, version
-MODEL_TYPES = {0: "probing", 1: "probing with rest costs", 2: "trie", 3: "quantized trie",
-               4: "trie with array-compressed pointers",
-               5: "quantized trie with array-compressed pointers"}
-TRIE_VERSION = 1
+from .kenlm_header import (
+    MODEL_TYPES,
+    TRIE_VERSION,
+    _align8,
+    _check_words_kept,
+    _words,
+    probing_layout,
+    read_header,
+)
 
 
 def required_bits(max_value: int) -> int:
     """KenLM's RequiredBits: bits to store 0..max_value (0 for 0)."""
     return int(max_value).bit_length()
-
-
-def _align8(n: int) -> int:
-    return (n + 7) // 8 * 8
 
 
 class _Bits:
@@ -91,34 +84,6 @@ class _Bits:
         low = self.words[word] >> off
         high = (self.words[word + 1] << np.uint64(1)) << (np.uint64(63) - off)
         return (low | high) & np.uint64((1 << length) - 1)
-
-
-def read_header(path: Path, data: bytes) -> tuple[dict, int]:
-    """The fixed header of a KenLM binary file, checked: (fields, header size)."""
-    if len(data) < len(SANITY) + FIXED.size or data[:len(SANITY)] != SANITY:
-        if data[:len(INCOMPLETE)] == INCOMPLETE:
-            raise NnlmError(f"{path}: a KenLM binary file that build_binary did not finish "
-                            "writing; build it again")
-        if data[:len(VERSIONED)] == VERSIONED:
-            version = data[len(VERSIONED):len(VERSIONED) + 4].split(b"\n")[0]
-            if version != b"5":
-                raise NnlmError(f"{path}: KenLM binary format version "
-                                f"{version.decode('ascii', 'replace')}; nnlm reads version 5 "
-                                "(KenLM's since 2012): rebuild it from its ARPA file")
-            if len(data) < len(SANITY) + FIXED.size:
-                raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data)} bytes)")
-            raise NnlmError(f"{path}: a KenLM binary file from a machine of another byte order "
-                            "or word size (its test values differ); rebuild it here from its "
-                            "ARPA file")
-        raise NnlmError(f"{path}: not a KenLM binary file")
-    order, multiplier, model_type, has_words, version = FIXED.unpack_from(data, len(SANITY))
-    start = len(SANITY) + FIXED.size
-    if not 1 <= order <= 64 or len(data) < start + 8 * order:
-        raise NnlmError(f"{path}: a damaged or truncated KenLM binary header (order {order})")
-    counts = list(struct.unpack_from(f"<{order}Q", data, start))
-    fields = {"order": order, "probing_multiplier": multiplier, "model_type": model_type,
-              "has_words": bool(has_words), "search_version": version, "counts": counts}
-    return fields, _align8(start + 8 * order)
 
 
 class _Layout:
@@ -191,28 +156,6 @@ class _Layout:
         if len(data) < end:
             raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data):,} bytes; its "
                             f"header needs at least {end:,})")
-
-
-def _check_words_kept(path: Path, header: dict) -> None:
-    if not header["has_words"]:
-        raise NnlmError(f"{path}: a KenLM binary file built without its words; nnlm needs "
-                        "them: rebuild it from its ARPA file")
-
-
-def _words(path: Path, data: bytes, at: int, count: int) -> list[str]:
-    """The vocabulary's words stored after the search structure, in id order."""
-    blob = data[at:]
-    if not blob.startswith(b"<unk>\0"):
-        raise NnlmError(f"{path}: the words at the end of this KenLM binary file are missing "
-                        "or misplaced (it may be truncated, or built without its vocabulary)")
-    parts = blob.split(b"\0")
-    if len(parts) < count or any(parts[count:]):
-        raise NnlmError(f"{path}: has {len(parts) - 1:,} words at its end, its header says "
-                        f"{count:,}; the file is truncated or damaged")
-    try:
-        return [p.decode("utf-8") for p in parts[:count]]
-    except UnicodeDecodeError:
-        raise NnlmError(f"{path}: a word at its end is not UTF-8") from None
 
 
 def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
@@ -342,7 +285,6 @@ def _to_model(path, words, tables, order, strict):
 
 
 # -- probing files -------------------------------------------------------------------
-PROBING_VERSION = 0
 _MULTIPLY = np.uint64(8978948897894561157)
 _ADD = np.uint64(17894857484156487943)
 
@@ -351,11 +293,6 @@ def combine(node: np.ndarray, word: np.ndarray) -> np.ndarray:
     """KenLM's CombineWordHash: the hash of an n-gram extended one word to the left."""
     with np.errstate(over="ignore"):
         return (node * _MULTIPLY) ^ ((word.astype(np.uint64) + np.uint64(1)) * _ADD)
-
-
-def _buckets(entries: int, multiplier: float) -> int:
-    """ProbingHashTable::Size's bucket count (the product in float32, as KenLM has it)."""
-    return max(entries + 1, int(np.float32(multiplier) * np.float32(entries)))
 
 
 class ProbingLevel:
@@ -432,40 +369,17 @@ class ProbingLevel:
 
 def _read_probing(path: Path, data: bytes, header: dict, start: int):
     counts, order = header["counts"], header["order"]
-    rest = header["model_type"] == 1
-    if header["search_version"] != PROBING_VERSION:
-        raise NnlmError(f"{path}: KenLM probing version {header['search_version']}; nnlm reads "
-                        f"version {PROBING_VERSION}")
-    _check_words_kept(path, header)
-    if order < 2:
-        raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
-    mult = header["probing_multiplier"]
-    if not (isinstance(mult, float) and math.isfinite(mult) and 0 < mult < 1e6):
-        raise NnlmError(f"{path}: its header's probing multiplier is {mult!r}, not a finite "
-                        "number > 0 (build_binary writes 1.5 unless -p says otherwise); the "
-                        "header is damaged")
+    layout = probing_layout(path, data, header, start)
+    rest = layout["rest"]
     V = counts[0]
-    pos = start
-    if len(data) < pos + 8:
-        raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data):,} bytes)")
-    if struct.unpack_from("<I", data, pos)[0] != 0:
-        raise NnlmError(f"{path}: KenLM probing vocabulary version "
-                        f"{struct.unpack_from('<I', data, pos)[0]}; nnlm reads version 0")
-    pos += 8 + _buckets(V, mult) * 12  # the vocabulary's hash table: words come at the end
     weights = np.dtype([("p", "<f4"), ("b", "<f4")] + ([("r", "<f4")] if rest else []))
     middle = np.dtype([("key", "<u8"), ("p", "<f4"), ("b", "<f4")]
                       + ([("r", "<f4")] if rest else []), align=False)
     longest = np.dtype([("key", "<u8"), ("p", "<f4")])
-    parts = [("unigrams", weights, V + 1)]
-    parts += [(f"{k}-grams", middle, _buckets(counts[k - 1], mult)) for k in range(2, order)]
-    parts += [(f"{order}-grams", longest, _buckets(counts[-1], mult))]
-    arrays = []
-    for name, dtype, n in parts:
-        if len(data) < pos + dtype.itemsize * n:
-            raise NnlmError(f"{path}: truncated in its {name} ({len(data):,} bytes; they end "
-                            f"at byte {pos + dtype.itemsize * n:,})")
-        arrays.append(np.frombuffer(data, dtype, n, pos))
-        pos += dtype.itemsize * n
+    arrays = [np.frombuffer(data, weights, V + 1, layout["unigrams"][0])]
+    for k, (offset, _, n) in enumerate(layout["orders"], start=2):
+        arrays.append(np.frombuffer(data, longest if k == order else middle, n, offset))
+    pos = layout["words"]
     words = _words(path, data, pos, V)
     if len(set(words)) != len(words):
         raise NnlmError(f"{path}: a word appears twice in its vocabulary")
