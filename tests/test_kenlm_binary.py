@@ -187,17 +187,22 @@ def test_a_damaged_probing_multiplier_is_one_line(tmp_path, multiplier):
         nnlm.kenlm.Model(str(bad))
 
 
-def test_a_probing_file_opens_where_it_lies_without_numpy():
-    """nnlm.kenlm opens KenLM's probing file as kenlm does: mapped, its buckets queried
-    in place by the compiled path, no model loaded and numpy never imported; the numbers
-    are the loaded model's (and kenlm's, where installed)."""
+@pytest.mark.parametrize("name", ["test.probing.bin", "test.trie.bin", "test.q8.bin",
+                                  "test.array.bin", "test.qa.bin"])
+def test_a_kenlm_binary_opens_where_it_lies_without_numpy(name):
+    """nnlm.kenlm opens KenLM's binaries as kenlm does: mapped, the probing buckets or the
+    bit-packed trie (quantized, array-compressed pointers) queried in place by the
+    compiled path, no model loaded and numpy never imported; the numbers are the loaded
+    model's (and kenlm's: tests/test_kenlm_module.py)."""
     import sys
 
     import nnlm
     import nnlm.kenlm
 
+    if nnlm.kenlm._fast is None:
+        pytest.skip("the compiled queries were not built (no C compiler at install)")
     code = ("import sys, nnlm.kenlm as k\n"
-            f"m = k.Model({str(FIXTURES / 'test.probing.bin')!r})\n"
+            f"m = k.Model({str(FIXTURES / name)!r})\n"
             "print(m._fast is not None, m._model is None, round(m.score('looking on a "
             "little more'), 4), 'numpy' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -206,10 +211,10 @@ def test_a_probing_file_opens_where_it_lies_without_numpy():
     assert (fast, unloaded, numpy_loaded) == ("True", "True", "False"), done.stderr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loaded = load_model(FIXTURES / "test.probing.bin")
+        loaded = load_model(FIXTURES / name)
     assert float(score) == pytest.approx(loaded.sentence_logprob("looking on a little more")
                                          / np.log(10), abs=1e-4)
-    ours = nnlm.kenlm.Model(str(FIXTURES / "test.probing.bin"))
+    ours = nnlm.kenlm.Model(str(FIXTURES / name))
     for line in LINES:
         for (a, n, o), (b, m, p) in zip(ours.full_scores(line),
                                         nnlm.Model(loaded).full_scores(line)):

@@ -75,7 +75,7 @@ def query_path(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(nk, "_query", lambda lm, serial: None)
         monkeypatch.setattr(nk, "_open_mapped", lambda text, serial: None)
-        monkeypatch.setattr(nk, "_open_kenlm_probing", lambda text, serial: None)
+        monkeypatch.setattr(nk, "_open_kenlm_binary", lambda text, serial: None)
     elif nk._fast is None:
         pytest.skip("the compiled queries were not built (no C compiler at install)")
     return request.param
@@ -135,11 +135,12 @@ def test_states_and_scores_equal_kenlms_word_by_word(toy_arpa, query_path, form,
             ours = _quiet_model(mine)
         theirs = kenlm.Model(str(file))
         assert (ours._fast is not None) == (query_path == "compiled")
-        # a trie file, or KenLM's probing file, is read where it lies, the model never
-        # loaded (what keeps a decoder's process as small as kenlm's:
-        # test_a_trie_file_opens_without_numpy, test_a_probing_file_opens_where_it_lies)
-        assert (ours._model is None) == (form in ("mapped", "mapped-linear", "one-file-q8",
-                                                  "kenlm-probing")
+        # a trie file, nnlm's or KenLM's, or KenLM's probing file, is read where it lies,
+        # the model never loaded (what keeps a decoder's process as small as kenlm's:
+        # test_a_trie_file_opens_without_numpy and, in test_kenlm_binary.py,
+        # test_a_kenlm_binary_opens_where_it_lies_without_numpy)
+        assert (ours._model is None) == ((form in ("mapped", "mapped-linear", "one-file-q8")
+                                          or form in KENLM_BINARIES)
                                          and query_path == "compiled")
         tol = 5e-2 if form == "one-file-q8" else 2e-4
         our_states, their_states = [], []

@@ -257,6 +257,18 @@ typedef struct {
     uint64_t buckets;
     Py_ssize_t itemsize;
     const int64_t *kid;
+    /* KenLM trie mode (a KenLM trie file where it lies): per entry, total bits: the word,
+       then the value fields (floats: 31 bits of p's magnitude, then 32 of the back-off;
+       quantized: the back-off's code, then p's), then (below the top order) the low bits of
+       the pointer into the next order, whose high bits, with array-compressed pointers,
+       come from a sorted table (ArrayBhiksha); order 2's parents are the unigram records
+       (float p, float b, uint64 next) */
+    int ktrie;
+    const uint8_t *kbits, *kuni;
+    uint64_t kn, ktotal, kword_bits, kvalue_bits, kprob_bits, kbow_bits, kinline, kn_offsets;
+    int kquant;
+    const float *kprob_c, *kbow_c;
+    const uint64_t *koffsets;
 } Level;
 
 typedef struct {
@@ -502,6 +514,45 @@ static int probing_level(QueryObject *self, Level *L, PyObject *t, int top) {
     return 0;
 }
 
+/* A KenLM trie order: ("kenlm-trie", bits, n, total, word_bits, quantized, prob_bits,
+ * bow_bits, prob_centers, bow_centers, inline_bits, offsets, unigram records) */
+static int kenlm_trie_level(QueryObject *self, Level *L, PyObject *t, int top) {
+    PyObject *tag, *bits, *pc, *bc, *offsets, *uni;
+    unsigned long long n, total, word_bits, prob_bits, bow_bits, inline_bits;
+    int quant;
+    Py_ssize_t n_bits, n_pc = 0, n_bc = 0, n_off = 0, n_uni = 0;
+    if (!PyArg_ParseTuple(t, "OOKKKiKKOOKOO", &tag, &bits, &n, &total, &word_bits, &quant,
+                          &prob_bits, &bow_bits, &pc, &bc, &inline_bits, &offsets, &uni))
+        return -1;
+    L->ktrie = 1;
+    L->kn = n; L->ktotal = total; L->kword_bits = word_bits; L->kquant = quant;
+    L->kprob_bits = prob_bits; L->kbow_bits = bow_bits; L->kinline = inline_bits;
+    L->kvalue_bits = quant ? prob_bits + (top ? 0 : bow_bits) : (top ? 31 : 63);
+    if (word_bits < 1 || word_bits > 32 || inline_bits > 57 || (top && inline_bits) ||
+        total != word_bits + L->kvalue_bits + inline_bits || prob_bits > 25 || bow_bits > 25)
+        return -1;
+    if (!(L->kbits = take(self, bits, 1, &n_bits)) ||
+        (uint64_t)n_bits < ((n + 1) * total + 7) / 8 + 8)
+        return -1;
+    if (quant) {
+        if (!(L->kprob_c = take(self, pc, 4, &n_pc)) || (uint64_t)n_pc != (1ULL << prob_bits))
+            return -1;
+        if (!top && (!(L->kbow_c = take(self, bc, 4, &n_bc)) ||
+                     (uint64_t)n_bc != (1ULL << bow_bits)))
+            return -1;
+    }
+    L->koffsets = NULL;
+    if (PyObject_Length(offsets) > 0) {
+        if (!(L->koffsets = take(self, offsets, 8, &n_off))) return -1;
+        L->kn_offsets = (uint64_t)n_off;
+    }
+    L->kuni = NULL;
+    if (PyObject_Length(uni) > 0) {
+        if (!(L->kuni = take(self, uni, 1, &n_uni)) || n_uni < 16 * (self->V + 2)) return -1;
+    }
+    return 0;
+}
+
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     PyObject *index, *blob, *offsets, *uni_pb, *levels, *slots = Py_None;
     long long serial, V;
@@ -550,6 +601,13 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n_levels; i++) {
         PyObject *t = PyList_GET_ITEM(levels, i);
         Level *L = &self->levels[i + 2];
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 13 &&
+            PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {  /* ("kenlm-trie", ...) */
+            if (kenlm_trie_level(self, L, t, i + 2 == self->order) < 0) goto bad_size;
+            if (i == 0 && !L->kuni) goto bad_size;  /* order 2 needs the unigram records */
+            if (i > 0 && !self->levels[i + 1].ktrie) goto bad_size;
+            continue;
+        }
         if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 5 &&
             PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {  /* ("probing", ...) */
             if (probing_level(self, L, t, i + 2 == self->order) < 0) goto bad_size;
@@ -616,6 +674,68 @@ static inline int64_t probe(const Level *L, uint64_t hash) {
     return -1;
 }
 
+/* len (<= 57) bits at bit offset ``bit`` of a little-endian bit stream (KenLM pads its
+ * arrays with 8 bytes, so the 8-byte read stays inside) */
+static inline uint64_t read_bits(const uint8_t *base, uint64_t bit, uint64_t len) {
+    uint64_t v;
+    memcpy(&v, base + (bit >> 3), 8);
+    return (v >> (bit & 7)) & (len >= 64 ? ~0ULL : ((1ULL << len) - 1));
+}
+
+/* Where entry i of KenLM trie order L points into the next order */
+static inline uint64_t ktrie_child(const Level *L, uint64_t i) {
+    uint64_t low = read_bits(L->kbits, i * L->ktotal + L->kword_bits + L->kvalue_bits,
+                             L->kinline);
+    if (!L->koffsets) return low;
+    uint64_t lo = 0, hi = L->kn_offsets;  /* the last table entry <= i: the high bits */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        if (L->koffsets[mid] <= i) lo = mid + 1; else hi = mid;
+    }
+    return ((lo ? lo - 1 : 0) << L->kinline) | low;
+}
+
+/* The entry of order k (L) holding ``word`` among the children of entry ``parent`` of
+ * order k - 1 (the unigram records' pointers when k == 2), or -1 */
+static inline int64_t ktrie_find(const QueryObject *q, int k, uint64_t parent, uint64_t word) {
+    const Level *L = &q->levels[k];
+    uint64_t begin, end;
+    if (k == 2) {
+        memcpy(&begin, L->kuni + 16 * parent + 8, 8);
+        memcpy(&end, L->kuni + 16 * (parent + 1) + 8, 8);
+    } else {
+        const Level *P = &q->levels[k - 1];
+        begin = ktrie_child(P, parent);
+        end = ktrie_child(P, parent + 1);
+    }
+    if (end > L->kn) end = L->kn;
+    while (begin < end) {  /* a run's words are sorted */
+        uint64_t mid = begin + (end - begin) / 2;
+        uint64_t w = read_bits(L->kbits, mid * L->ktotal, L->kword_bits);
+        if (w == word) return (int64_t)mid;
+        if (w < word) begin = mid + 1; else end = mid;
+    }
+    return -1;
+}
+
+/* log10 p (and, below the top order, the back-off) of entry e of KenLM trie order L */
+static inline float ktrie_values(const Level *L, uint64_t e, int top, float *backoff) {
+    uint64_t at = e * L->ktotal + L->kword_bits;
+    if (L->kquant) {
+        if (top) return L->kprob_c[read_bits(L->kbits, at, L->kprob_bits)];
+        *backoff = L->kbow_c[read_bits(L->kbits, at, L->kbow_bits)];
+        return L->kprob_c[read_bits(L->kbits, at + L->kbow_bits, L->kprob_bits)];
+    }
+    uint32_t pbits = (uint32_t)read_bits(L->kbits, at, 31) | 0x80000000u;  /* always < 0 */
+    float p;
+    memcpy(&p, &pbits, 4);
+    if (!top) {
+        uint32_t bbits = (uint32_t)read_bits(L->kbits, at + 31, 32);
+        memcpy(backoff, &bbits, 4);
+    }
+    return p;
+}
+
 /* KenLM's CombineWordHash: the hash of an n-gram extended one word to the left */
 static inline uint64_t combine(uint64_t node, uint64_t word) {
     return (node * 8978948897894561157ULL) ^ ((word + 1) * 17894857484156487943ULL);
@@ -634,6 +754,19 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
         int k = j + 2;
         const Level *L = &q->levels[k];
+        if (L->ktrie) {  /* KenLM's trie file, where it lies */
+            int64_t pos = ktrie_find(q, k, (uint64_t)id, (uint64_t)in->words[j]);
+            if (pos < 0) break;
+            id = pos;
+            float bo = 0;
+            prob = ktrie_values(L, (uint64_t)pos, k == q->order, &bo);
+            ngram_length = k;
+            if (k < q->order) {
+                out_backoff[k - 1] = bo;
+                if (extends(bo)) keep = k;
+            }
+            continue;
+        }
         if (L->probing) {  /* KenLM's probing file: the n-gram's hash, its bucket */
             hash = combine(k == 2 ? (uint64_t)L->kid[w] : hash,
                            (uint64_t)L->kid[in->words[j]]);

@@ -276,16 +276,15 @@ def _open_mapped(text: str, serial: int):
         return None  # load_model reads it, or says in one line what is wrong with it
 
 
-def _open_kenlm_probing(text: str, serial: int):
-    """(compiled queries, word index, order) of a KenLM probing file (build_binary's
-    default) read where it lies: the file mapped, its header and layout checked
-    (:mod:`nnlm.ngram.formats.kenlm_header`), its buckets handed to the C queries in
-    place; no numpy, no model, as nnlm's own trie files open. Word ids are KenLM's. None
-    for anything else, or for a file that fails a check: then
+def _open_kenlm_binary(text: str, serial: int):
+    """(compiled queries, word index, order) of a KenLM binary file (build_binary's probing
+    default, or any of its four trie layouts) read where it lies: the file mapped, its
+    header and layout checked (:mod:`nnlm.ngram.formats.kenlm_header`), its tables handed
+    to the C queries in place; no numpy, no model, as nnlm's own trie files open. Word
+    ids are KenLM's. None for anything else, or for a file that fails a check: then
     :func:`nnlm.models.load_model` opens it, and names what is wrong."""
     if _fast is None:
         return None
-    import array
     import mmap
 
     from ..ngram.formats import kenlm_header as kh
@@ -296,36 +295,104 @@ def _open_kenlm_probing(text: str, serial: int):
                 return None
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         header, start = kh.read_header(text, data)
-        if header["model_type"] not in (0, 1) or header["order"] > _fast.MAX_ORDER:
+        if header["model_type"] not in kh.MODEL_TYPES or header["order"] > _fast.MAX_ORDER:
             return None
-        layout = kh.probing_layout(text, data, header, start)
+        if header["model_type"] in (0, 1):
+            layout = kh.probing_layout(text, data, header, start)
+            words_at, (uni_at, uni_size) = layout["words"], layout["unigrams"]
+        else:
+            kh._check_words_kept(text, header)
+            if header["search_version"] != kh.TRIE_VERSION or header["order"] < 2:
+                return None
+            layout = kh._Layout(text, data, header, start)
+            if len(data) < layout.end:
+                return None
+            words_at, uni_at, uni_size = layout.end, layout.unigrams, 16
         V, order = header["counts"][0], header["order"]
-        words = kh._words(text, data, layout["words"], V)
+        words = kh._words(text, data, words_at, V)
         index = {w: i for i, w in enumerate(words)}
         if len(index) != V or words[0] != "<unk>" or "<s>" not in index or \
                 "</s>" not in index:
             return None
-        encoded = [w.encode("utf-8") for w in words]
-        offsets = array.array("q", [0])
-        for w in encoded:
-            offsets.append(offsets[-1] + len(w))
         view = memoryview(data)
-        at, size = layout["unigrams"]
-        uni = array.array("f")
-        uni.frombytes(view[at:at + V * size])
-        stride = size // 4  # p, b (, rest)
-        pb = array.array("f", bytes(8 * V))
-        pb[0::2] = array.array("f", [-abs(p) for p in uni[0::stride]])  # sign: a flag
-        pb[1::2] = uni[1::stride]  # the back-off's sign of zero: extension
-        pb[2 * index["<s>"]] = -99.0  # never scored, as KenLM's <s>
-        kid = array.array("q", range(V))  # KenLM's ids are the queries' own
-        levels = [("probing", view[o:o + n * item], item, n, kid)
-                  for o, item, n in layout["orders"]]
-        query = _fast.Query(serial, index, b"".join(encoded), offsets, V, index["<s>"],
-                            index["</s>"], 0, pb, levels)
+        if header["model_type"] in (0, 1):
+            levels = _probing_levels(view, layout, V)
+        else:
+            levels = _trie_levels(view, layout, header, uni_at)
+        query = _fast.Query(serial, index, *_word_blob(words), V, index["<s>"],
+                            index["</s>"], 0, _unigram_pb(view, uni_at, uni_size, V,
+                                                         index["<s>"],
+                                                         header["model_type"] in (0, 1)),
+                            levels)
         return query, index, order
     except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError):
         return None
+
+
+def _word_blob(words: list[str]):
+    """The words' UTF-8 bytes end to end, and where each begins (int64)."""
+    import array
+
+    encoded = [w.encode("utf-8") for w in words]
+    offsets = array.array("q", [0])
+    for w in encoded:
+        offsets.append(offsets[-1] + len(w))
+    return b"".join(encoded), offsets
+
+
+def _unigram_pb(view, at: int, size: int, V: int, bos: int, flagged: bool):
+    """float32 (log10 p, log10 back-off) per word from KenLM's unigram records (a probing
+    file's p carries a flag in its sign bit: its value is always the negative one)."""
+    import array
+
+    uni = array.array("f")
+    uni.frombytes(view[at:at + V * size])
+    stride = size // 4
+    pb = array.array("f", bytes(8 * V))
+    pb[0::2] = array.array("f", [-abs(p) for p in uni[0::stride]]) if flagged \
+        else uni[0::stride]
+    pb[1::2] = uni[1::stride]  # the back-off's sign of zero says whether the word extends
+    pb[2 * bos] = -99.0  # never scored, as KenLM's <s>
+    return pb
+
+
+def _probing_levels(view, layout: dict, V: int) -> list:
+    import array
+
+    kid = array.array("q", range(V))  # KenLM's ids are the queries' own
+    return [("probing", view[o:o + n * item], item, n, kid) for o, item, n in layout["orders"]]
+
+
+def _trie_levels(view, layout, header: dict, uni_at: int) -> list:
+    """Each order of a KenLM trie file as the compiled queries take it (the bit-packed
+    entries, the quantizer's centers, the array-compressed pointers' table: where they
+    lie)."""
+    counts, order = header["counts"], header["order"]
+    uni = view[uni_at:uni_at + 16 * (counts[0] + 2)]
+    per = (1 << layout.bow_bits) + (1 << layout.prob_bits)
+
+    def centers(k, top):
+        if not layout.quantized:
+            return b"", b""
+        probs = layout.tables + 4 * per * (order - 2 if top else k - 2)
+        bows = probs + 4 * (1 << layout.prob_bits)
+        return (view[probs:probs + 4 * (1 << layout.prob_bits)].cast("f"),
+                b"" if top else view[bows:bows + 4 * (1 << layout.bow_bits)].cast("f"))
+
+    levels = []
+    for m in layout.middles:
+        offsets = view[m.offsets_at:m.offsets_at + 8 * m.n_offsets].cast("Q") \
+            if layout.array else b""
+        levels.append(("kenlm-trie", view[m.base:m.base + m.size], m.n, m.total,
+                       layout.word_bits, int(layout.quantized), layout.prob_bits,
+                       layout.bow_bits, *centers(m.k, False), m.inline, offsets,
+                       uni if m.k == 2 else b""))
+    top = layout.longest
+    levels.append(("kenlm-trie", view[top.base:top.base + top.size], top.n, top.total,
+                   layout.word_bits, int(layout.quantized), layout.prob_bits,
+                   layout.bow_bits, *centers(order, True), 0, b"",
+                   uni if order == 2 else b""))
+    return levels
 
 
 def _level_spec(header: dict, k: int, section) -> tuple:
@@ -429,7 +496,7 @@ class Model:
             self.path = os.path.abspath(self._text).encode("utf-8")
             self._model = None
             opened = _open_mapped(self._text, self._serial) or \
-                _open_kenlm_probing(self._text, self._serial)
+                _open_kenlm_binary(self._text, self._serial)
         else:
             from ..lm import LanguageModel
 

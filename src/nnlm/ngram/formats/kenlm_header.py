@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 from ...base.errors import NnlmError
 
@@ -127,3 +128,80 @@ def probing_layout(path: Path, data, header: dict, start: int) -> dict:
         offsets.append((pos, itemsize, n))
         pos += itemsize * n
     return {"unigrams": offsets[0][:2], "orders": offsets[1:], "words": pos, "rest": rest}
+
+
+def required_bits(max_value: int) -> int:
+    """KenLM's RequiredBits: bits to store 0..max_value (0 for 0)."""
+    return int(max_value).bit_length()
+
+
+class _Layout:
+    """Where each part of a trie file lies, from its counts and bit widths."""
+
+    def __init__(self, path: Path, data: bytes, header: dict, start: int):
+        counts, order = header["counts"], header["order"]
+        self.quantized = header["model_type"] in (3, 5)
+        self.array = header["model_type"] in (4, 5)
+        pos = start + 8 + 8 * counts[0]  # the sorted vocabulary: a count, then hashes
+        self.search = pos
+        self.prob_bits = self.bow_bits = 0
+        if self.quantized:
+            self._need(path, data, pos + 3)
+            qversion, self.prob_bits, self.bow_bits = data[pos], data[pos + 1], data[pos + 2]
+            if qversion != 2 or not (1 <= self.prob_bits <= 25 and 1 <= self.bow_bits <= 25):
+                raise NnlmError(f"{path}: KenLM quantization version {qversion} with "
+                                f"{self.prob_bits}/{self.bow_bits} bits; nnlm reads version 2 "
+                                "with 1-25 bits")
+            self.tables = pos + 8
+            pos += (order - 2) * ((1 << self.bow_bits) + (1 << self.prob_bits)) * 4 \
+                + (1 << self.prob_bits) * 4 + 8
+        self.unigrams = pos
+        pos += (counts[0] + 2) * 16
+        self.chop = 0
+        if self.array and order > 2:
+            self._need(path, data, pos + 2)
+            if data[pos] != 0:
+                raise NnlmError(f"{path}: KenLM pointer-compression version {data[pos]}; nnlm "
+                                "reads version 0")
+            self.chop_config = data[pos + 1]
+        self.word_bits = required_bits(counts[0])
+        self.middles = []
+        for k in range(2, order):
+            entries, max_next = counts[k - 1], counts[k]
+            quant = self.prob_bits + self.bow_bits if self.quantized else 63
+            if self.array:
+                chop = self._chop_bits(entries + 1, max_next)
+                inline = required_bits(max_next) - chop
+                n_offsets = (max_next >> (required_bits(max_next) - chop)) + 1
+                offsets_at = _align8(pos) + 8
+                bhiksha = 8 * (1 + n_offsets) + 7
+            else:
+                chop, inline, n_offsets, offsets_at, bhiksha = 0, required_bits(max_next), 0, 0, 0
+            total = self.word_bits + quant + inline
+            base = pos + bhiksha
+            size = ((1 + entries) * total + 7) // 8 + 8
+            self.middles.append(SimpleNamespace(
+                k=k, n=entries, base=base, size=size, total=total, quant=quant, inline=inline,
+                chop=chop, offsets_at=offsets_at, n_offsets=n_offsets))
+            pos = base + size
+        longest_quant = self.prob_bits if self.quantized else 31
+        total = self.word_bits + longest_quant
+        size = ((1 + counts[-1]) * total + 7) // 8 + 8
+        self.longest = SimpleNamespace(k=order, n=counts[-1], base=pos, size=size, total=total)
+        self.end = pos + size  # where the words begin
+
+    def _chop_bits(self, max_offset: int, max_next: int) -> int:
+        """ArrayBhiksha's choice of how many high pointer bits go to the table."""
+        required = required_bits(max_next)
+        best, lowest = 0, None
+        for chop in range(0, min(required, self.chop_config) + 1):
+            change = (max_next >> (required - chop)) * 64 - max_offset * chop
+            if lowest is None or change < lowest:
+                best, lowest = chop, change
+        return best
+
+    @staticmethod
+    def _need(path, data, end):
+        if len(data) < end:
+            raise NnlmError(f"{path}: a truncated KenLM binary file ({len(data):,} bytes; its "
+                            f"header needs at least {end:,})")
