@@ -7,7 +7,8 @@ Estimates KN5 on the training text (Brown's, or a synthetic corpus of --tokens t
 with Brown's statistics, bench/synthetic.py), writes it as ARPA, and builds every form
 of it: nnlm's trie (float32, and --quantize 8 8), nnlm's previous format (arrays.npz,
 read whole, with a hash index built at first use) and, when KenLM's build_binary is on
-the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie. Then, for each, in a fresh
+the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie (each also through
+``nnlm.kenlm``, which reads them where they lie). Then, for each, in a fresh
 process, one at a time (issue 26's goals):
 
 - the file's size, and bytes per n-gram;
@@ -121,6 +122,7 @@ def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]
             subprocess.run([build_binary, *args[:-1], args[-1], work / "kn5.arpa", out],
                            check=True, capture_output=True)
             forms[name] = ("kenlm", out)
+            forms[f"{name}, nnlm.kenlm"] = ("nnlm.kenlm", out)  # KenLM's file, nnlm's reader
     return forms, n_grams
 
 
@@ -189,6 +191,13 @@ def main() -> None:
                 / rows["KenLM trie -q 8 -b 8"]["peak_rss_mb"],
             "kenlm_api_score_vs_kenlm": rows["nnlm trie, nnlm.kenlm"]["tokens_per_second"]
             / rows["KenLM trie"]["tokens_per_second"]}
+        for name in ("KenLM probing", "KenLM trie", "KenLM trie -q 8 -b 8"):
+            ours, theirs = rows.get(f"{name}, nnlm.kenlm"), rows.get(name)
+            if ours and theirs:  # KenLM's own file through nnlm.kenlm: time a token, opening
+                key = name.lower().replace("kenlm ", "kenlm_").replace(" -q 8 -b 8", "_q8")
+                result["ratios"][f"nnlm_kenlm_on_{key}_time_vs_kenlm"] = \
+                    theirs["tokens_per_second"] / ours["tokens_per_second"]
+                result["ratios"][f"nnlm_kenlm_on_{key}_open_seconds"] = ours["open_seconds"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result.get("ratios", {}), indent=1))
