@@ -215,3 +215,22 @@ def test_the_tensor_mixture_step_equals_the_mixtures_rows(world, tmp_path):
     assert isinstance(step, TensorMixture)
     got = step.advance(torch.from_numpy(contexts)).double().numpy()
     np.testing.assert_allclose(got, mix.next_logprobs(contexts), atol=1e-5)
+
+
+def test_a_batch_over_memory_is_refused_before_allocating(world, monkeypatch):
+    """advance over more states than memory holds: one line naming the sizes, before any
+    [B, |V|] array exists."""
+    import nnlm.base.sysmem as sysmem
+
+    lm, net = load_model(world / "kn3"), tensor_lm(load_model(world / "nplm"))
+    monkeypatch.setattr(sysmem, "available_memory", lambda: 1000)
+    contexts = torch.ones((64, 2), dtype=torch.int64)
+    with pytest.raises(NnlmError, match=r"advance over 64 states x 51 words needs"):
+        TensorBackoff(lm).advance(contexts)
+    with pytest.raises(NnlmError, match="advance fewer states at a time"):
+        net.advance(contexts)
+    model = nnlm.Model(lm)
+    state = nnlm.State()
+    model.BeginSentenceWrite(state)
+    with pytest.raises(NnlmError, match="advance over 64 states"):
+        model.advance([state] * 64)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base.errors import NnlmError, a
+from ..base.sysmem import check_allocation
 from ..lm import LOG10_E, LanguageModel
 from ..models import load_model
 from ..text.vocab import BOS_ID, EOS_ID, NO_WORD, UNK_ID
@@ -160,6 +161,9 @@ class Model:
             contexts[i] = w
         if words is None:
             core.check_contexts(contexts)
+            check_allocation(len(states) * len(self.vocab) * 8 * 3,
+                             f"advance over {len(states):,} states x {len(self.vocab):,} words",
+                             "advance fewer states at a time")
             log10 = np.asarray(self.lm.next_logprobs(contexts), np.float64) * LOG10_E
             return NextWords(log10, contexts, core.serial)
         ids = np.array([core.word_id(w, ids=True) for w in words], np.int64)

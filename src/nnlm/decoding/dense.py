@@ -39,9 +39,25 @@ import numpy as np
 import torch
 
 from ..base.errors import NnlmError, a
+from ..base.sysmem import check_allocation
 from ..text.specials import NO_WORD
 
 LOG10_E = 1.0 / math.log(10.0)
+
+
+def check_batch(B: int, V: int, dtype: torch.dtype, device: torch.device,
+                copies: int = 3) -> None:
+    """Refuse, before allocating, a batch whose [B, |V|] rows (and ``copies`` of them in
+    temporaries) the device cannot hold: one line naming the sizes."""
+    need = B * V * torch.empty((), dtype=dtype).element_size() * copies
+    what = f"advance over {B:,} states x {V:,} words"
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        if need > free:
+            raise NnlmError(f"{what} needs {need / 2**30:.1f} GiB on {device}, which has "
+                            f"{free / 2**30:.1f} GiB free; advance fewer states at a time")
+        return
+    check_allocation(need, what, "advance fewer states at a time")
 
 
 def next_contexts(contexts: torch.Tensor, rows: torch.Tensor,
@@ -139,6 +155,7 @@ class TensorBackoff:
             raise NnlmError(f"advance: a context word id is outside 0 .. {self.V - 1} (or "
                             f"{NO_WORD}: no word)")
         B = len(contexts)
+        check_batch(B, self.V, self.dtype, self.device)
         ids = self.context_ids(contexts)
         zero = torch.zeros((), dtype=self.dtype, device=self.device)
         bows = torch.zeros((len(ids) + 1, B), dtype=self.dtype, device=self.device)
@@ -178,6 +195,7 @@ class TensorNetwork:
         if contexts.ndim != 2 or contexts.shape[1] != self.k:
             raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
                             f"ids), not {list(contexts.shape)}")
+        check_batch(len(contexts), self.V, torch.float32, self.device)
         out = self.lm.next_log_softmax(contexts)
         return out * LOG10_E if log10 else out
 
@@ -201,6 +219,8 @@ class TensorMixture:
         if contexts.ndim != 2 or contexts.shape[1] != self.k:
             raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
                             f"ids), not {list(contexts.shape)}")
+        check_batch(len(contexts), self.V, torch.float32, self.device,
+                    copies=2 * len(self.parts) + 1)
         rows = self.mixture._rows(contexts.cpu().numpy())
         with np.errstate(divide="ignore"):
             logw = torch.as_tensor(np.log(self.mixture.weights[rows]), dtype=torch.float32,
