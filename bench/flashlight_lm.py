@@ -33,6 +33,11 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=40)
     p.add_argument("--beam", type=int, default=50)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--wer-lm", action="append", default=[], metavar="NAME=PATH",
+                   help="also the word error rate with this model through FlashlightLM "
+                   "(besides none and the KN5), its weights tuned on valid sentences")
+    p.add_argument("--wer-sentences", type=int, default=30)
+    p.add_argument("--noise", type=float, default=1.0, help="for the word error rates")
     p.add_argument("--out", type=Path, default=Path("bench/results/flashlight.json"))
     args = p.parse_args()
 
@@ -57,7 +62,7 @@ def main() -> None:
     tokens = Dictionary(letters)
     sil, blank = tokens.get_index("|"), tokens.get_index("<blank>")
 
-    def build(lm):
+    def build(lm, lm_weight=1.5, word_score=0.5):
         trie = fl.Trie(tokens.index_size(), sil)
         start = lm.start(False)
         for i, w in enumerate(words):
@@ -68,7 +73,7 @@ def main() -> None:
         trie.smear(fl.SmearingMode.MAX)
         options = fl.LexiconDecoderOptions(
             beam_size=args.beam, beam_size_token=len(letters), beam_threshold=25.0,
-            lm_weight=1.5, word_score=0.5, unk_score=float("-inf"), sil_score=0.0,
+            lm_weight=lm_weight, word_score=word_score, unk_score=float("-inf"), sil_score=0.0,
             log_add=False, criterion_type=fl.CriterionType.CTC)
         return fl.LexiconDecoder(options, trie, lm, sil, blank, words.index("<unk>"), [],
                                  False)
@@ -104,9 +109,62 @@ def main() -> None:
            "rounds": args.rounds, "same_hypotheses": same, "max_score_difference": score_diff,
            "seconds_a_sentence": seconds, "best_nnlm_over_kenlm": best["nnlm"] / best["kenlm"],
            "wer_best_hypothesis": errors / total}
+    out["wer"] = word_error_rates(args, build, words, letters, ours, spelled_emissions)
     print(json.dumps(out, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _errors(ref: list[str], hyp: list[str]) -> int:
+    d = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        prev, d[0] = d.copy(), i
+        for j, h in enumerate(hyp, 1):
+            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (r != h))
+    return int(d[-1])
+
+
+def word_error_rates(args, build, words, letters, kn5, spelled_emissions) -> dict:
+    """WER of the best hypothesis with no LM, KN5 and each --wer-lm, through
+    FlashlightLM, on test sentences; each LM's weight and word score tuned on valid
+    sentences (a small grid)."""
+    from flashlight.lib.text.decoder import ZeroLM
+    from flashlight.lib.text.dictionary import Dictionary
+
+    from nnlm.decoding.flashlight import FlashlightLM
+
+    def sentences(path, n):
+        lines = [ln.split() for ln in path.read_text().splitlines()]
+        return [ln for ln in lines if 4 <= len(ln) <= 20
+                and all(c in letters for w in ln for c in w)][:n]
+
+    dev = sentences(args.data / "valid.txt", max(10, args.wer_sentences // 3))
+    test = sentences(args.data / "test.txt", args.wer_sentences)
+    lms = {"none": ZeroLM(), "KN5": kn5}
+    for spec in args.wer_lm:
+        name, _, path = spec.partition("=")
+        lms[name] = FlashlightLM(path, Dictionary(words))
+
+    def rate(decoder, lines, offset):
+        errors = total = 0
+        t0 = time.perf_counter()
+        for i, ln in enumerate(lines):
+            em = spelled_emissions(ln, letters, offset + i, args.noise)
+            best = decoder.decode(em.ctypes.data, *em.shape)[0]
+            errors += _errors(ln, [words[w] for w in best.words if w >= 0])
+            total += len(ln)
+        return errors / total, (time.perf_counter() - t0) / len(lines)
+
+    out = {"noise": args.noise, "tuned_on": len(dev), "sentences": len(test), "beam": args.beam}
+    for name, lm in lms.items():
+        grid = [(0.0, s) for s in (-1.0, 0.0, 1.0)] if name == "none" else \
+            [(w, s) for w in (0.5, 1.0, 2.0) for s in (0.0, 1.0, 2.0)]
+        tuned = min(grid, key=lambda ws: rate(build(lm, *ws), dev, 10_000)[0])
+        wer, seconds = rate(build(lm, *tuned), test, 0)
+        out[name] = {"wer": wer, "seconds_a_sentence": seconds, "lm_weight": tuned[0],
+                     "word_score": tuned[1]}
+        print(name, out[name], flush=True)
+    return out
 
 
 if __name__ == "__main__":

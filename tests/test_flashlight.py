@@ -46,9 +46,11 @@ def lexicon_decoder(lm, words: list[str], letters: list[str], beam: int = 20,
                                   word_dict.get_index("<unk>"), [], False)
 
 
-def spelled_emissions(sentence: list[str], letters: list[str], seed: int) -> np.ndarray:
+def spelled_emissions(sentence: list[str], letters: list[str], seed: int,
+                      scale: float = 1.5) -> np.ndarray:
     """Letter-level CTC frames spelling ``sentence`` (a blank between letters, "|" between
-    words), with noise that leaves the spelling ambiguous."""
+    words), with noise (Gaussian, of ``scale`` on the logits; the right letter's +3) that
+    leaves the spelling ambiguous."""
     rng = np.random.default_rng(seed)
     index = {c: i for i, c in enumerate(letters)}
     frames = []
@@ -56,7 +58,7 @@ def spelled_emissions(sentence: list[str], letters: list[str], seed: int) -> np.
         for c in w:
             frames += [index[c], index["<blank>"]]
         frames.append(index["|"])
-    logits = rng.normal(scale=1.5, size=(len(frames), len(letters)))
+    logits = rng.normal(scale=scale, size=(len(frames), len(letters)))
     logits[np.arange(len(frames)), frames] += 3.0
     logits -= np.log(np.exp(logits).sum(1, keepdims=True))
     return np.ascontiguousarray(logits, np.float32)
