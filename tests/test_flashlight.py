@@ -103,10 +103,15 @@ def test_nnlms_lm_decodes_what_flashlights_kenlm_decodes(world, name):
 def test_the_adapters_scores_are_the_models(world):
     """start / score / finish give nnlm's log10 numbers and flashlight's state identity
     (the same token path, the same state object)."""
+    import functools
+
     import nnlm
+    import nnlm.kenlm
 
     words = list(load_model(world / "kn3").vocab.words)
     lm = FlashlightLM(world / "kn3", Dictionary(words))
+    if nnlm.kenlm._fast is not None:  # the back-off score runs in C (no Python frame)
+        assert isinstance(lm.score, functools.partial)
     model = nnlm.Model(world / "kn3")
     state = lm.start(False)
     total = 0.0

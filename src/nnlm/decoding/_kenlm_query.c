@@ -879,6 +879,59 @@ static PyObject *Query_BaseScore(QueryObject *self, PyObject *const *args, Py_ss
     return PyFloat_FromDouble(p);
 }
 
+/* flashlight-text's LM.score for a back-off model, in C (nnlm.decoding.flashlight binds it
+ * with functools.partial, so flashlight's call into Python runs no Python frame):
+ * memo_score(states, scored, ids, state, token) -> (child state, log10 p). ``states``
+ * maps flashlight's LMState to this module's State, ``scored`` (state, token) to the
+ * answer (each pair scored once), ``ids`` (int32) the model's id of each token index. */
+static PyObject *Query_memo_score(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "memo_score(states, scored, ids, state, token)");
+        return NULL;
+    }
+    PyObject *states = args[0], *scored = args[1], *state = args[3], *token = args[4];
+    PyObject *key = PyTuple_Pack(2, state, token);
+    if (!key) return NULL;
+    PyObject *hit = PyDict_GetItemWithError(scored, key);
+    if (hit || PyErr_Occurred()) {
+        Py_DECREF(key);
+        Py_XINCREF(hit);
+        return hit;
+    }
+    PyObject *result = NULL, *out = NULL, *after = NULL;
+    Py_ssize_t t = PyLong_AsSsize_t(token);
+    Py_buffer view;
+    if ((t == -1 && PyErr_Occurred()) ||
+        PyObject_GetBuffer(args[2], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto done;
+    int32_t w = -1;
+    if (view.itemsize == 4 && t >= 0 && t < view.len / 4) w = ((const int32_t *)view.buf)[t];
+    PyBuffer_Release(&view);
+    if (w < 0 || w >= self->V || w == self->bos) {
+        PyErr_Format(PyExc_ValueError, "flashlight LM: invalid token index %zd", t);
+        goto done;
+    }
+    PyObject *in = PyDict_GetItemWithError(states, state);
+    if (!in) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "an LMState this LM never made");
+        goto done;
+    }
+    if (check_state(self, in, "state") ||
+        !(out = PyObject_CallMethod(state, "child", "n", t)) ||
+        !(after = PyObject_CallNoArgs((PyObject *)&StateType)))
+        goto done;
+    int length;
+    float p = score_word(self, (StateObject *)in, w, (StateObject *)after, &length);
+    if (PyDict_SetItem(states, out, after) < 0 || !(result = Py_BuildValue("(Od)", out, (double)p)))
+        goto done;
+    if (PyDict_SetItem(scored, key, result) < 0) Py_CLEAR(result);
+done:
+    Py_DECREF(key);
+    Py_XDECREF(out);
+    Py_XDECREF(after);
+    return result;
+}
+
 static PyObject *Query_BaseFullScore(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
     if (n != 3) {
         PyErr_SetString(PyExc_TypeError, "BaseFullScore(in_state, word, out_state)");
@@ -1009,6 +1062,8 @@ static PyObject *Query_full_scores_list(QueryObject *self, PyObject *args, PyObj
 static PyMethodDef Query_methods[] = {
     {"BaseScore", (PyCFunction)(void (*)(void))Query_BaseScore, METH_FASTCALL,
      "log10 p(word | in_state); out_state becomes the state after word"},
+    {"memo_score", (PyCFunction)(void (*)(void))Query_memo_score, METH_FASTCALL,
+     "flashlight-text's LM.score for a back-off model (nnlm.decoding.flashlight)"},
     {"BaseFullScore", (PyCFunction)(void (*)(void))Query_BaseFullScore, METH_FASTCALL,
      "FullScoreReturn(log10 p, n-gram length, oov); out_state becomes the state after word"},
     {"BeginSentenceWrite", (PyCFunction)Query_BeginSentenceWrite, METH_O,

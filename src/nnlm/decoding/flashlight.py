@@ -13,8 +13,9 @@ States are flashlight's ``LMState`` objects, one per token path (``state.child(i
 its KenLM keeps them; each maps to the nnlm State it stands for.
 
 - **Back-off models** score through the compiled per-call path of :mod:`nnlm.kenlm`
-  (KenLM's algorithm and minimized states over nnlm's mapped trie or hash indexes): a
-  call is one C query.
+  (KenLM's algorithm and minimized states over nnlm's mapped trie or hash indexes): the
+  ``score`` flashlight calls is that C query itself, bound with ``functools.partial``
+  (no Python frame a call), and each (state, word) is scored once.
 - **Networks and mixtures** keep each state's whole next-word distribution once
   computed (one pass per state, however many words are scored after it). On a GPU the
   states ``score`` creates are also queued, and the first ``score`` from any queued state
@@ -28,6 +29,8 @@ The maps are cleared at ``start``, which the decoder calls once per utterance.
 
 from __future__ import annotations
 
+import array
+import functools
 import os
 
 import numpy as np
@@ -63,12 +66,17 @@ class FlashlightLM(LM):
         self.ids = _word_ids(lm.vocab, dictionary)
         self.k = lm.order - 1
         self.backoff = hasattr(lm, "state_lengths")
+        self.states: dict = {}  # LMState -> nnlm.kenlm State (back-off) or context tuple
+        self.scored: dict = {}  # (LMState, token) -> (its child, log10 score): back-off
         if self.backoff:
             self.fast = kenlm.Model(lm)  # the compiled per-call path over this model
             self.base_score, self.new_state = self.fast.BaseScore, kenlm.State
             self.words = [lm.vocab.words[i] for i in self.ids]
-        self.states: dict = {}  # LMState -> nnlm.kenlm State (back-off) or context tuple
-        self.scored: dict = {}  # (LMState, token) -> (its child, log10 score): back-off
+            query = getattr(self.fast, "_fast", None)
+            if query is not None:  # score in C: flashlight's call then runs no Python frame
+                ids = array.array("i", (int(i) for i in self.ids))
+                self.score = functools.partial(query.memo_score, self.states, self.scored,
+                                               ids)
         self.rows: dict = {}  # context tuple -> float32 log10 row (networks)
         self.queued: set = set()  # networks on a GPU: states to compute with the next miss
         self.queue_rows = not self.backoff and kenlm._on_gpu(lm)
