@@ -60,6 +60,15 @@ def check_batch(B: int, V: int, dtype: torch.dtype, device: torch.device,
     check_allocation(need, what, "advance fewer states at a time")
 
 
+def _as_contexts(contexts, k: int, device: torch.device) -> torch.Tensor:
+    """``contexts`` as an int64 tensor on ``device``, checked to be [B, k]."""
+    contexts = torch.as_tensor(contexts, dtype=torch.int64, device=device)
+    if contexts.ndim != 2 or contexts.shape[1] != k:
+        raise NnlmError(f"advance: contexts of shape [B, {k}] (the last n-1 word ids), not "
+                        f"{list(contexts.shape)}")
+    return contexts
+
+
 def next_contexts(contexts: torch.Tensor, rows: torch.Tensor,
                   words: torch.Tensor) -> torch.Tensor:
     """The contexts after ``words[i]`` follows ``contexts[rows[i]]``: [len(rows), k]."""
@@ -147,10 +156,7 @@ class TensorBackoff:
     def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
         """[B, V]: log p(w | contexts[b]) for every word w (natural log, or log10), in
         one pass over the context lengths (module docstring)."""
-        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
-        if contexts.ndim != 2 or contexts.shape[1] != self.k:
-            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
-                            f"ids), not {list(contexts.shape)}")
+        contexts = _as_contexts(contexts, self.k, self.device)
         if len(contexts) and (int(contexts.max()) >= self.V or int(contexts.min()) < NO_WORD):
             raise NnlmError(f"advance: a context word id is outside 0 .. {self.V - 1} (or "
                             f"{NO_WORD}: no word)")
@@ -191,10 +197,7 @@ class TensorNetwork:
 
     @torch.no_grad()
     def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
-        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
-        if contexts.ndim != 2 or contexts.shape[1] != self.k:
-            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
-                            f"ids), not {list(contexts.shape)}")
+        contexts = _as_contexts(contexts, self.k, self.device)
         check_batch(len(contexts), self.V, torch.float32, self.device)
         out = self.lm.next_log_softmax(contexts)
         return out * LOG10_E if log10 else out
@@ -215,10 +218,7 @@ class TensorMixture:
 
     @torch.no_grad()
     def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
-        contexts = torch.as_tensor(contexts, dtype=torch.int64, device=self.device)
-        if contexts.ndim != 2 or contexts.shape[1] != self.k:
-            raise NnlmError(f"advance: contexts of shape [B, {self.k}] (the last n-1 word "
-                            f"ids), not {list(contexts.shape)}")
+        contexts = _as_contexts(contexts, self.k, self.device)
         check_batch(len(contexts), self.V, torch.float32, self.device,
                     copies=2 * len(self.parts) + 1)
         rows = self.mixture._rows(contexts.cpu().numpy())
