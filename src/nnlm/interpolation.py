@@ -49,12 +49,21 @@ def fit_bucket_weights(weights: np.ndarray, probs: np.ndarray, rows: np.ndarray,
     return weights, history
 
 
+def fit_shifted_weights(weights: np.ndarray, logprobs: np.ndarray, rows: np.ndarray,
+                        iterations: int) -> tuple[np.ndarray, list[float]]:
+    """:func:`fit_bucket_weights` from log-probabilities ``logprobs`` (N, K): each token's
+    probabilities scaled by its best component's (a token no component can give stays
+    unscaled), so that exp stays in range."""
+    shift = logprobs.max(axis=1)
+    shift = np.where(np.isfinite(shift), shift, 0.0)
+    return fit_bucket_weights(weights, np.exp(logprobs - shift[:, None]), rows, iterations,
+                              shift)
+
+
 def em_mixture_weights(logprobs: np.ndarray, iterations: int = 30) -> np.ndarray:
     """The weights of K models maximizing the likelihood of held-out tokens (EM), from
-    their log-probabilities ``logprobs`` (T, K): one bucket, scaled per token to stay in
-    range."""
-    shift = logprobs.max(axis=1)
+    their log-probabilities ``logprobs`` (T, K): one bucket."""
     start = np.full((1, logprobs.shape[1]), 1.0 / logprobs.shape[1])
-    weights, _ = fit_bucket_weights(start, np.exp(logprobs - shift[:, None]),
-                                    np.zeros(len(logprobs), np.int64), iterations, shift)
+    weights, _ = fit_shifted_weights(start, logprobs, np.zeros(len(logprobs), np.int64),
+                                     iterations)
     return weights[0]

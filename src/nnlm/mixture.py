@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .base.errors import NnlmError
-from .interpolation import fit_bucket_weights, frequency_bucket
+from .interpolation import fit_shifted_weights, frequency_bucket
 from .lm import LanguageModel, check_normalized_scores, logsumexp
 from .model_files import (
     array_binding,
@@ -148,11 +148,8 @@ class Mixture(LanguageModel):
         contexts = self.bucket_contexts(valid)
         lp = component_logprobs if component_logprobs is not None else \
             self.component_logprobs(valid)
-        lp = lp.T  # (N, K)
-        shift = lp.max(axis=1)
-        shift = np.where(np.isfinite(shift), shift, 0.0)
-        self.weights, history = fit_bucket_weights(
-            self.weights, np.exp(lp - shift[:, None]), self._rows(contexts), iterations, shift)
+        self.weights, history = fit_shifted_weights(self.weights, lp.T, self._rows(contexts),
+                                                    iterations)
         return history
 
     def neural_parts(self) -> list:

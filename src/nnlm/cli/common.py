@@ -146,13 +146,16 @@ def add_speed_arguments(group) -> None:
 
 
 def configure_speed(model, args) -> list:
-    """Place ``model``'s networks as --device, --bf16 and --threads say; its neural parts
-    (an empty list, and nothing imported, for a count-based model on the CPU)."""
-    if args.device == "cpu" and not args.bf16 and not model.neural_parts():
+    """Place ``model``'s networks as --device, --bf16, --threads (and, where the command
+    has it, --self-normalized) say; its neural parts (an empty list, and nothing
+    imported, for a count-based model on the CPU)."""
+    self_normalized = getattr(args, "self_normalized", False)
+    if args.device == "cpu" and not args.bf16 and not self_normalized \
+            and not model.neural_parts():
         return []
     from ..neural.runtime import configure_for_scoring
 
-    return configure_for_scoring(model, args.device, args.bf16, False, args.threads)
+    return configure_for_scoring(model, args.device, args.bf16, self_normalized, args.threads)
 
 
 def fixed_vocabulary(args):
@@ -172,13 +175,7 @@ def load_for_scoring(args):
     from ..models import load_model
 
     model = load_model(args.model, strict=args.strict)
-    parts = []
-    if args.device != "cpu" or args.bf16 or args.self_normalized or model.neural_parts():
-        from ..neural.runtime import configure_for_scoring
-
-        parts = configure_for_scoring(model, args.device, args.bf16, args.self_normalized,
-                                      args.threads)
-    return model, parts
+    return model, configure_speed(model, args)
 
 
 def load_model_as(path, cls, lacks: str, need: str):

@@ -19,7 +19,8 @@ alignment scores are Viterbi (max) rather than CTC's sum over alignments, so tha
 implementations can agree exactly.
 
 :func:`beam_search` advances all hypotheses over all words in one whole-vocabulary step
-of the LM (:mod:`nnlm.decoding.dense`) and picks the beam by one ``topk`` per frame;
+of the LM (:mod:`nnlm.decoding.dense`; run only for the contexts a frame creates, a
+hypothesis that stays keeping its rows) and picks the beam by one ``topk`` per frame;
 prefixes are tracked by a 64-bit rolling hash, and an extension that lands on a prefix
 already in the beam (its parent extended by its last word) is merged into it.
 :func:`reference_beam_search` does the same with a dict of prefixes and one
@@ -85,9 +86,10 @@ class _Beam:
 
 
 def _frame(h: _Beam, frame: torch.Tensor, lm_rows: torch.Tensor, beam: int,
-           lm_weight: float, word_bonus: float) -> tuple[_Beam, torch.Tensor]:
+           lm_weight: float, word_bonus: float) -> tuple[_Beam, torch.Tensor, torch.Tensor]:
     """One frame: every hypothesis stays or extends by every word, merges, the ``beam``
-    best kept. Returns the new beam and each survivor's (parent row, word or -1)."""
+    best kept. Returns the new beam, each survivor's parent row, and the word it added
+    (-1 where it stayed)."""
     V = lm_rows.shape[1]
     neg = torch.tensor(-math.inf, dtype=torch.float64, device=frame.device)
     best = torch.maximum(h.sb, h.sl)
@@ -125,7 +127,7 @@ def _frame(h: _Beam, frame: torch.Tensor, lm_rows: torch.Tensor, beam: int,
         parents=torch.where(is_stay, h.parents[row], h.hashes[row]),
         contexts=torch.where(is_stay[:, None], h.contexts[row],
                              next_contexts(h.contexts, row, word.clamp_min(0))))
-    return new, torch.stack([row, word]).cpu()
+    return new, row, word
 
 
 @torch.no_grad()
@@ -146,10 +148,15 @@ def beam_search(log_probs: torch.Tensor, lm, beam: int = 8, lm_weight: float = 0
         return torch.zeros((len(contexts), step.V), dtype=torch.float64, device=dev)
 
     h, history = _Beam.start(step.k, dev), []
+    rows = lm_rows(h.contexts)
     for t in range(len(log_probs)):
-        h, back = _frame(h, log_probs[t], lm_rows(h.contexts), beam, lm_weight, word_bonus)
-        history.append(back)
-    final_lm = h.lm + lm_weight * lm_rows(h.contexts)[:, EOS_ID]
+        h, row, word = _frame(h, log_probs[t], rows, beam, lm_weight, word_bonus)
+        history.append(torch.stack([row, word]).cpu())
+        rows = rows[row]  # a hypothesis that stayed keeps its context, and its row
+        added = word >= 0
+        if bool(added.any()):  # the LM runs only for the contexts this frame made
+            rows[added] = lm_rows(h.contexts[added])
+    final_lm = h.lm + lm_weight * rows[:, EOS_ID]
     acoustic = torch.maximum(h.sb, h.sl)
     score = acoustic + final_lm + word_bonus * h.length
     out = []

@@ -112,17 +112,19 @@ class TensorBackoff:
 
         self.unigram = put(model.unigram_logp, dtype)
         self.unigram_bow = put(model.unigram_log_bow, dtype)
-        # per order k = 2..n: the sorted keys (to find contexts), the back-off weights
-        # (of contexts one order up), and the entries grouped by context (children)
+        # per order k = 2..n: the entries grouped by context (children); below the top
+        # order, the sorted keys (to find contexts) and the back-off weights (of contexts
+        # one order up): the top order is never a context
         self.keys, self.bows, self.offsets, self.child_words, self.child_logp = [], [], [], [], []
         self._sort_maps = []  # where an order's keys are not sorted (a model from ARPA)
-        for level in model.levels:
+        for level in model.levels[:-1]:
             keys = np.asarray(level.keys, np.int64)
             unsorted = len(keys) > 1 and bool(np.any(keys[1:] <= keys[:-1]))
             order = np.argsort(keys, kind="stable") if unsorted else None
             self.keys.append(put(keys[order] if unsorted else keys))
             self._sort_maps.append(put(order) if unsorted else None)
             self.bows.append(put(level.log_bow, dtype))
+        for level in model.levels:
             by = np.asarray(level.by_prefix, np.int64)
             self.offsets.append(put(level.prefix_offsets))
             self.child_words.append(put(np.asarray(level.last, np.int64)[by]))
