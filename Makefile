@@ -17,6 +17,8 @@ $(BIN)/.installed: pyproject.toml
 	@# flashlight-text, the decoder behind torchaudio's ctc_decoder, with its own KenLM
 	@# class: the oracle of nnlm's adapter (tests/test_flashlight.py skips without it)
 	$(BIN)/python -m pip install --quiet flashlight-text || echo "flashlight-text could not be installed: its tests will skip"
+	@# infini-gram's engine and indexer: the oracle of nnlm's suffix-array index
+	$(BIN)/python -m pip install --quiet infini-gram || echo "infini-gram could not be installed: its tests will skip"
 	@# lm-evaluation-harness's API client, a real client of nnlm serve: the package without
 	@# its training stack (transformers, datasets), and the three libraries its client uses
 	$(BIN)/python -m pip install --quiet --no-deps lm_eval && \

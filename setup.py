@@ -1,7 +1,8 @@
-"""nnlm's two compiled parts: nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm,
-and nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie (see their sources).
+"""nnlm's compiled parts: nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm,
+nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie, and nnlm.index._suffix,
+the suffix array's searches (see their sources).
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
-still succeeds and both answer from their numpy paths, slower."""
+still succeeds and each answers from its numpy path, slower."""
 
 from setuptools import Extension, setup
 
@@ -13,4 +14,6 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                              ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS,
                              extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
-                             depends=HEADERS, extra_compile_args=["-O3"], optional=True)])
+                             depends=HEADERS, extra_compile_args=["-O3"], optional=True),
+                   Extension("nnlm.index._suffix", ["src/nnlm/index/_suffix.c"],
+                             extra_compile_args=["-O3"], optional=True)])

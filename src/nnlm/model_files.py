@@ -123,11 +123,13 @@ def write_header(directory: str | os.PathLike, kind: str, vocab: Vocabulary, con
 # kinds that may replace each other: retraining an n-gram model with another method is
 # ordinary; an n-gram model never silently replaces a network or a mixture
 FAMILIES = {"addk": "n-gram", "backoff": "n-gram", "kn": "n-gram", "interpolated": "n-gram",
-            "class": "n-gram", "stupid": "n-gram", "nplm": "neural", "mixture": "mixture"}
+            "class": "n-gram", "stupid": "n-gram", "infgram": "n-gram", "nplm": "neural",
+            "mixture": "mixture"}
 # every name nnlm writes inside a model directory (a training run's included)
 MODEL_ENTRIES = frozenset({"config.json", "vocab.txt", "arrays.npz", "ngrams.trie",
                            "class_ngrams.trie", "classes.tsv", "components",
-                           "model.safetensors", "state", "shortlist_backoff", "metrics.csv",
+                           "model.safetensors", "state", "shortlist_backoff", "base", "index",
+                           "metrics.csv",
                            "learning_curve.png", "tensorboard"})
 
 

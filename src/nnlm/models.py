@@ -44,6 +44,7 @@ MODEL_KINDS = {
     "interpolated": "nnlm.ngram.estimate.interpolated:DeletedInterpolation",
     "class": "nnlm.ngram.estimate.classes:ClassNgram",
     "stupid": "nnlm.ngram.estimate.stupid:StupidBackoff",
+    "infgram": "nnlm.ngram.infgram:InfgramLM",
     "nplm": "nnlm.neural.nplm_lm:NeuralLM",  # imports torch only when loaded
     "mixture": "nnlm.mixture:Mixture",
 }

@@ -6,6 +6,14 @@ from __future__ import annotations
 import argparse
 
 EXAMPLES = {
+    "index count": ['nnlm index count runs/brown.idx "of the" "the jury said"',
+                    "cat phrases.txt | nnlm index count runs/brown.idx --json"],
+    "index next": ['nnlm index next runs/brown.idx "the jury" -k 5',
+                   'nnlm index next big.idx "in the middle of" --json'],
+    "index infgram": ['nnlm index infgram runs/brown.idx "he said that the jury"',
+                      'nnlm index infgram ig_pile_index "1234 5678" --json   # infini-gram\'s'],
+    "index docs": ['nnlm index docs runs/brown.idx "grand jury" --limit 3',
+                   'nnlm index docs runs/brown.idx "the jury said" --json'],
     "completion": ['eval "$(nnlm completion bash)"      # in ~/.bashrc',
                    'eval "$(nnlm completion zsh)"       # in ~/.zshrc'],
     "prepare brown": ["nnlm prepare brown data/brown            # the paper's split of Brown",

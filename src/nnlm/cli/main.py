@@ -15,13 +15,13 @@ from ..base.errors import NnlmError, NnlmWarning
 from ..file_kinds import check_file_output
 from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
-from . import data, experiments, neural, ngram, scoring, serve, shell
+from . import data, experiments, index, neural, ngram, scoring, serve, shell
 from .common import Parser, add_log_every, is_leaf, walk_parsers
 from .examples import add_examples
 from .flags import as_flags
 from .guards import check_distinct, output_lock
 
-GROUPS = (data, ngram, scoring, neural, experiments, serve, shell)  # nnlm --help's order
+GROUPS = (data, ngram, index, scoring, neural, experiments, serve, shell)  # nnlm --help's order
 
 EPILOG = """\
 examples:
@@ -74,7 +74,8 @@ FILE_OUTPUTS = {name: fn for group in GROUPS
 
 
 def _command_key(args) -> str:
-    return args.command + (f" {args.ngram_command}" if args.command == "ngram" else "")
+    sub = getattr(args, f"{args.command}_command", None)  # nnlm ngram train, index build
+    return args.command + (f" {sub}" if sub else "")
 
 
 def command_paths(args) -> tuple[list, list]:

@@ -110,6 +110,10 @@ def add_parsers(sub) -> None:
     stupid.add_argument("--alpha", type=ranged(float, 0, 1, low_open=True), default=None,
                         metavar="A", help="the score's factor for each order backed off, in "
                         "(0, 1] (default: 0.4, Brants et al.'s)")
+    unbounded = train.add_argument_group("unbounded (infgram)")
+    unbounded.add_argument("--discount", type=ranged(float, 0, 1, low_open=True), default=None,
+                           metavar="D", help="absolute discount of the counts above --order, "
+                           "in (0, 1] (default: 1, chosen on Brown's valid text)")
     add_vocabulary_arguments(train.add_argument_group("vocabulary"))
 
     cluster = ngram_sub.add_parser("cluster", help="cluster words with the exchange algorithm",
@@ -251,7 +255,7 @@ def cmd_train(args) -> None:
                    clustering_path=args.clustering, discount_fallback=fallback, k=args.k,
                    alpha=args.alpha, prune_counts=args.prune_counts, memory=args.memory,
                    temp=args.temp, cluster=args.cluster, partitions=args.partitions,
-                   arpa=args.arpa, tokenizer=_tokenizer(args))
+                   arpa=args.arpa, tokenizer=_tokenizer(args), discount=args.discount)
     job.check()  # before the work, not after it
     check_model_output(args.output, args.method)
     model = run_ngram_job(job, log=lambda message: print(message, file=sys.stderr))

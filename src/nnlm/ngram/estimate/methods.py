@@ -14,7 +14,10 @@ The methods (Chen & Goodman 1998 survey all but the last two):
 * ``class``: exchange clustering (Kneser & Ney 1993), then Kneser-Ney over class
   n-grams;
 * ``addk``: add-k (Lidstone), a unigram or bigram baseline;
-* ``stupid``: Stupid Backoff (Brants et al. 2007): scores, not probabilities.
+* ``stupid``: Stupid Backoff (Brants et al. 2007): scores, not probabilities;
+* ``infgram``: modified Kneser-Ney of order n, and above it every longer context of the
+  text, counted in a suffix-array index (Liu et al. 2024's ∞-gram, smoothed by absolute
+  discounting: :mod:`nnlm.ngram.infgram`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class NgramJob:
     partitions: int | None = None
     arpa: str | os.PathLike | None = None
     tokenizer: object = None  # a SubwordTokenizer: the text read as its subword tokens
+    discount: float | None = None  # infgram's D above the base order
 
     def check(self) -> Method:
         """The job's method, its settings checked against it (one line naming the
@@ -157,6 +161,13 @@ def _stupid(job, vocab, train, valid):
     return StupidBackoff(vocab, job.order, ALPHA if job.alpha is None else job.alpha).fit(train)
 
 
+def _infgram(job, vocab, train, valid):
+    from ..infgram import DISCOUNT, InfgramLM
+
+    base = _kn(job, vocab, train, valid)
+    return InfgramLM.fit(base, train, DISCOUNT if job.discount is None else job.discount)
+
+
 def cluster_stream(stream: Stream, vocab: Vocabulary, n_classes: int,
                    max_iterations: int = 15) -> np.ndarray:
     """Exchange clustering of encoded text into ``n_classes`` classes, with progress."""
@@ -184,6 +195,10 @@ METHODS: dict[str, Method] = {
     "stupid": Method("Stupid Backoff (Brants et al. 2007): relative frequencies and a penalty "
                      "--alpha per order backed off; scores, not probabilities (for "
                      "rescoring)", _stupid, ("alpha",)),
+    "infgram": Method("unbounded n-grams: Kneser-Ney of order --order, and every longer "
+                      "context of the text from a suffix-array index, by absolute "
+                      "discounting --discount", _infgram,
+                      ("discount", "discount_fallback", "prune_counts", "memory", "temp")),
 }
 # the settings some methods take and others do not (checked by NgramJob.check)
 OWN_SETTINGS = sorted({name for m in METHODS.values() for name in m.settings})

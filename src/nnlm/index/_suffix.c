@@ -1,0 +1,236 @@
+/* nnlm.index._suffix: the two searches every suffix-array query is made of, in C.
+ *
+ * An index shard is infini-gram's layout (Liu et al. 2024): the token ids of its documents
+ * as little-endian integers of w bytes, each document after a separator of w 0xff bytes
+ * (``tokenized``), and the suffix array over that byte string restricted to token
+ * boundaries, each entry the byte offset of a suffix in p bytes, little-endian (``table``).
+ * Suffixes sort as byte strings, so every query here compares bytes (memcmp) and a
+ * pattern is its tokens' little-endian bytes: the order is the table's whatever w is.
+ *
+ * find       for each pattern, the range [lo, hi) of table entries whose suffix starts
+ *            with it (an empty pattern: the whole table): its count is hi - lo;
+ * followers  for each range and depth d (bytes), the distinct tokens found d bytes into
+ *            the range's suffixes, with their counts: the next-token distribution after
+ *            a d-byte context. Equal tokens are contiguous in a range whose suffixes share
+ *            their first d bytes, so each distinct token costs one exponential search,
+ *            O(T log R) for T distinct tokens in a range of R, however large R is.
+ *
+ * Both take a batch (one call, the GIL released) and read the buffers in place: the
+ * shard's files are memory-mapped and never copied. The numpy path in
+ * nnlm.index.search gives the same answers, and the tests compare the two.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const uint8_t *text;
+    int64_t size;         /* bytes of text */
+    const uint8_t *table;
+    int64_t entries;      /* suffixes */
+    int ptr;              /* bytes an entry */
+} Shard;
+
+static inline int64_t entry(const Shard *s, int64_t i) {
+    uint64_t v = 0;
+    memcpy(&v, s->table + i * s->ptr, (size_t)s->ptr);  /* little-endian machines only */
+    return (int64_t)v;
+}
+
+/* <0, 0, >0: the suffix at table entry i, from byte depth, against pattern (m bytes);
+ * 0 when the pattern is a prefix of it. A suffix that ends first is the smaller. */
+static inline int compare(const Shard *s, int64_t i, int64_t depth, const uint8_t *pattern,
+                          int64_t m) {
+    int64_t at = entry(s, i) + depth;
+    int64_t avail = at < s->size ? s->size - at : 0;
+    int64_t k = m < avail ? m : avail;
+    int c = k ? memcmp(s->text + at, pattern, (size_t)k) : 0;
+    if (c) return c;
+    return avail < m ? -1 : 0;
+}
+
+/* The entries of [lo, hi) whose suffixes, from depth on, start with pattern. */
+static void narrow(const Shard *s, int64_t *lo_io, int64_t *hi_io, int64_t depth,
+                   const uint8_t *pattern, int64_t m) {
+    int64_t lo = *lo_io, hi = *hi_io;
+    while (lo < hi) {  /* the first entry not below the pattern */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (compare(s, mid, depth, pattern, m) < 0) lo = mid + 1; else hi = mid;
+    }
+    int64_t first = lo;
+    hi = *hi_io;
+    while (lo < hi) {  /* the first entry above it */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (compare(s, mid, depth, pattern, m) <= 0) lo = mid + 1; else hi = mid;
+    }
+    *lo_io = first;
+    *hi_io = lo;
+}
+
+static int shard_from(Shard *s, Py_buffer *text, Py_buffer *table, int ptr) {
+    if (ptr < 1 || ptr > 8 || table->len % ptr) {
+        PyErr_SetString(PyExc_ValueError, "a table entry is 1 to 8 bytes, the table whole");
+        return -1;
+    }
+    s->text = (const uint8_t *)text->buf;
+    s->size = text->len;
+    s->table = (const uint8_t *)table->buf;
+    s->entries = table->len / ptr;
+    s->ptr = ptr;
+    return 0;
+}
+
+/* find(text, table, ptr, patterns, offsets, lo, hi): offsets (int64, Q + 1) cut patterns
+ * (bytes) into Q patterns; lo and hi (int64, Q) receive the ranges. */
+static PyObject *find(PyObject *self, PyObject *args) {
+    Py_buffer text, table, patterns, offsets, lo, hi;
+    int ptr;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*w*w*", &text, &table, &ptr, &patterns, &offsets,
+                          &lo, &hi))
+        return NULL;
+    PyObject *out = NULL;
+    Shard s;
+    int64_t q = offsets.len / 8 - 1;
+    if (shard_from(&s, &text, &table, ptr) < 0) goto done;
+    if (q < 0 || lo.len != q * 8 || hi.len != q * 8) {
+        PyErr_SetString(PyExc_ValueError, "find: Q + 1 offsets and Q lows and highs");
+        goto done;
+    }
+    const int64_t *off = (const int64_t *)offsets.buf;
+    for (int64_t i = 0; i < q; i++) {
+        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > patterns.len) {
+            PyErr_SetString(PyExc_ValueError, "find: offsets outside the patterns");
+            goto done;
+        }
+    }
+    int64_t *los = (int64_t *)lo.buf, *his = (int64_t *)hi.buf;
+    const uint8_t *pat = (const uint8_t *)patterns.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < q; i++) {
+        los[i] = 0;
+        his[i] = s.entries;
+        narrow(&s, &los[i], &his[i], 0, pat + off[i], off[i + 1] - off[i]);
+    }
+    Py_END_ALLOW_THREADS
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&text); PyBuffer_Release(&table); PyBuffer_Release(&patterns);
+    PyBuffer_Release(&offsets); PyBuffer_Release(&lo); PyBuffer_Release(&hi);
+    return out;
+}
+
+typedef struct { uint32_t *tokens; int64_t *counts; int64_t n, cap; } Found;
+
+static int found_push(Found *f, uint32_t token, int64_t count) {
+    if (f->n == f->cap) {
+        int64_t cap = f->cap ? 2 * f->cap : 1024;
+        uint32_t *t = realloc(f->tokens, (size_t)cap * sizeof(uint32_t));
+        if (!t) return -1;
+        f->tokens = t;
+        int64_t *c = realloc(f->counts, (size_t)cap * sizeof(int64_t));
+        if (!c) return -1;
+        f->counts = c;
+        f->cap = cap;
+    }
+    f->tokens[f->n] = token;
+    f->counts[f->n++] = count;
+    return 0;
+}
+
+/* The distinct tokens d bytes into the suffixes of [lo, hi), with counts; suffixes that
+ * end within those d + w bytes (the text's end) are counted in *ends. */
+static int follow(const Shard *s, int w, int64_t lo, int64_t hi, int64_t depth, Found *f,
+                  int64_t *ends) {
+    int64_t i = lo;
+    *ends = 0;
+    while (i < hi) {
+        int64_t at = entry(s, i) + depth;
+        if (at + w > s->size) {
+            (*ends)++;
+            i++;
+            continue;
+        }
+        const uint8_t *token = s->text + at;
+        int64_t step = 1, last = i;  /* last: known equal; find the first unequal after */
+        while (i + step < hi && compare(s, i + step, depth, token, w) == 0) {
+            last = i + step;
+            step *= 2;
+        }
+        int64_t a = last + 1, b = i + step < hi ? i + step : hi;
+        while (a < b) {
+            int64_t mid = a + (b - a) / 2;
+            if (compare(s, mid, depth, token, w) == 0) a = mid + 1; else b = mid;
+        }
+        uint32_t value = 0;
+        memcpy(&value, token, (size_t)w);
+        if (found_push(f, value, a - i) < 0) return -1;
+        i = a;
+    }
+    return 0;
+}
+
+/* followers(text, table, ptr, width, lo, hi, depth) -> (tokens, counts, offsets, ends) as
+ * bytes: uint32 tokens and int64 counts, cut by int64 offsets (Q + 1); ends (int64, Q). */
+static PyObject *followers(PyObject *self, PyObject *args) {
+    Py_buffer text, table, lo, hi, depth;
+    int ptr, width;
+    if (!PyArg_ParseTuple(args, "y*y*iiy*y*y*", &text, &table, &ptr, &width, &lo, &hi,
+                          &depth))
+        return NULL;
+    PyObject *out = NULL;
+    Shard s;
+    Found f = {0};
+    int64_t q = lo.len / 8, *offsets = NULL, *ends = NULL;
+    int failed = 0;
+    if (shard_from(&s, &text, &table, ptr) < 0) goto done;
+    if (width != 1 && width != 2 && width != 4) {
+        PyErr_SetString(PyExc_ValueError, "followers: a token is 1, 2 or 4 bytes");
+        goto done;
+    }
+    if (hi.len != lo.len || depth.len != lo.len) {
+        PyErr_SetString(PyExc_ValueError, "followers: as many lows, highs and depths");
+        goto done;
+    }
+    const int64_t *los = (const int64_t *)lo.buf, *his = (const int64_t *)hi.buf;
+    const int64_t *ds = (const int64_t *)depth.buf;
+    for (int64_t i = 0; i < q; i++) {
+        if (los[i] < 0 || his[i] < los[i] || his[i] > s.entries || ds[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "followers: a range outside the table");
+            goto done;
+        }
+    }
+    offsets = malloc((size_t)(q + 1) * sizeof(int64_t));
+    ends = malloc((size_t)(q ? q : 1) * sizeof(int64_t));
+    if (!offsets || !ends) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    offsets[0] = 0;
+    for (int64_t i = 0; i < q && !failed; i++) {
+        failed = follow(&s, width, los[i], his[i], ds[i], &f, &ends[i]) < 0;
+        offsets[i + 1] = f.n;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) { PyErr_NoMemory(); goto done; }
+    static const char none[1] = "";  /* y# makes None of NULL: no followers is b"" */
+    out = Py_BuildValue("(y#y#y#y#)", f.n ? (const char *)f.tokens : none,
+                        (Py_ssize_t)(f.n * 4), f.n ? (const char *)f.counts : none,
+                        (Py_ssize_t)(f.n * 8),
+                        (const char *)offsets, (Py_ssize_t)((q + 1) * 8),
+                        (const char *)ends, (Py_ssize_t)(q * 8));
+done:
+    free(f.tokens); free(f.counts); free(offsets); free(ends);
+    PyBuffer_Release(&text); PyBuffer_Release(&table); PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi); PyBuffer_Release(&depth);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"find", find, METH_VARARGS, "the table range of each pattern"},
+    {"followers", followers, METH_VARARGS, "the distinct next tokens of each range"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_suffix", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__suffix(void) { return PyModule_Create(&module); }

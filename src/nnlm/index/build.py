@@ -1,0 +1,198 @@
+"""Building an index: text -> token ids with their documents -> a suffix array per shard
+(:mod:`nnlm.index.files` has the layout).
+
+The suffix array is libdivsufsort's (Mori; through pydivsufsort), the suffix sorter
+that suffix-array tools have long relied on: O(n log n) in the worst case, fast on text,
+with little memory beside its output. A shard of ``w``-byte tokens is sorted as integers
+whose numeric order is the order of their little-endian bytes (each id byte-swapped), so
+the table is exactly the order infini-gram's byte-wise indexer gives.
+
+Out of core: the text is encoded file by file into shards of at most
+:func:`shard_tokens` tokens for ``memory`` bytes (the sort's peak is about 24 bytes a
+u16 token, 44 a u32 one); each shard is sorted on its own, ``workers`` at a time (each
+within ``memory / workers``), and queries sum over the shards, as infini-gram's do. The
+whole index is written under a temporary name and appears in one step, so a full disk
+or a kill leaves no half-written index.
+
+Each line of text is one sentence, stored as ``<s> words </s>`` (nnlm's boundaries, so
+that an n-gram model over the index sees where sentences start and end); a document is
+a line (``documents="lines"``) or a run of lines between blank lines (``"paragraphs"``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from pydivsufsort import divsufsort
+
+from ..base.errors import NnlmError
+from ..base.progress import progress_bar
+from ..text.corpus import count_words
+from ..text.fileio import atomic_path, iter_line_blocks
+from ..text.specials import BOS_ID, EOS_ID, UNK_ID
+from ..text.vocab import Vocabulary
+from . import files
+
+DOCUMENTS = ("lines", "paragraphs")
+SORT_BYTES = {2: 24, 4: 44}  # the sort's peak bytes a token, by token width (measured)
+
+
+def shard_tokens(memory: int, width: int, workers: int = 1) -> int:
+    """Tokens a shard may hold for ``memory`` bytes shared by ``workers`` sorts (and at
+    most what 32-bit suffix offsets reach: 2**31 bytes of text)."""
+    return max(1, min(memory // workers // SORT_BYTES[width], (1 << 31) // width - 1))
+
+
+def encode_documents(path, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """A text's word ids (int32; unknown words: ``<unk>``) and every line's length in
+    words, blank lines kept as 0 (they end paragraphs)."""
+    get = vocab.index.get
+    ids, lengths = [], []
+    for _, block in iter_line_blocks(path):
+        words = [line.split() for line in block]
+        lengths.append(np.fromiter(map(len, words), np.int64, len(words)))
+        flat = [w for line in words for w in line]
+        ids.append(np.fromiter((get(w, UNK_ID) for w in flat), np.int32, len(flat)))
+    if not ids or not sum(len(a) for a in ids):
+        raise NnlmError(f"{path}: no tokens: every line is blank")
+    return np.concatenate(ids), np.concatenate(lengths)
+
+
+def token_stream(ids: np.ndarray, lengths: np.ndarray, width: int, documents: str
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of a shard: each sentence as ``<s> words </s>``, each document after the
+    separator; and the separators' positions. Blank lines start a new document
+    (``paragraphs``) or are skipped (``lines``)."""
+    blank = lengths == 0
+    starts = (~blank & np.r_[True, blank[:-1]]) if documents == "paragraphs" else ~blank
+    keep = ~blank
+    n, first = lengths[keep], starts[keep].astype(np.int64)
+    size = n + 2 + first
+    out_start = np.zeros(len(n) + 1, np.int64)
+    np.cumsum(size, out=out_start[1:])
+    out = np.empty(int(out_start[-1]), f"<u{width}")
+    out[out_start[:-1][first == 1]] = files.separator(width)
+    out[out_start[:-1] + first] = BOS_ID
+    out[out_start[1:] - 1] = EOS_ID
+    word_start = np.zeros(len(n), np.int64)
+    np.cumsum(n[:-1], out=word_start[1:])
+    where = np.repeat(out_start[:-1] + first + 1 - word_start, n) + np.arange(len(ids))
+    out[where] = ids
+    return out, out_start[:-1][first == 1]
+
+
+def suffix_array(stream: np.ndarray) -> np.ndarray:
+    """Token positions of ``stream`` in the order of the little-endian byte strings that
+    start there (libdivsufsort over the byte-swapped ids)."""
+    return divsufsort(stream.astype(stream.dtype.newbyteorder("=")).byteswap())
+
+
+def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | None = None,
+                min_count: int = 1, documents: str = "lines", memory: int = 4 << 30,
+                workers: int = 1) -> Path:
+    """Index ``texts`` (files, read in order) into the folder ``output`` (see the module);
+    ``vocab``: fixed (else built from the texts with ``min_count``)."""
+    if documents not in DOCUMENTS:
+        raise NnlmError(f"documents={documents!r}: choose from {', '.join(DOCUMENTS)}")
+    texts = [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
+    if vocab is None:
+        vocab = Vocabulary.from_counts(count_words(texts), min_count)
+    encoded = (encode_documents(path, vocab) for path in texts)
+    return _write_index(encoded, len(texts), vocab, documents, memory, workers, Path(output))
+
+
+def _write_index(encoded, count: int, vocab: Vocabulary, documents: str, memory: int,
+                 workers: int, output: Path) -> Path:
+    """The index of ``encoded`` (``count`` pieces of (word ids, line lengths)) at
+    ``output``, written whole or not at all."""
+    width = files.width_for(len(vocab))
+    budget = shard_tokens(memory, width, workers)
+    with atomic_path(output) as tmp:
+        tmp.mkdir()
+        pending: list[tuple[np.ndarray, np.ndarray]] = []
+        jobs: list[tuple] = []  # a shard's tokens go to disk as soon as it is whole
+        held = 0
+        with progress_bar(count, "encoding", "files", delay=2.0) as bar:
+            for ids, lengths in encoded:
+                stream, seps = token_stream(ids, lengths, width, documents)
+                for part, part_seps in _cut(stream, seps, budget):
+                    if held + len(part) > budget and pending:
+                        jobs.append(_flush(tmp, len(jobs), pending))
+                        pending, held = [], 0
+                    pending.append((part, part_seps))
+                    held += len(part)
+                bar.update(1)
+        if pending:
+            jobs.append(_flush(tmp, len(jobs), pending))
+        entries = _sort_all(jobs, workers)
+        vocab.save(tmp / "vocab.txt")
+        files.write_header(tmp, width, documents, vocab, entries)
+    return output
+
+
+def index_stream(stream, vocab: Vocabulary, output: str | os.PathLike,
+                 memory: int = 4 << 30) -> Path:
+    """Index encoded text (a :class:`~nnlm.text.stream.Stream`, its lines one document
+    each) into the folder ``output``: what an n-gram model over an index is built from."""
+    ends = stream.offsets[1:] - 1  # each line's </s>
+    keep = np.ones(len(stream.ids), bool)
+    keep[ends] = False
+    return _write_index([(stream.ids[keep], np.diff(stream.offsets) - 1)], 1, vocab,
+                        "lines", memory, 1, Path(output))
+
+
+def _cut(stream: np.ndarray, seps: np.ndarray, budget: int):
+    """Pieces of ``stream`` of at most ``budget`` tokens, cut at documents' starts (a
+    document longer than a shard is refused)."""
+    lo = 0
+    while lo < len(stream):
+        if len(stream) - lo <= budget:
+            hi = len(stream)
+        else:
+            i = int(np.searchsorted(seps, lo + budget, side="right")) - 1
+            hi = int(seps[i]) if i >= 0 and seps[i] > lo else -1
+            if hi <= lo:
+                raise NnlmError(f"a document of more than {budget:,} tokens does not fit a "
+                                "shard within --memory; give more memory or shorter "
+                                "documents")
+        inside = seps[(seps >= lo) & (seps < hi)] - lo
+        yield stream[lo:hi], inside
+        lo = hi
+
+
+def _flush(directory: Path, number: int, parts) -> tuple:
+    """Write shard ``number``'s tokens (``parts``: pieces and their separators); the job
+    that sorts it."""
+    offsets = np.cumsum([0] + [len(p) for p, _ in parts[:-1]])
+    seps = np.concatenate([s + o for (_, s), o in zip(parts, offsets)])
+    with open(directory / f"tokenized.{number}", "wb") as f:
+        for part, _ in parts:
+            f.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+    return directory, number, seps, parts[0][0].dtype.itemsize
+
+
+def _write_one(job) -> dict:
+    directory, number, seps, width = job
+    stream = np.fromfile(directory / f"tokenized.{number}", f"<u{width}")
+    return files.write_shard(directory, number, stream, seps, suffix_array(stream),
+                             text_written=True)
+
+
+def _sort_all(jobs: list[tuple], workers: int) -> list[dict]:
+    with progress_bar(len(jobs), "sorting suffixes", "shards", delay=2.0) as bar:
+        if workers <= 1 or len(jobs) <= 1:
+            out = []
+            for job in jobs:
+                out.append(_write_one(job))
+                bar.update(1)
+            return out
+        with ProcessPoolExecutor(workers) as pool:
+            out = []
+            for entry in pool.map(_write_one, jobs):
+                out.append(entry)
+                bar.update(1)
+            return out

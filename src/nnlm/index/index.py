@@ -1,0 +1,249 @@
+"""nnlm.Index: exact counts of any n-gram of a corpus, what follows it, the ∞-gram, and
+the documents that hold it, from a suffix array (Manber & Myers 1993) over the corpus's
+token ids, in infini-gram's layout (Liu et al. 2024; :mod:`nnlm.index.files`).
+
+Every query is batched: a list of queries is one call into the searches of
+:mod:`nnlm.index.search` per shard, never a Python loop over the queries. A query is a
+string (split into words), a list of words or a list of token ids. A word outside the
+vocabulary occurs nowhere: its n-grams count 0.
+
+Good: ``Index.open("brown.idx").count(["of the", "the jury said"])`` -> ``array([...])``.
+Bad: ``[index.count([q]) for q in queries]``: one search call a query, many times slower.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..base.errors import NnlmError
+from ..text.specials import BOS, EOS
+from ..text.vocab import Vocabulary
+from . import files
+from .search import find, followers, pattern_bytes, table_entries
+
+MISSING = -1  # the id of a word outside the vocabulary: no pattern holding it occurs
+MAX_QUERY_TOKENS = 1 << 16  # a longer query is refused (a whole document is shorter)
+
+
+@dataclass
+class Next:
+    """What follows a context: ``count`` occurrences of it, ``tokens`` (int64 ids, by
+    descending count) seen after it with their ``counts`` (the most frequent ones where a
+    query asked for its top k); ``total``: the occurrences followed by a token rather
+    than a document's end, all tokens counted."""
+
+    count: int
+    tokens: np.ndarray
+    counts: np.ndarray
+    total: int
+    suffix_length: int | None = None  # for the ∞-gram: the longest suffix that occurs
+
+    def probabilities(self) -> np.ndarray:
+        return self.counts / max(self.total, 1)
+
+
+@dataclass
+class Document:
+    """A document holding a match: its number in the index, the match's token offset in
+    it, and its token ids (and words, where the index has a vocabulary)."""
+
+    doc: int
+    offset: int
+    tokens: list[int]
+    words: list[str] | None
+
+
+class Index:
+    """A corpus indexed for n-gram queries of any length (see the module)."""
+
+    def __init__(self, path: Path, shards: list[files.Shard], vocab: Vocabulary | None,
+                 header: dict | None):
+        self.path, self.shards, self.vocab, self.header = path, shards, vocab, header
+        self.width = shards[0].width
+        self.separator = files.separator(self.width)
+        starts = np.cumsum([0] + [len(s.docs) for s in shards])
+        self._first_doc = starts  # global number of each shard's first document
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, verify: bool = True,
+             vocab: Vocabulary | None = None, width: int | None = None) -> Index:
+        """Open an nnlm index or an infini-gram one (``vocab``: the words of its ids, for
+        an infini-gram index; ``width``: its token bytes where they cannot be inferred)."""
+        path = Path(path)
+        if not path.is_dir():
+            raise NnlmError(f"{path}: no such index (a folder made by nnlm index build, or "
+                            "infini-gram's)")
+        header = files.read_header(path)
+        shards = files.open_shards(path, header, verify, width)
+        if header is not None:
+            vocab = Vocabulary.load(path / "vocab.txt")
+            if vocab.fingerprint != header["vocab_fingerprint"]:
+                raise NnlmError(f"{path / 'vocab.txt'}: not the vocabulary the index was "
+                                "built with (its fingerprint differs)")
+        return cls(path, shards, vocab, header)
+
+    # -- sizes ------------------------------------------------------------------------
+    @property
+    def tokens(self) -> int:
+        """Token positions, separators included (infini-gram's count)."""
+        return sum(s.tokens for s in self.shards)
+
+    @property
+    def documents(self) -> int:
+        return sum(len(s.docs) for s in self.shards)
+
+    def bytes(self) -> int:
+        return sum(f.stat().st_size for s in self.shards for f in
+                   (s.file(k) for k in files.FILES))
+
+    # -- queries into ids -------------------------------------------------------------
+    def encode(self, query) -> list[int]:
+        """One query's token ids (see the module); words outside the vocabulary are
+        :data:`MISSING`."""
+        if isinstance(query, str):
+            if self.vocab is None:
+                raise NnlmError(f"{self.path}: an index of bare token ids (no vocabulary); "
+                                "query it with ids")
+            query = self.vocab.split(query)
+        ids = []
+        for t in query:
+            if isinstance(t, str):
+                if self.vocab is None:
+                    raise NnlmError(f"{self.path}: an index without words; query it with ids")
+                ids.append(self.vocab.index.get(t, MISSING))
+            elif isinstance(t, (int, np.integer)) and not isinstance(t, bool):
+                if not 0 <= int(t) < self.separator:
+                    raise NnlmError(f"token id {int(t)}: outside 0 .. {self.separator - 1}")
+                ids.append(int(t))
+            else:
+                raise NnlmError(f"a query is words or token ids, not {type(t).__name__}")
+        if len(ids) > MAX_QUERY_TOKENS:
+            raise NnlmError(f"a query of {len(ids)} tokens; at most {MAX_QUERY_TOKENS}")
+        return ids
+
+    def _batch(self, queries, allow_empty: bool = True) -> list[list[int]]:
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)):
+            raise NnlmError("queries: a list of queries (each a string, words or ids)")
+        out = [self.encode(q) for q in queries]
+        if not allow_empty and any(not q for q in out):
+            raise NnlmError("an empty query: give at least one word")
+        return out
+
+    # -- ranges -----------------------------------------------------------------------
+    def _ranges(self, queries: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per shard, each query's (lo, hi) table range; an empty range where it holds
+        a missing word."""
+        present = [q if MISSING not in q else [] for q in queries]
+        patterns, offsets = pattern_bytes(present, self.width)
+        missing = np.array([MISSING in q for q in queries], bool)
+        out = []
+        for shard in self.shards:
+            lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets)
+            hi[missing] = lo[missing]
+            out.append((lo, hi))
+        return out
+
+    def count(self, queries) -> np.ndarray | int:
+        """How often each query occurs (int64, one per query); a single string: an int."""
+        if isinstance(queries, str):
+            return int(self.count([queries])[0])
+        return self._count_ids(self._batch(queries))
+
+    def _count_ids(self, ids: list[list[int]]) -> np.ndarray:
+        return sum((hi - lo for lo, hi in self._ranges(ids)), np.zeros(len(ids), np.int64))
+
+    def _next(self, ids: list[list[int]], ranges, top_k: int | None) -> list[Next]:
+        q = len(ids)
+        depth = np.array([len(x) * self.width for x in ids], np.int64)
+        keys, values = [], []
+        for shard, (lo, hi) in zip(self.shards, ranges):
+            tokens, counts, offsets, _ = followers(shard.text, shard.table, shard.ptr,
+                                                   shard.width, lo, hi, depth)
+            rows = np.repeat(np.arange(q), np.diff(offsets))
+            keep = tokens != self.separator
+            keys.append(rows[keep].astype(np.int64) * (1 << 32) + tokens[keep])
+            values.append(counts[keep])
+        key, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+        total = np.bincount(inverse, np.concatenate(values), len(key)).astype(np.int64)
+        rows, tokens = key >> 32, key & 0xFFFFFFFF
+        occurrences = sum(hi - lo for lo, hi in ranges)
+        out = []
+        cuts = np.searchsorted(rows, np.arange(q + 1))
+        for i in range(q):
+            t, c = tokens[cuts[i]:cuts[i + 1]], total[cuts[i]:cuts[i + 1]]
+            by = np.lexsort((t, -c))[:top_k]
+            out.append(Next(int(occurrences[i]), t[by], c[by], int(c.sum())))
+        return out
+
+    def next(self, queries, top_k: int | None = None) -> list[Next] | Next:
+        """What follows each query: its count and the tokens after it with theirs (the
+        ``top_k`` most frequent; all by default). A single string: one :class:`Next`."""
+        if isinstance(queries, str):
+            return self.next([queries], top_k)[0]
+        ids = self._batch(queries)
+        return self._next(ids, self._ranges(ids), top_k)
+
+    def infgram(self, queries, top_k: int | None = None) -> list[Next] | Next:
+        """The ∞-gram of each context (Liu et al. 2024): its longest suffix that occurs
+        followed by a token (``suffix_length``, 0: the empty context, every token), with
+        what follows that suffix."""
+        if isinstance(queries, str):
+            return self.infgram([queries], top_k)[0]
+        ids = self._batch(queries)
+        suffixes = [q[len(q) - k:] if k else [] for q in ids for k in range(len(q) + 1)]
+        counts = self._count_ids(suffixes)
+        starts = np.cumsum([0] + [len(q) + 1 for q in ids])
+        length = np.array([int(np.flatnonzero(counts[starts[i]:starts[i + 1]])[-1])
+                           if counts[starts[i]:starts[i + 1]].any() else 0
+                           for i in range(len(ids))])
+        out: list[Next | None] = [None] * len(ids)
+        todo = np.arange(len(ids))
+        while len(todo):
+            ctx = [ids[i][len(ids[i]) - length[i]:] if length[i] else [] for i in todo]
+            found = self._next(ctx, self._ranges(ctx), top_k)
+            again = []
+            for i, nxt in zip(todo, found):
+                if nxt.total or length[i] == 0:
+                    nxt.suffix_length = int(length[i])
+                    out[i] = nxt
+                else:  # only documents' ends follow it: the next shorter suffix
+                    length[i] -= 1
+                    again.append(i)
+            todo = np.array(again, np.int64)
+        return out
+
+    def docs(self, queries, limit: int = 10) -> list[list[Document]] | list[Document]:
+        """Up to ``limit`` documents holding each query (in the suffix array's order)."""
+        if isinstance(queries, str):
+            return self.docs([queries], limit)[0]
+        ids = self._batch(queries, allow_empty=False)
+        ranges = self._ranges(ids)
+        out = []
+        for i in range(len(ids)):
+            found: list[Document] = []
+            for s, (lo, hi) in enumerate(ranges):
+                take = min(int(hi[i] - lo[i]), limit - len(found))
+                if take > 0:
+                    found += self._documents(s, int(lo[i]), take)
+            out.append(found)
+        return out
+
+    def _documents(self, s: int, lo: int, take: int) -> list[Document]:
+        shard = self.shards[s]
+        at = table_entries(shard.table, shard.ptr, lo, lo + take)
+        docs = np.searchsorted(shard.docs.astype(np.int64), at, side="right") - 1
+        tokens = np.frombuffer(shard.text, f"<u{self.width}")
+        ends = np.r_[shard.docs.astype(np.int64), len(shard.text)] // self.width
+        out = []
+        for a, d in zip(at.tolist(), docs.tolist()):
+            ids = tokens[ends[d] + 1:ends[d + 1]].tolist()
+            words = None
+            if self.vocab is not None:
+                words = [w for w in self.vocab.decode(ids) if w not in (BOS, EOS)]
+            out.append(Document(int(self._first_doc[s] + d), a // self.width - ends[d] - 1,
+                                ids, words))
+        return out

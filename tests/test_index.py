@@ -1,0 +1,274 @@
+"""The suffix-array index (nnlm.index) and the unbounded model over it (nnlm.ngram.infgram).
+
+Oracles: a brute-force counter over the indexed token stream, the numpy path against the
+C one, infini-gram's own engine on nnlm's files (where the package is installed), and
+the model's distributions summed over the vocabulary."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nnlm.base.errors import NnlmError
+from nnlm.cli import main
+from nnlm.index import Index, build_index, search
+from nnlm.index.files import pointer_bytes
+from nnlm.lm import evaluate
+from nnlm.models import load_model, save_model
+from nnlm.ngram.estimate.kneser_ney import KneserNey
+from nnlm.ngram.infgram import InfgramLM
+from nnlm.text.corpus import read_corpus, read_stream
+
+WORDS = "a b c d e f g".split()
+REPEATED = "a b c d e f g a b c"  # a line every tenth: its 10-gram occurs 30 times
+
+
+def _corpus(path: Path, lines: int = 300, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    out = []
+    for i in range(lines):  # a small language with repeats: long n-grams recur
+        n = rng.randint(1, 12)
+        out.append(" ".join(rng.choice(WORDS[: rng.randint(2, 7)]) for _ in range(n)))
+        if i % 10 == 0:
+            out.append(REPEATED)
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    d = tmp_path_factory.mktemp("index")
+    text = _corpus(d / "train.txt")
+    build_index([text], d / "idx")
+    return d, text, Index.open(d / "idx")
+
+
+def _stream(index: Index) -> np.ndarray:
+    return np.frombuffer(index.shards[0].text, f"<u{index.width}").astype(np.int64)
+
+
+def _brute(stream: np.ndarray, query: list[int]) -> int:
+    if not query:
+        return len(stream)
+    windows = np.lib.stride_tricks.sliding_window_view(stream, len(query))
+    return int((windows == np.array(query)).all(1).sum())
+
+
+def _queries(stream: np.ndarray, sep: int, rng: np.random.Generator, n: int = 200):
+    out = []
+    while len(out) < n:
+        k = int(rng.integers(1, 11))
+        i = int(rng.integers(0, len(stream) - k))
+        q = stream[i:i + k].tolist()
+        if sep not in q:
+            out.append(q)
+    return out + [[1], [2], [1, 2]]
+
+
+def test_the_files_are_sized_as_infini_grams():
+    assert pointer_bytes(255) == 1 and pointer_bytes(256) == 1 and pointer_bytes(257) == 2
+    assert pointer_bytes(65536) == 2 and pointer_bytes(65537) == 3
+
+
+def test_counts_equal_a_brute_force_counter_up_to_n_10(world):
+    _, _, index = world
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(0))
+    queries.append(index.encode(REPEATED))
+    got = index.count(queries)
+    assert got.tolist() == [_brute(stream, q) for q in queries]
+    assert got[-1] == 30 and index.count(REPEATED) == 30
+
+
+def test_the_numpy_path_answers_as_the_compiled_one(world, monkeypatch):
+    _, _, index = world
+    if search.compiled() is None:
+        pytest.skip("the C extension is not built")
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(1), 60) + [[]]
+    c_counts, c_next = index.count(queries), index.next(queries)
+    monkeypatch.setattr(search, "_C", False)
+    assert index.count(queries).tolist() == c_counts.tolist()
+    for a, b in zip(index.next(queries), c_next):
+        assert (a.count, a.total) == (b.count, b.total)
+        assert dict(zip(a.tokens.tolist(), a.counts.tolist())) == \
+            dict(zip(b.tokens.tolist(), b.counts.tolist()))
+
+
+def test_next_counts_what_follows_and_batches_equal_one_by_one(world):
+    _, _, index = world
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(2), 40)
+    batch = index.next(queries)
+    for q, got in zip(queries, batch):
+        one = index.next([q])[0]
+        assert (one.tokens.tolist(), one.counts.tolist()) == (got.tokens.tolist(),
+                                                              got.counts.tolist())
+        windows = np.lib.stride_tricks.sliding_window_view(stream, len(q) + 1)
+        hits = windows[(windows[:, :-1] == np.array(q)).all(1), -1]
+        hits = hits[hits != index.separator]
+        want = dict(zip(*np.unique(hits, return_counts=True)))
+        assert dict(zip(got.tokens.tolist(), got.counts.tolist())) == \
+            {int(k): int(v) for k, v in want.items()}
+        assert got.total == len(hits) and list(got.counts) == sorted(got.counts, reverse=True)
+
+
+def test_the_infgram_takes_the_longest_suffix_that_occurs(world):
+    _, _, index = world
+    stream = _stream(index)
+    context = ["zzz", "a", "b"]  # an unknown word: only the suffixes after it can occur
+    got = index.infgram(" ".join(context))
+    ids = index.encode(context[1:])
+    assert got.suffix_length == 2 and got.count == _brute(stream, ids)
+    assert index.infgram("zzz").suffix_length == 0  # the empty context: every token
+    assert index.count(["zzz a", "a zzz"]).tolist() == [0, 0]
+
+
+def test_docs_hold_their_query(world):
+    _, text, index = world
+    lines = text.read_text().splitlines()
+    for doc in index.docs("a b c", limit=5):
+        words = doc.words
+        assert words == lines[doc.doc].split()
+        assert doc.tokens[doc.offset:doc.offset + 3] == index.encode("a b c")
+
+
+def test_infini_grams_engine_agrees_on_nnlms_files(world):
+    engine_module = pytest.importorskip("infini_gram.engine",
+                                        reason="the infini-gram package is not installed")
+    _, _, index = world
+    engine = engine_module.InfiniGramEngine(index_dir=str(index.path), eos_token_id=2,
+                                            vocab_size=65535)
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(3), 80)
+    for q, c, nxt, inf in zip(queries, index.count(queries), index.next(queries),
+                              index.infgram(queries)):
+        assert engine.count(q)["count"] == c
+        if q[-1] == 2:  # after </s> the engine reports a document's end as eos; nnlm
+            continue  # drops it from what follows
+        theirs = engine.ntd(q, max_support=10**6)["result_by_token_id"]
+        assert {t: v["cont_cnt"] for t, v in theirs.items()} == \
+            dict(zip(nxt.tokens.tolist(), nxt.counts.tolist()))
+        assert engine.infgram_ntd(q, max_support=10**6)["suffix_len"] == inf.suffix_length
+
+
+def test_an_infini_gram_index_opens_as_it_is(world, tmp_path):
+    d, _, index = world
+    foreign = tmp_path / "ig"
+    foreign.mkdir()
+    for name in ("tokenized.0", "table.0", "offset.0"):
+        (foreign / name).write_bytes((index.path / name).read_bytes())
+    with pytest.warns(Warning, match="infini-gram index"):
+        bare = Index.open(foreign)
+    ids = index.encode("a b")
+    assert bare.count([ids]).tolist() == index.count([ids]).tolist()
+    with pytest.raises(NnlmError, match="without words|bare token ids"):
+        bare.count(["a b"])
+
+
+@pytest.mark.parametrize("name", ["tokenized.0", "table.0", "offset.0", "index.json"])
+def test_a_truncated_or_damaged_index_is_one_line(world, tmp_path, name):
+    d, _, index = world
+    copy = tmp_path / "idx"
+    copy.mkdir()
+    for f in index.path.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    data = (copy / name).read_bytes()
+    cuts = (data[: len(data) // 2], data[:-2] if name.endswith(".json") else data[:-1])
+    for damaged in (*cuts, data[:1] + bytes([data[1] ^ 1]) + data[2:]):
+        (copy / name).write_bytes(damaged)
+        with pytest.raises(NnlmError) as e:
+            Index.open(copy).count(["a b"])
+        assert "\n" not in str(e.value) and str(copy) in str(e.value)
+
+
+def test_build_refuses_a_users_folder_and_bad_queries(world, tmp_path, capsys):
+    d, text, index = world
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["index", "build", str(text), "-o", str(mine)]) == 2
+    assert (mine / "notes.txt").read_text() == "keep me"
+    assert "not an nnlm index" in capsys.readouterr().err
+    with pytest.raises(NnlmError, match="empty query"):
+        index.docs([""])
+    with pytest.raises(NnlmError, match="token id"):
+        index.count([[70000]])
+
+
+def test_the_cli_answers_and_writes_json(world, capsys):
+    import json
+
+    d, _, index = world
+    assert main(["index", "count", str(index.path), "a b", "b a", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["count"] for r in rows] == index.count(["a b", "b a"]).tolist()
+    assert main(["index", "next", str(index.path), "a", "-k", "2"]) == 0
+    assert main(["index", "infgram", str(index.path), "zzz a b", "--json"]) == 0
+    assert '"suffix_length": 2' in capsys.readouterr().out
+
+
+# -- the unbounded model ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model(world):
+    d, text, _ = world
+    vocab, train = read_corpus(text)
+    return InfgramLM.fit(KneserNey(vocab, 3, True).fit(train), train), train
+
+
+def _contexts(train, width: int) -> np.ndarray:
+    ends = train.offsets[1:] - 1
+    last = int(ends[-1])  # the corpus's last word: its match runs to the text's end
+    picks = [last, int(ends[0]), 5, 40, 41, 100]
+    rows = train.contexts(width + 1, np.array(picks, np.int64))
+    unseen = np.array([[1] + [3] * (width - 1)])
+    return np.vstack([rows, unseen])
+
+
+def test_every_distribution_sums_to_one(model):
+    m, train = model
+    m.order = 16
+    dist = np.exp(m.next_logprobs(_contexts(train, 15)))
+    assert np.allclose(dist.sum(1), 1.0, atol=1e-10)
+    assert (m.matched_lengths(_contexts(train, 15)) > 3).any()  # the levels above the base
+    assert dist[:, 1].max() == 0  # <s> is never predicted
+
+
+def test_scores_equal_the_distributions_and_beat_nothing_worse(model):
+    m, train = model
+    contexts = _contexts(train, 15)
+    targets = np.array([2, 3, 4, 5, 3, 2, 4])
+    direct = m.target_logprobs(contexts, targets)
+    full = m.next_logprobs(contexts)[np.arange(len(targets)), targets]
+    assert np.allclose(direct, full)
+
+
+def test_save_load_and_the_decoder_states_score_as_the_whole_text(model, tmp_path):
+    from nnlm.decoding import Model
+
+    m, train = model
+    m.order = 64
+    save_model(m, tmp_path / "inf")
+    loaded = load_model(tmp_path / "inf")
+    assert loaded.kind == "infgram"
+    whole = loaded.logprobs(train)
+    assert np.allclose(whole, m.logprobs(train))
+    sentence = " ".join(m.vocab.decode(train.ids[train.offsets[3]:train.offsets[4] - 1]))
+    dec = Model(tmp_path / "inf")
+    per_word = [s[0] for s in dec.full_scores(sentence)]
+    assert np.allclose(np.array(per_word) / np.log10(np.e),
+                       whole[train.offsets[3]:train.offsets[4]], atol=1e-6)
+
+
+def test_ngram_train_method_infgram_evaluates(world, tmp_path, capsys):
+    d, text, _ = world
+    out = tmp_path / "inf"
+    assert main(["ngram", "train", str(text), "--method", "infgram", "--order", "3",
+                 "--discount-fallback", "-o", str(out)]) == 0
+    assert main(["eval", str(out), str(text), "--json"]) == 0
+    m = load_model(out)
+    assert evaluate(m, read_stream(text, m.vocab)).perplexity < \
+        evaluate(m.base, read_stream(text, m.vocab)).perplexity  # the text's own n-grams
