@@ -272,3 +272,60 @@ def test_ngram_train_method_infgram_evaluates(world, tmp_path, capsys):
     m = load_model(out)
     assert evaluate(m, read_stream(text, m.vocab)).perplexity < \
         evaluate(m.base, read_stream(text, m.vocab)).perplexity  # the text's own n-grams
+
+
+# -- the server ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client(world):
+    from fastapi.testclient import TestClient
+
+    from nnlm.serve.app import create_app
+    from nnlm.serve.runner import _load
+
+    _, _, index = world
+    models, indexes = _load([f"corpus={index.path}"], 0.002, 16384)
+    assert not models and list(indexes) == ["corpus"]
+    with TestClient(create_app(models, indexes=indexes)) as c:
+        yield c
+
+
+def test_the_server_answers_nnlms_index_endpoints(world, client):
+    _, _, index = world
+    r = client.post("/v1/index/count", json={"queries": ["a b", "b a", "zzz"]})
+    assert r.status_code == 200 and r.json()["counts"] == index.count(["a b", "b a", "zzz"]
+                                                                      ).tolist()
+    r = client.post("/v1/index/next", json={"index": "corpus", "query": "a", "k": 3}).json()
+    want = index.next("a", 3)
+    assert [w["count"] for w in r["next"]] == want.counts.tolist() and r["total"] == want.total
+    r = client.post("/v1/index/infgram", json={"query": "zzz a b"}).json()
+    assert r["suffix_length"] == 2
+    r = client.post("/v1/index/docs", json={"query": "a b c", "limit": 2}).json()
+    assert len(r["documents"]) == 2 and all("a b c" in d["text"] for d in r["documents"])
+    assert client.post("/v1/index/next", json={"index": "nope", "query": "a"}).status_code \
+        == 404
+    assert client.get("/v1/indexes").json()["data"][0]["tokens"] == index.tokens
+    assert 'id="corpus-section"' in client.get("/").text  # the page's corpus box
+
+
+def test_the_server_speaks_infini_grams_api(world, client):
+    _, _, index = world
+    ids = index.encode("a b")
+    for body in ({"index": "corpus", "query_type": "count", "query": "a b"},
+                 {"index": "corpus", "query_type": "count", "query_ids": ids}):
+        r = client.post("/", json=body).json()
+        assert r["count"] == index.count("a b") and r["approx"] is False
+        assert r["token_ids"] == ids and r["tokens"] == ["a", "b"]
+    r = client.post("/", json={"index": "corpus", "query_type": "prob", "query": "a b"}).json()
+    nxt = index.next("a")
+    assert r["prompt_cnt"] == nxt.total and r["cont_cnt"] == index.count("a b")
+    r = client.post("/", json={"index": "corpus", "query_type": "infgram_ntd",
+                               "query": "zzz a"}).json()
+    assert r["suffix_len"] == 1 and sum(v["cont_cnt"] for v in
+                                        r["result_by_token_id"].values()) == r["prompt_cnt"]
+    r = client.post("/", json={"index": "corpus", "query_type": "search_docs",
+                               "query": "a b c", "maxnum": 2}).json()
+    assert len(r["documents"]) == 2 and ["a b c", "0"] in r["documents"][0]["spans"]
+    bad = client.post("/", json={"index": "corpus", "query_type": "nope", "query": "a"})
+    assert bad.status_code == 400 and "query_type" in bad.json()["error"]
+    assert client.post("/", json={"index": "x", "query_type": "count", "query": "a"}
+                       ).status_code == 404

@@ -22,6 +22,8 @@ examples:
   nnlm serve kn=lm.arpa.gz nplm=runs/mlp1 --port 8080
   curl -s localhost:8000/v1/score -d '{"model": "kn5", "texts": ["the jury said"]}'
   curl -s localhost:8000/v1/next -d '{"model": "mlp1", "context": "the jury", "k": 5}'
+  nnlm serve runs/kn5 brown=runs/brown.idx            # and a corpus index (nnlm index)
+  curl -s localhost:8000/ -d '{"index": "brown", "query_type": "count", "query": "of the"}'
 
 OpenAI's client (completions with echo and logprobs score a prompt, natural logs):
   client = openai.OpenAI(base_url="http://localhost:8000/v1", api_key="none")
@@ -32,8 +34,10 @@ Limits: bodies over 1 MB get 413, bad fields 422 naming the field, unknown model
 requests past --timeout 504. Concurrent requests to one model are merged into one model
 call (waiting at most --batch-wait seconds); --workers N runs N processes.""")
     sv.add_argument("models", nargs="+", metavar="MODEL",
-                    help="a model directory, ARPA file or binary; NAME=PATH names it "
-                    "(default: its directory or file stem)")
+                    help="a model directory, ARPA file or binary, or an index folder (nnlm "
+                    "index build's or infini-gram's: its queries at /v1/index/... and "
+                    "infini-gram's API at /); NAME=PATH names it (default: its directory or "
+                    "file stem)")
     sv.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default: 127.0.0.1, this machine only; "
                     "0.0.0.0 for every interface)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..base.errors import NnlmError
 from ..text.specials import BOS, EOS
 from ..text.vocab import Vocabulary
 from . import files
-from .search import find, followers, pattern_bytes, table_entries
+from .search import find, followers, table_entries
 
 MISSING = -1  # the id of a word outside the vocabulary: no pattern holding it occurs
 MAX_QUERY_TOKENS = 1 << 16  # a longer query is refused (a whole document is shorter)
@@ -44,6 +45,35 @@ class Next:
 
     def probabilities(self) -> np.ndarray:
         return self.counts / max(self.total, 1)
+
+
+@dataclass
+class Batch:
+    """Queries as one int64 array of ids cut by ``offsets`` (Q + 1); ``missing``: the
+    queries holding a word outside the vocabulary."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    missing: np.ndarray
+
+    @classmethod
+    def of(cls, ids: np.ndarray, lengths: np.ndarray) -> Batch:
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        holes = np.flatnonzero(ids == MISSING)
+        missing = np.zeros(len(lengths), bool)
+        missing[np.searchsorted(offsets, holes, side="right") - 1] = True
+        return cls(ids, offsets, missing)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def slices(self, starts: np.ndarray, ends: np.ndarray) -> Batch:
+        """The queries ``ids[starts[i]:ends[i]]``."""
+        lengths = ends - starts
+        where = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
+            np.arange(int(lengths.sum()))
+        return Batch.of(self.ids[where], lengths)
 
 
 @dataclass
@@ -125,25 +155,47 @@ class Index:
             raise NnlmError(f"a query of {len(ids)} tokens; at most {MAX_QUERY_TOKENS}")
         return ids
 
-    def _batch(self, queries, allow_empty: bool = True) -> list[list[int]]:
+    def _batch(self, queries, allow_empty: bool = True) -> Batch:
+        """The queries as one flat array of ids cut by offsets: lists of ids go through
+        numpy whole, words through the vocabulary's dict in C (``map``), and only a
+        batch that mixes kinds is read one query at a time."""
         if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)):
             raise NnlmError("queries: a list of queries (each a string, words or ids)")
-        out = [self.encode(q) for q in queries]
-        if not allow_empty and any(not q for q in out):
+        lists = [self.vocab.split(q) if isinstance(q, str) and self.vocab is not None
+                 else q for q in queries]
+        lengths = np.fromiter(map(len, lists), np.int64, len(lists))
+        flat = list(chain.from_iterable(lists))
+        kinds = set(map(type, flat))
+        if kinds <= {int, np.int64, np.int32, np.uint16, np.uint32}:
+            ids = np.array(flat, np.int64) if flat else np.zeros(0, np.int64)
+            if len(ids) and (ids.min() < 0 or ids.max() >= self.separator):
+                bad = int(ids[(ids < 0) | (ids >= self.separator)][0])
+                raise NnlmError(f"token id {bad}: outside 0 .. {self.separator - 1}")
+        elif kinds == {str} and self.vocab is not None:
+            get = self.vocab.index.get
+            ids = np.fromiter(map(get, flat, repeat(MISSING)), np.int64, len(flat))
+        else:
+            one = [self.encode(q) for q in queries]
+            lengths = np.fromiter(map(len, one), np.int64, len(one))
+            ids = np.fromiter(chain.from_iterable(one), np.int64, int(lengths.sum()))
+        if lengths.max(initial=0) > MAX_QUERY_TOKENS:
+            raise NnlmError(f"a query of {int(lengths.max())} tokens; at most "
+                            f"{MAX_QUERY_TOKENS}")
+        if not allow_empty and (lengths == 0).any():
             raise NnlmError("an empty query: give at least one word")
-        return out
+        return Batch.of(ids, lengths)
 
     # -- ranges -----------------------------------------------------------------------
-    def _ranges(self, queries: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _ranges(self, batch: Batch) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per shard, each query's (lo, hi) table range; an empty range where it holds
         a missing word."""
-        present = [q if MISSING not in q else [] for q in queries]
-        patterns, offsets = pattern_bytes(present, self.width)
-        missing = np.array([MISSING in q for q in queries], bool)
+        patterns = np.where(batch.ids == MISSING, 0, batch.ids).astype(
+            f"<u{self.width}").tobytes()
+        offsets = batch.offsets * self.width
         out = []
         for shard in self.shards:
             lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets)
-            hi[missing] = lo[missing]
+            hi[batch.missing] = lo[batch.missing]
             out.append((lo, hi))
         return out
 
@@ -153,12 +205,13 @@ class Index:
             return int(self.count([queries])[0])
         return self._count_ids(self._batch(queries))
 
-    def _count_ids(self, ids: list[list[int]]) -> np.ndarray:
-        return sum((hi - lo for lo, hi in self._ranges(ids)), np.zeros(len(ids), np.int64))
+    def _count_ids(self, batch: Batch) -> np.ndarray:
+        return sum((hi - lo for lo, hi in self._ranges(batch)),
+                   np.zeros(len(batch), np.int64))
 
-    def _next(self, ids: list[list[int]], ranges, top_k: int | None) -> list[Next]:
-        q = len(ids)
-        depth = np.array([len(x) * self.width for x in ids], np.int64)
+    def _next(self, batch: Batch, ranges, top_k: int | None) -> list[Next]:
+        q = len(batch)
+        depth = np.diff(batch.offsets) * self.width
         keys, values = [], []
         for shard, (lo, hi) in zip(self.shards, ranges):
             tokens, counts, offsets, _ = followers(shard.text, shard.table, shard.ptr,
@@ -184,8 +237,8 @@ class Index:
         ``top_k`` most frequent; all by default). A single string: one :class:`Next`."""
         if isinstance(queries, str):
             return self.next([queries], top_k)[0]
-        ids = self._batch(queries)
-        return self._next(ids, self._ranges(ids), top_k)
+        batch = self._batch(queries)
+        return self._next(batch, self._ranges(batch), top_k)
 
     def infgram(self, queries, top_k: int | None = None) -> list[Next] | Next:
         """The ∞-gram of each context (Liu et al. 2024): its longest suffix that occurs
@@ -193,17 +246,20 @@ class Index:
         what follows that suffix."""
         if isinstance(queries, str):
             return self.infgram([queries], top_k)[0]
-        ids = self._batch(queries)
-        suffixes = [q[len(q) - k:] if k else [] for q in ids for k in range(len(q) + 1)]
-        counts = self._count_ids(suffixes)
-        starts = np.cumsum([0] + [len(q) + 1 for q in ids])
-        length = np.array([int(np.flatnonzero(counts[starts[i]:starts[i + 1]])[-1])
-                           if counts[starts[i]:starts[i + 1]].any() else 0
-                           for i in range(len(ids))])
-        out: list[Next | None] = [None] * len(ids)
-        todo = np.arange(len(ids))
+        batch = self._batch(queries)
+        n = np.diff(batch.offsets)
+        # every suffix of every query, longest first: query i's suffix of k tokens is
+        # ids[end_i - k : end_i]; a longer one occurs only where the shorter ones do
+        owner = np.repeat(np.arange(len(batch)), n + 1)
+        k = np.concatenate([np.arange(m, -1, -1) for m in n.tolist()]) if len(n) else n
+        suffixes = batch.slices(batch.offsets[1:][owner] - k, batch.offsets[1:][owner])
+        found = self._count_ids(suffixes) > 0
+        length = np.zeros(len(batch), np.int64)
+        np.maximum.at(length, owner[found], k[found])
+        out: list[Next | None] = [None] * len(batch)
+        todo = np.arange(len(batch))
         while len(todo):
-            ctx = [ids[i][len(ids[i]) - length[i]:] if length[i] else [] for i in todo]
+            ctx = batch.slices(batch.offsets[1:][todo] - length[todo], batch.offsets[1:][todo])
             found = self._next(ctx, self._ranges(ctx), top_k)
             again = []
             for i, nxt in zip(todo, found):
@@ -220,10 +276,10 @@ class Index:
         """Up to ``limit`` documents holding each query (in the suffix array's order)."""
         if isinstance(queries, str):
             return self.docs([queries], limit)[0]
-        ids = self._batch(queries, allow_empty=False)
-        ranges = self._ranges(ids)
+        batch = self._batch(queries, allow_empty=False)
+        ranges = self._ranges(batch)
         out = []
-        for i in range(len(ids)):
+        for i in range(len(batch)):
             found: list[Document] = []
             for s, (lo, hi) in enumerate(ranges):
                 take = min(int(hi[i] - lo[i]), limit - len(found))

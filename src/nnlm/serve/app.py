@@ -22,6 +22,7 @@ from ..base.errors import NnlmError, a
 from ..base.version import __version__
 from . import schemas as s
 from . import work
+from .indexes import ServedIndex, infini_gram_answer, nnlm_next
 from .registry import ServedModel
 from .work import RequestError
 
@@ -116,10 +117,13 @@ def _json_safe_error(error: dict) -> dict:
     return out
 
 
-def create_app(models: dict[str, ServedModel], settings: Settings | None = None) -> FastAPI:
-    """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`)."""
+def create_app(models: dict[str, ServedModel], settings: Settings | None = None,
+               indexes: dict[str, ServedIndex] | None = None) -> FastAPI:
+    """The server for ``models`` (see :func:`nnlm.serve.registry.load_models`) and
+    ``indexes`` (:mod:`nnlm.serve.indexes`)."""
     settings = settings or Settings()
-    first_name = next(iter(models))
+    indexes = indexes or {}
+    first_name = next(iter(models), None)
     app = FastAPI(title="nnlm", version=__version__,
                   description="Scores, next words, completions and embeddings from nnlm's "
                   "language models. nnlm's endpoints give log10 probabilities (KenLM's "
@@ -129,7 +133,7 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
     def model(name: str | None) -> ServedModel:
         """The served model ``name`` (None: the first), as its files are now: loaded
         again if they changed, 503 if they cannot be (nnlm.serve.registry)."""
-        m = models.get(first_name if name is None else name)
+        m = models.get(first_name if name is None else name)  # type: ignore[arg-type]
         if m is None:
             raise RequestError("model", f"model {name!r} is not served here; served: "
                                f"{', '.join(models)}", 404)
@@ -242,7 +246,79 @@ def create_app(models: dict[str, ServedModel], settings: Settings | None = None)
         return s.DetokenizeResponse(
             prompt=work.detokenize(model(req.model).lm.vocab, req.tokens).text)
 
+    add_index_routes(app, indexes, settings)
     return app
+
+
+def add_index_routes(app: FastAPI, indexes: dict[str, ServedIndex], settings: Settings):
+    """nnlm's index endpoints and infini-gram's API (a POST to ``/``)."""
+
+    def served(name: str | None, field: str = "index") -> ServedIndex:
+        found = indexes.get(next(iter(indexes), "") if name is None else name)
+        if found is None:
+            raise RequestError(field, f"index {name!r} is not served here; served: "
+                               f"{', '.join(indexes) or 'none'}", 404)
+        try:
+            fresh = found.current()
+        except NnlmError as e:
+            raise RequestError(None, f"index {found.name!r} is unavailable: {e}", 503) \
+                from None
+        indexes[found.name] = fresh
+        return fresh
+
+    async def run(fn, *args):
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args), settings.timeout)
+        except TimeoutError:
+            raise RequestError(None, f"the request ran past {settings.timeout:g} s (the "
+                               "server's --timeout); send less at once", 504) from None
+
+    @app.get("/v1/indexes")
+    async def list_indexes() -> dict:
+        return {"object": "list", "data": [x.describe() for x in indexes.values()]}
+
+    @app.post("/v1/index/count", responses=ERRORS)
+    async def index_count(req: s.IndexCountRequest) -> s.IndexCountResponse:
+        """How often each n-gram occurs in the corpus (one batch)."""
+        x = served(req.index)
+        counts = await run(x.index.count, list(req.queries))
+        return s.IndexCountResponse(index=x.name, counts=counts.tolist())
+
+    @app.post("/v1/index/next", responses=ERRORS)
+    async def index_next(req: s.IndexNextRequest) -> s.IndexNextResponse:
+        """What follows an n-gram in the corpus, with counts."""
+        x = served(req.index)
+        return s.IndexNextResponse(**await run(nnlm_next, x, req.query, req.k, False))
+
+    @app.post("/v1/index/infgram", responses=ERRORS)
+    async def index_infgram(req: s.IndexNextRequest) -> s.IndexNextResponse:
+        """The ∞-gram: the longest suffix of the context that occurs, and what follows it."""
+        x = served(req.index)
+        return s.IndexNextResponse(**await run(nnlm_next, x, req.query, req.k, True))
+
+    @app.post("/v1/index/docs", responses=ERRORS)
+    async def index_docs(req: s.IndexDocsRequest) -> s.IndexDocsResponse:
+        """Documents of the corpus that hold an n-gram."""
+        x = served(req.index)
+        docs = (await run(x.index.docs, [req.query], req.limit))[0]
+        count = int((await run(x.index.count, [req.query]))[0])
+        return s.IndexDocsResponse(index=x.name, query=req.query, count=count, documents=[
+            s.IndexDocument(doc=d.doc, offset=d.offset, text=" ".join(
+                map(str, d.words if d.words is not None else d.tokens))) for d in docs])
+
+    @app.post("/", include_in_schema=False)
+    async def infini_gram(request: Request):
+        """infini-gram's API: {"index", "query_type", "query" | "query_ids", ...}."""
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise RequestError(None, "the body: a JSON object")
+            x = served(body.get("index", body.get("corpus")))
+            return FastJSON(await run(infini_gram_answer, x.index, body))
+        except RequestError as e:
+            return JSONResponse({"error": e.message}, 404 if e.status == 404 else 400)
+        except (NnlmError, ValueError) as e:
+            return JSONResponse({"error": str(e).splitlines()[0]}, 400)
 
 
 def _with_features(m: ServedModel) -> ServedModel:

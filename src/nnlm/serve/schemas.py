@@ -195,3 +195,62 @@ class DetokenizeRequest(_Body):
 
 class DetokenizeResponse(BaseModel):
     prompt: str
+
+
+# -- suffix-array indexes (nnlm index) ---------------------------------------------------
+MAX_DOCS = 100  # documents in one answer
+
+
+class _IndexRequest(_Body):
+    index: str | None = Field(None, description="a served index's name (GET /v1/indexes; "
+                              "default: the first)")
+
+
+class IndexCountRequest(_IndexRequest):
+    queries: list[Text] = Field(min_length=1, max_length=MAX_TEXTS,
+                                description="n-grams (words), answered in one batch")
+
+
+class IndexCountResponse(BaseModel):
+    index: str
+    counts: list[int]
+
+
+class IndexNextRequest(_IndexRequest):
+    query: Text = Field(description="the context (words); empty: every token")
+    k: int = Field(10, ge=1, le=MAX_K, description="how many next words")
+
+
+class IndexNextWord(BaseModel):
+    word: str
+    count: int
+    prob: float
+
+
+class IndexNextResponse(BaseModel):
+    index: str
+    query: str
+    count: int = Field(description="occurrences of the query (of its longest suffix "
+                       "that occurs, for the ∞-gram)")
+    total: int = Field(description="of them, those followed by a word")
+    suffix_length: int | None = Field(None, description="the ∞-gram's: the tokens of the "
+                                      "longest suffix that occurs")
+    next: list[IndexNextWord]
+
+
+class IndexDocsRequest(_IndexRequest):
+    query: Text = Field(min_length=1, description="the n-gram to find (words)")
+    limit: int = Field(5, ge=1, le=MAX_DOCS, description="at most this many documents")
+
+
+class IndexDocument(BaseModel):
+    doc: int
+    offset: int = Field(description="the match's token offset in the document")
+    text: str
+
+
+class IndexDocsResponse(BaseModel):
+    index: str
+    query: str
+    count: int
+    documents: list[IndexDocument]
