@@ -329,3 +329,36 @@ def test_the_server_speaks_infini_grams_api(world, client):
     assert bad.status_code == 400 and "query_type" in bad.json()["error"]
     assert client.post("/", json={"index": "x", "query_type": "count", "query": "a"}
                        ).status_code == 404
+
+
+def test_shards_within_memory_answer_as_one_index(world, tmp_path):
+    d, text, index = world
+    build_index([text], tmp_path / "sharded", memory=400 * 14)  # ~400 tokens a shard
+    sharded = Index.open(tmp_path / "sharded")
+    assert len(sharded.shards) > 3 and sharded.tokens == index.tokens
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(5), 60)
+    assert sharded.count(queries).tolist() == index.count(queries).tolist()
+    for a, b in zip(sharded.next(queries), index.next(queries)):
+        assert dict(zip(a.tokens.tolist(), a.counts.tolist())) == \
+            dict(zip(b.tokens.tolist(), b.counts.tolist()))
+    build_index([text], tmp_path / "two", memory=400 * 14 * 2, workers=2)  # sorted at once
+    assert all((tmp_path / "two" / f.name).read_bytes() == f.read_bytes()
+               for f in sharded.path.iterdir())
+    lines = text.read_text().splitlines()
+    for doc in sharded.docs("a b c", limit=50):
+        assert doc.words == lines[doc.doc].split()
+    engine = pytest.importorskip("infini_gram.engine")
+    ig = engine.InfiniGramEngine(index_dir=str(sharded.path), eos_token_id=2,
+                                 vocab_size=65535)
+    assert [ig.count(q)["count"] for q in queries] == index.count(queries).tolist()
+
+
+def test_paragraph_documents(tmp_path):
+    text = tmp_path / "p.txt"
+    text.write_text("a b\nc d\n\n\ne f\n\ng\nh\n")
+    build_index([text], tmp_path / "idx", documents="paragraphs")
+    index = Index.open(tmp_path / "idx")
+    assert index.documents == 3
+    assert [d.words for d in index.docs("c d")] == [["a", "b", "c", "d"]]
+    assert index.count("b </s> <s> c") == 1 and index.count("d </s> <s> e") == 0

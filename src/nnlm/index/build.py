@@ -8,8 +8,8 @@ whose numeric order is the order of their little-endian bytes (each id byte-swap
 the table is exactly the order infini-gram's byte-wise indexer gives.
 
 Out of core: the text is encoded file by file into shards of at most
-:func:`shard_tokens` tokens for ``memory`` bytes (the sort's peak is about 24 bytes a
-u16 token, 44 a u32 one); each shard is sorted on its own, ``workers`` at a time (each
+:func:`shard_tokens` tokens for ``memory`` bytes (the sort's peak is about 14 bytes a
+u16 token, 28 a u32 one; the text is read :data:`BLOCK_TOKENS` words at a time); each shard is sorted on its own, ``workers`` at a time (each
 within ``memory / workers``), and queries sum over the shards, as infini-gram's do. The
 whole index is written under a temporary name and appears in one step, so a full disk
 or a kill leaves no half-written index.
@@ -22,8 +22,9 @@ a line (``documents="lines"``) or a run of lines between blank lines (``"paragra
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,8 @@ from ..text.vocab import Vocabulary
 from . import files
 
 DOCUMENTS = ("lines", "paragraphs")
-SORT_BYTES = {2: 24, 4: 44}  # the sort's peak bytes a token, by token width (measured)
+SORT_BYTES = {2: 14, 4: 28}  # the sort's peak bytes a token, by token width: 12 and 24
+# (suffix_array's) and the table's writing
 
 
 def shard_tokens(memory: int, width: int, workers: int = 1) -> int:
@@ -47,28 +49,44 @@ def shard_tokens(memory: int, width: int, workers: int = 1) -> int:
     return max(1, min(memory // workers // SORT_BYTES[width], (1 << 31) // width - 1))
 
 
-def encode_documents(path, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+BLOCK_TOKENS = 1 << 24  # text is encoded and cut into shards this many words at a time
+
+
+def encode_documents(path, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """A text's word ids (int32; unknown words: ``<unk>``) and every line's length in
-    words, blank lines kept as 0 (they end paragraphs)."""
+    words, blank lines kept as 0 (they end paragraphs), about :data:`BLOCK_TOKENS` words
+    at a time, with the bytes each block read (for progress)."""
     get = vocab.index.get
-    ids, lengths = [], []
+    ids: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    held = read = 0
+    seen = False
     for _, block in iter_line_blocks(path):
         words = [line.split() for line in block]
         lengths.append(np.fromiter(map(len, words), np.int64, len(words)))
         flat = [w for line in words for w in line]
-        ids.append(np.fromiter((get(w, UNK_ID) for w in flat), np.int32, len(flat)))
-    if not ids or not sum(len(a) for a in ids):
+        ids.append(np.fromiter(map(get, flat, repeat(UNK_ID)), np.int32, len(flat)))
+        held += len(flat)
+        read += sum(map(len, block)) + len(block)
+        seen = seen or held > 0
+        if held >= BLOCK_TOKENS:
+            yield np.concatenate(ids), np.concatenate(lengths), read
+            ids, lengths, held, read = [], [], 0, 0
+    if not seen:
         raise NnlmError(f"{path}: no tokens: every line is blank")
-    return np.concatenate(ids), np.concatenate(lengths)
+    if lengths:
+        yield np.concatenate(ids), np.concatenate(lengths), read
 
 
-def token_stream(ids: np.ndarray, lengths: np.ndarray, width: int, documents: str
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def token_stream(ids: np.ndarray, lengths: np.ndarray, width: int, documents: str,
+                 continues: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The tokens of a shard: each sentence as ``<s> words </s>``, each document after the
     separator; and the separators' positions. Blank lines start a new document
-    (``paragraphs``) or are skipped (``lines``)."""
+    (``paragraphs``; ``continues``: the first line goes on the paragraph before it) or
+    are skipped (``lines``)."""
     blank = lengths == 0
-    starts = (~blank & np.r_[True, blank[:-1]]) if documents == "paragraphs" else ~blank
+    starts = (~blank & np.r_[not continues, blank[:-1]]) if documents == "paragraphs" \
+        else ~blank
     keep = ~blank
     n, first = lengths[keep], starts[keep].astype(np.int64)
     size = n + 2 + first
@@ -86,9 +104,19 @@ def token_stream(ids: np.ndarray, lengths: np.ndarray, width: int, documents: st
 
 
 def suffix_array(stream: np.ndarray) -> np.ndarray:
-    """Token positions of ``stream`` in the order of the little-endian byte strings that
-    start there (libdivsufsort over the byte-swapped ids)."""
-    return divsufsort(stream.astype(stream.dtype.newbyteorder("=")).byteswap())
+    """Token positions of ``stream`` (little-endian ids) in the order of the byte strings
+    that start there: libdivsufsort over its bytes as they lie (no copy), then the
+    suffixes that start inside a token dropped in place, a block at a time. The peak is
+    the text and 4 bytes a byte of it: 10 bytes a u16 token, 20 a u32 one."""
+    width = stream.dtype.itemsize
+    sa = divsufsort(np.ascontiguousarray(stream).view(np.uint8))
+    kept, step = 0, 1 << 22
+    for lo in range(0, len(sa), step):
+        block = sa[lo:lo + step]
+        whole = block[block % width == 0] // width  # a copy: writing before lo is safe
+        sa[kept:kept + len(whole)] = whole
+        kept += len(whole)
+    return sa[:kept]
 
 
 def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | None = None,
@@ -101,37 +129,49 @@ def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | 
     texts = [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
     if vocab is None:
         vocab = Vocabulary.from_counts(count_words(texts), min_count)
-    encoded = (encode_documents(path, vocab) for path in texts)
-    return _write_index(encoded, len(texts), vocab, documents, memory, workers, Path(output))
+    encoded = (block for path in texts for block in encode_documents(path, vocab))
+    size = sum(os.path.getsize(p) if os.path.isfile(p) else 0 for p in texts)
+    return _write_index(encoded, size, vocab, documents, memory, workers, Path(output))
 
 
-def _write_index(encoded, count: int, vocab: Vocabulary, documents: str, memory: int,
+def _write_index(encoded, size: int | None, vocab: Vocabulary, documents: str, memory: int,
                  workers: int, output: Path) -> Path:
-    """The index of ``encoded`` (``count`` pieces of (word ids, line lengths)) at
-    ``output``, written whole or not at all."""
+    """The index of ``encoded`` (blocks of (word ids, line lengths, bytes read) of texts
+    of ``size`` bytes) at ``output``, written whole or not at all."""
     width = files.width_for(len(vocab))
     budget = shard_tokens(memory, width, workers)
     with atomic_path(output) as tmp:
         tmp.mkdir()
-        pending: list[tuple[np.ndarray, np.ndarray]] = []
-        jobs: list[tuple] = []  # a shard's tokens go to disk as soon as it is whole
-        held = 0
-        with progress_bar(count, "encoding", "files", delay=2.0) as bar:
-            for ids, lengths in encoded:
-                stream, seps = token_stream(ids, lengths, width, documents)
-                for part, part_seps in _cut(stream, seps, budget):
-                    if held + len(part) > budget and pending:
-                        jobs.append(_flush(tmp, len(jobs), pending))
-                        pending, held = [], 0
-                    pending.append((part, part_seps))
-                    held += len(part)
-                bar.update(1)
-        if pending:
-            jobs.append(_flush(tmp, len(jobs), pending))
-        entries = _sort_all(jobs, workers)
+        jobs = _encode_shards(tmp, encoded, size, width, documents, budget)
+        entries = _sort_all(jobs, workers)  # the encoding's arrays are gone by now
         vocab.save(tmp / "vocab.txt")
         files.write_header(tmp, width, documents, vocab, entries)
     return output
+
+
+def _encode_shards(directory: Path, encoded, size: int | None, width: int, documents: str,
+                   budget: int) -> list[tuple]:
+    """Each shard's tokens written to ``tokenized.i`` as soon as it is whole (a shard
+    starts at a document's start; at most ``budget`` tokens unless one document is
+    longer); the jobs that sort them."""
+    pending: list[tuple[np.ndarray, np.ndarray]] = []
+    jobs: list[tuple] = []
+    held, continues = 0, False
+    with progress_bar(size, "encoding", "B", delay=2.0) as bar:
+        for ids, lengths, read in encoded:
+            stream, seps = token_stream(ids, lengths, width, documents, continues)
+            continues = documents == "paragraphs" and len(lengths) > 0 and lengths[-1] > 0
+            for part, part_seps in _cut(stream, seps, budget):
+                starts = len(part_seps) > 0 and part_seps[0] == 0
+                if held + len(part) > budget and pending and starts:
+                    jobs.append(_flush(directory, len(jobs), pending))
+                    pending, held = [], 0
+                pending.append((part, part_seps))
+                held += len(part)
+            bar.update(read)
+    if pending:
+        jobs.append(_flush(directory, len(jobs), pending))
+    return jobs
 
 
 def index_stream(stream, vocab: Vocabulary, output: str | os.PathLike,
@@ -141,7 +181,7 @@ def index_stream(stream, vocab: Vocabulary, output: str | os.PathLike,
     ends = stream.offsets[1:] - 1  # each line's </s>
     keep = np.ones(len(stream.ids), bool)
     keep[ends] = False
-    return _write_index([(stream.ids[keep], np.diff(stream.offsets) - 1)], 1, vocab,
+    return _write_index([(stream.ids[keep], np.diff(stream.offsets) - 1, 0)], None, vocab,
                         "lines", memory, 1, Path(output))
 
 
