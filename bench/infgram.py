@@ -8,7 +8,8 @@
 1. Build: ``nnlm index build`` (text to index, libdivsufsort's sort), its sort and
    table alone (from the token ids), then infini-gram's own indexer
    (``rust_indexing make-part / merge / concat``, driven as its indexing.py drives it,
-   on all CPUs within --memory) over nnlm's tokenized file: the same token ids. Wall time
+   on all CPUs within --memory) over nnlm's tokenized files, shard by shard: the same
+   token ids. Wall time
    and peak memory (the sum over the process tree, sampled every 20 ms) of each. The two
    tables must be byte for byte the same.
 2. Size: bytes a token of each index (infini-gram's tokenized, table and offset files;
@@ -105,14 +106,25 @@ def sort_nnlm(nnlm_index: Path, out: Path) -> dict:
 
 
 def build_infini_gram(nnlm_index: Path, out: Path, memory_gb: int, cpus: int) -> dict:
-    """infini-gram's build_sa steps over nnlm's tokenized.0 (the same ids)."""
+    """infini-gram's build_sa steps over each of nnlm's shards (tokenized.i: the same
+    ids), one shard after another as its indexer does them."""
+    out.mkdir()
+    seconds = peak = 0
+    shards = sorted(nnlm_index.glob("tokenized.*"), key=lambda p: int(p.suffix[1:]))
+    for shard in shards:
+        number = shard.suffix[1:]
+        for name in (f"tokenized.{number}", f"offset.{number}"):
+            shutil.copyfile(nnlm_index / name, out / name)
+        s, p = _infini_gram_shard(out, number, memory_gb, cpus)
+        seconds, peak = seconds + s, max(peak, p)
+    return {"seconds": seconds, "peak_bytes": peak, "shards": len(shards)}
+
+
+def _infini_gram_shard(out: Path, number: str, memory_gb: int, cpus: int):
     import infini_gram
 
     tool = Path(infini_gram.__file__).parent / "rust_indexing"
-    out.mkdir()
-    for name in ("tokenized.0", "offset.0"):
-        shutil.copyfile(nnlm_index / name, out / name)
-    ds = out / "tokenized.0"
+    ds = out / f"tokenized.{number}"
     size = ds.stat().st_size
     ratio = int(np.ceil(np.log2(size) / 8))
     batches = 1
@@ -136,12 +148,13 @@ def build_infini_gram(nnlm_index: Path, out: Path, memory_gb: int, cpus: int) ->
                  "--merged-dir", str(merged), "--num-threads", str(cpus), "--hacksize",
                  str(HACK), *common],
                 [str(tool), "concat", "--data-file", str(ds), "--merged-dir", str(merged),
-                 "--merged-file", str(out / "table.0"), "--num-threads", str(cpus), *common]):
+                 "--merged-file", str(out / f"table.{number}"), "--num-threads", str(cpus),
+                 *common]):
         s, p = run_measured([cmd])
         seconds, peak = seconds + s, max(peak, p)
     shutil.rmtree(parts)
     shutil.rmtree(merged)
-    return {"seconds": seconds, "peak_bytes": peak}
+    return seconds, peak
 
 
 def draw_queries(index, text: Path, count: int, low: int, high: int, seed: int):
@@ -206,35 +219,52 @@ def queries(index, engine, counts, contexts, rounds: int) -> dict:
     return out
 
 
+def _same(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes (compared a block at a time)."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as f, open(b, "rb") as g:
+        while True:
+            x, y = f.read(1 << 24), g.read(1 << 24)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--text", type=Path, required=True)
     ap.add_argument("--queries", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--memory", default="8G")
+    ap.add_argument("--work", type=Path, default=None, help="folder for the indexes")
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--next", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-sort-alone", action="store_true",
+                    help="skip timing nnlm's sort alone (a second sort: minutes at 1B)")
     args = ap.parse_args()
     from infini_gram.engine import InfiniGramEngine
 
     from nnlm.index import Index
 
-    work = Path(tempfile.mkdtemp(prefix="bench-infgram-"))
+    work = Path(tempfile.mkdtemp(prefix="bench-infgram-", dir=args.work))
     try:
         result = {"machine": platform.processor() or platform.machine(),
                   "cpus": os.cpu_count(), "text": str(args.text)}
         result["build"] = {"nnlm": build_nnlm(args.text, work / "nnlm", args.memory)}
-        result["build"]["nnlm, suffix sort alone"] = sort_nnlm(work / "nnlm", work / "sort")
+        if not args.no_sort_alone:
+            result["build"]["nnlm, suffix sort alone"] = sort_nnlm(work / "nnlm",
+                                                                   work / "sort")
         memory_gb = max(1, int(args.memory.rstrip("G")))
         result["build"]["infini-gram"] = build_infini_gram(work / "nnlm", work / "ig",
                                                            memory_gb, os.cpu_count())
-        same = (work / "nnlm" / "table.0").read_bytes() == (work / "ig" / "table.0").read_bytes()
-        result["tables_identical"] = same
+        result["tables_identical"] = all(
+            _same(f, work / "ig" / f.name) for f in (work / "nnlm").glob("table.*"))
         index = Index.open(work / "nnlm")
         result["tokens"] = index.tokens
-        ig_bytes = sum((work / "ig" / f).stat().st_size for f in
-                       ("tokenized.0", "table.0", "offset.0"))
+        ig_bytes = sum(f.stat().st_size for f in (work / "ig").iterdir())
         result["bytes_a_token"] = {
             "nnlm": sum(f.stat().st_size for f in (work / "nnlm").iterdir()) / index.tokens,
             "infini-gram": ig_bytes / index.tokens}

@@ -20,9 +20,9 @@ SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat ran far 
 # each method's settings for a job every entry point can run on this small text
 SETTINGS = {"kn": {"discount_fallback": True}, "interpolated": {},
             "class": {"n_classes": 3, "discount_fallback": True}, "addk": {"k": 0.5},
-            "stupid": {"alpha": 0.3}}
+            "stupid": {"alpha": 0.3}, "infgram": {"discount_fallback": True, "discount": 0.8}}
 FLAGS = {"discount_fallback": ["--discount-fallback"], "n_classes": ["--classes", "3"],
-         "k": ["--k", "0.5"], "alpha": ["--alpha", "0.3"]}
+         "k": ["--k", "0.5"], "alpha": ["--alpha", "0.3"], "discount": ["--discount", "0.8"]}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_a_setting_of_another_method_is_refused(method):
     others = [name for name in OWN_SETTINGS if name not in METHODS[method].settings]
     values = {"discount_fallback": True, "prune_counts": [0, 1], "memory": 1 << 20,
               "temp": "/tmp", "n_classes": 7, "clustering_path": "c.tsv", "k": 0.5,
-              "alpha": 0.2}
+              "alpha": 0.2, "discount": 0.5}
     for name in others:
         job = NgramJob("t.txt", method, 2, valid_path="v.txt", **{name: values[name]})
         with pytest.raises(NnlmError, match=f"{name}= goes with method="):

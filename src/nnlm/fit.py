@@ -49,7 +49,7 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
           method: str = "kn", order: int = 3, preset: str | None = None,
           output: str | os.PathLike | None = None, min_count: int = 1,
           discount_fallback: bool | Sequence[float] = False, k: float = 1.0,
-          alpha: float | None = None,
+          alpha: float | None = None, discount: float | None = None,
           max_steps: int | None = None, threads: int | None = None, verbose: bool = False,
           **train_options) -> LanguageModel:
     """A model trained on ``texts`` (sentences: strings or word lists; or a file).
@@ -57,7 +57,8 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
     Count-based: ``method`` one of :data:`nnlm.ngram.METHODS`: "kn" (modified
     Kneser-Ney), "interpolated" (its weights fitted on ``valid``), "class", "addk" (with
     ``k``) or "stupid" (Stupid Backoff with ``alpha``: scores, not probabilities), of
-    ``order`` n. Neural: ``preset`` (e.g. "mlp1",
+    ``order`` n, or "infgram" (Kneser-Ney below, an index of ``texts`` above, with
+    ``discount``). Neural: ``preset`` (e.g. "mlp1",
     "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
     stopping; ``train_options`` are the network's settings over its preset's (``m``,
     ``h``, ``context``, ``history``, ``far_spans``, ``word_dropout``, ...) and the training
@@ -73,7 +74,7 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
             raise NnlmError(f"{', '.join(train_options)}: training settings of a "
                             "network; give preset= to train one")
         model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k,
-                       alpha)
+                       alpha, discount)
         if output is not None:
             from .models import save_model
 
@@ -83,12 +84,13 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
                     verbose, train_options)
 
 
-def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha
-           ) -> LanguageModel:
+def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alpha,
+           discount=None) -> LanguageModel:
     from .ngram.estimate.methods import NgramJob
 
     job = NgramJob(None, method, order, valid_path=valid, min_count=min_count,
-                   discount_fallback=discount_fallback or None, k=k, alpha=alpha)
+                   discount_fallback=discount_fallback or None, k=k, alpha=alpha,
+                   discount=discount)
     spec = job.check()
     vocab = Vocabulary.from_counts(Counter(w for s in sentences for w in s), min_count)
     stream = Stream.from_lines(sentences, vocab)

@@ -516,9 +516,10 @@ class Model:
         self._queue_rows = not self._backoff and _on_gpu(self._lm)
         if self._k > MAX_ORDER - 1:
             raise ValueError(f"order {self._order}: the kenlm API holds at most "
-                             f"{MAX_ORDER - 1} words of state; for a network that reads "
-                             "the whole line (deep, lstm) use nnlm.Model, whose states hold "
-                             "any number of words (an LSTM's: its hidden state)")
+                             f"{MAX_ORDER - 1} words of state; for a model that reads "
+                             "the whole line (deep, lstm, infgram) use nnlm.Model, whose "
+                             "states hold any number of words (an LSTM's: its hidden "
+                             "state)")
         if self._fast is not None:  # the per-call methods, straight to C
             for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
                          "score"):

@@ -164,10 +164,36 @@ static int found_push(Found *f, uint32_t token, int64_t count) {
 
 /* The distinct tokens d bytes into the suffixes of [lo, hi), with counts; suffixes that
  * end within those d + w bytes (the text's end) are counted in *ends. */
+#define SCAN 64  /* a range this small is read whole: its loads do not wait on each other */
+
+/* follow()'s small case: every entry's token read in one pass (the table's entries lie
+ * together; the text's loads are independent, so the processor overlaps their misses),
+ * then the runs of equal tokens counted. */
+static int follow_scan(const Shard *s, int w, int64_t lo, int64_t hi, int64_t depth,
+                       Found *f, int64_t *ends) {
+    uint32_t values[SCAN];
+    int n = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t at = entry(s, i) + depth;
+        if (at + w > s->size) { (*ends)++; continue; }
+        uint32_t v = 0;
+        memcpy(&v, s->text + at, (size_t)w);
+        values[n++] = v;
+    }
+    for (int a = 0; a < n;) {
+        int b = a + 1;
+        while (b < n && values[b] == values[a]) b++;
+        if (found_push(f, values[a], b - a) < 0) return -1;
+        a = b;
+    }
+    return 0;
+}
+
 static int follow(const Shard *s, int w, int64_t lo, int64_t hi, int64_t depth, Found *f,
                   int64_t *ends) {
     int64_t i = lo;
     *ends = 0;
+    if (hi - lo <= SCAN) return follow_scan(s, w, lo, hi, depth, f, ends);
     while (i < hi) {
         int64_t at = entry(s, i) + depth;
         if (at + w > s->size) {

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -230,7 +231,9 @@ def _sort_all(jobs: list[tuple], workers: int) -> list[dict]:
                 out.append(_write_one(job))
                 bar.update(1)
             return out
-        with ProcessPoolExecutor(workers) as pool:
+        # spawned, not forked: a fork of a process with threads (a server's, a test
+        # runner's) can inherit a lock held by another thread and hang
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
             out = []
             for entry in pool.map(_write_one, jobs):
                 out.append(entry)
