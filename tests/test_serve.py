@@ -49,8 +49,15 @@ def specs(world):
 
 
 @pytest.fixture(scope="module")
-def app(specs):
-    return create_app(load_models(specs, 0.002, 16384))
+def app(specs, world):
+    from nnlm.index import build_index
+    from nnlm.serve.indexes import load_index
+    from nnlm.text.vocab import Vocabulary
+
+    build_index([world / "toy/train.txt"], world / "toy.idx",
+                Vocabulary.load(world / "kn3" / "vocab.txt"))
+    return create_app(load_models(specs, 0.002, 16384),
+                      indexes={"toy": load_index("toy", world / "toy.idx")})
 
 
 @pytest.fixture(scope="module")
@@ -467,7 +474,12 @@ POST_BODIES = {
     "/v1/neighbors": {"model": "nplm", "word": "cat", "k": 3},
     "/tokenize": {"model": "kn3", "prompt": "the cat"},
     "/detokenize": {"model": "kn3", "tokens": [3, 4]},
+    "/v1/index/count": {"index": "toy", "queries": ["the cat"]},
+    "/v1/index/next": {"index": "toy", "query": "the", "k": 3},
+    "/v1/index/infgram": {"index": "toy", "query": "the", "k": 3},
+    "/v1/index/docs": {"index": "toy", "query": "the", "limit": 2},
 }
+# POST / is infini-gram's API, which answers in its own shapes (tests/test_index.py)
 ODD_VALUES = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity",
               "a lone surrogate": '"\\ud800"', "a list holding NaN": "[NaN]",
               "a list holding a lone surrogate": '["a \\udfff b"]'}
@@ -480,7 +492,9 @@ def _fields(path):
     model = {"/v1/score": s.ScoreRequest, "/v1/next": s.NextRequest,
              "/v1/completions": s.CompletionRequest, "/v1/embed": s.EmbedRequest,
              "/v1/neighbors": s.NeighborsRequest, "/tokenize": s.TokenizeRequest,
-             "/detokenize": s.DetokenizeRequest}[path]
+             "/detokenize": s.DetokenizeRequest, "/v1/index/count": s.IndexCountRequest,
+             "/v1/index/next": s.IndexNextRequest, "/v1/index/infgram": s.IndexNextRequest,
+             "/v1/index/docs": s.IndexDocsRequest}[path]
     return list(model.model_fields)
 
 
@@ -488,7 +502,7 @@ def test_every_field_of_every_endpoint_answers_422_to_odd_values(client):
     import json
 
     assert {r.path for r in client.app.routes if "POST" in getattr(r, "methods", ())} == \
-        set(POST_BODIES)
+        set(POST_BODIES) | {"/"}
     for path, body in POST_BODIES.items():
         assert client.post(path, json=body).status_code == 200, path
         for field in _fields(path):
@@ -501,7 +515,8 @@ def test_every_field_of_every_endpoint_answers_422_to_odd_values(client):
                 detail = r.json()["detail"]  # an answer in valid JSON
                 if r.status_code == 422 and isinstance(detail, list):
                     assert any(field in map(str, d["loc"]) for d in detail), (path, field, what)
-        bad = json.dumps(body).replace('"model": "', '"model": "\xff\xfe').encode("latin-1")
+        key = "model" if "model" in body else "index"
+        bad = json.dumps(body).replace(f'"{key}": "', f'"{key}": "\xff\xfe').encode("latin-1")
         assert b"\xff" in bad
         r = client.post(path, content=bad, headers={"content-type": "application/json"})
         assert r.status_code in (400, 422), (path, r.status_code, r.text)

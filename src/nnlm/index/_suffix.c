@@ -73,11 +73,47 @@ static int shard_from(Shard *s, Py_buffer *text, Py_buffer *table, int ptr) {
  * search ends at the latest. */
 #define PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 0)
 
+/* The first 8 bytes of a pattern as a big-endian number, its missing bytes 0 (low) or
+ * 0xff (high): a sampled suffix whose 8 bytes are below the low key sorts below the
+ * pattern, one above the high key above every suffix that starts with it. */
+static uint64_t key8(const uint8_t *p, int64_t m, uint8_t fill) {
+    uint64_t k = 0;
+    for (int j = 0; j < 8; j++) k = (k << 8) | (j < m ? p[j] : fill);
+    return k;
+}
+
+/* Where the sample (every stride-th entry's 8-byte key) puts a pattern's range: its
+ * lower bound is above the last sample below the low key, its upper bound at most the
+ * first sample above the high key. */
+static void from_sample(const Shard *s, const uint64_t *sample, int64_t n, int64_t stride,
+                        const uint8_t *p, int64_t m, int64_t *a, int64_t *b) {
+    uint64_t low = key8(p, m, 0), high = key8(p, m, 0xff);
+    int64_t x = 0, y = n;
+    while (x < y) {  /* the first sample not below low */
+        int64_t mid = x + (y - x) / 2;
+        if (sample[mid] < low) x = mid + 1; else y = mid;
+    }
+    *a = x > 0 ? (x - 1) * stride + 1 : 0;
+    y = n;
+    while (x < y) {  /* the first sample above high */
+        int64_t mid = x + (y - x) / 2;
+        if (sample[mid] <= high) x = mid + 1; else y = mid;
+    }
+    *b = x < n && x * stride < s->entries ? x * stride : s->entries;
+}
+
 static void bounds(const Shard *s, int64_t q, const uint8_t *pat, const int64_t *off,
+                   const uint64_t *sample, int64_t n_sample, int64_t stride,
                    int64_t *los, int64_t *his, int64_t *a, int64_t *b, int64_t *mids) {
     for (int upper = 0; upper < 2; upper++) {
         for (int64_t i = 0; i < q; i++) {
-            if (!upper) { a[i] = 0; b[i] = s->entries; his[i] = s->entries; }
+            if (!upper) {
+                a[i] = 0; b[i] = s->entries;
+                if (n_sample)
+                    from_sample(s, sample, n_sample, stride, pat + off[i],
+                                off[i + 1] - off[i], &a[i], &b[i]);
+                his[i] = b[i];
+            }
             else { a[i] = los[i]; b[i] = his[i]; }
         }
         for (int active = 1; active;) {
@@ -107,13 +143,16 @@ static void bounds(const Shard *s, int64_t q, const uint8_t *pat, const int64_t 
     }
 }
 
-/* find(text, table, ptr, patterns, offsets, lo, hi): offsets (int64, Q + 1) cut patterns
- * (bytes) into Q patterns; lo and hi (int64, Q) receive the ranges. */
+/* find(text, table, ptr, patterns, offsets, lo, hi[, sample, stride]): offsets (int64,
+ * Q + 1) cut patterns (bytes) into Q patterns; lo and hi (int64, Q) receive the ranges.
+ * sample: the 8-byte keys (uint64) of every stride-th entry, which start each search
+ * within a stride of its answer (nnlm.index.search.sample_keys). */
 static PyObject *find(PyObject *self, PyObject *args) {
-    Py_buffer text, table, patterns, offsets, lo, hi;
+    Py_buffer text, table, patterns, offsets, lo, hi, sample = {0};
     int ptr;
-    if (!PyArg_ParseTuple(args, "y*y*iy*y*w*w*", &text, &table, &ptr, &patterns, &offsets,
-                          &lo, &hi))
+    long long stride = 0;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*w*w*|y*L", &text, &table, &ptr, &patterns,
+                          &offsets, &lo, &hi, &sample, &stride))
         return NULL;
     PyObject *out = NULL;
     Shard s;
@@ -130,15 +169,23 @@ static PyObject *find(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    int64_t n_sample = sample.buf ? sample.len / 8 : 0;
+    if (n_sample && (stride < 1 || (n_sample - 1) * stride >= s.entries ||
+                     (s.entries - 1) / stride + 1 != n_sample)) {
+        PyErr_SetString(PyExc_ValueError, "find: a sample of every stride-th entry");
+        goto done;
+    }
     work = malloc((size_t)(3 * (q ? q : 1)) * sizeof(int64_t));
     if (!work) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    bounds(&s, q, (const uint8_t *)patterns.buf, off, (int64_t *)lo.buf, (int64_t *)hi.buf,
-           work, work + q, work + 2 * q);
+    bounds(&s, q, (const uint8_t *)patterns.buf, off, (const uint64_t *)sample.buf, n_sample,
+           (int64_t)stride, (int64_t *)lo.buf, (int64_t *)hi.buf, work, work + q,
+           work + 2 * q);
     Py_END_ALLOW_THREADS
     out = Py_NewRef(Py_None);
 done:
     free(work);
+    if (sample.buf) PyBuffer_Release(&sample);
     PyBuffer_Release(&text); PyBuffer_Release(&table); PyBuffer_Release(&patterns);
     PyBuffer_Release(&offsets); PyBuffer_Release(&lo); PyBuffer_Release(&hi);
     return out;

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..base.errors import NnlmError, warn
 from ..text.vocab import Vocabulary
+from .search import sample_keys
 
 HEADER = "index.json"
 FORMAT = "nnlm-index"
@@ -68,10 +69,19 @@ class Shard:
     docs: np.ndarray
     width: int
     ptr: int
+    _sample: tuple | None = None
 
     @property
     def tokens(self) -> int:
         return len(self.text) // self.width
+
+    @property
+    def sample(self) -> tuple:
+        """The 8-byte keys of every stride-th suffix (:func:`~nnlm.index.search.sample_keys`),
+        read at the first query that needs them."""
+        if self._sample is None:
+            self._sample = sample_keys(self.text, self.table, self.ptr)
+        return self._sample
 
     def file(self, kind: str) -> Path:
         return self.path / f"{kind}.{self.number}"

@@ -194,7 +194,7 @@ class Index:
         offsets = batch.offsets * self.width
         out = []
         for shard in self.shards:
-            lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets)
+            lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets, shard.sample)
             hi[batch.missing] = lo[batch.missing]
             out.append((lo, hi))
         return out

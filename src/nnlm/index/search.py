@@ -71,15 +71,40 @@ def _compare(text, table, ptr, rows, patterns, lengths, depth=0):
     return diff[np.arange(len(rows)), first]
 
 
-def find(text, table, ptr: int, patterns: bytes, offsets: np.ndarray
+SAMPLE_ENTRIES = 1 << 18  # a sample of 2 MB a shard, read at its first query
+
+
+def sample_keys(text, table, ptr: int) -> tuple[np.ndarray, int]:
+    """The first 8 bytes (a big-endian uint64, 0 past the text's end) of every stride-th
+    suffix of the table, and the stride (at least 16, so that the sample has at most
+    about :data:`SAMPLE_ENTRIES`): a search starts there within a stride of its answer,
+    two cache misses a step of the table's binary search saved for each level the
+    sample settles. Keys sort as their suffixes do, so the sample is sorted."""
+    n = len(table) // ptr
+    stride = max(16, 1 << max(0, int(n // SAMPLE_ENTRIES).bit_length()))
+    rows = np.arange(0, n, stride, dtype=np.int64)
+    at = _entries_at(table, ptr, rows)
+    data = np.frombuffer(text, np.uint8)
+    cols = at[:, None] + np.arange(8)
+    raw = np.where(cols < len(data), data[np.minimum(cols, len(data) - 1)], 0)
+    return np.ascontiguousarray(raw.astype(np.uint8)).view(">u8").ravel().astype(
+        np.uint64), stride
+
+
+def find(text, table, ptr: int, patterns: bytes, offsets: np.ndarray, sample=None
          ) -> tuple[np.ndarray, np.ndarray]:
     """int64 ``lo, hi`` (Q each): the table entries whose suffixes start with each pattern
-    (``offsets`` cut ``patterns``); ``hi - lo`` is the pattern's count."""
+    (``offsets`` cut ``patterns``); ``hi - lo`` is the pattern's count. ``sample``: the
+    shard's :func:`sample_keys`, which the compiled search starts from."""
     q = len(offsets) - 1
     lo, hi = np.empty(q, np.int64), np.empty(q, np.int64)
     c = compiled()
     if c is not None:
-        c.find(text, table, ptr, patterns, np.ascontiguousarray(offsets, np.int64), lo, hi)
+        offsets = np.ascontiguousarray(offsets, np.int64)
+        if sample is not None:
+            c.find(text, table, ptr, patterns, offsets, lo, hi, sample[0], sample[1])
+        else:
+            c.find(text, table, ptr, patterns, offsets, lo, hi)
         return lo, hi
     return _find_numpy(text, table, ptr, patterns, offsets)
 

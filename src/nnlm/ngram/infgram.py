@@ -92,7 +92,8 @@ class InfgramLM(LanguageModel):
             offsets = np.arange(len(rows) + 1, dtype=np.int64) * (k * self.index.width)
             per_shard = []
             for shard in self.index.shards:
-                lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets)
+                lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets,
+                              shard.sample)
                 tokens, counts, cuts, _ = followers(
                     shard.text, shard.table, shard.ptr, shard.width, lo, hi,
                     np.full(len(rows), k * self.index.width, np.int64))
