@@ -7,9 +7,9 @@ with little memory beside its output. A shard of ``w``-byte tokens is sorted as 
 whose numeric order is the order of their little-endian bytes (each id byte-swapped), so
 the table is exactly the order infini-gram's byte-wise indexer gives.
 
-Out of core: the text is encoded file by file into shards of at most
-:func:`shard_tokens` tokens for ``memory`` bytes (the sort's peak is about 14 bytes a
-u16 token, 28 a u32 one; the text is read :data:`BLOCK_TOKENS` words at a time); each shard is sorted on its own, ``workers`` at a time (each
+Out of core: the text is read :data:`BLOCK_TOKENS` words at a time into shards of at
+most :func:`shard_tokens` tokens for ``memory`` bytes (the sort's peak is about 14 bytes
+a u16 token, 28 a u32 one); each shard is sorted on its own, ``workers`` at a time (each
 within ``memory / workers``), and queries sum over the shards, as infini-gram's do. The
 whole index is written under a temporary name and appears in one step, so a full disk
 or a kill leaves no half-written index.
