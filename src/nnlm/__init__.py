@@ -10,7 +10,8 @@ baselines, behind one small interface.
 
 Importing nnlm imports nothing heavy: each name loads its module when first used (numpy
 with the first model, torch with the first network).
-``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`).
+``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`);
+``nnlm.Index`` counts n-grams of any length in a corpus (see :mod:`nnlm.index`).
 """
 
 from .base.version import __version__  # noqa: F401 - nnlm.__version__
@@ -20,6 +21,7 @@ from .base.version import __version__  # noqa: F401 - nnlm.__version__
 # no more than kenlm's own.
 _LAZY = {"count_words": "nnlm.text.corpus", "read_stream": "nnlm.text.corpus",
          "Model": "nnlm.decoding.api", "State": "nnlm.decoding.api",
+         "Index": "nnlm.index.index", "build_index": "nnlm.index.build",
          "NnlmError": "nnlm.base.errors", "train": "nnlm.fit", "Evaluation": "nnlm.lm",
          "LanguageModel": "nnlm.lm", "evaluate": "nnlm.lm", "load_model": "nnlm.models",
          "save_model": "nnlm.models", "AddK": "nnlm.ngram.estimate.addk",
@@ -34,6 +36,8 @@ if TYPE_CHECKING:  # the names for type checkers and editors; never run
     from .base.errors import NnlmError
     from .decoding.api import Model, State
     from .fit import train
+    from .index.build import build_index
+    from .index.index import Index
     from .lm import Evaluation, LanguageModel, evaluate
     from .models import load_model, save_model
     from .neural.networks.network import NPLMConfig
@@ -65,7 +69,8 @@ def __dir__():
 
 
 __all__ = [
-    "AddK", "Evaluation", "LanguageModel", "Model", "NPLM", "NPLMConfig", "NeuralLM", "NnlmError",
+    "AddK", "Evaluation", "Index", "LanguageModel", "Model", "NPLM", "NPLMConfig", "NeuralLM",
+    "NnlmError",
     "State", "Stream", "TrainConfig", "Trainer", "Vocabulary",
-    "count_words", "evaluate", "load_model", "read_stream", "save_model", "train",
+    "build_index", "count_words", "evaluate", "load_model", "read_stream", "save_model", "train",
 ]
