@@ -417,7 +417,7 @@ def chromium() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt install chromium)")
-def test_page_in_a_real_browser(app, tmp_path):
+def test_page_in_a_real_browser(app, world, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     errors: list[str] = []
     with live(app) as url, sync_api.sync_playwright() as p:
@@ -454,6 +454,16 @@ def test_page_in_a_real_browser(app, tmp_path):
         page.fill("#word", "cat")
         page.keyboard.press("Enter")
         page.wait_for_function("document.querySelectorAll('#nb-out .bars li').length == 10")
+        # the corpus box: what follows a phrase in the served index, with its counts
+        page.fill("#phrase", "the cat")
+        page.wait_for_function("document.getElementById('corpus-caption').textContent"
+                               ".includes('the cat') && document.querySelector("
+                               "'#corpus-out .card[data-index=toy] .bars li') !== null")
+        shown = page.eval_on_selector_all("#corpus-out .bars li .p",
+                                          "ps => ps.map(p => Number(p.textContent))")
+        from nnlm.index import Index
+
+        assert shown == Index.open(world / "toy.idx").next("the cat", 10).counts.tolist()
         shot = Path(os.environ.get("NNLM_SCREENSHOT", tmp_path / "serve.png"))
         page.screenshot(path=str(shot), full_page=True)
         page.set_viewport_size({"width": 390, "height": 800})  # a phone
