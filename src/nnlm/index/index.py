@@ -209,20 +209,28 @@ class Index:
         return sum((hi - lo for lo, hi in self._ranges(batch)),
                    np.zeros(len(batch), np.int64))
 
-    def _next(self, batch: Batch, ranges, top_k: int | None) -> list[Next]:
-        q = len(batch)
+    def followers(self, batch: Batch, ranges=None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What follows each query of ``batch`` over every shard, flat: ``rows`` (the
+        query, ascending), ``tokens`` and ``counts`` (int64), one entry per (query,
+        token), documents' ends left out. ``ranges``: the batch's, if already found."""
+        ranges = self._ranges(batch) if ranges is None else ranges
         depth = np.diff(batch.offsets) * self.width
         keys, values = [], []
         for shard, (lo, hi) in zip(self.shards, ranges):
             tokens, counts, offsets, _ = followers(shard.text, shard.table, shard.ptr,
                                                    shard.width, lo, hi, depth)
-            rows = np.repeat(np.arange(q), np.diff(offsets))
+            rows = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(offsets))
             keep = tokens != self.separator
-            keys.append(rows[keep].astype(np.int64) * (1 << 32) + tokens[keep])
+            keys.append(rows[keep] * (1 << 32) + tokens[keep])
             values.append(counts[keep])
         key, inverse = np.unique(np.concatenate(keys), return_inverse=True)
         total = np.bincount(inverse, np.concatenate(values), len(key)).astype(np.int64)
-        rows, tokens = key >> 32, key & 0xFFFFFFFF
+        return key >> 32, key & 0xFFFFFFFF, total
+
+    def _next(self, batch: Batch, ranges, top_k: int | None) -> list[Next]:
+        q = len(batch)
+        rows, tokens, total = self.followers(batch, ranges)
         occurrences = sum(hi - lo for lo, hi in ranges)
         out = []
         cuts = np.searchsorted(rows, np.arange(q + 1))

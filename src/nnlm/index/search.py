@@ -5,7 +5,7 @@ prefix, with counts). Everything an index answers is made of these two.
 A shard is infini-gram's layout (:mod:`nnlm.index.files`): token ids as little-endian
 integers of ``width`` bytes, and a table of byte offsets, ``ptr`` bytes each, sorted as
 the byte strings they start. Both searches compare bytes, so a pattern is its tokens'
-little-endian bytes (:func:`pattern_bytes`).
+little-endian bytes.
 
 The compiled module ``nnlm.index._suffix`` answers both in C; without it (no compiler at
 install, or ``NNLM_NO_C=1``) the numpy paths here give the same answers, a batch at a
@@ -26,16 +26,6 @@ def compiled():
     if _C is None:
         _C = extension("nnlm.index._suffix") or False
     return _C or None
-
-
-def pattern_bytes(queries: list, width: int) -> tuple[bytes, np.ndarray]:
-    """The patterns of ``queries`` (lists of token ids) as one byte string of little-endian
-    tokens, and the int64 offsets (Q + 1) that cut it."""
-    lengths = np.fromiter((len(q) for q in queries), np.int64, len(queries))
-    offsets = np.zeros(len(queries) + 1, np.int64)
-    np.cumsum(lengths * width, out=offsets[1:])
-    flat = np.fromiter((t for q in queries for t in q), np.int64, int(lengths.sum()))
-    return flat.astype(f"<u{width}").tobytes(), offsets
 
 
 def table_entries(table, ptr: int, lo: int, hi: int) -> np.ndarray:

@@ -33,7 +33,7 @@ import numpy as np
 from ..base.errors import NnlmError
 from ..index import Index
 from ..index.build import index_stream
-from ..index.search import find, followers
+from ..index.index import Batch
 from ..lm import LanguageModel
 from ..text.specials import BOS_ID
 from ..text.stream import Stream
@@ -85,26 +85,11 @@ class InfgramLM(LanguageModel):
         last_bos = np.where(is_bos.any(1), width - 1 - np.argmax(is_bos[:, ::-1], 1), 0)
         length = width - last_bos  # the history's tokens, its <s> included
         rows = np.flatnonzero(length >= self.min_n)
-        sep = self.index.separator
         k = self.min_n
         while len(rows) and k <= width:
-            patterns = contexts[rows, width - k:].astype(f"<u{self.index.width}").tobytes()
-            offsets = np.arange(len(rows) + 1, dtype=np.int64) * (k * self.index.width)
-            per_shard = []
-            for shard in self.index.shards:
-                lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets,
-                              shard.sample)
-                tokens, counts, cuts, _ = followers(
-                    shard.text, shard.table, shard.ptr, shard.width, lo, hi,
-                    np.full(len(rows), k * self.index.width, np.int64))
-                owner = np.repeat(np.arange(len(rows)), np.diff(cuts))
-                keep = tokens != sep
-                per_shard.append((owner[keep], tokens[keep].astype(np.int64), counts[keep]))
-            owner, tokens, counts = (np.concatenate(x) for x in zip(*per_shard))
-            if len(self.index.shards) > 1:  # one entry per (row, token), counts summed
-                key, inverse = np.unique(owner * (1 << 32) + tokens, return_inverse=True)
-                counts = np.bincount(inverse, counts, len(key)).astype(np.int64)
-                owner, tokens = key >> 32, key & 0xFFFFFFFF
+            suffixes = Batch.of(contexts[rows, width - k:].ravel(),
+                                np.full(len(rows), k, np.int64))
+            owner, tokens, counts = self.index.followers(suffixes)
             total = np.bincount(owner, counts, len(rows))
             types = np.bincount(owner, minlength=len(rows)).astype(np.float64)
             seen = total > 0
