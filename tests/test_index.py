@@ -362,3 +362,24 @@ def test_paragraph_documents(tmp_path):
     assert index.documents == 3
     assert [d.words for d in index.docs("c d")] == [["a", "b", "c", "d"]]
     assert index.count("b </s> <s> c") == 1 and index.count("d </s> <s> e") == 0
+
+
+def test_a_decoders_kept_states_score_as_the_whole_batch(model, monkeypatch):
+    m, train = model
+    rng = np.random.default_rng(7)
+    picks = np.sort(rng.choice(len(train.ids), 60, replace=False))
+    contexts = train.contexts(16, picks)
+    targets = train.ids[picks].astype(np.int64)
+    whole = m.target_logprobs(contexts, targets)  # 60 rows: the vectorized levels
+    steps = np.concatenate([m.target_logprobs(contexts[i:i + 3], targets[i:i + 3])
+                            for i in range(0, 60, 3)])  # a decoder's few rows a call
+    np.testing.assert_allclose(steps, whole, rtol=0, atol=1e-12)
+    again = np.concatenate([m.target_logprobs(contexts[i:i + 3], targets[i:i + 3])
+                            for i in range(0, 60, 3)])  # from the kept states
+    np.testing.assert_array_equal(again, steps)
+    if search.compiled() is not None:  # the numpy narrowing, from fresh states
+        monkeypatch.setattr(search, "_C", False)
+        m.states = type(m.states)(m.index)
+        numpy_steps = np.concatenate([m.target_logprobs(contexts[i:i + 3], targets[i:i + 3])
+                                      for i in range(0, 60, 3)])
+        np.testing.assert_allclose(numpy_steps, whole, rtol=0, atol=1e-12)

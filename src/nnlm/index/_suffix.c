@@ -191,6 +191,60 @@ done:
     return out;
 }
 
+/* narrow(text, table, ptr, lo, hi, depth, tokens, out_lo, out_hi): within each range
+ * [lo, hi), whose suffixes share their first depth bytes, the entries whose next
+ * token's bytes (tokens: Q patterns of equal length) follow: the range of the context one
+ * token longer. What a decoder's state pays a word: one search inside a range. */
+static PyObject *narrow(PyObject *self, PyObject *args) {
+    Py_buffer text, table, lo, hi, depth, tokens, olo, ohi;
+    int ptr;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*w*w*", &text, &table, &ptr, &lo, &hi, &depth,
+                          &tokens, &olo, &ohi))
+        return NULL;
+    PyObject *out = NULL;
+    Shard s;
+    int64_t q = lo.len / 8;
+    if (shard_from(&s, &text, &table, ptr) < 0) goto done;
+    if (hi.len != lo.len || depth.len != lo.len || olo.len != lo.len || ohi.len != lo.len ||
+        (q && tokens.len % q)) {
+        PyErr_SetString(PyExc_ValueError, "narrow: as many ranges, depths, tokens, outputs");
+        goto done;
+    }
+    const int64_t *los = (const int64_t *)lo.buf, *his = (const int64_t *)hi.buf;
+    const int64_t *ds = (const int64_t *)depth.buf;
+    int64_t w = q ? tokens.len / q : 0;
+    for (int64_t i = 0; i < q; i++) {
+        if (los[i] < 0 || his[i] < los[i] || his[i] > s.entries || ds[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "narrow: a range outside the table");
+            goto done;
+        }
+    }
+    int64_t *a = (int64_t *)olo.buf, *b = (int64_t *)ohi.buf;
+    const uint8_t *tok = (const uint8_t *)tokens.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < q; i++) {
+        int64_t x = los[i], y = his[i];
+        while (x < y) {
+            int64_t mid = x + (y - x) / 2;
+            if (compare(&s, mid, ds[i], tok + i * w, w) < 0) x = mid + 1; else y = mid;
+        }
+        a[i] = x;
+        y = his[i];
+        while (x < y) {
+            int64_t mid = x + (y - x) / 2;
+            if (compare(&s, mid, ds[i], tok + i * w, w) <= 0) x = mid + 1; else y = mid;
+        }
+        b[i] = x;
+    }
+    Py_END_ALLOW_THREADS
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&text); PyBuffer_Release(&table); PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi); PyBuffer_Release(&depth); PyBuffer_Release(&tokens);
+    PyBuffer_Release(&olo); PyBuffer_Release(&ohi);
+    return out;
+}
+
 typedef struct { uint32_t *tokens; int64_t *counts; int64_t n, cap; } Found;
 
 static int found_push(Found *f, uint32_t token, int64_t count) {
@@ -324,6 +378,7 @@ done:
 static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS, "the table range of each pattern"},
     {"followers", followers, METH_VARARGS, "the distinct next tokens of each range"},
+    {"narrow", narrow, METH_VARARGS, "each range's part whose next token is given"},
     {NULL, NULL, 0, NULL},
 };
 

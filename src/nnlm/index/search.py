@@ -130,6 +130,39 @@ def _find_numpy(text, table, ptr, patterns, offsets):
     return bound(False), bound(True)
 
 
+def narrow(text, table, ptr: int, width: int, lo: np.ndarray, hi: np.ndarray,
+           depth: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Within each range (its suffixes sharing their first ``depth`` bytes), the entries
+    whose next token is ``tokens[i]``: the range of the context one token longer."""
+    lo, hi, depth = (np.ascontiguousarray(a, np.int64) for a in (lo, hi, depth))
+    pattern = np.ascontiguousarray(tokens, f"<u{width}")
+    c = compiled()
+    if c is not None:
+        out_lo, out_hi = np.empty_like(lo), np.empty_like(hi)
+        c.narrow(text, table, ptr, lo, hi, depth, pattern.tobytes(), out_lo, out_hi)
+        return out_lo, out_hi
+    raw = pattern.view(np.uint8).reshape(-1, width)
+    out_lo, out_hi = lo.copy(), hi.copy()
+    for upper in (False, True):
+        a, b = (out_lo.copy(), hi.copy())
+        while True:
+            active = np.flatnonzero(a < b)
+            if not len(active):
+                break
+            mid = a[active] + (b[active] - a[active]) // 2
+            c_ = np.array([_compare(text, table, ptr, mid[j:j + 1], raw[i:i + 1],
+                                    np.array([width]), int(depth[i]))[0]
+                           for j, i in enumerate(active)])
+            right = c_ <= 0 if upper else c_ < 0
+            a[active] = np.where(right, mid + 1, a[active])
+            b[active] = np.where(right, b[active], mid)
+        if upper:
+            out_hi = a
+        else:
+            out_lo = a
+    return out_lo, out_hi
+
+
 def followers(text, table, ptr: int, width: int, lo: np.ndarray, hi: np.ndarray,
               depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The distinct tokens ``depth`` bytes into each range's suffixes: ``tokens`` (uint32,

@@ -34,6 +34,7 @@ from ..base.errors import NnlmError
 from ..index import Index
 from ..index.build import index_stream
 from ..index.index import Batch
+from ..index.states import HistoryStates
 from ..lm import LanguageModel
 from ..text.specials import BOS_ID
 from ..text.stream import Stream
@@ -42,6 +43,7 @@ from ..text.vocab import Vocabulary
 DISCOUNT = 1.0  # chosen on Brown's valid text over KN5: D = 0.5, 0.9, 1.0 gave 201.3,
 # 199.2, 198.9 (KN5 alone 198.8); Witten-Bell over the same levels 201.2
 MAX_N = 64  # the longest n-gram used: the history's last 63 words
+DECODER_ROWS = 16  # a call with at most this many rows goes through the kept states
 INDEX_DIR, BASE_DIR = "index", "base"
 
 
@@ -62,6 +64,7 @@ class InfgramLM(LanguageModel):
         self.vocab, self.base, self.index = base.vocab, base, index
         self.discount, self.order, self.min_n = float(discount), int(max_n), base.order
         self._owned = _owned  # the temporary folder of an index built for this model
+        self.states = HistoryStates(index)  # a decoder's histories, kept
 
     @classmethod
     def fit(cls, base: LanguageModel, train: Stream, discount: float = DISCOUNT,
@@ -100,6 +103,33 @@ class InfgramLM(LanguageModel):
             rows = rows[seen & (length[rows] > k)]
             k += 1
 
+    def _histories(self, contexts: np.ndarray) -> list[tuple[int, ...]]:
+        """Each row's history: its words from its (last) ``<s>`` on."""
+        out = []
+        for row in np.asarray(contexts, np.int64).tolist():
+            start = len(row) - 1 - row[::-1].index(BOS_ID) if BOS_ID in row else 0
+            out.append(tuple(row[start:]))
+        return out
+
+    def _decoder_step(self, contexts, targets, p: np.ndarray) -> np.ndarray:
+        """:meth:`target_logprobs`' levels for a decoder's few rows, from the histories'
+        kept states (:class:`~nnlm.index.states.HistoryStates`): a word after a known
+        history costs lookups, a new history one narrowing a suffix length."""
+        d = self.discount
+        for i, (history, w) in enumerate(zip(self._histories(contexts), targets.tolist())):
+            lengths, found = self.states.levels(history, self.min_n)
+            if found is None:
+                continue
+            level, tokens, counts = found
+            total = np.bincount(level, counts, len(lengths))
+            types = np.bincount(level, minlength=len(lengths))
+            hit = np.zeros(len(lengths))
+            np.add.at(hit, level[tokens == w], counts[tokens == w])
+            for k in range(len(lengths)):
+                if total[k] > 0:
+                    p[i] = (max(hit[k] - d, 0) + d * types[k] * p[i]) / total[k]
+        return p
+
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         contexts = np.asarray(contexts)
         targets = np.asarray(targets, np.int64)
@@ -107,6 +137,9 @@ class InfgramLM(LanguageModel):
         logp = self.base.target_logprobs(contexts[:, contexts.shape[1] - base_k:]
                                          if base_k else contexts[:, :0], targets)
         p = np.exp(logp)
+        if len(targets) <= DECODER_ROWS:
+            with np.errstate(divide="ignore"):
+                return np.log(self._decoder_step(contexts, targets, p))
         d = self.discount
         for rows, total, types, owner, tokens, counts, seen in self._levels(contexts):
             hit = tokens == targets[rows][owner]
