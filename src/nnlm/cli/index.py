@@ -115,8 +115,8 @@ def cmd_index(args) -> None:
                               for e in row["next"]]
     else:
         rows, text = [], []
-        for q, docs in zip(queries, index.docs(queries, args.limit)):
-            count = int(index.count([q])[0])
+        counts = index.count(queries)  # one batch, as the documents' search
+        for q, docs, count in zip(queries, index.docs(queries, args.limit), counts.tolist()):
             rows.append({"query": q, "count": count, "documents": [
                 {"doc": d.doc, "offset": d.offset,
                  "text": " ".join(d.words) if d.words is not None else d.tokens}

@@ -45,8 +45,9 @@ def _entries_at(table, ptr: int, rows: np.ndarray) -> np.ndarray:
 
 
 def _compare(text, table, ptr, rows, patterns, lengths, depth=0):
-    """-1, 0, 1 per row: its suffix (from ``depth`` bytes on) against its padded pattern
-    (``lengths`` bytes of it); 0 where the pattern is a prefix of the suffix."""
+    """-1, 0, 1 per row: its suffix (from ``depth`` bytes on: one for all rows, or one
+    each) against its padded pattern (``lengths`` bytes of it); 0 where the pattern is a
+    prefix of the suffix."""
     data = np.frombuffer(text, np.uint8)
     at = _entries_at(table, ptr, rows) + depth
     m = patterns.shape[1]
@@ -150,9 +151,8 @@ def narrow(text, table, ptr: int, width: int, lo: np.ndarray, hi: np.ndarray,
             if not len(active):
                 break
             mid = a[active] + (b[active] - a[active]) // 2
-            c_ = np.array([_compare(text, table, ptr, mid[j:j + 1], raw[i:i + 1],
-                                    np.array([width]), int(depth[i]))[0]
-                           for j, i in enumerate(active)])
+            c_ = _compare(text, table, ptr, mid, raw[active],
+                          np.full(len(active), width), depth[active])
             right = c_ <= 0 if upper else c_ < 0
             a[active] = np.where(right, mid + 1, a[active])
             b[active] = np.where(right, b[active], mid)
