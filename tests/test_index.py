@@ -209,6 +209,11 @@ def test_the_cli_answers_and_writes_json(world, capsys):
     assert main(["index", "next", str(index.path), "a", "-k", "2"]) == 0
     assert main(["index", "infgram", str(index.path), "zzz a b", "--json"]) == 0
     assert '"suffix_length": 2' in capsys.readouterr().out
+    assert main(["index", "docs", str(index.path), "a b c", "b a", "--limit", "2",
+                 "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["count"] for r in rows] == index.count(["a b c", "b a"]).tolist()
+    assert all(isinstance(d["offset"], int) for r in rows for d in r["documents"])
 
 
 # -- the unbounded model ---------------------------------------------------------------------

@@ -308,6 +308,6 @@ class Index:
             words = None
             if self.vocab is not None:
                 words = [w for w in self.vocab.decode(ids) if w not in (BOS, EOS)]
-            out.append(Document(int(self._first_doc[s] + d), a // self.width - ends[d] - 1,
-                                ids, words))
+            out.append(Document(int(self._first_doc[s] + d),
+                                int(a // self.width - ends[d] - 1), ids, words))
         return out
