@@ -137,6 +137,22 @@ def add_parsers(sub) -> None:
     arch.add_argument("--word-dropout", type=fraction, metavar="P",
                       help="deep: in training, each context word becomes <unk> with chance "
                       "P (blank noising, Xie et al. 2017), in [0, 1)")
+    arch.add_argument("--dropout-e", type=fraction, metavar="P",
+                      help="lstm: embedding dropout, each word's whole vector C_w dropped "
+                      "with chance P for a batch, in [0, 1)")
+    arch.add_argument("--dropout-w", type=fraction, metavar="P",
+                      help="lstm: DropConnect on the recurrent weights W_hh (AWD-LSTM), "
+                      "in [0, 1)")
+    arch.add_argument("--dropout-l", type=fraction, metavar="P",
+                      help="lstm: dropout between stacked layers (default: --dropout-h)")
+    arch.add_argument("--locked", action=argparse.BooleanOptionalAction, default=None,
+                      help="lstm: one dropout mask a line piece, kept over its words "
+                      "(variational dropout)")
+    arch.add_argument("--ar", type=nonnegative_float, metavar="ALPHA",
+                      help="lstm: activation regularization, ALPHA mean(a_t^2) (>= 0)")
+    arch.add_argument("--tar", type=nonnegative_float, metavar="BETA",
+                      help="lstm: temporal activation regularization, BETA "
+                      "mean((a_t - a_{t-1})^2) (>= 0)")
     opt = tr.add_argument_group("optimization (override the preset)")
     opt.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                      help="sgd: the paper's (sparse rows of C, decay on weights only)")

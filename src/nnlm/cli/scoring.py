@@ -82,7 +82,42 @@ def add_parsers(sub) -> None:
                     help="--open-vocab: after each scored stretch of text, one gradient step "
                     "of this rate, in [0, 10], on the new words' rows only (0: the combination "
                     "alone; default: 0.1, chosen on Brown valid)")
+    add_adaptation_arguments(ev)
     add_neural_scoring_arguments(ev)
+
+
+def add_adaptation_arguments(ev) -> None:
+    """eval's --cache and --dynamic, and their settings."""
+    adapt = ev.add_argument_group(
+        "test-time adaptation (a network learns from the text it has scored; reported "
+        "apart from the static number)")
+    adapt.add_argument("--cache", action="store_true",
+                       help="the neural cache (Grave et al. 2017): the last L positions' "
+                       "hidden vectors vote for the words that followed them")
+    adapt.add_argument("--cache-theta", type=ranged(float, 0, 1e6), metavar="THETA",
+                       help="the cache's sharpness, exp(THETA z . z_t) (default: chosen on "
+                       "--valid)")
+    adapt.add_argument("--cache-lambda", type=ranged(float, 0, 1, high_open=True),
+                       metavar="LAMBDA", help="the cache's weight, in [0, 1) (default: chosen "
+                       "on --valid)")
+    adapt.add_argument("--cache-size", type=ranged(int, 1, 10**6), metavar="L",
+                       help="positions the cache keeps (default: chosen on --valid)")
+    adapt.add_argument("--dynamic", action="store_true",
+                       help="dynamic evaluation (Krause et al. 2018): after each segment is "
+                       "scored, a gradient step on it, pulled back toward the trained weights")
+    adapt.add_argument("--dynamic-lr", type=ranged(float, 0, 100), metavar="ETA",
+                       help="its step (default: chosen on --valid)")
+    adapt.add_argument("--dynamic-decay", type=ranged(float, 0, 1), metavar="D",
+                       help="its pull toward the trained weights, in [0, 1] (default: "
+                       "chosen on --valid)")
+    adapt.add_argument("--dynamic-segment", type=ranged(int, 1, 10**6), default=None,
+                       metavar="TOKENS", help="whole lines of at least TOKENS tokens a step "
+                       "(default 100)")
+    adapt.add_argument("--valid", type=Path, metavar="VALID",
+                       help="the text the settings not given are chosen on")
+    adapt.add_argument("--tune-tokens", type=ranged(int, 1000, 10**9), default=None,
+                       metavar="N", help="--dynamic: choose its settings on the first N "
+                       "tokens of VALID (default 50,000: each choice is a run over them)")
 
 
 def cmd_score(args) -> None:
@@ -203,9 +238,12 @@ def cmd_eval(args) -> None:
     if args.open_vocab and args.self_normalized:
         raise NnlmError("--open-vocab scores and learns the new words through the full "
                         "softmax; drop --self-normalized")
+    adapting = _adaptation_requested(args)
     model, parts = load_for_scoring(args)
     if args.open_vocab:
         return _eval_open_vocab(args, model)
+    if adapting:
+        return _eval_adapted(args, model)
     stream = read_stream(args.text, model.vocab)
     if parts:
         from ..neural.runtime import bf16_hint
@@ -240,6 +278,83 @@ def cmd_eval(args) -> None:
     print(f"signature:   {signature['signature']}")
     if parts:
         print("\n".join(describe_report(result)))
+
+
+CACHE_FLAGS = ("cache_theta", "cache_lambda", "cache_size")
+DYNAMIC_FLAGS = ("dynamic_lr", "dynamic_decay", "dynamic_segment", "tune_tokens")
+
+
+def _adaptation_requested(args) -> bool:
+    """True for --cache or --dynamic; their settings' flags, --valid and the modes they
+    exclude checked first, in one line each."""
+    for on, flags in (("cache", CACHE_FLAGS), ("dynamic", DYNAMIC_FLAGS)):
+        given = [f for f in flags if getattr(args, f) is not None]
+        if given and not getattr(args, on):
+            raise NnlmError(f"--{given[0].replace('_', '-')} applies only with --{on}")
+    if not (args.cache or args.dynamic):
+        if args.valid is not None:
+            raise NnlmError("--valid chooses the settings of --cache or --dynamic; add one")
+        return False
+    if args.open_vocab or args.self_normalized:
+        raise NnlmError(f"--{'cache' if args.cache else 'dynamic'} scores through the full "
+                        "softmax; drop --open-vocab and --self-normalized")
+    choose = (args.cache and None in (args.cache_theta, args.cache_lambda, args.cache_size)) \
+        or (args.dynamic and None in (args.dynamic_lr, args.dynamic_decay))
+    if choose and args.valid is None:
+        raise NnlmError("--cache and --dynamic choose their settings on --valid VALID; give "
+                        "it, or every setting (--cache-theta --cache-lambda --cache-size, "
+                        "--dynamic-lr --dynamic-decay)")
+    return True
+
+
+def _eval_adapted(args, model) -> None:
+    from ..lm import evaluation_from_logprobs
+    from ..neural.adaptation import adapted_logprobs
+    from ..text.corpus import read_stream
+
+    lm = _one_network(args.model, model)
+    stream = read_stream(args.text, model.vocab)
+    valid = read_stream(args.valid, model.vocab) if args.valid is not None else None
+    cache = {"theta": args.cache_theta, "lam": args.cache_lambda,
+             "size": args.cache_size} if args.cache else None
+    dynamic = {"lr": args.dynamic_lr, "decay": args.dynamic_decay,
+               "segment": args.dynamic_segment} if args.dynamic else None
+    static = evaluation_from_logprobs(stream, lm.logprobs(stream), model.vocab).to_dict()
+    logprobs, used = adapted_logprobs(lm, stream, cache=cache, dynamic=dynamic, valid=valid,
+                                      tune_tokens=args.tune_tokens or 50_000, log=_note)
+    result = evaluation_from_logprobs(stream, logprobs, model.vocab).to_dict()
+    if args.json:
+        print(json.dumps({"model": str(args.model), "text": str(args.text), **result,
+                          "static_perplexity": static["perplexity"],
+                          "valid": None if args.valid is None else str(args.valid), **used}))
+        return
+    print(f"model:       {args.model}\ntext:        {args.text}")
+    print(f"tokens:      {result['tokens']:,} predicted (words + </s>)")
+    print(f"static:      perplexity {static['perplexity']:.3f}")
+    for name in ("dynamic", "cache"):
+        if name in used:
+            settings = ", ".join(f"{k} {v:g}" for k, v in used[name].items())
+            how = "chosen on " + str(args.valid) if f"{name}_search" in used else "as given"
+            print(f"{name + ':':<12} {settings} ({how})")
+    print(f"perplexity:  {result['perplexity']:.3f}  (adapted to the text as it is read)")
+
+
+def _note(message: str) -> None:
+    print(f"nnlm: {message}", file=sys.stderr)
+
+
+def _one_network(path, model):
+    """The model as one network that --cache and --dynamic can adapt, or one line why
+    not."""
+    from ..neural.nplm_lm import NeuralLM, ShortListLM
+
+    if not isinstance(model, NeuralLM):
+        raise NnlmError(f"{path}: a {model.kind} model; --cache and --dynamic adapt one "
+                        "network (a neural model, not an n-gram model or a mixture)")
+    if isinstance(model, ShortListLM) or not model.model.linear_output:
+        raise NnlmError(f"{path}: --cache and --dynamic need a network whose output layer "
+                        "is a softmax over every word (no short-list, not the energy model)")
+    return model
 
 
 def _eval_open_vocab(args, model) -> None:
@@ -280,7 +395,7 @@ HANDLERS = {"eval": cmd_eval, "score": cmd_score, "rescore": cmd_rescore}
 # (inputs, outputs) of each command: see nnlm.cli.main
 PATHS = {
     "score": lambda a: ([a.model, a.file], []),
-    "eval": lambda a: ([a.model, a.text], []),
+    "eval": lambda a: ([a.model, a.text, a.valid], []),
     "rescore": lambda a: ([a.model, a.nbest], [a.output]),
 }
 # file outputs and their kinds (nnlm.file_kinds): see nnlm.cli.main

@@ -77,6 +77,13 @@ RECIPES: dict[str, dict] = {
              "train": {"optimizer": "adamw", "lr": 2e-3, "lr_decay": 0.0,
                        "weight_decay": 0.05, "batch_size": 2048, "epochs": 12, "patience": 2,
                        "plateau_decay": 0.5, "clip": 1.0, "bf16": True, "average": 0.99}},
+    # AWD-LSTM's regularizers (Merity et al. 2018) with lstm's optimizer: locked dropout
+    # on x and a_t, embedding dropout, DropConnect on W_hh, AR and TAR (docs/deep.md)
+    "awd": {"model": {"dropout_x": 0.4, "dropout_h": 0.4, "dropout_e": 0.1, "dropout_w": 0.5,
+                      "locked": True, "ar": 2.0, "tar": 1.0},
+            "train": {"optimizer": "adamw", "lr": 2e-3, "lr_decay": 0.0,
+                      "weight_decay": 0.05, "batch_size": 2048, "epochs": 60, "patience": 3,
+                      "plateau_decay": 0.5, "clip": 1.0, "bf16": True, "average": 0.99}},
     "tiny": {"model": {},
              "train": {"optimizer": "adam", "lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0,
                        "batch_size": 64, "epochs": 8, "patience": 2, "plateau_decay": 0.5}},
@@ -107,6 +114,9 @@ PRESETS["deep"] = {"model": {"network": "deep", "order": 6, "m": 256, "history":
 PRESETS["lstm"] = {"model": {"network": "lstm", "order": 1025, "m": 256, "h": 512,
                              "layers": 1, "tied": True, "span": 256},
                    "recipe": "lstm", "mix": False}
+PRESETS["awd"] = {"model": {"network": "lstm", "order": 1025, "m": 256, "h": 1024,
+                            "layers": 1, "tied": True, "span": 256},
+                  "recipe": "awd", "mix": False}
 PRESETS["tiny"] = {"model": {"order": 3, "h": 16, "m": 8, "direct": True}, "recipe": "tiny",
                    "mix": False}
 

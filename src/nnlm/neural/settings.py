@@ -29,7 +29,8 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 # flags, ``nnlm.train``'s keywords): each is a field of some network's config
 ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "word_dropout",
                "shortlist", "history", "context", "fofe_alpha", "far", "far_spans", "layers",
-               "residual", "layer_norm", "span", "v_per_word")
+               "residual", "layer_norm", "span", "v_per_word", "dropout_e", "dropout_w",
+               "dropout_l", "locked", "ar", "tar")
 DEVICES = ("cpu", "cuda", "auto")
 
 

@@ -24,10 +24,26 @@ word with a zero state. That is the model every path computes:
 Because the state starts at zero at the line's ``<s>`` and nothing reads before it,
 scoring line by line and scoring through contexts give the same numbers (the tests check
 it, through ``nnlm.Model`` too).
+
+The regularizers of Merity, Keskar & Socher (2018), *Regularizing and Optimizing LSTM
+Language Models* (AWD-LSTM), each off by default and on in the ``awd`` preset; all act in
+training only, so scoring is the network above:
+
+- ``dropout_w``: DropConnect (Wan et al. 2013) on each layer's W_hh, one mask a pass, so
+  the recurrence itself is regularized and the fused LSTM kernel still runs;
+- ``locked``: each dropout mask is drawn once a row and kept over its positions
+  (variational dropout, Gal & Ghahramani 2016), on x, between layers (``dropout_l``) and
+  on a_t;
+- ``dropout_e``: embedding dropout, a word's whole vector C_w dropped (and the rest
+  scaled by 1 / (1 - p)) for a pass;
+- ``ar`` and ``tar``: activation regularization alpha mean(drop(a_t)^2) and temporal
+  activation regularization beta mean((a_t - a_{t-1})^2) on the last layer's a_t, added
+  to the loss per target word (:meth:`LSTMNetwork.take_penalty`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -56,6 +72,12 @@ class LSTMConfig(NetworkConfig):
     dropout_x: float = 0.3  # on the words read, C(w_t)
     dropout_h: float = 0.4  # between layers and on a_t
     span: int = 256  # training cuts longer lines into pieces of this many words
+    dropout_e: float = 0.0  # embedding dropout: a word's whole C_w, for a pass
+    dropout_w: float = 0.0  # DropConnect on each layer's W_hh
+    dropout_l: float | None = None  # between layers (None: dropout_h)
+    locked: bool = False  # one dropout mask a row, kept over its positions
+    ar: float = 0.0  # alpha: activation regularization on the last layer's a_t
+    tar: float = 0.0  # beta: temporal activation regularization
 
     def __post_init__(self):
         super().__post_init__()
@@ -65,7 +87,15 @@ class LSTMConfig(NetworkConfig):
             raise ValueError("need span >= 1")
         if self.output_size is not None:
             raise ValueError("the lstm network predicts every word: no short-list")
-        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h)
+        check_outputs_and_dropout(self, self.tied, self.dropout_x, self.dropout_h,
+                                  self.dropout_e, self.dropout_w, self.between)
+        if not (self.ar >= 0 and self.tar >= 0 and math.isfinite(self.ar + self.tar)):
+            raise ValueError(f"ar={self.ar}, tar={self.tar}: each must be >= 0")
+
+    @property
+    def between(self) -> float:
+        """Dropout between stacked layers."""
+        return self.dropout_h if self.dropout_l is None else self.dropout_l
 
     def num_parameters(self) -> int:
         V, Vo, m, h, L = self.vocab_size, self.outputs, self.m, self.h, self.layers
@@ -125,21 +155,67 @@ class LSTMNetwork(Network):
         return [self.b, *(self._layer(k, i) for i in range(self.config.layers)
                           for k in ("bias_ih", "bias_hh"))]
 
+    def _drop(self, x: torch.Tensor, p: float) -> torch.Tensor:
+        """Dropout on x (B, T, k) in training: a mask per element, or with ``locked`` one
+        per row and unit, kept over the row's positions."""
+        if not p or not self.training:
+            return x
+        if not self.config.locked:
+            return F.dropout(x, p)
+        keep = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1 - p)
+        return x * (keep / (1 - p))
+
     def _embed(self, inputs: torch.Tensor, sparse: bool = False) -> torch.Tensor:
-        """x_t = drop(C(w_t)) for every position of ``inputs`` (B, T): (B, T, m)."""
+        """x_t = drop(C(w_t)) for every position of ``inputs`` (B, T): (B, T, m); in
+        training, with ``dropout_e``, a dropped word's C_w is zero at all its positions."""
         x = F.embedding(inputs, self.C, sparse=sparse)
-        if self.config.dropout_x and self.training:
-            x = F.dropout(x, self.config.dropout_x)
-        return x
+        p = self.config.dropout_e
+        if p and self.training:
+            keep = self.C.new_empty(self.C.shape[0]).bernoulli_(1 - p) / (1 - p)
+            x = x * keep[inputs].unsqueeze(-1)
+        return self._drop(x, self.config.dropout_x)
 
     def read(self, inputs: torch.Tensor, sparse: bool = False) -> torch.Tensor:
         """a_t for every position of ``inputs`` (B, T), each row read from a zero state:
         (B, T, h). A position reads only the ones before it, so what follows a row's
-        end (padding) changes nothing before it."""
+        end (padding) changes nothing before it. Training reads layer by layer, with
+        DropConnect on W_hh and the dropout between layers."""
         x = self._embed(inputs, sparse)
         if not inputs.shape[1]:
             return x.new_zeros(*inputs.shape, self.config.h)
-        return self.rnn(x)[0]
+        if not self.training:
+            return self.rnn(x)[0]
+        cfg = self.config
+        zero = x.new_zeros(1, x.shape[0], cfg.h)
+        for layer in range(cfg.layers):
+            if layer:
+                x = self._drop(x, cfg.between)
+            w_hh = self._layer("weight_hh", layer)
+            if cfg.dropout_w:
+                w_hh = F.dropout(w_hh, cfg.dropout_w)
+            params = [self._layer("weight_ih", layer), w_hh, self._layer("bias_ih", layer),
+                      self._layer("bias_hh", layer)]
+            x = torch.lstm(x, (zero, zero), params, True, 1, 0.0, True, False, True)[0]
+        return x
+
+    def take_penalty(self) -> torch.Tensor | None:
+        """The last training pass's alpha mean(drop(a_t)^2) + beta mean((a_t -
+        a_{t-1})^2) over the positions read (Merity et al. 2018), once: None without
+        ``ar`` and ``tar`` or when already taken."""
+        penalty, self._penalty = getattr(self, "_penalty", None), None
+        return penalty
+
+    def _regularize(self, a: torch.Tensor, dropped: torch.Tensor, mask: torch.Tensor) -> None:
+        """Keep AR and TAR of a training pass's last layer a (B, T, h), before and after
+        its dropout, for :meth:`take_penalty`."""
+        cfg, penalty = self.config, a.new_zeros(())
+        if cfg.ar:
+            penalty = penalty + cfg.ar * dropped[mask].square().mean()
+        if cfg.tar and a.shape[1] > 1:
+            pairs = mask[:, 1:]  # both positions read
+            if pairs.any():
+                penalty = penalty + cfg.tar * (a[:, 1:] - a[:, :-1])[pairs].square().mean()
+        self._penalty = penalty
 
     def read_states(self, inputs: torch.Tensor, lengths: torch.Tensor, state=None
                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -151,9 +227,9 @@ class LSTMNetwork(Network):
         _, (a, c) = self.rnn(packed, state)
         return a[-1], (a, c)
 
-    def output(self, a: torch.Tensor) -> torch.Tensor:
-        """z from a_t (N, h)."""
-        if self.config.dropout_h and self.training:
+    def output(self, a: torch.Tensor, drop: bool = True) -> torch.Tensor:
+        """z from a_t (N, h) (``drop``: with its dropout, in training)."""
+        if drop and self.config.dropout_h and self.training:
             a = F.dropout(a, self.config.dropout_h)
         return F.linear(a, self.P) if self.config.tied else a
 
@@ -174,7 +250,13 @@ class LSTMNetwork(Network):
         (:meth:`line_words`)."""
         if isinstance(contexts, Spans):
             a = self.read(contexts.inputs, sparse)
-            return self.output(a[contexts.mask()])
+            if not self.training:
+                return self.output(a[contexts.mask()])
+            mask = contexts.mask()
+            dropped = self._drop(a, self.config.dropout_h)
+            if self.config.ar or self.config.tar:
+                self._regularize(a, dropped, mask)
+            return self.output(dropped[mask], drop=False)
         inputs, count = self.line_words(contexts)
         a = self.read(inputs, sparse)
         return self.output(a[torch.arange(len(contexts), device=a.device), count - 1])

@@ -101,6 +101,11 @@ class Network(nn.Module):
     def device(self) -> torch.device:
         return self.C.device
 
+    def take_penalty(self) -> torch.Tensor | None:
+        """A regularizer of the last training pass, per target word, to add to its loss
+        (the LSTM's AR and TAR); None for most networks."""
+        return None
+
     def features(self, contexts: torch.Tensor, sparse: bool = False) -> torch.Tensor:
         """x = (C(w_{t-1}), ..., C(w_{t-n+1})): (B, (n-1) m), most recent word first as in
         the paper (contexts are oldest first)."""

@@ -188,6 +188,9 @@ class Trainer:
             self._diverged(f"loss {per_token:.4g} per token")
         self.optimizer.zero_grad()
         if loss is not None:
+            penalty = net.take_penalty()  # AR/TAR: reported losses stay the NLL alone
+            if penalty is not None:
+                loss = loss + penalty * len(targets)
             (loss if sgd else loss / n).backward()
         self.scheme.exchange()
         if cfg.clip:
