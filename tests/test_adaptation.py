@@ -176,4 +176,34 @@ def test_eval_refuses_a_model_it_cannot_adapt(files, capsys, tmp_path):
     save_model(kn, tmp_path / "kn")
     assert main(["eval", str(tmp_path / "kn"), str(files / "test.txt"), "--cache",
                  "--cache-theta", "1", "--cache-lambda", "0.1", "--cache-size", "9"]) == 2
-    assert "adapt one network" in capsys.readouterr().err
+    assert "adapt a network" in capsys.readouterr().err
+
+
+def test_a_mixtures_network_is_adapted_and_its_weights_fitted_again(files, capsys, tmp_path):
+    """The adapted mixture is the EM mixture of the adapted network's numbers with the
+    other components' (computed here by hand from the parts)."""
+    from nnlm.interpolation import em_mixture_weights
+    from nnlm.lm import logsumexp
+    from nnlm.mixture import Mixture
+    from nnlm.ngram import KneserNey
+    from nnlm.text.corpus import read_stream
+
+    kn = KneserNey(VOCAB, 2, discount_fallback=True).fit(stream())
+    save_model(kn, tmp_path / "kn")
+    lm = networks()["lstm"]
+    Mixture([lm, kn], [0.5, 0.5]).save(tmp_path / "mix", [files / "lstm", tmp_path / "kn"])
+    settings = ["--cache", "--cache-theta", "0.5", "--cache-lambda", "0.2", "--cache-size",
+                "30"]
+    assert main(["eval", str(tmp_path / "mix"), str(files / "test.txt"), *settings]) == 2
+    assert "give it" in capsys.readouterr().err
+    main(["eval", str(tmp_path / "mix"), str(files / "test.txt"), *settings, "--valid",
+          str(files / "valid.txt"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    valid, test = (read_stream(files / f"{n}.txt", VOCAB) for n in ("valid", "test"))
+    fixed = {"theta": 0.5, "lam": 0.2, "size": 30}
+    parts = [np.stack([adapted_logprobs(lm, s, cache=fixed)[0], kn.logprobs(s)])
+             for s in (valid, test)]
+    w = em_mixture_weights(parts[0].T)
+    assert np.allclose(out["mixture_weights"], w, atol=1e-6)
+    expected = logsumexp(parts[1] + np.log(w)[:, None], axis=0)
+    assert out["perplexity"] == pytest.approx(math.exp(-expected.mean()), rel=1e-6)

@@ -309,10 +309,15 @@ def _adaptation_requested(args) -> bool:
 
 def _eval_adapted(args, model) -> None:
     from ..lm import evaluation_from_logprobs
-    from ..neural.adaptation import adapted_logprobs
+    from ..mixture import Mixture
+    from ..neural.adaptation import adapted_logprobs, adapted_mixture_logprobs
     from ..text.corpus import read_stream
 
-    lm = _one_network(args.model, model)
+    mixed = isinstance(model, Mixture)
+    if mixed and args.valid is None:
+        raise NnlmError(f"{args.model}: a mixture; with its network adapted its weights are "
+                        "fitted again, on --valid VALID: give it")
+    lm = model if mixed else _one_network(args.model, model)
     stream = read_stream(args.text, model.vocab)
     valid = read_stream(args.valid, model.vocab) if args.valid is not None else None
     cache = {"theta": args.cache_theta, "lam": args.cache_lambda,
@@ -320,8 +325,9 @@ def _eval_adapted(args, model) -> None:
     dynamic = {"lr": args.dynamic_lr, "decay": args.dynamic_decay,
                "segment": args.dynamic_segment} if args.dynamic else None
     static = evaluation_from_logprobs(stream, lm.logprobs(stream), model.vocab).to_dict()
-    logprobs, used = adapted_logprobs(lm, stream, cache=cache, dynamic=dynamic, valid=valid,
-                                      tune_tokens=args.tune_tokens or 50_000, log=_note)
+    adapted = adapted_mixture_logprobs if mixed else adapted_logprobs
+    logprobs, used = adapted(lm, stream, cache=cache, dynamic=dynamic, valid=valid,
+                             tune_tokens=args.tune_tokens or 50_000, log=_note)
     result = evaluation_from_logprobs(stream, logprobs, model.vocab).to_dict()
     if args.json:
         print(json.dumps({"model": str(args.model), "text": str(args.text), **result,
@@ -336,6 +342,9 @@ def _eval_adapted(args, model) -> None:
             settings = ", ".join(f"{k} {v:g}" for k, v in used[name].items())
             how = "chosen on " + str(args.valid) if f"{name}_search" in used else "as given"
             print(f"{name + ':':<12} {settings} ({how})")
+    if "mixture_weights" in used:
+        print(f"mixture:     component {used['adapted_component'] + 1} adapted, weights "
+              f"fitted again on {args.valid}")
     print(f"perplexity:  {result['perplexity']:.3f}  (adapted to the text as it is read)")
 
 
@@ -349,8 +358,8 @@ def _one_network(path, model):
     from ..neural.nplm_lm import NeuralLM, ShortListLM
 
     if not isinstance(model, NeuralLM):
-        raise NnlmError(f"{path}: a {model.kind} model; --cache and --dynamic adapt one "
-                        "network (a neural model, not an n-gram model or a mixture)")
+        raise NnlmError(f"{path}: a {model.kind} model; --cache and --dynamic adapt a "
+                        "network (a neural model, or a mixture holding one)")
     if isinstance(model, ShortListLM) or not model.model.linear_output:
         raise NnlmError(f"{path}: --cache and --dynamic need a network whose output layer "
                         "is a softmax over every word (no short-list, not the energy model)")

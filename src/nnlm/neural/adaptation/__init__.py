@@ -11,12 +11,15 @@ model's, and are reported apart from it, as the literature does:
   Evaluation of Neural Sequence Models*): after each segment is scored, a gradient step
   on it, pulled back toward the trained weights;
 - ``hidden.py``: z and the exact log-probabilities of a run of lines, which both need;
-- ``choose.py``: their settings chosen on a validation text.
+- ``choose.py``: their settings chosen on a validation text;
+- ``mixed.py``: a mixture whose one network is adapted, its weights fitted again.
 """
 
 from .cache import CacheSettings, cache_logprobs, with_cache
-from .choose import adapted_logprobs
+from .choose import adapt, adapted_logprobs, choose_settings
 from .dynamic import DynamicSettings, dynamic_logprobs
+from .mixed import adapted_mixture_logprobs
 
-__all__ = ["CacheSettings", "DynamicSettings", "adapted_logprobs", "cache_logprobs",
+__all__ = ["CacheSettings", "DynamicSettings", "adapt", "adapted_logprobs",
+           "adapted_mixture_logprobs", "cache_logprobs", "choose_settings",
            "dynamic_logprobs", "with_cache"]

@@ -78,16 +78,16 @@ def choose_cache(model_logprobs: np.ndarray, z: torch.Tensor, targets: np.ndarra
     return CacheSettings(best["theta"], best["lambda"], best["size"]), table
 
 
-def adapted_logprobs(lm, stream: Stream, *, cache: dict | None = None,
-                     dynamic: dict | None = None, valid: Stream | None = None,
-                     tune_tokens: int = TUNE_TOKENS,
-                     log: Callable[[str], None] = print) -> tuple[np.ndarray, dict]:
-    """log p of every slot of ``stream`` (float64) under the cache and/or dynamic
-    evaluation, and what was used: ``{"cache": {...}, "dynamic": {...}}`` with each
-    search's table. ``cache``/``dynamic``: None (off) or a dict of the settings fixed
-    (missing or None ones are chosen on ``valid``)."""
+def choose_settings(lm, *, cache: dict | None = None, dynamic: dict | None = None,
+                    valid: Stream | None = None, tune_tokens: int = TUNE_TOKENS,
+                    log: Callable[[str], None] = print
+                    ) -> tuple[DynamicSettings | None, CacheSettings | None, dict]:
+    """The settings to adapt ``lm`` with, and a report of what was chosen and how
+    (``{"dynamic": {...}, "cache": {...}}`` with each search's table). ``cache`` and
+    ``dynamic``: None (off) or a dict of the settings fixed; missing or None ones are
+    chosen on ``valid``."""
     report: dict = {}
-    dyn = None
+    dyn = chosen = None
     if dynamic is not None:
         segment = dynamic.get("segment") or 100
         if dynamic.get("lr") is not None and dynamic.get("decay") is not None:
@@ -106,12 +106,27 @@ def adapted_logprobs(lm, stream: Stream, *, cache: dict | None = None,
         else:
             chosen = CacheSettings(fixed["theta"], fixed["lam"], fixed["size"])
         report["cache"] = chosen.to_dict()
-        lp, z = _scored(lm, stream, dyn)
-        lp = with_cache(lp, cache_logprobs(z, stream.ids, chosen.theta, chosen.size),
-                        chosen.lam)
-    else:
-        lp = _scored(lm, stream, dyn, hidden=False)[0]
-    return lp, report
+    return dyn, chosen, report
+
+
+def adapt(lm, stream: Stream, dynamic: DynamicSettings | None,
+          cache: CacheSettings | None) -> np.ndarray:
+    """log p of every slot of ``stream`` (float64) under dynamic evaluation and/or the
+    cache with these settings (the static network's where both are None)."""
+    lp, z = _scored(lm, stream, dynamic, hidden=cache is not None)
+    if cache is None:
+        return lp
+    return with_cache(lp, cache_logprobs(z, stream.ids, cache.theta, cache.size), cache.lam)
+
+
+def adapted_logprobs(lm, stream: Stream, *, cache: dict | None = None,
+                     dynamic: dict | None = None, valid: Stream | None = None,
+                     tune_tokens: int = TUNE_TOKENS,
+                     log: Callable[[str], None] = print) -> tuple[np.ndarray, dict]:
+    """:func:`choose_settings`, then :func:`adapt` ``stream``: (log p, the report)."""
+    dyn, chosen, report = choose_settings(lm, cache=cache, dynamic=dynamic, valid=valid,
+                                          tune_tokens=tune_tokens, log=log)
+    return adapt(lm, stream, dyn, chosen), report
 
 
 def _scored(lm, stream: Stream, dyn: DynamicSettings | None, hidden: bool = True
@@ -122,4 +137,4 @@ def _scored(lm, stream: Stream, dyn: DynamicSettings | None, hidden: bool = True
     return lm.logprobs(stream), (stream_hidden(lm, stream) if hidden else None)
 
 
-__all__ = ["adapted_logprobs", "choose_cache", "choose_dynamic"]
+__all__ = ["adapt", "adapted_logprobs", "choose_cache", "choose_dynamic", "choose_settings"]
