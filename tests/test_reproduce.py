@@ -13,6 +13,8 @@ def test_dependencies_pull_in_networks_trigram_and_kn5():
     assert dependencies(["mlp2"]) == ["mlp1", "mlp2", "delint3", "kn5"]  # the table's order
     assert dependencies(["class500"]) == ["kn5", "class500"]
     assert dependencies(["deep+modern+kn5"]) == ["kn5", "modern", "deep", "deep+modern+kn5"]
+    assert dependencies(["awd+kn5_dynamic_cache"]) == ["kn5", "awd", "awd+kn5",
+                                                       "awd+kn5_dynamic_cache"]
 
 
 def test_every_paper_row_has_the_papers_numbers():
@@ -57,3 +59,25 @@ def test_reproduce_extended_adds_the_deep_and_lstm_networks_and_em_mixtures(tmp_
                         ("deep+modern+kn5", ["deep", "modern", "kn5"]),
                         ("deep+lstm+kn5", ["deep", "lstm", "kn5"])):
         assert r[name]["valid"] < min(r[p]["valid"] for p in parts), name
+
+
+@pytest.mark.slow
+def test_reproduce_extended_reports_test_time_adaptation_apart(tmp_path):
+    """The adapted rows: settings chosen on valid, test numbers in a section of their own,
+    reused on a second call."""
+    write_splits(tmp_path / "data", toy_world(seed=0, n_train=1500))
+    logs = []
+    results = reproduce(tmp_path, only=["awd_cache", "awd+kn5_dynamic_cache"], quick=True,
+                        threads=1, log=logs.append)
+    r = results["rows"]
+    assert set(r) == {"kn5", "awd", "awd+kn5", "awd_cache", "awd+kn5_dynamic_cache"}
+    assert set(r["awd_cache"]["settings"]) == {"cache"}
+    assert set(r["awd+kn5_dynamic_cache"]["settings"]) == {"cache", "dynamic",
+                                                           "mixture_weights"}
+    report = (tmp_path / "report.md").read_text()
+    assert "## Test-time adaptation" in report and "| awd+kn5 | dynamic + cache |" in report
+    assert 1 < r["awd_cache"]["test"] < 2 * r["awd"]["test"]
+    logs.clear()
+    reproduce(tmp_path, only=["awd_cache", "awd+kn5_dynamic_cache"], quick=True, threads=1,
+              log=logs.append)
+    assert not any(line.startswith(("training", "adapting", "  ")) for line in logs), logs

@@ -11,10 +11,13 @@ train / valid / test perplexity, and writes into WORKDIR:
 - ``valid_vs_time.png``: validation perplexity against training time, neural models.
 
 ``--extended`` adds, beside the paper's table, the networks of the family that go
-further (issue 30): ``modern`` (one hidden layer, tied, dropout), ``deep`` (Sun & Iyyer
-2021: a long context and residual blocks), ``lstm`` (g as a recurrent network, the one
-the paper names beside the feed-forward g), and their mixtures with KN5 and with each
-other, weights by EM per context-frequency bucket on the validation text.
+further: ``modern`` (one hidden layer, tied, dropout), ``deep`` (Sun & Iyyer 2021: a long
+context and residual blocks), ``lstm`` (g as a recurrent network, the one the paper names
+beside the feed-forward g), ``awd`` (that LSTM with AWD-LSTM's regularizers, Merity et
+al. 2018), and their mixtures with KN5 and with each other, weights by EM per
+context-frequency bucket on the validation text. Apart from them, test-time adaptation
+rows: ``awd`` with the neural cache and with dynamic evaluation, settings chosen on the
+validation text.
 
 Every trained model is kept in WORKDIR/models and every evaluation in WORKDIR/evals, so an
 interrupted reproduction picks up where it stopped (neural training resumes mid-run).
@@ -52,6 +55,7 @@ class Row:
     mix: bool = False
     paper: tuple = (None, None, None)  # train, valid, test perplexity in the paper
     parts: tuple = ()  # an "em" row's models, mixed with weights by EM per bucket
+    adapt: tuple = ()  # an "adapt" row's test-time adaptation of its one part: cache, dynamic
 
 
 def _mlp(i: int, paper) -> Row:
@@ -88,6 +92,15 @@ EXTENDED_ROWS = [
     Row("lstm", "net", 1025, h=512, m=256, direct=False),
     Row("lstm+kn5", "em", 1025, parts=("lstm", "kn5")),
     Row("deep+lstm+kn5", "em", 1025, parts=("deep", "lstm", "kn5")),
+    Row("awd", "net", 1025, h=1024, m=256, direct=False),
+    Row("awd+kn5", "em", 1025, parts=("awd", "kn5")),
+    Row("deep+awd+kn5", "em", 1025, parts=("deep", "awd", "kn5")),
+    # test-time adaptation, settings chosen on the validation text: test numbers only
+    Row("awd_cache", "adapt", 1025, parts=("awd",), adapt=("cache",)),
+    Row("awd_dynamic", "adapt", 1025, parts=("awd",), adapt=("dynamic",)),
+    Row("awd_dynamic_cache", "adapt", 1025, parts=("awd",), adapt=("dynamic", "cache")),
+    Row("awd+kn5_dynamic_cache", "adapt", 1025, parts=("awd+kn5",),
+        adapt=("dynamic", "cache")),
 ]
 BY_NAME = {r.name: r for r in [*ROWS, *EXTENDED_ROWS]}
 QUICK_ROWS = ["delint3", "kn3", "kn5", "class150", "mlp7", "mlp8"]
@@ -100,8 +113,12 @@ def dependencies(names: list[str]) -> list[str]:
     need = list(dict.fromkeys(["kn5", *names]))
     for name in list(need):
         row = BY_NAME[name]
-        if row.kind == "em":
+        if row.kind in ("em", "adapt"):
             need[need.index(name):need.index(name)] = [p for p in row.parts if p not in need]
+            for part in row.parts:  # an adapted mixture's own parts
+                if BY_NAME[part].kind == "em":
+                    at = need.index(part)
+                    need[at:at] = [p for p in BY_NAME[part].parts if p not in need]
         if row.kind == "mix":
             base = f"mlp{int(name[3:]) - 1}"
             need[need.index(name):need.index(name)] = [base, "delint3"]
@@ -129,9 +146,14 @@ def reproduce(workdir, only: list[str] | None = None, quick: bool = False,
                "versions": _versions()}
     done = {}
     # mixtures last: they are made from models trained in this loop
-    for name in sorted(names, key=lambda n: BY_NAME[n].kind in ("mix", "em")):
+    stage = {"mix": 1, "em": 1, "adapt": 2}
+    for name in sorted(names, key=lambda n: stage.get(BY_NAME[n].kind, 0)):
         t0 = time.time()
         model_dir = _train_row(BY_NAME[name], workdir, quick, threads, log)
+        if BY_NAME[name].kind == "adapt":
+            ev = _evaluate_adapted(BY_NAME[name], model_dir, workdir, log)
+            done[name] = {**asdict(BY_NAME[name]), **ev, "seconds": time.time() - t0}
+            continue
         ev = _evaluate_row(name, model_dir, workdir, log, parts=(
             ("valid", "test") if BY_NAME[name].kind == "em" else ("train", "valid", "test")))
         if BY_NAME[name].kind == "mix":
@@ -189,6 +211,8 @@ def _train_row(row: Row, workdir: Path, quick: bool, threads, log) -> Path:
                              preset=None if resume else row.name, train={} if resume else train,
                              resume=resume, threads=threads, log=lambda s: log("  " + s))
         return model_dir
+    if row.kind == "adapt":
+        return workdir / "models" / row.parts[0]
     if row.kind == "em":
         if not (model_dir / "config.json").exists():
             paths = [workdir / "models" / p for p in row.parts]
@@ -262,6 +286,38 @@ def _evaluate_row(name: str, model_dir: Path, workdir: Path, log,
     return out
 
 
+def _evaluate_adapted(row: Row, model_dir: Path, workdir: Path, log) -> dict:
+    """Test perplexity of the model at ``model_dir`` adapted as the row says (the cache,
+    dynamic evaluation; a mixture's network adapted and its weights refitted), every
+    setting chosen on the validation text; cached next to the model's modification
+    time."""
+    import math
+
+    from ..mixture import Mixture
+    from ..neural.adaptation import adapted_logprobs, adapted_mixture_logprobs
+
+    cache = workdir / "evals" / f"{row.name}.json"
+    stamp = max(p.stat().st_mtime for p in model_dir.rglob("*") if p.is_file())
+    if cache.exists():
+        cached = _cached(cache, {"stamp": float, "perplexity": Map(Float(min=1))}, {}, log)
+        if cached.get("stamp") == stamp and "test" in cached["perplexity"]:
+            return {**cached["perplexity"], "settings": cached.get("settings", {})}
+    log(f"adapting {row.parts[0]} ({' and '.join(row.adapt)}; settings chosen on valid)")
+    model = load_model(model_dir)
+    valid, test = (read_stream(workdir / "data" / f"{p}.txt", model.vocab)
+                   for p in ("valid", "test"))
+    adapted = adapted_mixture_logprobs if isinstance(model, Mixture) else adapted_logprobs
+    lp, used = adapted(model, test, valid=valid, log=lambda s: log("  " + s),
+                       **{k: {} if k in row.adapt else None for k in ("cache", "dynamic")})
+    out = {"test": math.exp(-float(lp.mean()))}
+    settings = {k: v for k, v in used.items() if k in ("cache", "dynamic", "mixture_weights")}
+    log(f"  {row.name}: test {out['test']:.1f}")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(cache, json.dumps({"stamp": stamp, "perplexity": out,
+                                         "settings": settings}) + "\n")
+    return {**out, "settings": settings}
+
+
 def _fmt(x, digits=0) -> str:
     return "" if x is None else f"{x:.{digits}f}"
 
@@ -285,7 +341,7 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
     ]
     for name, r in rows.items():
         row = BY_NAME[name]
-        if row.kind in ("net", "em"):
+        if row.kind in ("net", "em", "adapt"):
             continue
         pt, pv, ptest = row.paper
         direct = "" if row.direct is None else ("yes" if row.direct else "no")
@@ -309,6 +365,22 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
             lines.append(f"| {name} | {' + '.join(row.parts) or 'preset ' + name} | "
                          f"{_fmt(r.get('train'), 1)} | {r['valid']:.1f} | {r['test']:.1f} | "
                          f"{r['test'] / kn5:.3f} |")
+    adapted = [name for name in rows if BY_NAME[name].kind == "adapt"]
+    if adapted:
+        lines += ["", "## Test-time adaptation", "",
+                  "The model learns from the test text as it reads it: the neural cache "
+                  "(Grave et al. 2017) and dynamic evaluation (Krause et al. 2018), every "
+                  "setting chosen on the validation text. Not comparable with the static "
+                  "numbers above; reported apart, as the literature does.", "",
+                  "| model | adapted by | settings | test | ratio |",
+                  "|---|---|---|---:|---:|"]
+        for name in adapted:
+            r, row = rows[name], BY_NAME[name]
+            settings = "; ".join(
+                f"{k} " + ", ".join(f"{a} {b:g}" for a, b in v.items())
+                for k, v in r.get("settings", {}).items() if k in ("cache", "dynamic"))
+            lines.append(f"| {row.parts[0]} | {' + '.join(row.adapt)} | {settings} | "
+                         f"{r['test']:.1f} | {r['test'] / kn5:.3f} |")
     lines += ["", f"Total time: {results['seconds'] / 60:.1f} min. Versions: "
               + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "."]
     atomic_write_text(workdir / "report.md", "\n".join(lines) + "\n")
