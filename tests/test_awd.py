@@ -124,6 +124,11 @@ def test_scoring_ignores_the_regularizers_and_saves_and_loads(tmp_path):
     back = load_model(tmp_path / "awd")
     assert back.model.config == net.config and back.model.config.locked
     assert np.array_equal(back.logprobs(stream), whole)
+    from nnlm.decoding import Model
+
+    decoder = Model(tmp_path / "awd")  # the decoder API's states: whole-text numbers
+    scores = [p for line in TEXT for p, _, _ in decoder.full_scores(line)]
+    assert np.allclose(np.array(scores) * np.log(10), whole, atol=1e-5)
     old = {k: v for k, v in net.config.to_dict().items()
            if k not in ("dropout_e", "dropout_w", "dropout_l", "locked", "ar", "tar")}
     from nnlm.neural.networks.registry import network_config

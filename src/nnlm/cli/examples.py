@@ -33,7 +33,9 @@ EXAMPLES = {
               "nnlm score runs/mlp1 sentences.txt --json --bf16"],
     "eval": ["nnlm eval runs/kn5 data/brown/test.txt",
              "nnlm eval runs/mlp1 data/brown/test.txt --json --bf16",
-             "zcat test.txt.gz | nnlm eval runs/mix -"],
+             "zcat test.txt.gz | nnlm eval runs/mix -",
+             "nnlm eval runs/awd data/brown/test.txt --cache --dynamic --valid "
+             "data/brown/valid.txt"],
     "generate": ["nnlm generate runs/mlp1 -n 3", "nnlm generate runs/kn5 --prompt 'the jury' "
                  "--temperature 0.8 --top-k 20 --seed 1"],
     "neighbors": ["nnlm neighbors runs/mlp1 dog", "nnlm neighbors runs/modern said -k 20"],
@@ -44,7 +46,7 @@ EXAMPLES = {
                 'nnlm similar runs/mlp1 "a dog" notes.txt --json'],
     "reproduce": ["nnlm reproduce brown                 # the paper's Table 1 (an hour)",
                   "nnlm reproduce brown --quick         # a reduced run, minutes",
-                  "nnlm reproduce brown --extended      # with modern, deep, lstm"],
+                  "nnlm reproduce brown --extended      # with modern, deep, lstm, awd"],
     "demo": ["nnlm demo", "nnlm demo --workdir /tmp/nnlm-demo --epochs 3"],
 }
 
