@@ -22,7 +22,10 @@ Models go to ``--workdir``. The variants:
 - ``no_residual``, ``no_layer_norm``, ``no_dropout``, ``untied``;
 - references: ``modern`` (the best one-hidden-layer NPLM), ``modern_fofe`` (the same
   with FOFE codes in the window's slots, reaching 32 words back) and ``lstm`` (the
-  recurrent g, at the same budget of epochs).
+  recurrent g, at the same budget of epochs);
+- the ``awd`` preset's regularizers, one taken out at a time: ``awd_no_dropconnect``,
+  ``awd_unlocked`` (a fresh dropout mask at every position), ``awd_no_embedding_dropout``,
+  ``awd_no_ar_tar``; and its size: ``awd_h512``, ``awd_two_layers`` (h = 768, L = 2).
 
 Never run by the tests.
 """
@@ -51,6 +54,14 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "modern": ("modern", {}),
     "modern_fofe": ("modern", {"context": "fofe", "history": 32}),
     "lstm": ("lstm", {}),
+    # the awd preset with one regularizer taken out at a time (``--only awd,awd_...``)
+    "awd": ("awd", {}),
+    "awd_no_dropconnect": ("awd", {"dropout_w": 0.0}),
+    "awd_unlocked": ("awd", {"locked": False}),
+    "awd_no_embedding_dropout": ("awd", {"dropout_e": 0.0}),
+    "awd_no_ar_tar": ("awd", {"ar": 0.0, "tar": 0.0}),
+    "awd_h512": ("awd", {"h": 512}),
+    "awd_two_layers": ("awd", {"h": 768, "layers": 2}),
 }
 
 
