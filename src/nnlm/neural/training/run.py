@@ -288,6 +288,7 @@ def describe(config) -> str:
     keys = [k for k in ("order", "m", "h", "layers", "direct", "tied", "v_per_word", "history",
                         "span")
             if k in d]
+    keys += [k for k in ("dropout_w", "dropout_e", "locked", "ar", "tar") if d.get(k)]
     parts = [f"{'n' if k == 'order' else k}={d[k]}" for k in keys]
     if d.get("history"):
         parts.append(f"far={d['far']}" if "far" in d else f"context={d['context']}")
