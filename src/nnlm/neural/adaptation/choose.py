@@ -25,7 +25,7 @@ from .dynamic import DynamicSettings, dynamic_logprobs
 from .hidden import stream_hidden
 
 THETAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # times 1 / mean |z|^2
-SIZES = (100, 500, 2000)
+SIZES = (200, 500, 1000, 2000)
 LAMBDAS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 DYNAMIC_LRS = (0.01, 0.03, 0.1, 0.3, 1.0)
 DYNAMIC_DECAYS = (0.0, 0.01)
