@@ -17,11 +17,13 @@ from ...text.stream import Stream
 from ..segments import by_length, spans
 
 ROWS = 256  # rows per output product when turning z into log-probabilities
+LATE_ROWS = 64  # windows of slots past a recurrent network's n - 1 words read at once
 
 
 def lines_hidden(lm, stream: Stream, lines: np.ndarray) -> torch.Tensor:
     """z (S, k), float32, for the slots of ``lines`` (ascending line indices), in slot
-    order: the lines' slots one after the other."""
+    order: the lines' slots one after the other. A recurrent network's slots past its
+    n - 1 words carry no gradient: dynamic evaluation learns from the rest."""
     net = lm.model
     starts = stream.offsets[lines]
     lengths = stream.offsets[lines + 1] - starts
@@ -35,9 +37,14 @@ def lines_hidden(lm, stream: Stream, lines: np.ndarray) -> torch.Tensor:
     within = _ramp(lengths)
     if (lengths <= k).all():
         return z_first
-    # slots n - 1 or more words into a longer line: their windows of n - 1 words
+    # slots n - 1 or more words into a longer line: their windows of n - 1 words, each
+    # read whole, LATE_ROWS at a time and without gradients (a window's graph would hold
+    # n - 1 steps of the network for every such slot)
     late = within >= k
-    z_late = net.hidden_input(lm._tensor(stream.contexts(lm.order, slots[late])))
+    with torch.no_grad():
+        z_late = torch.cat([net.hidden_input(lm._tensor(stream.contexts(lm.order, part)))
+                            for part in np.array_split(slots[late],
+                                                       -(-int(late.sum()) // LATE_ROWS))])
     at_first = torch.from_numpy(np.flatnonzero(~late)).to(net.device)
     at_late = torch.from_numpy(np.flatnonzero(late)).to(net.device)
     z = z_first.new_zeros(len(slots), z_first.shape[1])
