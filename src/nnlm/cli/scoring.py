@@ -324,10 +324,14 @@ def _eval_adapted(args, model) -> None:
              "size": args.cache_size} if args.cache else None
     dynamic = {"lr": args.dynamic_lr, "decay": args.dynamic_decay,
                "segment": args.dynamic_segment} if args.dynamic else None
-    static = evaluation_from_logprobs(stream, lm.logprobs(stream), model.vocab).to_dict()
-    adapted = adapted_mixture_logprobs if mixed else adapted_logprobs
-    logprobs, used = adapted(lm, stream, cache=cache, dynamic=dynamic, valid=valid,
-                             tune_tokens=args.tune_tokens or 50_000, log=_note)
+    static_logprobs = lm.logprobs(stream)
+    static = evaluation_from_logprobs(stream, static_logprobs, model.vocab).to_dict()
+    settings = dict(cache=cache, dynamic=dynamic, valid=valid,
+                    tune_tokens=args.tune_tokens or 50_000, log=_note)
+    if mixed:
+        logprobs, used = adapted_mixture_logprobs(lm, stream, **settings)
+    else:
+        logprobs, used = adapted_logprobs(lm, stream, static=static_logprobs, **settings)
     result = evaluation_from_logprobs(stream, logprobs, model.vocab).to_dict()
     if args.json:
         print(json.dumps({"model": str(args.model), "text": str(args.text), **result,

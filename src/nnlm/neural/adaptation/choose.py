@@ -110,10 +110,11 @@ def choose_settings(lm, *, cache: dict | None = None, dynamic: dict | None = Non
 
 
 def adapt(lm, stream: Stream, dynamic: DynamicSettings | None,
-          cache: CacheSettings | None) -> np.ndarray:
+          cache: CacheSettings | None, static: np.ndarray | None = None) -> np.ndarray:
     """log p of every slot of ``stream`` (float64) under dynamic evaluation and/or the
-    cache with these settings (the static network's where both are None)."""
-    lp, z = _scored(lm, stream, dynamic, hidden=cache is not None)
+    cache with these settings (the static network's where both are None). ``static``:
+    the static network's log p of ``stream``, where the caller has them already."""
+    lp, z = _scored(lm, stream, dynamic, hidden=cache is not None, static=static)
     if cache is None:
         return lp
     return with_cache(lp, cache_logprobs(z, stream.ids, cache.theta, cache.size), cache.lam)
@@ -121,20 +122,22 @@ def adapt(lm, stream: Stream, dynamic: DynamicSettings | None,
 
 def adapted_logprobs(lm, stream: Stream, *, cache: dict | None = None,
                      dynamic: dict | None = None, valid: Stream | None = None,
-                     tune_tokens: int = TUNE_TOKENS,
-                     log: Callable[[str], None] = print) -> tuple[np.ndarray, dict]:
+                     tune_tokens: int = TUNE_TOKENS, log: Callable[[str], None] = print,
+                     static: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """:func:`choose_settings`, then :func:`adapt` ``stream``: (log p, the report)."""
     dyn, chosen, report = choose_settings(lm, cache=cache, dynamic=dynamic, valid=valid,
                                           tune_tokens=tune_tokens, log=log)
-    return adapt(lm, stream, dyn, chosen), report
+    return adapt(lm, stream, dyn, chosen, static), report
 
 
-def _scored(lm, stream: Stream, dyn: DynamicSettings | None, hidden: bool = True
-            ) -> tuple[np.ndarray, torch.Tensor | None]:
-    """(log p, z) of every slot: the static network's, or under dynamic evaluation."""
+def _scored(lm, stream: Stream, dyn: DynamicSettings | None, hidden: bool = True,
+            static: np.ndarray | None = None) -> tuple[np.ndarray, torch.Tensor | None]:
+    """(log p, z) of every slot: the static network's (``static`` where given), or under
+    dynamic evaluation."""
     if dyn is not None:
         return dynamic_logprobs(lm, stream, dyn, keep_hidden=hidden)
-    return lm.logprobs(stream), (stream_hidden(lm, stream) if hidden else None)
+    lp = lm.logprobs(stream) if static is None else static
+    return lp, (stream_hidden(lm, stream) if hidden else None)
 
 
 __all__ = ["adapt", "adapted_logprobs", "choose_cache", "choose_dynamic", "choose_settings"]
