@@ -266,15 +266,24 @@ def _cached(path: Path, shape: dict, missing: dict, log) -> dict:
         return missing
 
 
+def _evaluation_cache(name: str, model_dir: Path, workdir: Path, log
+                      ) -> tuple[Path, float, dict]:
+    """(the row's evaluation file, the model's modification time, what the file holds
+    for that time: {} where it is missing, damaged or older than the model)."""
+    cache = workdir / "evals" / f"{name}.json"
+    stamp = max(p.stat().st_mtime for p in model_dir.rglob("*") if p.is_file())
+    cached = {}
+    if cache.exists():
+        cached = _cached(cache, {"stamp": float, "perplexity": Map(Float(min=1))}, {}, log)
+    return cache, stamp, cached if cached.get("stamp") == stamp else {}
+
+
 def _evaluate_row(name: str, model_dir: Path, workdir: Path, log,
                   parts=("train", "valid", "test")) -> dict:
     """Perplexities on train/valid/test, cached next to the model's modification time."""
-    cache = workdir / "evals" / f"{name}.json"
-    stamp = max(p.stat().st_mtime for p in model_dir.rglob("*") if p.is_file())
-    if cache.exists():
-        cached = _cached(cache, {"stamp": float, "perplexity": Map(Float(min=1))}, {}, log)
-        if cached.get("stamp") == stamp and set(parts) <= set(cached["perplexity"]):
-            return cached["perplexity"]
+    cache, stamp, cached = _evaluation_cache(name, model_dir, workdir, log)
+    if set(parts) <= set(cached.get("perplexity", {})):
+        return cached["perplexity"]
     model = load_model(model_dir)
     out = {}
     for part in parts:
@@ -296,12 +305,9 @@ def _evaluate_adapted(row: Row, model_dir: Path, workdir: Path, log) -> dict:
     from ..mixture import Mixture
     from ..neural.adaptation import adapted_logprobs, adapted_mixture_logprobs
 
-    cache = workdir / "evals" / f"{row.name}.json"
-    stamp = max(p.stat().st_mtime for p in model_dir.rglob("*") if p.is_file())
-    if cache.exists():
-        cached = _cached(cache, {"stamp": float, "perplexity": Map(Float(min=1))}, {}, log)
-        if cached.get("stamp") == stamp and "test" in cached["perplexity"]:
-            return {**cached["perplexity"], "settings": cached.get("settings", {})}
+    cache, stamp, cached = _evaluation_cache(row.name, model_dir, workdir, log)
+    if "test" in cached.get("perplexity", {}):
+        return {**cached["perplexity"], "settings": cached.get("settings", {})}
     log(f"adapting {row.parts[0]} ({' and '.join(row.adapt)}; settings chosen on valid)")
     model = load_model(model_dir)
     valid, test = (read_stream(workdir / "data" / f"{p}.txt", model.vocab)

@@ -68,12 +68,9 @@ def cache_logprobs(z: torch.Tensor, targets: np.ndarray, theta: float, size: int
 def with_cache(model_logprobs: np.ndarray, cache: np.ndarray, lam: float) -> np.ndarray:
     """log((1 - lambda) p_model + lambda p_cache), float64; p_model where the cache is
     empty."""
-    empty = np.isnan(cache)
     if lam == 0:
         return model_logprobs.copy()
+    empty = np.isnan(cache)
     mixed = np.logaddexp(np.log1p(-lam) + model_logprobs,
                          np.log(lam) + np.where(empty, -np.inf, cache))
     return np.where(empty, model_logprobs, mixed)
-
-
-

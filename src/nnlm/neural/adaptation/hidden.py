@@ -27,14 +27,14 @@ def lines_hidden(lm, stream: Stream, lines: np.ndarray) -> torch.Tensor:
     net = lm.model
     starts = stream.offsets[lines]
     lengths = stream.offsets[lines + 1] - starts
-    slots = np.repeat(starts, lengths) + _ramp(lengths)
+    within = _ramp(lengths)  # each slot's place in its line
+    slots = np.repeat(starts, lengths) + within
     if not net.recurrent:
         return net.hidden_input(lm._tensor(lm._net_contexts(stream.contexts(lm.order, slots))))
     k = lm.order - 1
     first = np.minimum(lengths, k)
     inputs, _ = spans(stream, starts, first)
     z_first = net.hidden_input(inputs.to(net.device))
-    within = _ramp(lengths)
     if (lengths <= k).all():
         return z_first
     # slots n - 1 or more words into a longer line: their windows of n - 1 words, each
