@@ -2,7 +2,7 @@
 dynamic evaluation, with both, and mixed with KN5, as JSON.
 
     python bench/adaptation.py runs/awd --kn runs/kn5 --data data/brown \\
-        [--out bench/results/adaptation.json] [--threads 2]
+        [--out bench/results/adaptation.json] [--threads 2] [--device cuda]
 
 Every setting is chosen on the validation text, as ``nnlm eval --cache --dynamic --valid``
 chooses it: dynamic evaluation's step and decay on its first 50,000 tokens, the cache's
@@ -29,6 +29,7 @@ from nnlm.lm import evaluate
 from nnlm.mixture import ContextBuckets, Mixture
 from nnlm.models import load_model
 from nnlm.neural.adaptation import adapt, adapted_mixture_logprobs, choose_settings
+from nnlm.neural.runtime import configure_for_scoring
 from nnlm.text.corpus import read_stream
 
 
@@ -44,18 +45,21 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("data/brown"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/adaptation.json"))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="where the network runs (cpu, cuda)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lm, kn = load_model(args.model), load_model(args.kn)
+    configure_for_scoring(lm, args.device)
     train, valid, test = (read_stream(args.data / f"{p}.txt", lm.vocab)
                           for p in ("train", "valid", "test"))
     m, t, v = args.model, args.data / "test.txt", args.data / "valid.txt"
     kn5 = evaluate(kn, test).perplexity
     rows: dict = {}
+    device_flag = "" if args.device == "cpu" else f" --device {args.device}"
 
     def row(name: str, value: float, seconds: float, command: str, **extra) -> None:
         rows[name] = {"test_ppl": round(value, 2), "ratio_to_kn5": round(value / kn5, 4),
-                      "seconds": round(seconds, 1), "command": command, **extra}
+                      "seconds": round(seconds, 1), "command": command + device_flag, **extra}
         print(f"{name}: test {value:.2f} ({value / kn5:.3f} of KN5), {seconds:.0f} s",
               flush=True)
 
@@ -95,6 +99,7 @@ def main() -> None:
         settings={k: used[k] for k in ("dynamic", "cache", "mixture_weights")})
     out = {"model": str(m), "kn5_test_ppl": round(kn5, 2), "rows": rows,
            "threads": args.threads, "machine": platform.processor() or platform.machine(),
+           "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
            "torch": torch.__version__}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -20,7 +20,7 @@ from nnlm.neural.adaptation import (
     dynamic_logprobs,
     with_cache,
 )
-from nnlm.neural.adaptation.dynamic import segments
+from nnlm.neural.adaptation.dynamic import learning_copy, segments
 from nnlm.neural.adaptation.hidden import stream_hidden
 from nnlm.neural.nplm_lm import NeuralLM
 from test_awd import awd
@@ -108,6 +108,19 @@ def test_dynamic_evaluation_scores_before_it_learns_and_leaves_the_model_unchang
     # the text repeats itself three times: learning from it helps its later copies
     later = slice(len(s) // 3, None)
     assert a[later].mean() > static[later].mean() + 0.01
+
+
+def test_the_learning_copy_scores_as_evaluation_does_with_dropout_between_layers():
+    """cuDNN takes an RNN's gradient only in training mode: the copy's LSTM runs in it, so
+    its between-layer dropout must be off for the copy to score as the model does."""
+    lm = NeuralLM(VOCAB, awd(order=6, m=4, h=5, layers=2, dropout_h=0.5).eval())
+    assert lm.model.rnn.dropout == 0.5
+    net = learning_copy(lm.model)
+    assert net.rnn.training and not net.training and net.rnn.dropout == 0.0
+    s = stream()
+    still, _ = dynamic_logprobs(lm, s, DynamicSettings(0.0, 0.0, 5))
+    assert np.allclose(still, lm.logprobs(s), atol=1e-6)
+    assert lm.model.rnn.dropout == 0.5 and not lm.model.rnn.training  # the model untouched
 
 
 def test_segments_cover_every_line_once_in_order():

@@ -55,12 +55,26 @@ def segments(stream: Stream, tokens: int) -> list[np.ndarray]:
     return out
 
 
+def learning_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of the network that scores as ``model`` does in evaluation and can take a
+    gradient on every device. cuDNN computes an RNN's gradient only in training mode, so
+    the copy's recurrent modules run in training mode with their own dropout set to 0 (they
+    then compute what evaluation computes), their weights compacted into one block."""
+    net = copy.deepcopy(model).eval()
+    for module in net.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            module.dropout = 0.0
+            module.train()
+            module.flatten_parameters()
+    return net
+
+
 def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden: bool = False,
                      label: str = "dynamic evaluation") -> tuple[np.ndarray, torch.Tensor | None]:
     """(log p of every slot, float64; z of every slot as it was scored, or None): the
     text scored in order with a copy of ``lm``'s network that takes a step after each
     segment (see the module docstring)."""
-    net = copy.deepcopy(lm.model).eval()
+    net = learning_copy(lm.model)
     view = copy.copy(lm)
     view.model = net
     params = [p for p in net.parameters() if p.requires_grad]

@@ -44,6 +44,8 @@ training only, so scoring is the network above:
 from __future__ import annotations
 
 import math
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -54,6 +56,18 @@ from torch import nn
 from .context import present
 from .network import Network, NetworkConfig, check_outputs_and_dropout
 from .spans import Spans
+
+
+@contextmanager
+def uncompacted():
+    """cuDNN's LSTM without its warning that the weights are not one block of memory: a
+    W_hh with DropConnect is a new tensor each batch, and averaged weights swapped in for
+    validation are not the module's block either; cuDNN then copies them into one block
+    per call, about as long as reading them, which at these sizes is microseconds."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "RNN module weights are not part")
+        yield
+
 
 LSTM_WINDOW = 1025  # n: reads at most the last 1024 words of the line
 
@@ -184,7 +198,8 @@ class LSTMNetwork(Network):
         if not inputs.shape[1]:
             return x.new_zeros(*inputs.shape, self.config.h)
         if not self.training:
-            return self.rnn(x)[0]
+            with uncompacted():
+                return self.rnn(x)[0]
         cfg = self.config
         zero = x.new_zeros(1, x.shape[0], cfg.h)
         for layer in range(cfg.layers):
@@ -195,7 +210,8 @@ class LSTMNetwork(Network):
                 w_hh = F.dropout(w_hh, cfg.dropout_w)
             params = [self._layer("weight_ih", layer), w_hh, self._layer("bias_ih", layer),
                       self._layer("bias_hh", layer)]
-            x = torch.lstm(x, (zero, zero), params, True, 1, 0.0, True, False, True)[0]
+            with uncompacted():
+                x = torch.lstm(x, (zero, zero), params, True, 1, 0.0, True, False, True)[0]
         return x
 
     def take_penalty(self) -> torch.Tensor | None:
@@ -224,7 +240,8 @@ class LSTMNetwork(Network):
         state there). What a decoder continues from (``recurrent_states.py``)."""
         packed = nn.utils.rnn.pack_padded_sequence(self._embed(inputs), lengths.cpu(),
                                                    batch_first=True, enforce_sorted=False)
-        _, (a, c) = self.rnn(packed, state)
+        with uncompacted():
+            _, (a, c) = self.rnn(packed, state)
         return a[-1], (a, c)
 
     def output(self, a: torch.Tensor, drop: bool = True) -> torch.Tensor:
