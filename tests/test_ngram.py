@@ -107,6 +107,21 @@ def test_unique_inverse_by_either_sort_equals_numpy(fast):
     assert np.array_equal(got[0][got[1]], keys)
 
 
+@pytest.mark.parametrize("high", [1, 2, 1 << 15, 1 << 33, 1 << 47, 1 << 62])
+def test_radix_unique_equals_numpy_for_every_number_of_digits(high):
+    """One digit to four (keys under 2^63), repeats and a lone key included."""
+    from nnlm.ngram.estimate.radix import radix_unique
+
+    rng = np.random.default_rng(high % 1000)
+    for keys in (rng.integers(0, high, 5000), rng.integers(0, high, 1), np.zeros(0, np.int64)):
+        keys = np.concatenate([keys, keys[: len(keys) // 3]])  # repeats, out of order
+        want = np.unique(keys, return_inverse=True, return_counts=True)
+        got = radix_unique(keys)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    with pytest.raises(ValueError, match="non-negative"):
+        radix_unique(np.array([3, -1]))
+
+
 def test_kneser_ney_under_a_memory_limit_equals_the_unlimited_fit(tmp_path, monkeypatch):
     import nnlm.ngram.estimate.counts as counts_mod
 

@@ -89,19 +89,18 @@ class SentenceSequence:
 
 
 def unique_inverse(keys: np.ndarray, fast: bool = True) -> tuple[np.ndarray, ...]:
-    """``np.unique(keys, return_inverse=True, return_counts=True)`` for int64 keys; with
-    ``fast``, by torch's sort (3-5x numpy's on chunks of a million keys or more: a radix
-    sort on all threads), which is worth importing torch (1 s) only for large corpora."""
+    """``np.unique(keys, return_inverse=True, return_counts=True)`` for non-negative int64
+    keys; with ``fast``, by a compiled radix sort (:mod:`~nnlm.ngram.estimate.radix`,
+    twice numpy's speed on chunks of a million keys or more), which is worth loading numba
+    (0.3 s) only for large corpora."""
     if not fast:
         return np.unique(keys, return_inverse=True, return_counts=True)
-    import torch
+    from .radix import radix_unique
 
-    uniq, inverse, counts = torch.unique(torch.from_numpy(keys), sorted=True,
-                                         return_inverse=True, return_counts=True)
-    return uniq.numpy(), inverse.numpy(), counts.numpy()
+    return radix_unique(keys)
 
 
-TORCH_SORT_POSITIONS = 8_000_000  # positions x orders from which torch's import pays off
+RADIX_POSITIONS = 8_000_000  # positions x orders from which loading numba pays off
 
 
 CHUNK_POSITIONS = 1 << 21  # positions counted at once: ~0.1 GB of temporaries
@@ -152,7 +151,7 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
         for a in range(0, n, chunk):
             ids.write(a, rank[seq.read(a, min(a + chunk, n))])
         small = np.int32 if n < 2**31 else np.int64  # counts and positions within a chunk
-        fast = "torch" in sys.modules or n * (order - 1) >= TORCH_SORT_POSITIONS
+        fast = "numba" in sys.modules or n * (order - 1) >= RADIX_POSITIONS
 
         def starts(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             """Offsets from a of the k-grams starting in [a, b), their first words, and
