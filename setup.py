@@ -1,6 +1,7 @@
 """nnlm's compiled parts: nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm,
 nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie, and nnlm.index._suffix,
-the suffix array's searches (see their sources).
+the suffix array's searches, and nnlm.text._words, a corpus's lines split into numbered
+words (see their sources).
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
 still succeeds and each answers from its numpy path, slower."""
 
@@ -16,4 +17,6 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
                              depends=HEADERS, extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.index._suffix", ["src/nnlm/index/_suffix.c"],
+                             extra_compile_args=["-O3"], optional=True),
+                   Extension("nnlm.text._words", ["src/nnlm/text/_words.c"],
                              extra_compile_args=["-O3"], optional=True)])

@@ -1,6 +1,6 @@
 """KN5 estimation at scale: nnlm against KenLM's lmplz on synthetic corpora, as JSON.
 
-    python bench/scale.py --tokens 10000000 50000000 [--lmplz PATH] [--work DIR]
+    python bench/scale.py --tokens 10000000 50000000 [--lmplz PATH] [--work DIR] [--rounds 3]
 
 For each size it writes a synthetic corpus with Brown's statistics (bench/synthetic.py:
 a random walk on Brown's trigrams; NLTK_DATA must find Brown), then times whole
@@ -12,8 +12,9 @@ processes, one at a time, and reads each one's peak resident memory from the ker
 - ``lmplz -o 5 -S 40% -T WORK`` when lmplz is on the PATH or given with --lmplz.
 
 nnlm writes its model directory; lmplz writes an ARPA file (both are what each tool
-produces by default). Ratios are measured in the same run, on the same files; wall
-times on a busy machine drift, ratios less so. Never run by the tests.
+produces by default). The commands run in --rounds alternating rounds (each round runs
+each once) and each figure is the median; ratios are measured in the same run, on the
+same files, also round by round. Never run by the tests.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import generate  # noqa: E402
@@ -46,6 +48,18 @@ def run(command: list[str], stdin: Path | None = None, stdout: Path | None = Non
     return {"seconds": round(wall, 2), "peak_rss_gb": round(usage.ru_maxrss / 1e6, 3)}
 
 
+def cpu_name() -> str:
+    """The processor's model name (timings differ between machines of one kind)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        flags = open("/proc/cpuinfo", encoding="utf-8").read()
+        bf16 = " with AVX-512 bf16" if "avx512_bf16" in flags else ""
+        return (names[0] if names else platform.processor()) + bf16
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,6 +68,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-scale"),
                         help="corpora, models and temporary files (default: /tmp/nnlm-scale)")
     parser.add_argument("--memory", default="500M", help="nnlm's --memory (default: 500M)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds; each figure is the median (default: 3)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/scale.json"))
     args = parser.parse_args()
 
@@ -67,24 +83,39 @@ def main() -> None:
             generate(None, tokens, corpus)
         row: dict = {"tokens": tokens}
         model = args.work / f"kn5-{tokens}"
-        row["nnlm"] = run(nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
-                                  str(model)])
-        row["nnlm_memory"] = run(nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
-                                         str(model), "--memory", args.memory,
-                                         "--temp", str(args.work)])
-        row["nnlm_memory"]["limit"] = args.memory
-        row["nnlm_arpa"] = run(nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
-                                       str(model), "--arpa", str(model) + ".nnlm.arpa"])
-        Path(str(model) + ".nnlm.arpa").unlink()
+        arpa = args.work / f"kn5-{tokens}.arpa"
+        commands = {
+            "nnlm": (nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o", str(model)],
+                     None, None),
+            "nnlm_memory": (nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
+                                    str(model), "--memory", args.memory, "--temp",
+                                    str(args.work)], None, None),
+            "nnlm_arpa": (nnlm + ["ngram", "train", str(corpus), "--order", "5", "-o",
+                                  str(model), "--arpa", str(model) + ".nnlm.arpa"], None, None),
+        }
         if lmplz is not None:
-            arpa = args.work / f"kn5-{tokens}.arpa"
-            row["lmplz"] = run([str(lmplz), "-o", "5", "-S", "40%", "-T", str(args.work)],
-                               stdin=corpus, stdout=arpa)
+            commands["lmplz"] = ([str(lmplz), "-o", "5", "-S", "40%", "-T", str(args.work)],
+                                 corpus, arpa)
+        rounds: dict = {name: [] for name in commands}
+        for _ in range(args.rounds):  # alternating: each round runs every command once
+            for name, (command, stdin, stdout) in commands.items():
+                rounds[name].append(run(command, stdin, stdout))
+        Path(str(model) + ".nnlm.arpa").unlink()
+        for name, runs in rounds.items():
+            row[name] = {"seconds": median([r["seconds"] for r in runs]),
+                         "peak_rss_gb": median([r["peak_rss_gb"] for r in runs]),
+                         "rounds": runs}
+            if name == "nnlm_memory":
+                row[name]["limit"] = args.memory
+        if lmplz is not None:
             for name in ("nnlm", "nnlm_memory", "nnlm_arpa"):
                 row[name]["wall_vs_lmplz"] = round(
                     row[name]["seconds"] / row["lmplz"]["seconds"], 3)
                 row[name]["memory_vs_lmplz"] = round(
                     row[name]["peak_rss_gb"] / row["lmplz"]["peak_rss_gb"], 3)
+                row[name]["wall_vs_lmplz_each_round"] = [
+                    round(a["seconds"] / b["seconds"], 3)
+                    for a, b in zip(rounds[name], rounds["lmplz"])]
             with open(arpa, encoding="utf-8") as f:
                 row["ngrams"] = [int(line.split("=")[1]) for line in
                                  (next(f) for _ in range(8)) if line.startswith("ngram ")]
@@ -92,7 +123,8 @@ def main() -> None:
         results.append(row)
         print(json.dumps(row), flush=True)
     out = {"python": platform.python_version(), "machine": platform.machine(),
-           "cpus": os.cpu_count(), "corpus": "synthetic (bench/synthetic.py, Brown trigram walk)",
+           "cpu": cpu_name(), "cpus": os.cpu_count(), "rounds": args.rounds,
+           "corpus": "synthetic (bench/synthetic.py, Brown trigram walk)",
            "lmplz": str(lmplz) if lmplz else None, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")

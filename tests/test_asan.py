@@ -1,8 +1,9 @@
-"""Both C extensions built with AddressSanitizer, run over the damaged-file cases.
+"""The C extensions built with AddressSanitizer, run over the damaged-file cases.
 
 A damaged mapped file must give one line or wrong numbers, never a read outside its
 buffers; the sizes the C code trusts are checked before it runs. This builds
-``decoding/_kenlm_query.c`` and ``ngram/store/_trie.c`` with ``-fsanitize=address``
+``decoding/_kenlm_query.c``, ``ngram/store/_trie.c`` and ``text/_words.c`` (over bytes that
+are not UTF-8 and blocks cut anywhere) with ``-fsanitize=address``
 into a copy of the package, and runs the tests that hand damaged, truncated and odd
 files to them (every section flipped, every KenLM layout, the reliability table) in a
 process with ASan loaded: any overflow fails the run with ASan's report."""
@@ -19,10 +20,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c"]
+EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/text/_words.c"]
 TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
-         "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py"]
+         "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
+         "tests/test_word_blocks.py"]
 
 
 def _runtime(name: str) -> str | None:
@@ -53,7 +55,8 @@ def test_the_c_extensions_under_address_sanitizer(tmp_path):
     env = {**os.environ, "LD_PRELOAD": f"{asan} {cxx}", "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": str(src)}
     probe = subprocess.run([sys.executable, "-c", "import nnlm.decoding._kenlm_query as q, "
-                            "nnlm.ngram.store._trie as t; print(q.__file__, t.__file__)"],
+                            "nnlm.ngram.store._trie as t, nnlm.text._words as w; "
+                            "print(q.__file__, t.__file__, w.__file__)"],
                            env=env, capture_output=True, text=True, cwd=ROOT)
     assert probe.returncode == 0 and str(src) in probe.stdout, probe.stderr
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p",

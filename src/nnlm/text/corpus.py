@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..base.errors import NnlmError, warn, where
+from . import word_blocks
 from .fileio import atomic_write_texts, iter_line_blocks
 from .stream import Stream
 from .vocab import BOS, EOS, EOS_ID, UNK, UNK_ID, Vocabulary, special_error
@@ -114,6 +115,11 @@ def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
+    fast = word_blocks.encode(_paths(path), vocab.words) if vocab.tokenizer is None else None
+    if fast is not None:  # ids past the vocabulary's are words outside it
+        word_ids, lengths, _ = fast
+        return Stream.from_ids(np.where(word_ids < len(vocab), word_ids, np.int32(UNK_ID)),
+                               lengths)
     get = vocab.index.get  # the vocabulary's own dict, not a copy: a model's process
     word_ids, lengths = _encode_blocks(  # holds one
         path, vocab.index, lambda tokens: map(get, tokens, repeat(UNK_ID)),
@@ -166,11 +172,15 @@ def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,
     Reads standard input (``-``) too, since the text is read once. ``tokenizer``: a
     subword model's (:mod:`nnlm.text.tokenizer`), which the vocabulary keeps.
     """
-    first_seen = _FirstSeen()
-    word_ids, lengths = _encode_blocks(path, first_seen,
-                                       lambda tokens: map(first_seen.__getitem__, tokens),
-                                       tokenizer.split if tokenizer is not None else str.split)
-    words = list(first_seen)
+    fast = word_blocks.encode(_paths(path)) if tokenizer is None else None
+    if fast is not None:
+        word_ids, lengths, words = fast
+    else:
+        first_seen = _FirstSeen()
+        word_ids, lengths = _encode_blocks(
+            path, first_seen, lambda tokens: map(first_seen.__getitem__, tokens),
+            tokenizer.split if tokenizer is not None else str.split)
+        words = list(first_seen)
     counts = np.bincount(word_ids, minlength=len(words))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
     vocab.tokenizer = tokenizer

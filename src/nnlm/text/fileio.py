@@ -132,8 +132,9 @@ def decode_block(block: bytes, name, first_line: int) -> list[str]:
     try:
         text = block.decode("utf-8")
     except UnicodeDecodeError as e:
-        bad_line = first_line + block.count(b"\n", 0, e.start)
-        column = e.start - (block.rfind(b"\n", 0, e.start) + 1) + 1
+        before = block[:e.start]  # its lines end at \n, \r\n or \r
+        bad_line = first_line + line_ends(before)
+        column = e.start - max(before.rfind(b"\n"), before.rfind(b"\r"))
         raise NnlmError(
             f"{where(name, bad_line)}: not valid UTF-8 (byte 0x{block[e.start]:02x} at column "
             f"{column}); convert the file to UTF-8, e.g. with iconv") from None
@@ -161,18 +162,36 @@ def read_block(f, size: int, name, line: int) -> bytes:
                         f"({str(e) or type(e).__name__})") from None
 
 
-def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = None,
-                     allow_empty: bool = False) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(first_line_number, lines)`` blocks of decoded lines (1-based numbers).
+def source_name(source, name: str | None = None) -> str:
+    """What errors call ``source``: ``name``, its path, or ``<stdin>``."""
+    if name:
+        return name
+    if isinstance(source, (str, os.PathLike)):
+        return STDIN_NAME if str(source) == STDIN else str(source)
+    return STDIN_NAME
 
-    ``source`` is a path or an open binary file (such as ``sys.stdin.buffer``; ``name``
-    then names it in errors). Lines keep no line terminator. Raises NnlmError for a
-    missing or empty file (unless ``allow_empty``) and for bad bytes, naming the line
-    and column.
-    """
+
+def lines_in(block: bytes) -> int:
+    """The lines of a block of whole lines, as :func:`decode_block` splits them (a line
+    ends at \\n, \\r\\n or \\r; the last one may have no end)."""
+    return line_ends(block) + (not block.endswith((b"\n", b"\r")))
+
+
+def line_ends(block: bytes) -> int:
+    """How many \\n, \\r\\n and lone \\r ``block`` holds."""
+    ends = block.count(b"\n")
+    if b"\r" in block:
+        ends += block.count(b"\r") - block.count(b"\r\n")
+    return ends
+
+
+def iter_byte_blocks(source: str | os.PathLike | BinaryIO, name: str | None = None,
+                     allow_empty: bool = False) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(first_line_number, block)``: blocks of whole lines, undecoded, as
+    :func:`iter_line_blocks` decodes them (the same checks of the file, a NUL or a line
+    too long for text; the bytes themselves are checked by whoever decodes them)."""
     is_path = isinstance(source, (str, os.PathLike))
-    name = name or ((STDIN_NAME if str(source) == STDIN else str(source)) if is_path
-                    else STDIN_NAME)
+    name = source_name(source, name)
     with open_for_reading(source) if is_path else contextlib.nullcontext(source) as f:
         line_no = 1
         seen_any = False
@@ -197,13 +216,26 @@ def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = No
                                     "reads one sentence a line")
                 continue
             block, pending = data[:cut], data[cut:]
-            lines = decode_block(block, name, line_no)
-            yield line_no, lines
-            line_no += len(lines)
+            yield line_no, block
+            line_no += lines_in(block)
             if not chunk:
                 break
         if not seen_any and is_path and str(source) != STDIN and not allow_empty:
             raise NnlmError(f"{name}: file is empty")
+
+
+def iter_line_blocks(source: str | os.PathLike | BinaryIO, name: str | None = None,
+                     allow_empty: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """Yield ``(first_line_number, lines)`` blocks of decoded lines (1-based numbers).
+
+    ``source`` is a path or an open binary file (such as ``sys.stdin.buffer``; ``name``
+    then names it in errors). Lines keep no line terminator. Raises NnlmError for a
+    missing or empty file (unless ``allow_empty``) and for bad bytes, naming the line
+    and column.
+    """
+    name = source_name(source, name)
+    for line_no, block in iter_byte_blocks(source, name, allow_empty):
+        yield line_no, decode_block(block, name, line_no)
 
 
 def iter_lines(source, name: str | None = None, allow_empty: bool = False) -> Iterator[str]:
