@@ -1,9 +1,13 @@
-"""nnlm's compiled parts: nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm,
-nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie, and nnlm.index._suffix,
-the suffix array's searches, and nnlm.text._words, a corpus's lines split into numbered
-words (see their sources).
+"""nnlm's compiled parts (see their sources):
+
+- nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm;
+- nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie;
+- nnlm.index._suffix, the suffix array's searches;
+- nnlm.text._words, a corpus's lines split into numbered words;
+- nnlm.ngram.formats._arpa_lines, ARPA's lines formatted.
+
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
-still succeeds and each answers from its numpy path, slower."""
+still succeeds and each answers from its Python or numpy path, slower."""
 
 from setuptools import Extension, setup
 
@@ -19,4 +23,7 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                    Extension("nnlm.index._suffix", ["src/nnlm/index/_suffix.c"],
                              extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.text._words", ["src/nnlm/text/_words.c"],
-                             extra_compile_args=["-O3"], optional=True)])
+                             extra_compile_args=["-O3"], optional=True),
+                   Extension("nnlm.ngram.formats._arpa_lines",
+                             ["src/nnlm/ngram/formats/_arpa_lines.c"],
+                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True)])

@@ -2,8 +2,9 @@
 
 A damaged mapped file must give one line or wrong numbers, never a read outside its
 buffers; the sizes the C code trusts are checked before it runs. This builds
-``decoding/_kenlm_query.c``, ``ngram/store/_trie.c`` and ``text/_words.c`` (over bytes that
-are not UTF-8 and blocks cut anywhere) with ``-fsanitize=address``
+``decoding/_kenlm_query.c``, ``ngram/store/_trie.c``, ``text/_words.c`` (over bytes that
+are not UTF-8 and blocks cut anywhere) and ``ngram/formats/_arpa_lines.c`` with
+``-fsanitize=address``
 into a copy of the package, and runs the tests that hand damaged, truncated and odd
 files to them (every section flipped, every KenLM layout, the reliability table) in a
 process with ASan loaded: any overflow fails the run with ASan's report."""
@@ -20,11 +21,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/text/_words.c"]
+EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/text/_words.c",
+              "nnlm/ngram/formats/_arpa_lines.c"]
 TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
          "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
-         "tests/test_word_blocks.py"]
+         "tests/test_word_blocks.py", "tests/test_arpa_lines.py"]
 
 
 def _runtime(name: str) -> str | None:
@@ -48,15 +50,17 @@ def test_the_c_extensions_under_address_sanitizer(tmp_path):
     for c_file in EXTENSIONS:
         source = src / c_file
         subprocess.run(["gcc", "-shared", "-fPIC", "-fsanitize=address",
-                        "-fno-omit-frame-pointer", "-O1", "-g", f"-I{include}", str(source),
+                        "-fno-omit-frame-pointer", "-ffp-contract=off", "-O1", "-g",
+                        f"-I{include}", str(source),
                         "-o", str(source.with_name(source.stem + suffix))], check=True)
     # ASan first; libstdc++ so that its interception of C++ throws (matplotlib's fonts)
     # finds the real one
     env = {**os.environ, "LD_PRELOAD": f"{asan} {cxx}", "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": str(src)}
     probe = subprocess.run([sys.executable, "-c", "import nnlm.decoding._kenlm_query as q, "
-                            "nnlm.ngram.store._trie as t, nnlm.text._words as w; "
-                            "print(q.__file__, t.__file__, w.__file__)"],
+                            "nnlm.ngram.store._trie as t, nnlm.text._words as w, "
+                            "nnlm.ngram.formats._arpa_lines as a; "
+                            "print(q.__file__, t.__file__, w.__file__, a.__file__)"],
                            env=env, capture_output=True, text=True, cwd=ROOT)
     assert probe.returncode == 0 and str(src) in probe.stdout, probe.stderr
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p",

@@ -1,11 +1,12 @@
 """nnlm's compiled parts, and the one switch that turns them off.
 
-Two C extensions speed up the n-gram side: ``nnlm.ngram.store._trie`` (the mapped trie's
-lookups, bulk scoring and word index) and ``nnlm.decoding._kenlm_query`` (``nnlm.kenlm``'s
-per-call path). Each has a pure-Python/numpy path that gives the same numbers, which the
-tests compare it with. setup.py builds them where a C compiler is found; without one, or
-with ``NNLM_NO_C=1`` in the environment (read once, here, at first use), every caller
-takes the Python path.
+C extensions speed up the n-gram side: ``nnlm.ngram.store._trie`` (the mapped trie's
+lookups, bulk scoring and word index), ``nnlm.decoding._kenlm_query`` (``nnlm.kenlm``'s
+per-call path), ``nnlm.text._words`` (reading a corpus) and
+``nnlm.ngram.formats._arpa_lines`` (writing ARPA). Each has a pure-Python/numpy path
+that gives the same numbers, which the tests compare it with. setup.py builds them where
+a C compiler is found; without one, or with ``NNLM_NO_C=1`` in the environment (read
+once, here, at first use), every caller takes the Python path.
 """
 
 from __future__ import annotations

@@ -8,21 +8,21 @@ path's dict does, without making a str of each word. At 50 M tokens reading fall
 same messages: bytes that are not UTF-8 and NUL bytes (the block is handed to
 :func:`~nnlm.text.fileio.decode_block`, which names the line and column), ``<s>`` and
 ``</s>`` in the text, a text with no tokens. Without the compiled module (no C compiler
-at install) :func:`encode` answers None and the caller reads in Python.
+at install, or ``NNLM_NO_C=1``) :func:`encode` answers None and the caller reads in
+Python.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..base.compiled import extension
 from ..base.errors import NnlmError, where
 from .fileio import decode_block, iter_byte_blocks, source_name
 from .vocab import BOS, EOS, special_error
 
-try:
-    from . import _words
-except ImportError:  # built without a C compiler: the Python path reads
-    _words = None
+# the compiled reader, or None (no compiler, or NNLM_NO_C=1): the Python path reads
+_words = extension("nnlm.text._words")
 
 BOM = "\ufeff".encode()
 

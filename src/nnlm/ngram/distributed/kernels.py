@@ -19,7 +19,7 @@ from ...text.corpus import count_words, read_stream
 from ...text.vocab import BOS_ID, EOS_ID, Vocabulary
 from ..estimate.counts import SentenceSequence
 from ..estimate.kneser_ney import backoff_of, discount_of
-from ..formats.arpa_write import ngram_lines
+from ..formats.arpa_write import WordTexts, ngram_lines
 
 
 def columns(k: int, first: int = 0) -> list[str]:
@@ -143,11 +143,12 @@ def interpolate(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def arpa_lines(frame: pd.DataFrame, vocabulary: str, k: int, top: bool) -> tuple[str, int]:
+def arpa_lines(frame: pd.DataFrame, vocabulary: str, k: int, top: bool
+               ) -> tuple[str | bytes, int]:
     """One partition of order ``k`` (w0 .. w{k-1} oldest first, p and, below the top
     order, the back-off ``bow``; NaN where the n-gram is no context) as ARPA lines, and
     how many."""
-    words = np.array(vocabulary.split("\n"), dtype=object)
+    words = WordTexts(vocabulary.split("\n"))
     frame = frame.sort_values(columns(k))
     ids = frame[columns(k)].to_numpy(np.int64)
     with np.errstate(divide="ignore"):

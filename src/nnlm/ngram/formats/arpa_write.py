@@ -25,11 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ...base.compiled import extension
 from ...base.errors import NnlmError
 from ...base.progress import progress_bar
 from ...text.fileio import atomic_path, open_text_for_writing
 from ..backoff import BackoffNgram, words_of
 
+# the compiled formatter, or None (no compiler, or NNLM_NO_C=1): Python's formats instead
+_arpa_lines = extension("nnlm.ngram.formats._arpa_lines")
 LOG10_E = math.log10(math.e)
 ARPA_ZERO = -99.0  # log10 probability written for "never predicted" (<s>)
 
@@ -63,15 +66,14 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
             if np.isnan(a).any() or (a > 1e-9).any():
                 raise NnlmError(f"{path}: not written: the model's {name} log-probabilities "
                                 "hold NaN or values above 0")
-    words = model.vocab.words
-    word_array = np.array(words, dtype=object)
+    words = WordTexts(model.vocab.words)
 
     def section(k: int, level):
         for lo in range(0, len(level), WRITE_CHUNK):
             hi = min(len(level), lo + WRITE_CHUNK)
             ids = words_of(model, k, np.arange(lo, hi))
             bows = level.log_bow[lo:hi] if k < model.order else None
-            yield ngram_lines(word_array, ids, level.logp[lo:hi], bows), hi - lo
+            yield ngram_lines(words, ids, level.logp[lo:hi], bows), hi - lo
 
     write_arpa_sections(path, model.vocab, model.num_ngrams(), model.unigram_logp,
                         model.unigram_log_bow if model.order > 1 else None,
@@ -80,14 +82,34 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
     return path
 
 
-def ngram_lines(word_array: np.ndarray, ids: np.ndarray, logp: np.ndarray,
-                log_bow: np.ndarray | None) -> str:
+class WordTexts:
+    """A vocabulary's words as the formatters take them: an object array for numpy's
+    string joins, and their UTF-8 bytes end to end with offsets for the compiled one."""
+
+    def __init__(self, words: list[str]):
+        self.array = np.array(words, dtype=object)
+        encoded = [w.encode("utf-8") for w in words]
+        self.blob = b"".join(encoded)
+        self.offsets = np.zeros(len(words) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=self.offsets[1:])
+
+
+def ngram_lines(words: WordTexts, ids: np.ndarray, logp: np.ndarray,
+                log_bow: np.ndarray | None, compiled: bool = True) -> str | bytes:
     """ARPA lines of n-grams (``ids``: (rows, k) word ids, oldest first) with natural-log
-    probabilities and back-offs (None: the highest order, which has none)."""
+    probabilities and back-offs (None: the highest order, which has none): UTF-8 bytes
+    from the compiled formatter, or a str from Python's (without it, or ``compiled``
+    False); the same text either way."""
+    if compiled and _arpa_lines is not None:
+        ids = np.ascontiguousarray(ids, np.int64)
+        return _arpa_lines.lines(
+            words.blob, words.offsets, ids, ids.shape[1] if ids.ndim == 2 else 1,
+            np.ascontiguousarray(logp, np.float64),
+            None if log_bow is None else np.ascontiguousarray(log_bow, np.float64))
     probs = _fmt(logp)
-    texts = word_array[ids[:, 0]]
+    texts = words.array[ids[:, 0]]
     for j in range(1, ids.shape[1]):
-        texts = texts + " " + word_array[ids[:, j]]
+        texts = texts + " " + words.array[ids[:, j]]
     if log_bow is None:
         return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
     return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, _fmt(log_bow)))
@@ -96,8 +118,8 @@ def ngram_lines(word_array: np.ndarray, ids: np.ndarray, logp: np.ndarray,
 def write_arpa_sections(path: Path, vocab, counts: list[int], unigram_logp: np.ndarray,
                         unigram_log_bow: np.ndarray | None, sections) -> None:
     """Write an ARPA file (atomically, compressed by its name) from its n-gram counts, the
-    unigram arrays and, per higher order, ``(k, chunks)``: an iterable of (text of ARPA
-    lines, n-grams in it), written as they come. What the writer holds at once is one
+    unigram arrays and, per higher order, ``(k, chunks)``: an iterable of (ARPA lines as
+    str or UTF-8 bytes, n-grams in them), written as they come. What the writer holds at once is one
     chunk, however the chunks are made (a model's level, a cluster's partitions)."""
     words = vocab.words
     with atomic_path(path) as tmp, open_text_for_writing(tmp, path) as f, \
@@ -115,7 +137,11 @@ def write_arpa_sections(path: Path, vocab, counts: list[int], unigram_logp: np.n
             f.write(f"\n\\{k}-grams:\n")
             written = 0
             for text, rows in chunks:
-                f.write(text)
+                if isinstance(text, bytes):  # the compiled formatter's UTF-8
+                    f.flush()
+                    f.buffer.write(text)
+                else:
+                    f.write(text)
                 written += rows
                 bar.update(rows)
             if written != counts[k - 1]:
