@@ -14,13 +14,13 @@ NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
 - ``nnlm ngram train SHARDS --order 5`` in one process;
 - ``lmplz -o 5 -S 40%`` when lmplz is on the PATH or given;
 - for each W in --workers: the distributed estimation on ``local:W`` (W worker
-  processes on this machine), in a child process that reports each pass's end, the rows
-  and bytes that entered each shuffle, and every worker's peak resident memory; its
-  model is compared with the one-process model, n-gram by n-gram.
+  processes on this machine), in a child process that reports each pass's end, the bytes
+  each pass's tasks hand to others, and every worker's peak resident memory; its model
+  is compared with the one-process model, n-gram by n-gram (equal to the bit).
 
 The projection to 1B and 100B tokens on 8, 64 and 512 workers takes from these runs: the
-n-grams per token (a power law through the measured sizes), the bytes shuffled per
-n-gram, and a worker's rate (shuffled bytes it processes a second); and assumes a
+n-grams per token (a power law through the measured sizes), the bytes moved between tasks
+per n-gram, and a worker's rate (those bytes it processes a second); and assumes a
 network of --bandwidth GB/s per worker. A pass is shuffle-bound where moving its bytes
 over the network takes longer than processing them. Never run by the tests.
 """

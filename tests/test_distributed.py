@@ -1,5 +1,6 @@
-"""Modified Kneser-Ney on a Dask cluster (issue 29) against the one-process estimator:
-every n-gram, probability and back-off, from shards read by the workers themselves."""
+"""Modified Kneser-Ney on a Dask cluster against the one-process estimator: every
+n-gram, probability and back-off equal to the bit, and the ARPA file byte for byte, from
+shards read by the workers themselves."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def client():
         yield c
 
 
-def assert_same_model(a: KneserNey, b: KneserNey, tol: float = 1e-9) -> None:
+def assert_same_model(a: KneserNey, b: KneserNey, tol: float = 0.0) -> None:
     assert a.vocab == b.vocab and a.order == b.order
     np.testing.assert_allclose(a.discounts, b.discounts, rtol=0, atol=tol)
     assert np.array_equal(np.isneginf(a.unigram_logp), np.isneginf(b.unigram_logp))
@@ -97,8 +98,8 @@ def _arpa_entries(path) -> dict:
 
 def test_the_arpa_file_streamed_from_the_workers_is_the_one_process_file(client, shards,
                                                                          tmp_path):
-    """Every n-gram with the same log10 p and back-off as write_arpa of the one-process
-    model (sections in partition order, so compared as sets), and KenLM reads it."""
+    """The file write_arpa writes of the one-process model, byte for byte (the partitions
+    come in the model's order), and KenLM reads it."""
     from nnlm.ngram.formats.arpa_write import write_arpa
 
     paths = [str(p) for p in shards]
@@ -111,11 +112,9 @@ def test_the_arpa_file_streamed_from_the_workers_is_the_one_process_file(client,
     with gzip.open(tmp_path / "dist.arpa.gz", "rt") as f:
         (tmp_path / "dist.arpa").write_text(f.read())
     got, got_counts = _arpa_entries(tmp_path / "dist.arpa")
-    want, want_counts = _arpa_entries(tmp_path / "one.arpa")
-    assert got_counts == want_counts == dict(enumerate(one.num_ngrams(), start=1))
-    assert got.keys() == want.keys()
-    worst = max(max(abs(a - b) for a, b in zip(got[key], want[key])) for key in want)
-    assert worst < 1e-6, worst
+    assert got_counts == dict(enumerate(one.num_ngrams(), start=1))
+    assert len(got) == sum(got_counts.values())
+    assert (tmp_path / "dist.arpa").read_bytes() == (tmp_path / "one.arpa").read_bytes()
     assert_same_model(one, model)
     kenlm = pytest.importorskip("kenlm")
     lm = kenlm.Model(str(tmp_path / "dist.arpa"))
@@ -244,7 +243,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_model_is_still_exact(shards
     vocabulary was once such scattered data, and a kill lost it for good.)"""
     big = tmp_path / "big.txt"
     big.write_text("".join(p.read_text() if not p.name.endswith(".gz") else
-                           gzip.decompress(p.read_bytes()).decode() for p in shards) * 16)
+                           gzip.decompress(p.read_bytes()).decode() for p in shards) * 200)
     paths = [str(big)] * 3
     with connect("local:2") as c:
         vocab = shard_vocabulary(c, paths)
@@ -308,10 +307,12 @@ def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_
 
 @pytest.mark.slow
 def test_a_worker_out_of_disk_is_one_line_naming_the_engines_error(shards, tmp_path):
-    """Workers whose local directory is a 64 KB tmpfs: the shuffle's spill fails, and
-    the command says a worker ran out of disk, with Dask's own error."""
+    """Workers whose local directory is a 64 KB tmpfs and who spill every result to it
+    (a memory target of 200 KB): the spill fails, and the command says a worker ran out
+    of disk, with Dask's own error."""
     import subprocess
 
+    import dask
     from distributed import LocalCluster
 
     from nnlm.base.errors import NnlmError
@@ -324,8 +325,11 @@ def test_a_worker_out_of_disk_is_one_line_naming_the_engines_error(shards, tmp_p
             capture_output=True).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, local_directory=str(disk),
-                          dashboard_address=None, silence_logs=50) as cluster:
+        with dask.config.set({"distributed.worker.memory.target": 1e-4,
+                              "distributed.worker.memory.spill": 2e-4}), \
+                LocalCluster(n_workers=2, threads_per_worker=1, local_directory=str(disk),
+                             memory_limit="2GB", dashboard_address=None,
+                             silence_logs=50) as cluster:
             with pytest.raises(NnlmError) as caught:
                 train_distributed([str(p) for p in shards] * 20, 5, cluster.scheduler_address,
                                   None, 1, None, True, None, lambda message: None)
@@ -378,7 +382,7 @@ def _long_job(shards, tmp_path, out, workers=2):
     big = tmp_path / "big.txt"
     if not big.exists():
         big.write_text("".join(p.read_text() if not p.name.endswith(".gz") else
-                               gzip.decompress(p.read_bytes()).decode() for p in shards) * 40)
+                               gzip.decompress(p.read_bytes()).decode() for p in shards) * 300)
     proc = subprocess.Popen([sys.executable, "-m", "nnlm", "ngram", "train", str(big),
                              str(big), str(big), "--order", "5", "--discount-fallback",
                              "--cluster", f"local:{workers}", "--partitions", "8",

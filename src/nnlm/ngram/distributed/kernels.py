@@ -1,10 +1,8 @@
-"""The numpy work of distributed estimation, one function per task: what a worker does
-with its own shard or its own partition. Nothing here knows about the engine.
-
-An n-gram of order k travels as k int32 word columns ``w0 .. w{k-1}`` (w0 the earliest
-word) beside its numbers, in a pandas DataFrame: the engine hashes the columns it joins
-on, so an n-gram is placed by all of its words, never by its last word alone (which
-would send every n-gram ending in ``</s>`` or "the" to one worker).
+"""What a worker does with its own shard or its own partition, one function per task:
+reading and counting a shard, and each pass of :mod:`.blocks` on a partition, with the
+results split into the pieces that go to other tasks. Nothing here knows about the
+engine; everything is a pure function of its arguments, so the engine may run a task
+again on another worker (after one dies) and get the same blocks.
 """
 
 from __future__ import annotations
@@ -12,19 +10,13 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-import pandas as pd
 
 from ...base.errors import NnlmError
+from ...text import word_blocks
 from ...text.corpus import count_words, read_stream
-from ...text.vocab import BOS_ID, EOS_ID, Vocabulary
-from ..estimate.counts import SentenceSequence
-from ..estimate.kneser_ney import backoff_of, discount_of
+from ...text.vocab import Vocabulary
 from ..formats.arpa_write import WordTexts, ngram_lines
-
-
-def columns(k: int, first: int = 0) -> list[str]:
-    """The word columns of an order-k n-gram (``first``: where its numbering starts)."""
-    return [f"w{i}" for i in range(first, first + k)]
+from . import blocks
 
 
 @contextlib.contextmanager
@@ -45,9 +37,14 @@ def opened(path):
 
 
 def shard_words(path) -> dict:
-    """The vocabulary pass on one shard: its token counts."""
+    """The vocabulary pass on one shard: its token counts (read by the compiled reader
+    where it is built)."""
     with opened(path) as source:
-        return dict(count_words(source))
+        read = word_blocks.encode([source])
+        if read is None:
+            return dict(count_words(source))
+    ids, _, words = read
+    return dict(zip(words, np.bincount(ids, minlength=len(words)).tolist()))
 
 
 def vocabulary_text(words: bytes) -> str:
@@ -55,103 +52,64 @@ def vocabulary_text(words: bytes) -> str:
     return words.decode("utf-8")
 
 
-def shard_ngrams(path, vocabulary: str, order: int) -> dict[int, pd.DataFrame]:
-    """The counting pass on one shard: for k = 1..order, its distinct k-grams (as KenLM
-    counts them: ``<s> w1 .. wL </s>`` per line, no n-gram across a line end) with their
-    counts in this shard. ``vocabulary``: the words in id order, one a line."""
+def shard_blocks(path, vocabulary: str, order: int, bounds: np.ndarray) -> list[list]:
+    """Pass 1 on one shard: its n-grams of orders 1..order counted (as KenLM counts them:
+    ``<s> w1 .. wL </s>`` per line) and cut by last word into the partitions' pieces
+    (:func:`blocks.shard_pieces`). ``vocabulary``: the words in id order, one a line."""
     vocab = Vocabulary(vocabulary.split("\n"))
     with opened(path) as source:
         stream = read_stream(source, vocab)
-    seq = SentenceSequence(stream)
-    s = seq.read(0, len(seq))
-    # no n-gram continues past a </s>: the longest n-gram starting at p ends there
-    eos = np.flatnonzero(s == EOS_ID)  # the sequence ends with one
-    # words from each position up to and including its line's </s>
-    room = np.repeat(eos, np.diff(eos, prepend=-1)) - np.arange(len(s)) + 1
-    out = {}
-    for k in range(1, order + 1):
-        starts = np.flatnonzero(room >= k)
-        windows = np.stack([s[starts + i] for i in range(k)], axis=1)
-        out[k] = _distinct(windows, k)
-    return out
+    return blocks.shard_pieces(stream, order, len(vocab), bounds)
 
 
-def _distinct(words: np.ndarray, k: int) -> pd.DataFrame:
-    """The distinct rows of ``words`` (n, k) with how often each occurs."""
-    words = np.ascontiguousarray(words, dtype=np.int32)
-    keys = words.view(np.dtype((np.void, 4 * k))).ravel()
-    uniq, counts = np.unique(keys, return_counts=True)
-    rows = uniq.view(np.int32).reshape(-1, k)
-    frame = pd.DataFrame({c: rows[:, i] for i, c in enumerate(columns(k))})
-    frame["c"] = counts.astype(np.int64)
-    return frame
+def piece(result, *at):
+    """``result[at[0]][at[1]]...``: one piece of a task's result, as a task of its own
+    (the engine then moves only that piece to the task that needs it)."""
+    for i in at:
+        result = result[i]
+    return result
 
 
-def adjusted_counts(table: pd.DataFrame, k: int, top: bool) -> pd.DataFrame:
-    """a(g) for one partition of order k (Chen & Goodman; as lmplz): the raw count at the
-    top order or for an n-gram that starts with ``<s>``, otherwise the number of
-    distinct words before it (the column ``n``, joined on the n-gram's words; missing
-    where it has none); ``<s>`` as a unigram gets 0 (it is never predicted)."""
-    a = table["c"].to_numpy(np.int64, copy=True)
-    if not top:
-        n = table["n"].to_numpy(np.float64)
-        from_left = np.nan_to_num(n, nan=0.0).astype(np.int64)
-        starts_bos = table["w0"].to_numpy() == BOS_ID
-        a = np.where(starts_bos, a, from_left)
-    if k == 1:
-        a[table["w0"].to_numpy() == BOS_ID] = 0
-    out = table[columns(k)].copy()
-    out["a"] = a
-    return out
+def nbytes(value) -> int:
+    """The bytes of the numpy arrays inside ``value`` (nested lists and tuples): what a
+    piece costs to move between workers (for the benchmark's statistics)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (list, tuple)):
+        return sum(nbytes(v) for v in value)
+    return 0
 
 
-def counts_of_counts(frame: pd.DataFrame) -> np.ndarray:
-    """n_1 .. n_4 (index 1-4) of one partition's adjusted counts, 5 meaning 5 or more."""
-    a = frame["a"].to_numpy()
-    return np.bincount(np.minimum(a[a > 0], 5), minlength=6)[:6].astype(np.int64)
+def build_partition(V: int, lo: int, hi: int, *pieces) -> blocks.Partition:
+    """Pass 2: partition [lo, hi) from every shard's piece of it."""
+    return blocks.build_partition(list(pieces), V, (lo, hi))
 
 
-def with_discounts(frame: pd.DataFrame, d: list[float]) -> pd.DataFrame:
-    out = frame.copy()
-    out["D"] = discount_of(frame["a"].to_numpy(), np.asarray(d, np.float64))
-    return out
+def partition_summary(part: blocks.Partition) -> dict:
+    """What the client needs from a partition to choose the discounts and the unigrams:
+    counts-of-counts, sizes per order, its unigrams' word ids and adjusted counts."""
+    words, a = blocks.unigrams_of(part)
+    return {"counts": blocks.counts_of_counts(part), "sizes": part.sizes(), "words": words,
+            "a": a}
 
 
-def interpolation_terms(rows: pd.DataFrame) -> pd.DataFrame:
-    """u(g) = (a(g) - D(a(g))) / S(h) and gamma(h) for rows that carry their context's
-    sums S(h) and mass(h) = sum of D over h's words (0 where S(h) = 0)."""
-    a, D = rows["a"].to_numpy(np.float64), rows["D"].to_numpy()
-    S, mass = rows["S"].to_numpy(), rows["mass"].to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        u = np.where(S > 0, (a - D) / S, 0.0)
-    out = rows.drop(columns=["a", "D", "S", "mass"])
-    out["u"], out["gamma"] = u, backoff_of(S, mass)
-    return out
+def answer_contexts(part: blocks.Partition, discounts: np.ndarray, offsets: np.ndarray,
+                    *requests) -> tuple:
+    """Pass 4 at a home partition, from every partition's requests to it."""
+    return blocks.answer_contexts(part, list(requests), discounts, offsets)
 
 
-def context_gammas(sums: pd.DataFrame) -> pd.DataFrame:
-    """gamma(h) = mass(h) / S(h) (1 where S(h) = 0) for one partition of contexts."""
-    out = sums.drop(columns=["S", "mass"])
-    out["bow"] = backoff_of(sums["S"].to_numpy(), sums["mass"].to_numpy())
-    return out
+def interpolate(part: blocks.Partition, groups, gammas, discounts: np.ndarray,
+                unigram_p: np.ndarray, offsets: np.ndarray, V: int, *answers) -> list:
+    """Pass 5: this partition's pieces of the model's levels."""
+    return blocks.interpolate(part, groups, gammas, list(answers), discounts, unigram_p,
+                              offsets, V)
 
 
-def interpolate(rows: pd.DataFrame) -> pd.DataFrame:
-    """p(g) = u(g) + gamma(h) p(suffix of g) for rows joined with their suffix's ``p_low``."""
-    out = rows[[c for c in rows.columns if c.startswith("w")]].copy()
-    out["p"] = rows["u"].to_numpy() + rows["gamma"].to_numpy() * rows["p_low"].to_numpy()
-    return out
-
-
-def arpa_lines(frame: pd.DataFrame, vocabulary: str, k: int, top: bool
-               ) -> tuple[str | bytes, int]:
-    """One partition of order ``k`` (w0 .. w{k-1} oldest first, p and, below the top
-    order, the back-off ``bow``; NaN where the n-gram is no context) as ARPA lines, and
-    how many."""
+def arpa_lines(part: blocks.Partition, levels: list, vocabulary: str, k: int,
+               top: bool) -> tuple[str | bytes, int]:
+    """This partition's n-grams of order ``k`` >= 2 as ARPA lines, and how many."""
+    level = levels[k - 2]
     words = WordTexts(vocabulary.split("\n"))
-    frame = frame.sort_values(columns(k))
-    ids = frame[columns(k)].to_numpy(np.int64)
-    with np.errstate(divide="ignore"):
-        logp = np.log(frame["p"].to_numpy(np.float64))
-        log_bow = None if top else np.log(frame["bow"].fillna(1.0).to_numpy(np.float64))
-    return ngram_lines(words, ids, logp, log_bow), len(frame)
+    return ngram_lines(words, part.words[k - 1], level.logp,
+                       None if top else level.log_bow), len(level)

@@ -104,6 +104,25 @@ def discount_of(a: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], d])[np.minimum(a, 3)]
 
 
+def context_classes(prefix: np.ndarray, a: np.ndarray, n_ctx: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """N_1(h .), N_2(h .), N_3+(h .) for every context id h < ``n_ctx``: how many of the
+    n-grams with context ``prefix`` have adjusted count 1, 2, 3 or more."""
+    cls = np.minimum(a, 3)
+    return tuple(np.bincount(prefix[cls == j], minlength=n_ctx) for j in (1, 2, 3))
+
+
+def discounted_mass(n1: np.ndarray, n2: np.ndarray, n3: np.ndarray, d) -> np.ndarray:
+    """D_1 N_1(h .) + D_2 N_2(h .) + D_3+ N_3+(h .): the mass gamma(h) S(h) that
+    discounting frees in context h. From the integer counts, in this order, so the bits are
+    the same however the n-grams were split (the cluster sums counts from its partitions;
+    a sum of the n-grams' D in their order would depend on where each lies)."""
+    mass = d[0] * np.asarray(n1, np.float64)
+    mass += d[1] * np.asarray(n2, np.float64)
+    mass += d[2] * np.asarray(n3, np.float64)
+    return mass
+
+
 def backoff_of(S: np.ndarray, mass: np.ndarray) -> np.ndarray:
     """gamma(h) = mass(h) / S(h), the discounted mass over the context's total; 1 for a
     context whose words all have adjusted count 0 (S = 0)."""
@@ -173,8 +192,9 @@ class KneserNey(BackoffNgram):
                 n_ctx = 1 if k == 1 else len(tables[k - 2])
                 prefix = table.prefix
                 S = np.bincount(prefix, weights=a, minlength=n_ctx)
+                mass = discounted_mass(*context_classes(prefix, a, n_ctx),
+                                       self.discounts[k - 1])
                 D = discount_of(a, self.discounts[k - 1])
-                mass = np.bincount(prefix, weights=D, minlength=n_ctx)
                 gamma = backoff_of(S, mass)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     p = np.subtract(a, D, out=D)  # in place: these arrays are the big ones
