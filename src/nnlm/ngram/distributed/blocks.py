@@ -155,14 +155,14 @@ def group_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def find_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """The index in ``table`` (distinct rows) of each row of ``queries``, every one of
     which is in it."""
-    if table.shape[1] == 1:
+    if table.shape[1] == 1 or len(table) == 0:
         at = np.searchsorted(table[:, 0], queries[:, 0])  # order 1: sorted word ids
-    else:
-        hashes = row_hash(table)
-        by_hash = np.argsort(hashes, kind="stable")
-        at = by_hash[np.minimum(np.searchsorted(hashes[by_hash], row_hash(queries)),
-                                len(table) - 1)] if len(table) else np.zeros(0, np.int64)
-    at = np.asarray(at, np.int64)
+    else:  # the table's hashes sorted by the radix sort; each query found among them
+        hashes, rank, _ = radix_unique(row_hash(table))
+        by_hash = np.empty(len(table), np.int64)
+        by_hash[rank] = np.arange(len(table))  # (a repeated hash: checked below)
+        at = by_hash[np.minimum(np.searchsorted(hashes, row_hash(queries)), len(hashes) - 1)]
+    at = np.minimum(np.asarray(at, np.int64), max(len(table) - 1, 0))
     if len(queries) and not all(np.array_equal(table[at, j], queries[:, j])
                                 for j in range(queries.shape[1])):
         index = {tuple(row): i for i, row in enumerate(table.tolist())}  # a collision
