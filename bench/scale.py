@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,8 +31,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import generate  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def run(command: list[str], stdin: Path | None = None, stdout: Path | None = None) -> dict:
@@ -46,6 +46,14 @@ def run(command: list[str], stdin: Path | None = None, stdout: Path | None = Non
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{err[-2000:]}")
     return {"seconds": round(wall, 2), "peak_rss_gb": round(usage.ru_maxrss / 1e6, 3)}
+
+
+def generate_apart(tokens: int, corpus: Path) -> None:
+    """bench/synthetic.py in a process of its own. A child's peak memory (ru_maxrss)
+    starts from its parent's peak, which Linux keeps across fork and exec: generating a
+    corpus in this process would put its peak under every figure measured after it."""
+    subprocess.run([sys.executable, str(HERE / "synthetic.py"), "--tokens", str(tokens),
+                    "-o", str(corpus)], check=True, stdout=subprocess.DEVNULL)
 
 
 def cpu_name() -> str:
@@ -80,7 +88,7 @@ def main() -> None:
     for tokens in args.tokens:
         corpus = args.work / f"synthetic-{tokens}.txt"
         if not corpus.exists():
-            generate(None, tokens, corpus)
+            generate_apart(tokens, corpus)
         row: dict = {"tokens": tokens}
         model = args.work / f"kn5-{tokens}"
         arpa = args.work / f"kn5-{tokens}.arpa"
@@ -124,6 +132,8 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     out = {"python": platform.python_version(), "machine": platform.machine(),
            "cpu": cpu_name(), "cpus": os.cpu_count(), "rounds": args.rounds,
+           # every child's peak is at least this (see generate_apart)
+           "bench_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
            "corpus": "synthetic (bench/synthetic.py, Brown trigram walk)",
            "lmplz": str(lmplz) if lmplz else None, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 # Two hosts on one machine for distributed n-gram estimation: a Dask scheduler and one
 # worker in each of two Linux network namespaces joined by a veth pair, so the shuffles
 # cross a real network interface with its own addresses; then the same model estimated in
-# one process, and every n-gram, probability and back-off compared (to 1e-9).
+# one process, and every n-gram, probability and back-off compared (equal to the bit).
 #
 #   sudo bench/two_hosts_dask.sh OUT ORDER SHARD [SHARD ...]
 #   sudo bench/two_hosts_dask.sh /tmp/2h 5 data/shards/*.txt

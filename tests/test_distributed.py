@@ -289,7 +289,7 @@ def _can_make_namespaces() -> bool:
 @pytest.mark.slow
 def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_path):
     """bench/two_hosts_dask.sh: a scheduler and a worker in one namespace, a worker in
-    another, joined by a veth pair; the model equals the one-process model to 1e-9."""
+    another, joined by a veth pair; the model equals the one-process model to the bit."""
     import subprocess
     import sys
     from pathlib import Path

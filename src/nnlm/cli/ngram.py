@@ -78,10 +78,11 @@ def add_parsers(sub) -> None:
                       help="estimate on a Dask cluster: local:N starts N worker processes "
                       "here; an address (tcp://host:8786) joins a running scheduler, whose "
                       "workers each read their own shards (files they can open, or fsspec "
-                      "URLs: s3://, gs://, hdfs://). The model equals the one-process model")
+                      "URLs: s3://, gs://, hdfs://). The model equals the one-process "
+                      "model to the bit")
     dist.add_argument("--partitions", type=positive_int, metavar="P",
-                      help="parts each order is cut into across the workers (default: "
-                      "twice the workers)")
+                      help="ranges of last words the n-grams are cut into, each a task "
+                      "(default: one a worker; fewer where one word outweighs a range)")
     kn = train.add_argument_group("kneser-ney")
     kn.add_argument("--discount-fallback", nargs="*", type=positive_float, metavar="D",
                     help="when counts-of-counts leave discounts undefined (tiny data), use "
