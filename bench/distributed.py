@@ -28,6 +28,7 @@ over the network takes longer than processing them. Never run by the tests.
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import math
 import os
@@ -92,15 +93,14 @@ def compare(a_dir: Path, b_dir: Path) -> dict:
             "ngrams": int(len(a.vocab) + sum(len(x.keys) for x in a.levels))}
 
 
-def same_lines(a: Path, b: Path) -> bool:
-    """Whether two ARPA files hold the same lines (sections keep their places; the lines
-    within a section may come in another order)."""
+def compare_apart(a_dir: Path, b_dir: Path) -> dict:
+    """:func:`compare` in a child process: loading two models here would raise this
+    process's peak memory, which every later child inherits (see scale.generate_apart)."""
     import subprocess
 
-    env = {**os.environ, "LC_ALL": "C"}
-    sa = subprocess.run(["sort", str(a)], capture_output=True, env=env, check=True).stdout
-    sb = subprocess.run(["sort", str(b)], capture_output=True, env=env, check=True).stdout
-    return sa == sb
+    done = subprocess.run([sys.executable, __file__, "--compare", str(a_dir), str(b_dir)],
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[0])
 
 
 def cut(corpus: Path, parts: int, folder: Path) -> list[str]:
@@ -176,7 +176,8 @@ def main() -> None:
                         help="network GB/s per worker for the projection (default: 10 GbE)")
     parser.add_argument("--arpa", action="store_true",
                         help="also write the ARPA file (one process: from the model; the "
-                        "cluster: streamed from the workers) and compare the two files")
+                        "cluster: streamed from the workers) and compare the two files, byte "
+                        "for byte")
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-distributed"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/distributed.json"))
     parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
@@ -188,6 +189,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.compare:
         same = compare(*args.compare)
+        print(json.dumps(same))
         print(f"equal: {same['ngrams']:,} n-grams, largest difference "
               f"{same['largest_difference']:.2e}" if same["same_ngrams"] else
               f"different n-grams: {same}")
@@ -230,9 +232,10 @@ def main() -> None:
             outer = run([sys.executable, "-c", CHILD, __file__, str(w), str(out), str(model),
                          str(arpa or ""), *shards])
             stats = json.loads(out.read_text())
-            stats.update(workers=w, **outer, **compare(model, work / "one"))
+            stats.update(workers=w, **outer, **compare_apart(model, work / "one"))
             if arpa:
-                stats["arpa_equal_to_one_process_sorted"] = same_lines(arpa, work / "one.arpa")
+                stats["arpa_equal_to_one_process"] = filecmp.cmp(arpa, work / "one.arpa",
+                                                                 shallow=False)
                 arpa.unlink()
             stats["vs_one_process"] = round(outer["seconds"] / size["one_process"]["seconds"], 2)
             if lmplz:
