@@ -122,3 +122,38 @@ def test_errors_are_the_python_paths(tmp_path, data, message):
         finally:
             word_blocks._words = saved
     assert errors[0] == errors[1] and message in errors[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_word_counts_and_index_blocks_equal_the_python_path(tmp_path, monkeypatch, seed):
+    from nnlm.index.build import encode_documents
+    from nnlm.text.corpus import count_words
+
+    monkeypatch.setattr(fileio, "BLOCK_BYTES", 97)
+    path = tmp_path / "t.txt"
+    path.write_bytes((random_text(seed) + "\n\n \nlast line\n").encode())
+    fast, slow = both(count_words, path)
+    assert fast == slow and sum(fast.values()) > 100
+    vocab, _ = read_corpus(path)
+    short = type(vocab)(vocab.words[:20])  # most words outside it: <unk>
+    a, b = both(lambda: [tuple(map(np.copy, x[:2])) for x in encode_documents(path, short)])
+    assert len(a) == len(b) and all(np.array_equal(x, y) for p, q in zip(a, b)
+                                    for x, y in zip(p, q))
+    assert (np.concatenate([ids for ids, _ in a]) == 0).any()  # unknown words
+
+
+def test_count_words_names_the_line_of_a_sentence_marker_as_before(tmp_path):
+    from nnlm.text.corpus import count_words
+
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"a b\nc </s>\nd <s> e\n")
+    messages = []
+    for words in (word_blocks._words, None):
+        saved, word_blocks._words = word_blocks._words, words
+        try:
+            with pytest.raises(NnlmError) as e:
+                count_words(path)
+            messages.append(str(e.value))
+        finally:
+            word_blocks._words = saved
+    assert messages[0] == messages[1] and "t.txt:3: <s> may not occur" in messages[0]

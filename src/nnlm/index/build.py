@@ -33,6 +33,7 @@ from pydivsufsort import divsufsort
 
 from ..base.errors import NnlmError
 from ..base.progress import progress_bar
+from ..text import word_blocks
 from ..text.corpus import count_words
 from ..text.fileio import atomic_path, iter_line_blocks
 from ..text.specials import BOS_ID, EOS_ID, UNK_ID
@@ -57,6 +58,10 @@ def encode_documents(path, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.n
     """A text's word ids (int32; unknown words: ``<unk>``) and every line's length in
     words, blank lines kept as 0 (they end paragraphs), about :data:`BLOCK_TOKENS` words
     at a time, with the bytes each block read (for progress)."""
+    fast = word_blocks.table_of(vocab.words)
+    if fast is not None:
+        yield from _encode_compiled(path, fast, len(vocab))
+        return
     get = vocab.index.get
     ids: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
@@ -69,6 +74,28 @@ def encode_documents(path, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.n
         ids.append(np.fromiter(map(get, flat, repeat(UNK_ID)), np.int32, len(flat)))
         held += len(flat)
         read += sum(map(len, block)) + len(block)
+        seen = seen or held > 0
+        if held >= BLOCK_TOKENS:
+            yield np.concatenate(ids), np.concatenate(lengths), read
+            ids, lengths, held, read = [], [], 0, 0
+    if not seen:
+        raise NnlmError(f"{path}: no tokens: every line is blank")
+    if lengths:
+        yield np.concatenate(ids), np.concatenate(lengths), read
+
+
+def _encode_compiled(path, table, V: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    """:func:`encode_documents` through the compiled reader (``table`` numbers the
+    vocabulary's words first; ids from ``V`` on are words outside it)."""
+    ids: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    held = read = 0
+    seen = False
+    for block_ids, counts, size in word_blocks.iter_encoded(path, table):
+        ids.append(np.where(block_ids < V, block_ids, np.int32(UNK_ID)))
+        lengths.append(counts)
+        held += len(block_ids)
+        read += size
         seen = seen or held > 0
         if held >= BLOCK_TOKENS:
             yield np.concatenate(ids), np.concatenate(lengths), read

@@ -14,6 +14,8 @@ Python.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..base.compiled import extension
@@ -27,7 +29,11 @@ _words = extension("nnlm.text._words")
 BOM = "\ufeff".encode()
 
 
-class _Refused(Exception):
+class SpecialToken(NnlmError):
+    """``<s>`` or ``</s>`` in a text (the message names the line)."""
+
+
+class Refused(Exception):
     """The C path refused a block that Python decodes: read the corpus in Python."""
 
 
@@ -37,39 +43,73 @@ def encode(paths: list, words: list[str] | None = None
     of the files ``paths`` read one after another; ids number ``words`` first (a fixed
     vocabulary: ids from ``len(words)`` on are words outside it), then each new word in
     order of first occurrence. None where the compiled module is missing."""
-    if _words is None:
+    table = table_of(words)
+    if table is None:
         return None
-    table = _words.new()
-    for word in words or ():
-        _words.find(table, word.encode(), True)
     try:
         parts = [_encode_file(path, table) for path in paths]
-    except _Refused:
+    except Refused:
         return None
     ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
     lengths = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
     return ids, lengths, _words.words(table)
 
 
-def _encode_file(path, table) -> tuple[np.ndarray, np.ndarray]:
+def table_of(words: list[str] | None = None):
+    """A word table numbering ``words`` first (a fixed vocabulary), or None without the
+    compiled module."""
+    if _words is None:
+        return None
+    table = _words.new()
+    for word in words or ():
+        _words.find(table, word.encode(), True)
+    return table
+
+
+def iter_encoded(path, table) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    """(int32 ids, int64 tokens of every line, blank ones 0, bytes read) a block of whole
+    lines at a time, through ``table``; ``<s>``, ``</s>``, bytes that are not UTF-8 and
+    NUL bytes refused as the Python path refuses them. Raises :class:`Refused` where the
+    compiled path refused a block that Python decodes (never seen: the caller then reads
+    in Python)."""
     name = source_name(path)
-    id_blocks, length_blocks, lines = [], [], 0
     for first, block in iter_byte_blocks(path):
+        size = len(block)
         if first == 1 and block.startswith(BOM):
             block = block[len(BOM):]
         out = _words.encode(table, block)
         if out is None:
             decode_block(block, name, first)  # raises, naming the line and column
-            raise _Refused
+            raise Refused
         ids, counts = np.frombuffer(out[0], np.int32), np.frombuffer(out[1], np.int64)
-        lines += len(counts)
         _check_special(table, ids, block, path, name, first)
+        yield ids, counts, size
+
+
+def _encode_file(path, table) -> tuple[np.ndarray, np.ndarray]:
+    id_blocks, length_blocks, lines = [], [], 0
+    for ids, counts, _ in iter_encoded(path, table):
+        lines += len(counts)
         id_blocks.append(ids)
         length_blocks.append(counts[counts > 0])
     ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, np.int32)
     if len(ids) == 0:
         raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
     return ids, np.concatenate(length_blocks)
+
+
+def count(paths: list) -> dict[str, int] | None:
+    """Token counts of the files ``paths``, or None where the compiled module is missing
+    or the text holds ``<s>`` or ``</s>`` (the Python path then names the line as
+    :func:`~nnlm.text.corpus.count_words` always has)."""
+    try:
+        read = encode(paths)
+    except SpecialToken:
+        return None
+    if read is None:
+        return None
+    ids, _, words = read
+    return dict(zip(words, np.bincount(ids, minlength=len(words)).tolist()))
 
 
 def _check_special(table, ids: np.ndarray, block: bytes, path, name, first: int) -> None:
@@ -80,4 +120,4 @@ def _check_special(table, ids: np.ndarray, block: bytes, path, name, first: int)
         return
     lines = [line.split() for line in decode_block(block, name, first)]
     bad = next(i for i, tokens in enumerate(lines) if BOS in tokens or EOS in tokens)
-    raise NnlmError(special_error(where(path, first + bad), lines[bad]))
+    raise SpecialToken(special_error(where(path, first + bad), lines[bad]))
