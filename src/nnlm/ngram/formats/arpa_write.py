@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,7 @@ def _fmt(values: np.ndarray) -> list[str]:
 
 
 WRITE_CHUNK = 1 << 16  # n-grams formatted at a time: the writer's memory stays flat
+FORMAT_THREADS = min(4, os.cpu_count() or 1)  # threads formatting chunks while one writes
 
 
 def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
@@ -68,12 +71,23 @@ def write_arpa(model: BackoffNgram, path: str | os.PathLike) -> Path:
                                 "hold NaN or values above 0")
     words = WordTexts(model.vocab.words)
 
+    def lines(k: int, level, lo: int) -> tuple[str | bytes, int]:
+        hi = min(len(level), lo + WRITE_CHUNK)
+        ids = words_of(model, k, np.arange(lo, hi))
+        bows = level.log_bow[lo:hi] if k < model.order else None
+        return ngram_lines(words, ids, level.logp[lo:hi], bows), hi - lo
+
     def section(k: int, level):
-        for lo in range(0, len(level), WRITE_CHUNK):
-            hi = min(len(level), lo + WRITE_CHUNK)
-            ids = words_of(model, k, np.arange(lo, hi))
-            bows = level.log_bow[lo:hi] if k < model.order else None
-            yield ngram_lines(words, ids, level.logp[lo:hi], bows), hi - lo
+        # chunks are made on FORMAT_THREADS threads (numpy and the compiled formatter
+        # let go of the GIL), a few ahead of the writer, and written in order
+        with ThreadPoolExecutor(FORMAT_THREADS) as pool:
+            ahead: deque = deque()
+            for lo in range(0, len(level), WRITE_CHUNK):
+                ahead.append(pool.submit(lines, k, level, lo))
+                if len(ahead) > 2 * FORMAT_THREADS:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
 
     write_arpa_sections(path, model.vocab, model.num_ngrams(), model.unigram_logp,
                         model.unigram_log_bow if model.order > 1 else None,
