@@ -35,7 +35,7 @@ def assert_same_model(a: KneserNey, b: KneserNey) -> None:
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 5])
-@pytest.mark.parametrize("shards, partitions", [(1, 1), (1, 3), (3, 2), (4, 7)])
+@pytest.mark.parametrize("shards, partitions", [(1, 1), (1, 3), (3, 2), (4, 7), (2, 60)])
 def test_partitions_give_the_one_process_model_to_the_bit(order, shards, partitions):
     lines, vocab = corpus(seed=order + shards)
     whole = KneserNey(vocab, order, discount_fallback=True).fit(Stream.from_lines(lines, vocab))
