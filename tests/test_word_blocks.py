@@ -47,6 +47,13 @@ def both(fn, *args):
     return fast, slow
 
 
+def refusal(fn, *args) -> str:
+    """The one-line error ``fn(*args)`` refuses with."""
+    with pytest.raises(NnlmError) as e:
+        fn(*args)
+    return str(e.value)
+
+
 def same_corpus(a, b) -> None:
     (va, sa), (vb, sb) = a, b
     assert va.words == vb.words and np.array_equal(va.counts, vb.counts)
@@ -112,15 +119,7 @@ def test_every_byte_string_is_refused_exactly_when_python_cannot_decode_it():
 def test_errors_are_the_python_paths(tmp_path, data, message):
     path = tmp_path / "t.txt"
     path.write_bytes(data)
-    errors = []
-    for words in (word_blocks._words, None):
-        saved, word_blocks._words = word_blocks._words, words
-        try:
-            with pytest.raises(NnlmError) as e:
-                read_corpus(path)
-            errors.append(str(e.value))
-        finally:
-            word_blocks._words = saved
+    errors = both(refusal, read_corpus, path)
     assert errors[0] == errors[1] and message in errors[0]
 
 
@@ -147,13 +146,5 @@ def test_count_words_names_the_line_of_a_sentence_marker_as_before(tmp_path):
 
     path = tmp_path / "t.txt"
     path.write_bytes(b"a b\nc </s>\nd <s> e\n")
-    messages = []
-    for words in (word_blocks._words, None):
-        saved, word_blocks._words = word_blocks._words, words
-        try:
-            with pytest.raises(NnlmError) as e:
-                count_words(path)
-            messages.append(str(e.value))
-        finally:
-            word_blocks._words = saved
+    messages = both(refusal, count_words, path)
     assert messages[0] == messages[1] and "t.txt:3: <s> may not occur" in messages[0]

@@ -58,42 +58,13 @@ def encode_documents(path, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.n
     """A text's word ids (int32; unknown words: ``<unk>``) and every line's length in
     words, blank lines kept as 0 (they end paragraphs), about :data:`BLOCK_TOKENS` words
     at a time, with the bytes each block read (for progress)."""
-    fast = word_blocks.table_of(vocab.words)
-    if fast is not None:
-        yield from _encode_compiled(path, fast, len(vocab))
-        return
-    get = vocab.index.get
     ids: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     held = read = 0
     seen = False
-    for _, block in iter_line_blocks(path):
-        words = [line.split() for line in block]
-        lengths.append(np.fromiter(map(len, words), np.int64, len(words)))
-        flat = [w for line in words for w in line]
-        ids.append(np.fromiter(map(get, flat, repeat(UNK_ID)), np.int32, len(flat)))
-        held += len(flat)
-        read += sum(map(len, block)) + len(block)
-        seen = seen or held > 0
-        if held >= BLOCK_TOKENS:
-            yield np.concatenate(ids), np.concatenate(lengths), read
-            ids, lengths, held, read = [], [], 0, 0
-    if not seen:
-        raise NnlmError(f"{path}: no tokens: every line is blank")
-    if lengths:
-        yield np.concatenate(ids), np.concatenate(lengths), read
-
-
-def _encode_compiled(path, table, V: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
-    """:func:`encode_documents` through the compiled reader (``table`` numbers the
-    vocabulary's words first; ids from ``V`` on are words outside it)."""
-    ids: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    held = read = 0
-    seen = False
-    for block_ids, counts, size in word_blocks.iter_encoded(path, table):
-        ids.append(np.where(block_ids < V, block_ids, np.int32(UNK_ID)))
-        lengths.append(counts)
+    for block_ids, block_lengths, size in _blocks(path, vocab):
+        ids.append(block_ids)
+        lengths.append(block_lengths)
         held += len(block_ids)
         read += size
         seen = seen or held > 0
@@ -104,6 +75,24 @@ def _encode_compiled(path, table, V: int) -> Iterator[tuple[np.ndarray, np.ndarr
         raise NnlmError(f"{path}: no tokens: every line is blank")
     if lengths:
         yield np.concatenate(ids), np.concatenate(lengths), read
+
+
+def _blocks(path, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    """(word ids, every line's length, bytes read) a block of lines at a time: through the
+    compiled reader (its table numbers the vocabulary's words first, so ids from |V| on
+    are words outside it), or str.split and the vocabulary's dict without it."""
+    table = word_blocks.table_of(vocab.words)
+    if table is not None:
+        for ids, lengths, size in word_blocks.iter_encoded(path, table):
+            yield np.where(ids < len(vocab), ids, np.int32(UNK_ID)), lengths, size
+        return
+    get = vocab.index.get
+    for _, block in iter_line_blocks(path):
+        words = [line.split() for line in block]
+        flat = [w for line in words for w in line]
+        yield (np.fromiter(map(get, flat, repeat(UNK_ID)), np.int32, len(flat)),
+               np.fromiter(map(len, words), np.int64, len(words)),
+               sum(map(len, block)) + len(block))
 
 
 def token_stream(ids: np.ndarray, lengths: np.ndarray, width: int, documents: str,

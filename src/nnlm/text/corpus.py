@@ -91,25 +91,19 @@ def _encode_file(path, table: dict, encode, split=str.split) -> tuple[np.ndarray
     """Every token of a text file through ``encode`` (see :func:`_encode_blocks`),
     streamed block by block: (ids, lengths of the non-blank lines). ``<s>`` and
     ``</s>`` are refused, naming their line."""
-    id_blocks: list[np.ndarray] = []
-    length_blocks: list[np.ndarray] = []
-    lines = 0
-    for first, block in iter_line_blocks(path):
-        lines += len(block)
-        tokenized = list(map(split, block))
-        lengths = np.fromiter(map(len, tokenized), np.int64, len(tokenized))
-        ids = np.fromiter(encode(chain.from_iterable(tokenized)), np.int32,
-                          int(lengths.sum()))
-        special = [table[w] for w in (BOS, EOS) if w in table]
-        if special and np.isin(ids, special).any():
-            bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
-            raise NnlmError(special_error(where(path, first + bad), tokenized[bad]))
-        id_blocks.append(ids)
-        length_blocks.append(lengths[lengths > 0])
-    word_ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, np.int32)
-    if len(word_ids) == 0:
-        raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
-    return word_ids, np.concatenate(length_blocks)
+    def blocks():
+        for first, block in iter_line_blocks(path):
+            tokenized = list(map(split, block))
+            lengths = np.fromiter(map(len, tokenized), np.int64, len(tokenized))
+            ids = np.fromiter(encode(chain.from_iterable(tokenized)), np.int32,
+                              int(lengths.sum()))
+            special = [table[w] for w in (BOS, EOS) if w in table]
+            if special and np.isin(ids, special).any():
+                bad = next(i for i, t in enumerate(tokenized) if BOS in t or EOS in t)
+                raise NnlmError(special_error(where(path, first + bad), tokenized[bad]))
+            yield ids, lengths
+
+    return word_blocks.joined(path, blocks())
 
 
 def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream:

@@ -87,11 +87,17 @@ def iter_encoded(path, table) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
 
 
 def _encode_file(path, table) -> tuple[np.ndarray, np.ndarray]:
+    return joined(path, ((ids, counts) for ids, counts, _ in iter_encoded(path, table)))
+
+
+def joined(path, blocks) -> tuple[np.ndarray, np.ndarray]:
+    """(every id, the non-blank lines' lengths) of ``blocks``, pairs of a block's ids and
+    every line's length; a text with no tokens refused, naming ``path``."""
     id_blocks, length_blocks, lines = [], [], 0
-    for ids, counts, _ in iter_encoded(path, table):
-        lines += len(counts)
+    for ids, lengths in blocks:
+        lines += len(lengths)
         id_blocks.append(ids)
-        length_blocks.append(counts[counts > 0])
+        length_blocks.append(lengths[lengths > 0])
     ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, np.int32)
     if len(ids) == 0:
         raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
