@@ -46,8 +46,9 @@ def shard_vocabulary(client, shards: Sequence, min_count: int = 1,
                      max_size: int | None = None) -> Vocabulary:
     """Pass 1: each worker counts its own shards' words."""
     total: Counter = Counter()
-    for counts in client.gather(client.map(kernels.shard_words, list(shards), pure=False)):
-        total.update(counts)
+    for words, counts in client.gather(client.map(kernels.shard_words, list(shards),
+                                                  pure=False)):
+        total.update(dict(zip(words.decode("utf-8").split("\n"), counts.tolist())))
     return Vocabulary.from_counts(total, min_count, max_size)
 
 
