@@ -20,8 +20,8 @@ estimator's compiled kernels over sorted blocks (:mod:`.kernels`):
 
 With ``arpa``, the ARPA file is written from the partitions' pieces, formatted where they
 lie and pulled one at a time, in the model's order: the one-process file, byte for byte.
-The client then gathers the pieces and lays them end to end, as
-:func:`.partitioned.assemble_model` does, into the arrays
+The client then gathers the pieces an order at a time and lays them end to end
+(:func:`.partitioned.assemble_model`) into the arrays
 :class:`~nnlm.ngram.estimate.kneser_ney.KneserNey` builds.
 """
 
@@ -137,7 +137,9 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     passed("interpolate")
     log("gathering the model")
     model = assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0,
-                           unigram_gammas, client.gather(levels))
+                           unigram_gammas, lambda k: client.gather(
+                               [client.submit(kernels.piece, level, k - 2, pure=False)
+                                for level in levels]))
     passed("gather")
     if arpa is not None:
         log(f"writing {arpa} from the workers' partitions")

@@ -5,7 +5,7 @@ cluster path is tested against); the cluster's client runs the same passes as ta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,11 +29,12 @@ def offsets_of(sizes: np.ndarray) -> np.ndarray:
 
 def assemble_model(vocab: Vocabulary, order: int, fallback, discounts: np.ndarray,
                    words: np.ndarray, unigram_p: np.ndarray, gamma0: float,
-                   unigram_gammas: list[np.ndarray], levels: list[list[NgramLevel]]
-                   ) -> KneserNey:
-    """The KneserNey model from the partitions' pieces in range order (``levels[i]``:
-    partition i's pieces of orders 2..N; ``unigram_gammas[i]``: its unigrams' back-off
-    weights), arrays laid out as :meth:`KneserNey.fit` lays them out."""
+                   unigram_gammas: list[np.ndarray],
+                   pieces_of: Callable[[int], list[NgramLevel]]) -> KneserNey:
+    """The KneserNey model from the partitions' pieces in range order (``pieces_of(k)``:
+    every partition's piece of order k, fetched order by order so that only one order's
+    pieces are held beside the model; ``unigram_gammas[i]``: partition i's unigrams'
+    back-off weights), arrays laid out as :meth:`KneserNey.fit` lays them out."""
     V = len(vocab)
     model = KneserNey(vocab, order, fallback)
     model.discounts = discounts
@@ -49,13 +50,14 @@ def assemble_model(vocab: Vocabulary, order: int, fallback, discounts: np.ndarra
     model.levels = []
     below = len(words)
     for k in range(2, order + 1):
-        pieces = [part[k - 2] for part in levels]
+        pieces = pieces_of(k)
 
         def joined(name: str, pieces=pieces) -> np.ndarray:
             return np.concatenate([getattr(piece, name) for piece in pieces])
 
         level = NgramLevel(joined("keys"), joined("logp"), joined("log_bow"), joined("prefix"),
                            joined("last"), V if k == 2 else below)
+        del pieces
         model.levels.append(level)
         below = len(level)
     return model
@@ -88,4 +90,4 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
                                  offsets[j], V) for j in range(P)]
     gammas = [gammas[0] if N > 1 else None for gammas, _ in answered]
     return assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0, gammas,
-                          levels)
+                          lambda k: [part[k - 2] for part in levels])
