@@ -174,7 +174,6 @@ def find_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
 class Partition:
     """One partition's state between the passes (kept where its task ran)."""
 
-    bounds: tuple[int, int]
     tables: list[OrderTable]
     adjusted: list[np.ndarray]
     words: list[np.ndarray]
@@ -183,10 +182,10 @@ class Partition:
         return [len(t) for t in self.tables]
 
 
-def build_partition(pieces: list[list], V: int, bounds: tuple[int, int]) -> Partition:
+def build_partition(pieces: list[list], V: int) -> Partition:
     """Pass 2: merge the shards' pieces and compute the adjusted counts."""
     tables = merge_pieces(pieces, V)
-    return Partition(bounds, tables, adjusted_counts(tables, V), level_words(tables, V))
+    return Partition(tables, adjusted_counts(tables, V), level_words(tables, V))
 
 
 def counts_of_counts(part: Partition) -> np.ndarray:

@@ -98,7 +98,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                                pure=False)
     counted = client.map(kernels.shard_blocks, list(shards), vocabulary=vocabulary,
                          order=N, bounds=bounds, pure=False)
-    parts = [client.submit(kernels.build_partition, V, int(bounds[i]), int(bounds[i + 1]),
+    parts = [client.submit(kernels.build_partition, V,
                            *[client.submit(kernels.piece, c, i, pure=False) for c in counted],
                            pure=False) for i in range(P)]
     moved("count", counted)

@@ -84,9 +84,9 @@ def nbytes(value) -> int:
     return 0
 
 
-def build_partition(V: int, lo: int, hi: int, *pieces) -> blocks.Partition:
-    """Pass 2: partition [lo, hi) from every shard's piece of it."""
-    return blocks.build_partition(list(pieces), V, (lo, hi))
+def build_partition(V: int, *pieces) -> blocks.Partition:
+    """Pass 2: a partition from every shard's piece of it."""
+    return blocks.build_partition(list(pieces), V)
 
 
 def partition_summary(part: blocks.Partition) -> dict:

@@ -72,8 +72,7 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
     bounds = blocks.choose_bounds(vocab.counts, partitions)
     P = len(bounds) - 1
     pieces = [blocks.shard_pieces(stream, N, V, bounds) for stream in streams]
-    parts = [blocks.build_partition([shard[i] for shard in pieces], V,
-                                    (int(bounds[i]), int(bounds[i + 1]))) for i in range(P)]
+    parts = [blocks.build_partition([shard[i] for shard in pieces], V) for i in range(P)]
     del pieces
     discounts = discounts_of(sum(blocks.counts_of_counts(part) for part in parts), fallback)
     sizes = np.array([part.sizes() for part in parts])
