@@ -103,3 +103,15 @@ def toy_world(w):
     assert main(["train", str(train), "--valid", str(valid), "--preset", "tiny", "--epochs",
                  "1", "--threads", "1", "-o", str(w / "nplm")]) == 0
     return w
+
+
+def trie_file_parts(path) -> tuple[dict, bytes]:
+    """A trie file's header (its binding, which names one saved model, left out) and the
+    bytes of its sections: two files of the same model compare equal this way."""
+    from nnlm.ngram.store.trie_layout import read_trie_header
+
+    header, start = read_trie_header(path)
+    header.pop("binding", None)
+    with open(path, "rb") as f:
+        f.seek(start)
+        return header, f.read()

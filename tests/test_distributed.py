@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import trie_file_parts
 from nnlm import Stream
 from nnlm.cli import main
 from nnlm.ngram import KneserNey
@@ -140,6 +141,26 @@ def test_the_command_line_trains_on_a_local_cluster(shards, tmp_path, capsys):
     ppl = [json.loads(r)["perplexity"] for r in reports]
     assert ppl[0] == pytest.approx(ppl[1], rel=1e-12) and ppl[2] == pytest.approx(ppl[1],
                                                                                   rel=1e-6)
+    # written from the workers' partitions, never gathered: the one process's file
+    dist, one = (trie_file_parts(tmp_path / name / "ngrams.trie") for name in ("dist", "one"))
+    assert dist == one
+
+
+@pytest.mark.parametrize("order", [1, 2, 5])
+def test_the_model_file_written_from_the_workers_is_the_one_process_file(client, shards,
+                                                                        tmp_path, order):
+    """``save`` gets the model while its pieces are still on the workers, and the file
+    it writes from them is the one-process model's, byte for byte."""
+    from nnlm.models import save_model
+
+    paths = [str(p) for p in shards]
+    vocab = shard_vocabulary(client, paths)
+    _, stream = read_corpus(shards)
+    estimate_kn(client, paths, order, vocab, True, partitions=3,
+                save=lambda model: save_model(model, tmp_path / "dist"))
+    save_model(KneserNey(vocab, order, True).fit(stream), tmp_path / "one")
+    dist, one = (trie_file_parts(tmp_path / name / "ngrams.trie") for name in ("dist", "one"))
+    assert dist == one
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import zipf_corpus
+from conftest import trie_file_parts, zipf_corpus
 from nnlm import Stream, Vocabulary
 from nnlm.ngram.distributed import blocks
 from nnlm.ngram.distributed.partitioned import estimate_partitioned
@@ -43,6 +43,30 @@ def test_partitions_give_the_one_process_model_to_the_bit(order, shards, partiti
     streams = [Stream.from_lines(lines[a:b], vocab) for a, b in zip(cuts[:-1], cuts[1:])]
     parted = estimate_partitioned(streams, order, vocab, partitions, discount_fallback=True)
     assert_same_model(parted, whole)
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+@pytest.mark.parametrize("partitions", [1, 3, 60])
+def test_the_file_written_from_the_pieces_is_the_one_process_file(order, partitions, tmp_path):
+    """The model saved from its partitions' pieces (never assembled) is the file the
+    one-process model saves, byte for byte: pointers, words, tables, values, checksums."""
+    from nnlm.models import load_model, save_model
+
+    lines, vocab = corpus(seed=order + partitions)
+    whole = KneserNey(vocab, order, discount_fallback=True).fit(Stream.from_lines(lines, vocab))
+    streams = [Stream.from_lines(lines[:300], vocab), Stream.from_lines(lines[300:], vocab)]
+    streamed = estimate_partitioned(streams, order, vocab, partitions, discount_fallback=True,
+                                    streamed=True)
+    assert not hasattr(streamed, "levels")  # nothing assembled
+    save_model(whole, tmp_path / "one")
+    save_model(streamed, tmp_path / "parts")
+    one, parts = (trie_file_parts(tmp_path / name / "ngrams.trie") for name in ("one", "parts"))
+    assert parts[0] == one[0] and parts[1] == one[1]
+    assert not list((tmp_path / "parts").glob(".pointers*"))  # the spilled pointers go
+    loaded = load_model(tmp_path / "parts")
+    assert np.array_equal(loaded.discounts, whole.discounts)
+    test = Stream.from_lines(lines[:50], vocab)
+    assert np.array_equal(loaded.logprobs(test), load_model(tmp_path / "one").logprobs(test))
 
 
 def test_bounds_split_the_token_mass_and_cover_the_vocabulary():

@@ -172,23 +172,29 @@ def train_ngram(train_path: str | os.PathLike, method: str = "kn", order: int = 
     return run_ngram_job(NgramJob(train_path, method, order, **settings), log)
 
 
-def run_ngram_job(job: NgramJob, log=lambda message: None) -> LanguageModel:
+def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> LanguageModel:
     """Run ``job``: checked against its method (:meth:`NgramJob.check`), then estimated
     in this process or, with ``cluster``, on a Dask cluster (``local:N`` or a scheduler's
     address; modified Kneser-Ney only: each worker reads its own shards, which may be
-    fsspec URLs; ``partitions``: how many parts each order is cut into, by default twice
-    the workers). ``arpa``: also write the model there as an ARPA file (on a cluster,
-    streamed from the workers' partitions)."""
+    fsspec URLs; ``partitions``: how many parts each order is cut into, by default one a
+    worker). ``arpa``: also write the model there as an ARPA file (on a cluster,
+    streamed from the workers' partitions). ``output`` (a cluster's job only): the model
+    directory, written from the workers' partitions a piece at a time, so that this
+    process never holds the whole model; the model saved there is returned."""
     method = job.check()
     if job.cluster is not None and job.tokenizer is not None:
         raise NnlmError("tokenizer= reads the text in this process; a cluster's workers read "
                         "words: drop cluster=, or tokenize the shards first")
     if job.cluster is not None:
+        from .models import load_model, save_model
         from .ngram.distributed.run import train_distributed
 
-        return train_distributed(job.train_path, job.order, job.cluster, job.vocab,
-                                 job.min_count, job.max_size, job.discount_fallback,
-                                 job.partitions, log, arpa=job.arpa)
+        model = train_distributed(job.train_path, job.order, job.cluster, job.vocab,
+                                  job.min_count, job.max_size, job.discount_fallback,
+                                  job.partitions, log, arpa=job.arpa,
+                                  save=None if output is None else
+                                  (lambda streamed: save_model(streamed, output)))
+        return model if output is None else load_model(output)
     vocab, train = _encoded(job.train_path, job.vocab, job.min_count, job.max_size,
                             job.tokenizer)
     valid = None

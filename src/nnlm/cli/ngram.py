@@ -259,8 +259,14 @@ def cmd_train(args) -> None:
                    arpa=args.arpa, tokenizer=_tokenizer(args), discount=args.discount)
     job.check()  # before the work, not after it
     check_model_output(args.output, args.method)
-    model = run_ngram_job(job, log=lambda message: print(message, file=sys.stderr))
-    save_model(model, args.output)
+    def log(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    if args.cluster is not None:  # written from the workers' partitions, never gathered
+        model = run_ngram_job(job, log=log, output=args.output)
+    else:
+        model = run_ngram_job(job, log=log)
+        save_model(model, args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if hasattr(model, "num_ngrams"):  # as lmplz reports them: what each order holds
         print("n-grams per order: " + ", ".join(f"{k}: {n:,}" for k, n in

@@ -43,6 +43,7 @@ from ..estimate.kneser_ney import (
 from ..estimate.radix import radix_unique
 from ..estimate.run_merge import merge_runs
 from ..store.levels import NgramLevel
+from ..store.values import signed_backoffs
 
 
 def interpolated(a: np.ndarray, D: np.ndarray, S_h: np.ndarray, gamma_h: np.ndarray,
@@ -224,10 +225,11 @@ def answer_contexts(part: Partition, requests: list[list], discounts: np.ndarray
     """Pass 4 at h's home: the partial sums of every partition for this partition's
     (k-1)-grams added, gamma(h) computed, and each asker answered: ``out[j][k - 2]`` =
     (S(h), gamma(h), global id of h) for its rows. Returns (gammas: gamma of this
-    partition's n-grams of orders 1..N-1, their back-off weights; out). ``offsets[k -
-    1]``: this partition's first id in the model's order-k level."""
+    partition's n-grams of orders 1..N-1, their back-off weights; out; has_child: which
+    of them some longer n-gram has as its context, the trie's extension flags).
+    ``offsets[k - 1]``: this partition's first id in the model's order-k level."""
     out: list[list] = [[] for _ in range(len(requests))]
-    gammas = []
+    gammas, has_child = [], []
     for k in range(2, len(part.tables) + 1):
         home = part.words[k - 2]
         asked = [r[k - 2] for r in requests]
@@ -236,9 +238,10 @@ def answer_contexts(part: Partition, requests: list[list], discounts: np.ndarray
         S, n1, n2, n3 = (_summed(asked, at, len(home), column) for column in (1, 2, 3, 4))
         gamma = backoff_of(S, discounted_mass(n1, n2, n3, discounts[k - 1]))
         gammas.append(gamma)
+        has_child.append(np.bincount(at, minlength=len(home)) > 0)
         for j, rank in enumerate(where):
             out[j].append((S[rank], gamma[rank], rank + offsets[k - 2]))
-    return gammas, out
+    return gammas, out, has_child
 
 
 def _summed(asked: list, at: np.ndarray, n: int, column: int) -> np.ndarray:
@@ -279,6 +282,29 @@ def interpolate(part: Partition, groups: list, gammas: list, answers: list[list]
             levels.append(NgramLevel(keys, np.log(p), np.log(gamma), prefix, w[:, -1], 0))
         low = p
     return levels
+
+
+def trie_array(levels: list[NgramLevel], has_child: list[np.ndarray], k: int, name: str,
+               first: np.ndarray, n_words: int, V: int) -> np.ndarray:
+    """This partition's piece of one array of order k in the model's file: ``pointers``
+    (where each entry's run of extensions starts in order k + 1: a level is sorted by
+    suffix id, and an entry's extensions end with its last word, so they are here),
+    ``words``, ``keys``, ``logp`` (float32) or ``log_bow`` (float32, its zero signed by
+    whether the entry extends, as :func:`nnlm.ngram.store.values.signed_backoffs`).
+    ``first[k - 1]``: the partition's first id in order k (order 1: its first word);
+    ``n_words``: how many word ids it covers."""
+    if name == "pointers":
+        n = n_words if k == 1 else len(levels[k - 2])
+        suffix = levels[k - 1].keys // V
+        return np.searchsorted(suffix, np.arange(first[k - 1], first[k - 1] + n)) + first[k]
+    level = levels[k - 2]
+    if name == "words":
+        return level.keys % V
+    if name == "keys":
+        return level.keys
+    if name == "logp":
+        return level.logp.astype(np.float32)
+    return signed_backoffs(level.log_bow, has_child[k - 1] | (level.log_bow != 0))
 
 
 def unigrams_of(part: Partition) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,16 @@ from ...text.vocab import Vocabulary
 from ..estimate.kneser_ney import KneserNey, check_fallback
 from ..formats.arpa_write import write_arpa_sections
 from . import blocks, kernels
-from .partitioned import assemble_model, discounts_of, offsets_of
+from .partitioned import (
+    PartitionedSource,
+    StreamedKneserNey,
+    assemble_model,
+    discounts_of,
+    extends_of_unigrams,
+    first_ids,
+    offsets_of,
+    unigram_arrays,
+)
 
 
 def shard_vocabulary(client, shards: Sequence, min_count: int = 1,
@@ -55,7 +64,7 @@ def shard_vocabulary(client, shards: Sequence, min_count: int = 1,
 def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
                 discount_fallback=None, partitions: int | None = None,
                 log: Callable[[str], None] = lambda message: None,
-                stats: dict | None = None, arpa=None) -> KneserNey:
+                stats: dict | None = None, arpa=None, save=None):
     """Interpolated modified Kneser-Ney of ``order`` from the text ``shards`` (paths each
     worker can read), on the Dask ``client``'s cluster (see the module docstring).
 
@@ -63,7 +72,10 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     that receives, per pass, the seconds to its end, this process's peak memory by then
     and the bytes its tasks hand to others (for bench/distributed.py; measuring them
     costs a task per result). ``arpa``: also write the model there as an ARPA
-    file, streamed from the workers (:func:`stream_arpa`).
+    file, streamed from the workers (:func:`stream_arpa`). ``save``: called with the
+    model as a :class:`~.partitioned.StreamedKneserNey` (its file written from the
+    workers' pieces, never gathered) before the cluster lets the pieces go; without
+    it, the model is gathered into a :class:`KneserNey` in this process.
     """
     from distributed import wait
 
@@ -132,9 +144,21 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         pure=False) for j in range(P)]
     unigram_gammas = client.gather([client.submit(kernels.piece, a, 0, 0, pure=False)
                                     for a in answered]) if N > 1 else [None] * P
+    has_child = [client.submit(kernels.piece, a, 2, pure=False) for a in answered]
     del asked, answered
     wait(levels)
     passed("interpolate")
+    if save is not None:
+        model = streamed_model(client, vocab, N, discounts, bounds, sizes, words,
+                               unigram_p, gamma0, unigram_gammas, levels, has_child)
+        log("writing the model from the workers' partitions")
+        save(model)
+        passed("write")
+        if arpa is not None:
+            log(f"writing {arpa} from the workers' partitions")
+            stream_arpa(client, Path(arpa), model, vocabulary, parts, levels)
+            passed("arpa")
+        return model
     log("gathering the model")
     model = assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0,
                            unigram_gammas, lambda k: client.gather(
@@ -146,6 +170,34 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         stream_arpa(client, Path(arpa), model, vocabulary, parts, levels)
         passed("arpa")
     return model
+
+
+def streamed_model(client, vocab: Vocabulary, N: int, discounts, bounds, sizes, words,
+                   unigram_p, gamma0, unigram_gammas, levels: list, has_child: list
+                   ) -> StreamedKneserNey:
+    """The model as the partitions hold it, its file's sections made where the pieces
+    lie and fetched a few at a time, in range order (:class:`PartitionedSource`)."""
+    V, P = len(vocab), len(levels)
+    first = first_ids(bounds, offsets_of(sizes))
+    ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+
+    def apply(k, name, fn, *args):
+        pending = []
+        for j in range(P):
+            pending.append(client.submit(kernels.trie_piece, levels[j], has_child[j], k, name,
+                                         first[j], int(bounds[j + 1] - bounds[j]), V, fn,
+                                         *args, pure=False))
+            if len(pending) > ahead:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+    uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, unigram_gammas)
+    extends1 = extends_of_unigrams(V, words, client.gather(
+        [client.submit(kernels.piece, h, 0, pure=False) for h in has_child]) if N > 1 else [])
+    counts = [V] + [int(c) for c in sizes.sum(axis=0)[1:]]
+    return StreamedKneserNey(PartitionedSource(vocab, N, counts, uni_logp, uni_bow, extends1,
+                                               apply), discounts)
 
 
 def stream_arpa(client, path: Path, model: KneserNey, vocabulary, parts: list,

@@ -110,6 +110,14 @@ def interpolate(part: blocks.Partition, groups, gammas, discounts: np.ndarray,
                               offsets, V)
 
 
+def trie_piece(levels: list, has_child: list, k: int, name: str, first: np.ndarray,
+               n_words: int, V: int, fn, *args):
+    """``fn`` of this partition's piece of order k's ``name`` in the model's file
+    (:func:`blocks.trie_array`): the piece itself, or what the writer needs of it."""
+    piece = blocks.trie_array(levels, has_child, k, name, first, n_words, V)
+    return fn(piece, int(first[k - 1]), *args)
+
+
 def arpa_lines(part: blocks.Partition, levels: list, vocabulary: str, k: int,
                top: bool) -> tuple[str | bytes, int]:
     """This partition's n-grams of order ``k`` >= 2 as ARPA lines, and how many."""

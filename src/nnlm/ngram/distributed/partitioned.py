@@ -5,7 +5,9 @@ cluster path is tested against); the cluster's client runs the same passes as ta
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -13,6 +15,9 @@ from ...text.stream import Stream
 from ...text.vocab import BOS_ID, Vocabulary
 from ..estimate.kneser_ney import KneserNey, check_fallback, discounts_of_counts
 from ..store.levels import NgramLevel
+from ..store.trie import FILE_NAME
+from ..store.trie_write import same, write_trie
+from ..store.values import signed_backoffs
 from . import blocks
 
 
@@ -27,6 +32,21 @@ def offsets_of(sizes: np.ndarray) -> np.ndarray:
     return np.cumsum(sizes, axis=0) - sizes
 
 
+def unigram_arrays(V: int, order: int, words: np.ndarray, unigram_p: np.ndarray,
+                   gamma0: float, unigram_gammas: list[np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """log p and log gamma of every word (|V| of each), as :meth:`KneserNey.fit` makes
+    them: the unseen words share gamma(empty context) uniformly, <s> is never predicted."""
+    uni = np.full(V, gamma0 / (V - 1))
+    uni[words] = unigram_p
+    uni[BOS_ID] = 0.0
+    uni_bow = np.ones(V)
+    if order > 1:
+        uni_bow[words] = np.concatenate(unigram_gammas)
+    with np.errstate(divide="ignore"):
+        return np.log(uni), np.log(uni_bow)
+
+
 def assemble_model(vocab: Vocabulary, order: int, fallback, discounts: np.ndarray,
                    words: np.ndarray, unigram_p: np.ndarray, gamma0: float,
                    unigram_gammas: list[np.ndarray],
@@ -38,15 +58,8 @@ def assemble_model(vocab: Vocabulary, order: int, fallback, discounts: np.ndarra
     V = len(vocab)
     model = KneserNey(vocab, order, fallback)
     model.discounts = discounts
-    uni = np.full(V, gamma0 / (V - 1))
-    uni[words] = unigram_p
-    uni[BOS_ID] = 0.0
-    uni_bow = np.ones(V)
-    if order > 1:
-        uni_bow[words] = np.concatenate(unigram_gammas)
-    with np.errstate(divide="ignore"):
-        model.unigram_logp = np.log(uni)
-    model.unigram_log_bow = np.log(uni_bow)
+    model.unigram_logp, model.unigram_log_bow = unigram_arrays(V, order, words, unigram_p,
+                                                               gamma0, unigram_gammas)
     model.levels = []
     below = len(words)
     for k in range(2, order + 1):
@@ -63,10 +76,110 @@ def assemble_model(vocab: Vocabulary, order: int, fallback, discounts: np.ndarra
     return model
 
 
+class SpilledPointers:
+    """Run pointers written to a file as their pieces come, read back a slice at a time
+    (the trie's pointer coder reads them twice, to choose a layout and to code it), so
+    that an order's pointers never sit in memory whole. Read with ``np.fromfile``, not a
+    mapping: a mapping's pages would count in this process's memory."""
+
+    def __init__(self, path: Path, pieces):
+        self.path = Path(path)
+        self.n = 0
+        with open(self.path, "wb") as f:
+            for piece in pieces:
+                piece = np.ascontiguousarray(piece, np.int64)
+                f.write(piece.data)
+                self.n += len(piece)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            lo, hi, _ = index.indices(self.n)
+            return np.fromfile(self.path, np.int64, max(0, hi - lo), offset=8 * lo)
+        return int(np.fromfile(self.path, np.int64, 1, offset=8 * (index % self.n))[0])
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class PartitionedSource:
+    """A model held as its partitions' pieces, as the trie writer's source of sections
+    (the methods of :class:`nnlm.ngram.store.trie_write.WholeModel`): each section is
+    written from the pieces in range order, so the file is the one-process model's, byte
+    for byte, while the writer holds one piece and one section at a time.
+
+    ``apply(k, name, fn, *args)`` yields fn(piece, first index, *args) for partition
+    after partition, the piece :func:`.blocks.trie_array` makes of order k's ``name``:
+    in this process (:func:`estimate_partitioned`), or as tasks where the partitions lie
+    (:mod:`.estimate`)."""
+
+    def __init__(self, vocab: Vocabulary, order: int, counts: list[int],
+                 unigram_logp: np.ndarray, unigram_log_bow: np.ndarray,
+                 extends1: np.ndarray, apply):
+        self.vocab, self.order, self.counts = vocab, order, [int(c) for c in counts]
+        self.unigram_logp, self.unk_extends = unigram_logp, False
+        self._bow, self._extends1, self.apply = unigram_log_bow, extends1, apply
+
+    def unigram_log_bow(self) -> np.ndarray:
+        return signed_backoffs(self._bow, self._extends1 | (self._bow != 0))
+
+    def child_pointers(self, k: int, spill) -> SpilledPointers:
+        return SpilledPointers(Path(spill) / f".pointers-{k}.tmp", itertools.chain(
+            self.apply(k, "pointers", same), [np.array([self.counts[k]], np.int64)]))
+
+    def whole(self, k: int, name: str) -> np.ndarray:
+        return np.concatenate(list(self.apply(k, name, same)))
+
+    def each(self, k: int, name: str, fn, *args):
+        return self.apply(k, name, fn, *args)
+
+
+class StreamedKneserNey:
+    """A modified Kneser-Ney model that stays in its partitions until it is saved: what
+    :func:`nnlm.models.save_model` needs (kind, vocabulary, settings, the files), with
+    the file written from the pieces (:class:`PartitionedSource`). The saved directory
+    is the one-process model's; load it to use the model."""
+
+    kind = KneserNey.kind
+
+    def __init__(self, source: PartitionedSource, discounts: np.ndarray):
+        self.source, self.vocab, self.order = source, source.vocab, source.order
+        self.discounts = discounts
+        self.unigram_logp, self.unigram_log_bow = source.unigram_logp, source._bow
+
+    def config(self) -> dict:
+        return {"order": self.order, "discounts": self.discounts.tolist()}
+
+    def num_ngrams(self) -> list[int]:
+        return list(self.source.counts)
+
+    def save_files(self, directory: Path, binding: str, save) -> None:
+        write_trie(self.source, Path(directory) / FILE_NAME, binding)
+
+
+def first_ids(bounds: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(P, N): each partition's first id in each order of the file (order 1: its first
+    word id; above: its first entry of the level)."""
+    return np.concatenate([bounds[:-1, None], offsets[:, 1:]], axis=1).astype(np.int64)
+
+
+def extends_of_unigrams(V: int, words: np.ndarray, has_child: list[np.ndarray]) -> np.ndarray:
+    """Which words some stored bigram has as its context, from each partition's flags
+    for its seen words (laid end to end in ``words``' order)."""
+    out = np.zeros(V, bool)
+    if has_child:
+        out[words] = np.concatenate(has_child)
+    return out
+
+
 def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabulary,
-                         partitions: int, discount_fallback=None) -> KneserNey:
+                         partitions: int, discount_fallback=None, streamed: bool = False):
     """Modified Kneser-Ney of the shards ``streams`` (one text, cut at line ends) through
-    ``partitions`` partitions by last word, every pass in this process."""
+    ``partitions`` partitions by last word, every pass in this process. ``streamed``:
+    return a :class:`StreamedKneserNey`, whose file is written from the pieces, instead
+    of the model assembled in memory."""
     fallback = check_fallback(discount_fallback)
     V, N = len(vocab), order
     bounds = blocks.choose_bounds(vocab.counts, partitions)
@@ -87,6 +200,21 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
                                  [answered[i][1][j] for i in range(P)], discounts,
                                  unigram_p[offsets[j, 0]:offsets[j, 0] + sizes[j, 0]],
                                  offsets[j], V) for j in range(P)]
-    gammas = [gammas[0] if N > 1 else None for gammas, _ in answered]
-    return assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0, gammas,
-                          lambda k: [part[k - 2] for part in levels])
+    gammas = [home[0][0] if N > 1 else None for home in answered]
+    if not streamed:
+        return assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0, gammas,
+                              lambda k: [part[k - 2] for part in levels])
+    first = first_ids(bounds, offsets)
+
+    def apply(k, name, fn, *args):
+        for j in range(P):
+            piece = blocks.trie_array(levels[j], answered[j][2], k, name, first[j],
+                                      int(bounds[j + 1] - bounds[j]), V)
+            yield fn(piece, int(first[j, k - 1]), *args)
+
+    uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, gammas)
+    counts = [V] + [int(c) for c in sizes.sum(axis=0)[1:]]
+    extends1 = extends_of_unigrams(V, words, [home[2][0] for home in answered] if N > 1
+                                   else [])
+    return StreamedKneserNey(PartitionedSource(vocab, N, counts, uni_logp, uni_bow, extends1,
+                                               apply), discounts)

@@ -33,7 +33,7 @@ def shard_list(train_path) -> list[str]:
 
 def train_distributed(train_path, order: int, cluster: str, vocab: Vocabulary | None,
                       min_count: int, max_size: int | None, discount_fallback,
-                      partitions: int | None, log, arpa=None):
+                      partitions: int | None, log, arpa=None, save=None):
     from .estimate import estimate_kn, shard_vocabulary
 
     shards = shard_list(train_path)
@@ -43,7 +43,7 @@ def train_distributed(train_path, order: int, cluster: str, vocab: Vocabulary | 
                 log(f"vocabulary of {len(shards)} shard(s)")
                 vocab = shard_vocabulary(client, shards, min_count, max_size)
             return estimate_kn(client, shards, order, vocab, discount_fallback, partitions,
-                               log, arpa=arpa)
+                               log, arpa=arpa, save=save)
         except NnlmError:
             raise
         except Exception as e:  # noqa: BLE001 - the engine's failure, in one line

@@ -44,6 +44,23 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
+def pack_stream(chunks, bits: int):
+    """Yield, piece by piece, what :func:`pack` makes of the ``chunks`` (arrays of values)
+    laid end to end: whole groups of 64 values fill exactly ``bits`` words, so each
+    group's words are final; the rest waits for the next chunk, and the last piece ends
+    with the spare word. A writer streams a section of any length this way."""
+    carry = np.zeros(0, np.uint64)
+    for chunk in chunks:
+        values = np.asarray(chunk).astype(np.uint64, copy=False)
+        if len(carry):
+            values = np.concatenate([carry, values])
+        whole = len(values) // 64 * 64
+        if whole:
+            yield pack(values[:whole], bits)[:whole * bits // 64]
+        carry = values[whole:]
+    yield pack(carry, bits)
+
+
 def _native():
     """The compiled loops (nnlm.ngram.store._trie), or None (:mod:`nnlm.base.compiled`)."""
     return extension("nnlm.ngram.store._trie")

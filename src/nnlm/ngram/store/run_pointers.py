@@ -46,8 +46,8 @@ CHUNK = 1 << 12  # blocks fitted at a time (262,144 pointers): temporaries of ~1
 
 def _blocks(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Blocks lo..hi of ``values``, the last padded with the last value: (hi - lo, B)."""
-    part = values[lo * B:hi * B]
-    padded = np.full((hi - lo) * B, values[-1], np.int64)
+    part = np.asarray(values[lo * B:hi * B], np.int64)
+    padded = np.full((hi - lo) * B, int(values[-1]), np.int64)
     padded[:len(part)] = part
     return padded.reshape(-1, B)
 
@@ -74,6 +74,24 @@ def _chunks(values: np.ndarray):
         yield lo, _blocks(values, lo, min(n_blocks, lo + CHUNK))
 
 
+def _slices(values, size: int = CHUNK * B):
+    """``values`` in slices of ``size``: an array on disk (a writer's spilled pointers)
+    is read a slice at a time, never whole."""
+    for lo in range(0, len(values), size):
+        yield np.asarray(values[lo:lo + size], np.int64)
+
+
+def _non_decreasing(values) -> bool:
+    """Whether ``values`` never decrease, slice by slice (each slice's first value
+    against the one before it)."""
+    last = None
+    for part in _slices(values):
+        if np.any(np.diff(part) < 0) or (last is not None and part[0] < last):
+            return False
+        last = part[-1]
+    return True
+
+
 def choose_layout(values: np.ndarray) -> str:
     """``"linear"`` where it is smaller than ``"packed"`` and its exceptions are few."""
     width = bitpack.width(int(values[-1]))
@@ -97,15 +115,18 @@ def choose_layout(values: np.ndarray) -> str:
 
 
 def encode(values: np.ndarray, layout: str | None = None) -> dict:
-    """Non-decreasing ``values`` (>= 0) in ``layout`` (default: :func:`choose_layout`'s):
+    """Non-decreasing ``values`` (>= 0; an array, or anything sliced like one, such as
+    pointers spilled to disk) in ``layout`` (default: :func:`choose_layout`'s):
     ``{"kind": "packed", "bits", "packed"}`` or ``{"kind": "linear", "lines",
     "exceptions", "n_exceptions"}``."""
-    values = np.asarray(values, np.int64)
-    if len(values) == 0 or int(values[0]) < 0 or np.any(np.diff(values) < 0):
+    if isinstance(values, (list, tuple)) or not hasattr(values, "__getitem__"):
+        values = np.asarray(values, np.int64)
+    if len(values) == 0 or int(values[0]) < 0 or not _non_decreasing(values):
         raise ValueError("run pointers are non-decreasing numbers >= 0")
     width = bitpack.width(int(values[-1]))
     if (layout or choose_layout(values)) == "packed":
-        return {"kind": "packed", "bits": width, "packed": bitpack.pack(values, width)}
+        return {"kind": "packed", "bits": width,
+                "packed": np.concatenate(list(bitpack.pack_stream(_slices(values), width)))}
     if int(values[-1]) >> BASE_BITS:
         raise ValueError(f"the linear layout holds pointers below 2^{BASE_BITS}")
     n_blocks = -(-len(values) // B)

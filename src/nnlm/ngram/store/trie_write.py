@@ -13,7 +13,7 @@ from ...base.errors import NnlmError
 from . import bits as bitpack
 from . import run_pointers
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
-from .values import code_values, signed_backoffs
+from .values import code_values, lossless_centers, lossless_codes, signed_backoffs
 from .vocab_table import vocab_sections
 
 
@@ -23,6 +23,55 @@ def _child_pointers(model, k: int) -> np.ndarray:
     upper = model.levels[k - 1]
     suffix = upper.keys // len(model.vocab)
     return np.searchsorted(suffix, np.arange(n_k + 1)).astype(np.int64)
+
+
+def same(piece: np.ndarray, offset: int) -> np.ndarray:
+    """A piece as it is (``each``'s function for the sections that store pieces as
+    they come)."""
+    return piece
+
+
+class WholeModel:
+    """A back-off model in memory as the writer's source of sections: every order is
+    one piece. A model held elsewhere in pieces (a cluster's partitions) offers the same
+    methods (:class:`nnlm.ngram.distributed.partitioned.PartitionedSource`), and the
+    writer never holds more than a piece of an order and one section of the file."""
+
+    def __init__(self, model):
+        self.model, self.vocab, self.order = model, model.vocab, model.order
+        self.counts = model.num_ngrams()
+        self.unigram_logp = model.unigram_logp
+        self.unk_extends = bool(getattr(model, "unk_extends", False))
+
+    def unigram_log_bow(self) -> np.ndarray:
+        return signed_backoffs(self.model.unigram_log_bow, self.model.extends(1))
+
+    def child_pointers(self, k: int, spill) -> np.ndarray:
+        return _child_pointers(self.model, k)
+
+    def whole(self, k: int, name: str) -> np.ndarray:
+        """Order k's ``name`` whole (``keys``; ``logp`` as float64, ``log_bow`` signed),
+        for what needs every value at once: the tables and quantization."""
+        level = self.model.levels[k - 2]
+        if name == "log_bow":
+            return signed_backoffs(level.log_bow, self.model.extends(k))
+        return getattr(level, name)
+
+    def each(self, k: int, name: str, fn, *args):
+        """fn(piece, first index, *args) for each piece of order k's ``name`` in order:
+        ``words`` (ids), ``logp`` (float32), ``log_bow`` (signed float32)."""
+        if name == "words":
+            piece = self.model.levels[k - 2].keys % len(self.vocab)
+        else:
+            piece = self.whole(k, name).astype(np.float32, copy=False)
+        yield fn(piece, 0, *args)
+
+
+class Streamed:
+    """A section written as its pieces come (``chunks``: arrays of ``dtype``)."""
+
+    def __init__(self, dtype, chunks):
+        self.dtype, self.chunks = np.dtype(dtype), chunks
 
 
 # orders that may have a table beside their runs (see trie.py's docstring): float32
@@ -46,44 +95,58 @@ def hashed_orders(counts: list[int], quantize) -> list[int]:
             if k < len(counts) and counts[k - 1] <= HASHED_SHARE * total]
 
 
-def _sections(model, quantize, meta: dict):
-    """Yield (name, array) for every section of ``model``'s file, one at a time, filling
-    ``meta`` (bit widths, tables, value codes) as they are made. The vocabulary comes
-    first (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt)."""
-    V = len(model.vocab)
-    n = model.order
-    tabled = hashed_orders(model.num_ngrams(), quantize)
-    sections, meta["vocab"] = vocab_sections(model.vocab)
+def _sections(source, quantize, meta: dict, spill):
+    """Yield (name, array or :class:`Streamed`) for every section of the file of
+    ``source`` (:class:`WholeModel`'s methods), one at a time, filling ``meta`` (bit
+    widths, tables, value codes) as they are made. The vocabulary comes first
+    (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt)."""
+    n = source.order
+    tabled = hashed_orders(source.counts, quantize)
+    sections, meta["vocab"] = vocab_sections(source.vocab)
     yield from sections
     del sections
-    yield "unigram_logp", model.unigram_logp.astype(np.float32)
-    yield "unigram_log_bow", signed_backoffs(model.unigram_log_bow, model.extends(1))
+    yield "unigram_logp", source.unigram_logp.astype(np.float32)
+    yield "unigram_log_bow", source.unigram_log_bow()
     for k in range(1, n + 1):
         if k < n:
-            coded = run_pointers.encode(_child_pointers(model, k))
+            pointers = source.child_pointers(k, spill)
+            coded = run_pointers.encode(pointers)
+            getattr(pointers, "close", lambda: None)()
             meta["pointers"].append(run_pointers.header_entry(coded))
             yield from run_pointers.named_sections(coded, k)
-            del coded
+            del coded, pointers
         if k == 1:
             continue
-        level = model.levels[k - 2]
-        yield f"word_{k}", bitpack.pack(level.keys % V, meta["word_bits"])
+        yield f"word_{k}", Streamed(np.uint64, bitpack.pack_stream(
+            source.each(k, "words", same), meta["word_bits"]))
         if k in tabled:
-            table, n_slots = build_slots(level.keys)
-            meta["slots"][str(k)] = [n_slots, bitpack.width(len(level))]
+            table, n_slots = build_slots(source.whole(k, "keys"))
+            meta["slots"][str(k)] = [n_slots, bitpack.width(source.counts[k - 1])]
             yield f"slots_{k}", bitpack.pack(table, meta["slots"][str(k)][1])
             del table
         for name in ["logp"] + (["log_bow"] if k < n else []):
-            values = np.asarray(getattr(level, name))
-            if name == "log_bow":
-                values = signed_backoffs(values, model.extends(k))
-            coded = code_values(values, name, quantize)
-            meta["values"][f"{name}_{k}"] = None if coded is None else [coded[2], len(coded[1])]
-            if coded is None:
-                yield f"{name}_{k}", values.astype(np.float32)
-            else:
-                yield f"{name}_codes_{k}", bitpack.pack(coded[0], coded[2])
-                yield f"{name}_centers_{k}", coded[1]
+            yield from _value_sections(source, k, name, quantize, meta)
+
+
+def _value_sections(source, k: int, name: str, quantize, meta: dict):
+    """Order k's probabilities or back-offs: float32, lossless codes or quantized
+    (:mod:`.values`)."""
+    if quantize is not None:
+        codes, centers, bits = code_values(source.whole(k, name), name, quantize)
+        meta["values"][f"{name}_{k}"] = [bits, len(centers)]
+        yield f"{name}_codes_{k}", bitpack.pack(codes, bits)
+        yield f"{name}_centers_{k}", centers
+        return
+    found = lossless_centers(source.counts[k - 1],
+                             lambda fn, *args: source.each(k, name, fn, *args))
+    meta["values"][f"{name}_{k}"] = None if found is None else [found[1], len(found[0])]
+    if found is None:
+        yield f"{name}_{k}", Streamed(np.float32, source.each(k, name, same))
+        return
+    centers, bits = found
+    yield f"{name}_codes_{k}", Streamed(np.uint64, bitpack.pack_stream(
+        source.each(k, name, lossless_codes, centers), bits))
+    yield f"{name}_centers_{k}", centers
 
 
 def header_room(order: int) -> int:
@@ -96,16 +159,19 @@ def header_room(order: int) -> int:
 
 def write_trie(model, path: str | os.PathLike, binding: str,
                quantize: tuple[int, int] | None = None, standalone: bool = False) -> int:
-    """Write the back-off ``model`` as a trie file at ``path`` (inside a directory that
+    """Write the back-off ``model`` (or a source of its sections in pieces: see
+    :class:`WholeModel`) as a trie file at ``path`` (inside a directory that
     :func:`nnlm.text.fileio.atomic_path` stages). Returns the file's size in bytes.
     ``standalone``: a model in one file, its vocabulary and settings inside (what
     pyctcdecode and other KenLM clients want: they copy one file with the decoder).
 
-    Streams: each section goes to the file as soon as it is made, so writing adds one
-    section's arrays to the model's memory, not the whole file; the header, whose
-    section table is known only at the end, goes into room kept for it at the start."""
-    n = model.order
-    meta = {"word_bits": bitpack.width(len(model.vocab) - 1), "pointers": [], "slots": {},
+    Streams: each section goes to the file as soon as it is made, and a section made in
+    pieces as its pieces come, so writing adds one section's arrays to the model's
+    memory, not the whole file; the header, whose section table is known only at the
+    end, goes into room kept for it at the start."""
+    source = model if hasattr(model, "each") else WholeModel(model)
+    n = source.order
+    meta = {"word_bits": bitpack.width(len(source.vocab) - 1), "pointers": [], "slots": {},
             "values": {}}
     start = header_room(n)
     table, sums = {}, {}
@@ -115,18 +181,14 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         meta["model"] = {"kind": model.kind, "config": model.config(),
                          "vocab_fingerprint": model.vocab.fingerprint}
     with open(path, "wb") as f:
-        for name, a in _sections(model, quantize, meta):
+        for name, a in _sections(source, quantize, meta, os.path.dirname(os.fspath(path))):
             f.seek(start + offset)
-            data = np.ascontiguousarray(a).data
-            f.write(data)
-            sums[name] = zlib.crc32(data)  # nnlm ngram verify, eval, serve check them
-            table[name] = [offset, a.nbytes, a.dtype.str, len(a)]
-            offset += -(-a.nbytes // ALIGN) * ALIGN
+            table[name], sums[name] = _write_section(f, a, offset)
+            offset += -(-table[name][1] // ALIGN) * ALIGN
         f.truncate(start + offset)
-        header = {"order": n, "vocab_size": len(model.vocab), "counts": model.num_ngrams(),
+        header = {"order": n, "vocab_size": len(source.vocab), "counts": source.counts,
                   "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
-                  "unk_extends": bool(getattr(model, "unk_extends", False)), "sections": table,
-                  "checksums": sums}
+                  "unk_extends": source.unk_extends, "sections": table, "checksums": sums}
         text = json.dumps(header).encode()
         text += b" " * (start - PREFIX.size - len(text))  # JSON allows trailing blanks
         if PREFIX.size + len(text) != start:
@@ -136,3 +198,17 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     return start + offset
 
 
+def _write_section(f, a, offset: int) -> tuple[list, int]:
+    """Write one section (an array, or :class:`Streamed` pieces) where ``f`` stands:
+    its table entry [offset, bytes, dtype, length] and its CRC-32 (which nnlm ngram
+    verify, eval and serve check)."""
+    pieces = a.chunks if isinstance(a, Streamed) else [a]
+    dtype = a.dtype
+    nbytes = crc = length = 0
+    for piece in pieces:
+        data = np.ascontiguousarray(piece, dtype).data
+        f.write(data)
+        crc = zlib.crc32(data, crc)
+        nbytes += data.nbytes
+        length += len(piece)
+    return [offset, nbytes, dtype.str, length], crc

@@ -101,8 +101,7 @@ class Quantized:
 def code_values(values: np.ndarray, name: str, quantize):
     """(codes, centers, bits) for one order's probabilities or back-offs, or None to
     store them as float32. Quantized when asked; otherwise losslessly when the order has
-    few distinct float32 values: KN back-offs gamma(h) depend only on small counts, so
-    an order of 700k has a few hundred (9-12 bits each, not 32)."""
+    few distinct float32 values (:func:`lossless_centers`)."""
     if quantize is not None:
         b = quantize[0] if name == "logp" else quantize[1]
         if name == "logp":
@@ -110,18 +109,52 @@ def code_values(values: np.ndarray, name: str, quantize):
             return encode(values, centers), centers, b
         codes, centers = quantize_backoffs(values, 1 << b)
         return codes, centers, b
-    as32 = values.astype(np.float32)
-    sample = as32[:: max(1, len(as32) // 65536)]
+    as32 = np.asarray(values).astype(np.float32)
+    found = lossless_centers(len(as32), lambda fn, *args: [fn(as32, 0, *args)])
+    if found is None:
+        return None
+    centers, b = found
+    return lossless_codes(as32, 0, centers), centers, b
+
+
+def lossless_centers(n: int, each) -> tuple[np.ndarray, int] | None:
+    """The sorted distinct float32 values of an order's ``n`` values and their code width,
+    or None where codes would not pay: KN back-offs gamma(h) depend only on small counts,
+    so an order of 700k has a few hundred (9-12 bits each, not 32). ``each(fn, *args)``:
+    fn(piece, offset, *args) for every piece of the values in order (float32 arrays,
+    ``offset`` the piece's first index), so that an order held in pieces (on a cluster's
+    workers) is coded as the whole array is, without being gathered."""
+    step = max(1, n // 65536)
+    sample = np.concatenate([np.zeros(0, np.float32), *each(sampled, step)])
     if len(sample) > 4096 and len(np.unique(sample)) > len(sample) // 4:
         return None  # many distinct values (probabilities are): no full sort to find out
+    distinct = np.zeros(0, np.uint32)
+    for found in each(distinct_bits):
+        distinct = np.union1d(distinct, found)
+        if len(distinct) > 1 << MAX_CODE_BITS:
+            return None
     # by bit pattern, so that +0.0 and -0.0 (extends or not) stay two values
-    centers, codes = np.unique(as32.view(np.uint32), return_inverse=True)
-    centers = centers.view(np.float32)
+    centers = distinct.view(np.float32)
     b = bitpack.width(max(len(centers) - 1, 0))
-    if len(centers) == 0 or b > MAX_CODE_BITS or \
-            b * len(values) + 32 * len(centers) >= 0.9 * 32 * len(values):
+    if len(centers) == 0 or b > MAX_CODE_BITS or b * n + 32 * len(centers) >= 0.9 * 32 * n:
         return None
-    return codes.astype(np.int64), centers.astype(np.float32), b
+    return centers.astype(np.float32), b
+
+
+def sampled(piece: np.ndarray, offset: int, step: int) -> np.ndarray:
+    """The entries of ``piece`` whose index in the whole array is a multiple of ``step``."""
+    return piece[(-offset) % step::step]
+
+
+def distinct_bits(piece: np.ndarray, offset: int = 0) -> np.ndarray:
+    """The distinct bit patterns of a float32 ``piece``, sorted."""
+    return np.unique(np.asarray(piece, np.float32).view(np.uint32))
+
+
+def lossless_codes(piece: np.ndarray, offset: int, centers: np.ndarray) -> np.ndarray:
+    """Each float32 value's index among ``centers`` (:func:`lossless_centers`' table)."""
+    return np.searchsorted(centers.view(np.uint32),
+                           np.asarray(piece, np.float32).view(np.uint32)).astype(np.int64)
 
 
 def signed_backoffs(values, extends: np.ndarray) -> np.ndarray:
