@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import hashlib
 import json
 import math
 import os
@@ -46,30 +47,50 @@ CHILD = ("import importlib.util, sys; "
          "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
          "arpa = sys.argv[5] or None; "
          "m.worker_run(int(sys.argv[2]), m.Path(sys.argv[3]), m.Path(sys.argv[4]), "
-         "sys.argv[6:], arpa and m.Path(arpa))")
+         "sys.argv[7:], arpa and m.Path(arpa), sys.argv[6] == 'gather')")
 
 
 def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str],
-               arpa: Path | None = None) -> None:
-    """The child: estimate on local:W and write what it measured to ``out``."""
+               arpa: Path | None = None, gather: bool = False) -> None:
+    """The child: estimate on local:W and write what it measured to ``out``. The model
+    file is written from the workers' partitions (``gather``: the model gathered into
+    this process first, as before the file was streamed, for the comparison)."""
     from nnlm.models import save_model
     from nnlm.ngram.distributed.cluster import connect
     from nnlm.ngram.distributed.estimate import estimate_kn, shard_vocabulary
 
-    stats: dict = {}
+    stats: dict = {"client": "gather" if gather else "stream"}
     t = time.perf_counter()
     with connect(f"local:{workers}") as client:
         vocab = shard_vocabulary(client, shards)
         stats["vocabulary_seconds"] = round(time.perf_counter() - t, 3)
-        model = estimate_kn(client, shards, 5, vocab, stats=stats, arpa=arpa)
+        model = estimate_kn(client, shards, 5, vocab, stats=stats, arpa=arpa,
+                            save=None if gather else (lambda m: save_model(m, model_dir)))
         usage = client.run(resource.getrusage, resource.RUSAGE_SELF)  # picklable by name
         peaks = {w: u[2] for w, u in usage.items()}  # ru_maxrss, KB
+    if gather:
+        save_model(model, model_dir)
     stats["estimate_seconds"] = round(time.perf_counter() - t, 3)
     stats["worker_peak_rss_gb"] = sorted(round(kb / 1e6, 3) for kb in peaks.values())
     stats["client_peak_rss_gb"] = round(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)
-    save_model(model, model_dir)
+    stats["model_file_gb"] = round(sum(f.stat().st_size for f in model_dir.iterdir()) / 1e9, 3)
     out.write_text(json.dumps(stats))
+
+
+def same_file(a_dir: Path, b_dir: Path) -> bool:
+    """Whether two model directories hold the same trie file, the binding (which names
+    one saved model) aside."""
+    from nnlm.ngram.store.trie_layout import read_trie_header
+
+    parts = []
+    for d in (a_dir, b_dir):
+        header, start = read_trie_header(d / "ngrams.trie")
+        header.pop("binding", None)
+        with open(d / "ngrams.trie", "rb") as f:
+            f.seek(start)
+            parts.append((header, hashlib.sha256(f.read()).hexdigest()))
+    return parts[0] == parts[1]
 
 
 def compare(a_dir: Path, b_dir: Path) -> dict:
@@ -121,7 +142,8 @@ def cut(corpus: Path, parts: int, folder: Path) -> list[str]:
 
 def project(sizes: list[dict], bandwidth_gbs: float) -> dict:
     """Time and bytes per pass at 1B and 100B tokens (see the module docstring)."""
-    runs = [(s["tokens"], s["ngrams"], r) for s in sizes for r in s["distributed"]]
+    runs = [(s["tokens"], s["ngrams"], r) for s in sizes for r in s["distributed"]
+            if r.get("client", "stream") == "stream"]
     if not runs:
         return {}
     pts = sorted({(t, n) for t, n, _ in runs})
@@ -171,6 +193,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[10_000_000, 50_000_000])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--gather", type=int, nargs="*", default=[], metavar="W",
+                        help="also run local:W with the model gathered into the client "
+                        "before writing (the client's memory, before and after)")
     parser.add_argument("--lmplz", type=Path)
     parser.add_argument("--bandwidth", type=float, default=1.25,
                         help="network GB/s per worker for the projection (default: 10 GbE)")
@@ -226,13 +251,15 @@ def main() -> None:
                                 stdin=corpus, stdout=work / "lmplz.arpa")
             print(tokens, "lmplz", size["lmplz"], flush=True)
         size["distributed"] = []
-        for w in args.workers:
-            out, model = work / f"w{w}.json", work / f"w{w}"
+        runs = [(w, "stream") for w in args.workers] + [(w, "gather") for w in args.gather]
+        for w, client in runs:
+            out, model = work / f"w{w}-{client}.json", work / f"w{w}-{client}"
             arpa = work / f"w{w}.arpa" if args.arpa else None
             outer = run([sys.executable, "-c", CHILD, __file__, str(w), str(out), str(model),
-                         str(arpa or ""), *shards])
+                         str(arpa or ""), client, *shards])
             stats = json.loads(out.read_text())
-            stats.update(workers=w, **outer, **compare_apart(model, work / "one"))
+            stats.update(workers=w, **outer, **compare_apart(model, work / "one"),
+                         file_equal_to_one_process=same_file(model, work / "one"))
             if arpa:
                 stats["arpa_equal_to_one_process"] = filecmp.cmp(arpa, work / "one.arpa",
                                                                  shallow=False)
@@ -242,8 +269,9 @@ def main() -> None:
                 stats["vs_lmplz"] = round(outer["seconds"] / size["lmplz"]["seconds"], 2)
             size["ngrams"] = stats["ngrams"]
             size["distributed"].append(stats)
-            print(tokens, f"local:{w}", {k: stats[k] for k in (
-                "seconds", "worker_peak_rss_gb", "same_ngrams", "largest_difference")},
+            print(tokens, f"local:{w}", client, {k: stats[k] for k in (
+                "seconds", "worker_peak_rss_gb", "client_peak_rss_gb", "same_ngrams",
+                "largest_difference", "file_equal_to_one_process")},
                 flush=True)
             shutil.rmtree(model, ignore_errors=True)
         result["sizes"].append(size)

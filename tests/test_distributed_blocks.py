@@ -46,11 +46,17 @@ def test_partitions_give_the_one_process_model_to_the_bit(order, shards, partiti
 
 
 @pytest.mark.parametrize("order", [1, 2, 4])
-@pytest.mark.parametrize("partitions", [1, 3, 60])
-def test_the_file_written_from_the_pieces_is_the_one_process_file(order, partitions, tmp_path):
-    """The model saved from its partitions' pieces (never assembled) is the file the
-    one-process model saves, byte for byte: pointers, words, tables, values, checksums."""
+@pytest.mark.parametrize("partitions, chunk", [(1, None), (3, None), (3, 7), (60, 64)])
+def test_the_file_written_from_the_pieces_is_the_one_process_file(order, partitions, chunk,
+                                                                  tmp_path, monkeypatch):
+    """The model saved from its partitions' pieces (never assembled), chunk by chunk, is
+    the file the one-process model saves, byte for byte: pointers, words, tables, values,
+    checksums (chunks of 7 entries cut the bit-packed words and codes mid-word)."""
     from nnlm.models import load_model, save_model
+    from nnlm.ngram.distributed import partitioned
+
+    if chunk:
+        monkeypatch.setattr(partitioned, "CHUNK", chunk)
 
     lines, vocab = corpus(seed=order + partitions)
     whole = KneserNey(vocab, order, discount_fallback=True).fit(Stream.from_lines(lines, vocab))

@@ -161,6 +161,39 @@ def test_compiled_and_numpy_packing_agree(monkeypatch):
         monkeypatch.undo()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 63), st.lists(st.integers(0, 300), max_size=12), st.integers(0, 10**6))
+def test_packing_a_stream_of_chunks_is_packing_them_whole(width, sizes, seed):
+    """A section packed as its chunks come (a writer streaming pieces of any length) is
+    the array packed whole, spare word included."""
+    rng = np.random.default_rng(seed)
+    chunks = [rng.integers(0, 1 << width, n, dtype=np.uint64).astype(np.int64) for n in sizes]
+    whole = bits.pack(np.concatenate([np.zeros(0, np.int64), *chunks]), width)
+    assert np.array_equal(np.concatenate(list(bits.pack_stream(chunks, width))), whole)
+
+
+@pytest.mark.parametrize("layout", ["packed", "linear"])
+def test_pointers_read_back_from_disk_in_slices_code_as_the_array_does(tmp_path, layout,
+                                                                       monkeypatch):
+    """The pointer coder reads an array on disk (a cluster's spilled pointers) a slice at
+    a time, slices smaller than the blocks here, and codes what it codes of the array."""
+    from nnlm.ngram.distributed.partitioned import SpilledPointers
+
+    rng = np.random.default_rng(3)
+    values = np.concatenate([[0], np.cumsum(rng.integers(0, 3, 5000))]).astype(np.int64)
+    values[4000:] += 10_000  # a heavy context: an exception block in the linear layout
+    whole = run_pointers.encode(values, layout)
+    monkeypatch.setattr(run_pointers, "CHUNK", 3)  # 192 pointers a slice
+    spilled = SpilledPointers(tmp_path / "p", np.array_split(values, 7))
+    sliced = run_pointers.encode(spilled, layout)
+    assert whole.keys() == sliced.keys()
+    for key, a in whole.items():
+        assert np.array_equal(a, sliced[key]), key
+    assert run_pointers.choose_layout(spilled) == run_pointers.choose_layout(values)
+    spilled.close()
+    assert not (tmp_path / "p").exists()
+
+
 def test_packing_refuses_a_value_too_wide():
     with pytest.raises(ValueError):
         bits.pack(np.array([8]), 3)

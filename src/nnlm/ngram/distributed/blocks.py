@@ -285,26 +285,26 @@ def interpolate(part: Partition, groups: list, gammas: list, answers: list[list]
 
 
 def trie_array(levels: list[NgramLevel], has_child: list[np.ndarray], k: int, name: str,
-               first: np.ndarray, n_words: int, V: int) -> np.ndarray:
-    """This partition's piece of one array of order k in the model's file: ``pointers``
-    (where each entry's run of extensions starts in order k + 1: a level is sorted by
-    suffix id, and an entry's extensions end with its last word, so they are here),
-    ``words``, ``keys``, ``logp`` (float32) or ``log_bow`` (float32, its zero signed by
-    whether the entry extends, as :func:`nnlm.ngram.store.values.signed_backoffs`).
-    ``first[k - 1]``: the partition's first id in order k (order 1: its first word);
-    ``n_words``: how many word ids it covers."""
-    if name == "pointers":
-        n = n_words if k == 1 else len(levels[k - 2])
-        suffix = levels[k - 1].keys // V
-        return np.searchsorted(suffix, np.arange(first[k - 1], first[k - 1] + n)) + first[k]
+               first: np.ndarray, V: int, lo: int, hi: int) -> np.ndarray:
+    """Entries [lo, hi) of this partition's piece of one array of order k in the model's
+    file: ``pointers`` (where each entry's run of extensions starts in order k + 1: a
+    level is sorted by suffix id, and an entry's extensions end with its last word, so
+    they are here), ``words``, ``keys``, ``logp`` (float32) or ``log_bow`` (float32, its
+    zero signed by whether the entry extends, as
+    :func:`nnlm.ngram.store.values.signed_backoffs`). ``first[k - 1]``: the partition's
+    first id in order k (order 1: its first word)."""
+    if name == "pointers":  # the first key at or above id * V: the first extension of id
+        ids = np.arange(first[k - 1] + lo, first[k - 1] + hi, dtype=np.int64)
+        return np.searchsorted(levels[k - 1].keys, ids * V) + first[k]
     level = levels[k - 2]
     if name == "words":
-        return level.keys % V
+        return level.keys[lo:hi] % V
     if name == "keys":
-        return level.keys
+        return level.keys[lo:hi]
     if name == "logp":
-        return level.logp.astype(np.float32)
-    return signed_backoffs(level.log_bow, has_child[k - 1] | (level.log_bow != 0))
+        return level.logp[lo:hi].astype(np.float32)
+    bow = level.log_bow[lo:hi]
+    return signed_backoffs(bow, has_child[k - 1][lo:hi] | (bow != 0))
 
 
 def unigrams_of(part: Partition) -> tuple[np.ndarray, np.ndarray]:

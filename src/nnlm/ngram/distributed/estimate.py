@@ -45,6 +45,7 @@ from .partitioned import (
     assemble_model,
     discounts_of,
     extends_of_unigrams,
+    file_sizes,
     first_ids,
     offsets_of,
     unigram_arrays,
@@ -177,16 +178,15 @@ def streamed_model(client, vocab: Vocabulary, N: int, discounts, bounds, sizes, 
                    ) -> StreamedKneserNey:
     """The model as the partitions hold it, its file's sections made where the pieces
     lie and fetched a few at a time, in range order (:class:`PartitionedSource`)."""
-    V, P = len(vocab), len(levels)
+    V = len(vocab)
     first = first_ids(bounds, offsets_of(sizes))
     ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
 
-    def apply(k, name, fn, *args):
+    def apply(k, name, chunks, fn, *args):
         pending = []
-        for j in range(P):
+        for j, lo, hi in chunks:
             pending.append(client.submit(kernels.trie_piece, levels[j], has_child[j], k, name,
-                                         first[j], int(bounds[j + 1] - bounds[j]), V, fn,
-                                         *args, pure=False))
+                                         first[j], V, lo, hi, fn, *args, pure=False))
             if len(pending) > ahead:
                 yield pending.pop(0).result()
         for future in pending:
@@ -195,9 +195,8 @@ def streamed_model(client, vocab: Vocabulary, N: int, discounts, bounds, sizes, 
     uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, unigram_gammas)
     extends1 = extends_of_unigrams(V, words, client.gather(
         [client.submit(kernels.piece, h, 0, pure=False) for h in has_child]) if N > 1 else [])
-    counts = [V] + [int(c) for c in sizes.sum(axis=0)[1:]]
-    return StreamedKneserNey(PartitionedSource(vocab, N, counts, uni_logp, uni_bow, extends1,
-                                               apply), discounts)
+    return StreamedKneserNey(PartitionedSource(vocab, N, file_sizes(bounds, sizes), uni_logp,
+                                               uni_bow, extends1, apply), discounts)
 
 
 def stream_arpa(client, path: Path, model: KneserNey, vocabulary, parts: list,

@@ -110,12 +110,13 @@ def interpolate(part: blocks.Partition, groups, gammas, discounts: np.ndarray,
                               offsets, V)
 
 
-def trie_piece(levels: list, has_child: list, k: int, name: str, first: np.ndarray,
-               n_words: int, V: int, fn, *args):
-    """``fn`` of this partition's piece of order k's ``name`` in the model's file
-    (:func:`blocks.trie_array`): the piece itself, or what the writer needs of it."""
-    piece = blocks.trie_array(levels, has_child, k, name, first, n_words, V)
-    return fn(piece, int(first[k - 1]), *args)
+def trie_piece(levels: list, has_child: list, k: int, name: str, first: np.ndarray, V: int,
+               lo: int, hi: int, fn, *args):
+    """``fn`` of entries [lo, hi) of this partition's piece of order k's ``name`` in the
+    model's file (:func:`blocks.trie_array`): the entries, or what the writer needs of
+    them."""
+    piece = blocks.trie_array(levels, has_child, k, name, first, V, lo, hi)
+    return fn(piece, int(first[k - 1]) + lo, *args)
 
 
 def arpa_lines(part: blocks.Partition, levels: list, vocabulary: str, k: int,

@@ -104,21 +104,37 @@ class SpilledPointers:
         self.path.unlink(missing_ok=True)
 
 
+# entries of an array the writer takes at a time: the client holds a few such chunks
+# (8 MB of int64 each), however large a partition grows
+CHUNK = 1 << 20
+
+
+def spans(sizes, chunk: int | None = None) -> list[tuple[int, int, int]]:
+    """(partition, lo, hi) of every chunk of an order, partition after partition, for
+    partitions of ``sizes`` entries."""
+    chunk = chunk or CHUNK
+    return [(j, lo, min(int(n), lo + chunk)) for j, n in enumerate(sizes)
+            for lo in range(0, int(n), chunk)]
+
+
 class PartitionedSource:
     """A model held as its partitions' pieces, as the trie writer's source of sections
     (the methods of :class:`nnlm.ngram.store.trie_write.WholeModel`): each section is
-    written from the pieces in range order, so the file is the one-process model's, byte
-    for byte, while the writer holds one piece and one section at a time.
+    written from chunks of the pieces in range order, so the file is the one-process
+    model's, byte for byte, while the writer holds a few chunks and one section.
 
-    ``apply(k, name, fn, *args)`` yields fn(piece, first index, *args) for partition
-    after partition, the piece :func:`.blocks.trie_array` makes of order k's ``name``:
-    in this process (:func:`estimate_partitioned`), or as tasks where the partitions lie
-    (:mod:`.estimate`)."""
+    ``apply(k, name, spans, fn, *args)`` yields fn(chunk, first index, *args) for each
+    span (partition, lo, hi) in turn, the chunk being entries [lo, hi) of what
+    :func:`.blocks.trie_array` makes of the partition's order k ``name``: in this process
+    (:func:`estimate_partitioned`), or as tasks where the partitions lie (:mod:`.estimate`).
+    ``sizes``: (P, N) entries a partition holds of each order (order 1: the words of its
+    range)."""
 
-    def __init__(self, vocab: Vocabulary, order: int, counts: list[int],
+    def __init__(self, vocab: Vocabulary, order: int, sizes: np.ndarray,
                  unigram_logp: np.ndarray, unigram_log_bow: np.ndarray,
                  extends1: np.ndarray, apply):
-        self.vocab, self.order, self.counts = vocab, order, [int(c) for c in counts]
+        self.vocab, self.order, self.sizes = vocab, order, np.asarray(sizes)
+        self.counts = [int(c) for c in self.sizes.sum(axis=0)]
         self.unigram_logp, self.unk_extends = unigram_logp, False
         self._bow, self._extends1, self.apply = unigram_log_bow, extends1, apply
 
@@ -127,13 +143,13 @@ class PartitionedSource:
 
     def child_pointers(self, k: int, spill) -> SpilledPointers:
         return SpilledPointers(Path(spill) / f".pointers-{k}.tmp", itertools.chain(
-            self.apply(k, "pointers", same), [np.array([self.counts[k]], np.int64)]))
+            self.each(k, "pointers", same), [np.array([self.counts[k]], np.int64)]))
 
     def whole(self, k: int, name: str) -> np.ndarray:
-        return np.concatenate(list(self.apply(k, name, same)))
+        return np.concatenate([np.zeros(0, np.int64), *self.each(k, name, same)])
 
     def each(self, k: int, name: str, fn, *args):
-        return self.apply(k, name, fn, *args)
+        return self.apply(k, name, spans(self.sizes[:, k - 1]), fn, *args)
 
 
 class StreamedKneserNey:
@@ -163,6 +179,12 @@ def first_ids(bounds: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """(P, N): each partition's first id in each order of the file (order 1: its first
     word id; above: its first entry of the level)."""
     return np.concatenate([bounds[:-1, None], offsets[:, 1:]], axis=1).astype(np.int64)
+
+
+def file_sizes(bounds: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(P, N): the entries each partition holds of each order of the file (order 1:
+    every word id of its range, seen or not)."""
+    return np.concatenate([np.diff(bounds)[:, None], sizes[:, 1:]], axis=1).astype(np.int64)
 
 
 def extends_of_unigrams(V: int, words: np.ndarray, has_child: list[np.ndarray]) -> np.ndarray:
@@ -206,15 +228,13 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
                               lambda k: [part[k - 2] for part in levels])
     first = first_ids(bounds, offsets)
 
-    def apply(k, name, fn, *args):
-        for j in range(P):
-            piece = blocks.trie_array(levels[j], answered[j][2], k, name, first[j],
-                                      int(bounds[j + 1] - bounds[j]), V)
-            yield fn(piece, int(first[j, k - 1]), *args)
+    def apply(k, name, chunks, fn, *args):
+        for j, lo, hi in chunks:
+            piece = blocks.trie_array(levels[j], answered[j][2], k, name, first[j], V, lo, hi)
+            yield fn(piece, int(first[j, k - 1]) + lo, *args)
 
     uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, gammas)
-    counts = [V] + [int(c) for c in sizes.sum(axis=0)[1:]]
     extends1 = extends_of_unigrams(V, words, [home[2][0] for home in answered] if N > 1
                                    else [])
-    return StreamedKneserNey(PartitionedSource(vocab, N, counts, uni_logp, uni_bow, extends1,
-                                               apply), discounts)
+    return StreamedKneserNey(PartitionedSource(vocab, N, file_sizes(bounds, sizes), uni_logp,
+                                               uni_bow, extends1, apply), discounts)

@@ -51,7 +51,10 @@ def pack_stream(chunks, bits: int):
     with the spare word. A writer streams a section of any length this way."""
     carry = np.zeros(0, np.uint64)
     for chunk in chunks:
-        values = np.asarray(chunk).astype(np.uint64, copy=False)
+        values = np.asarray(chunk)
+        # ids come as int64: the same bits (pack refuses a negative one as too wide)
+        values = values.view(np.uint64) if values.dtype == np.int64 else \
+            values.astype(np.uint64, copy=False)
         if len(carry):
             values = np.concatenate([carry, values])
         whole = len(values) // 64 * 64

@@ -74,9 +74,10 @@ def _chunks(values: np.ndarray):
         yield lo, _blocks(values, lo, min(n_blocks, lo + CHUNK))
 
 
-def _slices(values, size: int = CHUNK * B):
-    """``values`` in slices of ``size``: an array on disk (a writer's spilled pointers)
-    is read a slice at a time, never whole."""
+def _slices(values, size: int | None = None):
+    """``values`` in slices of ``size`` (default: CHUNK blocks): an array on disk (a
+    writer's spilled pointers) is read a slice at a time, never whole."""
+    size = size or CHUNK * B
     for lo in range(0, len(values), size):
         yield np.asarray(values[lo:lo + size], np.int64)
 
