@@ -15,7 +15,9 @@ Brown). Commands run one at a time, each a whole process:
   (which reads each worker's peak memory), the model written from the partitions;
 - ``lmplz -o 5 -S 40% -T WORK/tmp-lmplz`` (its docs' settings), its ARPA file to disk.
 
-Temporary disk is the peak size of each command's temporary folder, polled every second.
+Temporary disk is the peak growth of the filesystem's used bytes while a command runs,
+less its outputs by then, polled every second (lmplz unlinks its temporary files as soon
+as it opens them, so its folder looks empty).
 The models are compared: nnlm's two files byte for byte (the header's binding aside); and
 lmplz's ARPA against nnlm's model entry by entry on a sample (every --every-th line of
 each order): the n-gram counts of every order, and each sampled n-gram's log10
@@ -48,17 +50,30 @@ def folder_bytes(path: Path) -> int:
     return total
 
 
+def disk_used(path: Path) -> int:
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
 def timed(command: list[str], temp: Path | None, stdin: Path | None = None,
-          stdout: Path | None = None) -> dict:
-    """:func:`scale.run` with the peak size of ``temp`` polled beside it."""
+          stdout: Path | None = None, outputs: tuple[Path, ...] = ()) -> dict:
+    """:func:`scale.run` with its temporary disk polled beside it: the peak of the
+    filesystem's used bytes above where they stood, less what ``outputs`` hold by then
+    (lmplz unlinks its temporary files as it opens them, so the folder ``temp`` looks
+    empty; the filesystem's count sees them). Nothing else should write to that
+    filesystem meanwhile."""
     from scale import run
 
     peak = [0]
     done = threading.Event()
+    base = disk_used(temp.parent) if temp is not None else 0
 
     def poll():
         while not done.wait(1.0):
-            peak[0] = max(peak[0], folder_bytes(temp))
+            grown = disk_used(temp.parent) - base
+            held = sum(folder_bytes(p) if p.is_dir() else p.stat().st_size
+                       for p in outputs if p.exists())
+            peak[0] = max(peak[0], grown - held)
 
     if temp is not None:
         temp.mkdir(parents=True, exist_ok=True)
@@ -114,6 +129,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=20)
     parser.add_argument("--memory", default="8G", help="nnlm's --memory (default: 8G)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="the cluster's --partitions (default: one a worker)")
     parser.add_argument("--lmplz", type=Path)
     parser.add_argument("--every", type=int, default=997)
     parser.add_argument("--steps", nargs="+", default=["one", "cluster", "lmplz"],
@@ -150,7 +167,7 @@ def main() -> None:
         result["one_process"] = timed(
             [*nnlm, "ngram", "train", str(corpus), "--order", "5", "-o", str(one),
              "--memory", args.memory, "--temp", str(args.work / "tmp-one")],
-            args.work / "tmp-one")
+            args.work / "tmp-one", outputs=(one,))
         result["one_process"]["memory_option"] = args.memory
         print("one process", result["one_process"], flush=True)
         save()
@@ -165,10 +182,12 @@ def main() -> None:
         shutil.rmtree(dist, ignore_errors=True)
         stats_path = args.work / "cluster.json"
         outer = timed([sys.executable, "-c", CHILD, str(HERE / "distributed.py"),
-                       str(args.workers), str(stats_path), str(dist), "", "stream", *shards],
+                       str(args.workers), str(stats_path), str(dist), "",
+                       f"stream:{args.partitions}", *shards],
                       None)
         stats = json.loads(stats_path.read_text())
-        result["cluster"] = {"workers": args.workers, "shards": args.shards, **outer, **stats}
+        result["cluster"] = {"workers": args.workers, "shards": args.shards,
+                             "partitions": args.partitions or args.workers, **outer, **stats}
         if one.exists():
             result["cluster"]["file_equal_to_one_process"] = same_file(dist, one)
         print("cluster", {k: result["cluster"][k] for k in (
@@ -178,7 +197,7 @@ def main() -> None:
         lmplz = args.lmplz or Path(shutil.which("lmplz") or "lmplz")
         result["lmplz"] = timed([str(lmplz), "-o", "5", "-S", "40%", "-T",
                                  str(args.work / "tmp-lmplz")], args.work / "tmp-lmplz",
-                                stdin=corpus, stdout=arpa)
+                                stdin=corpus, stdout=arpa, outputs=(arpa,))
         result["lmplz"]["arpa_gb"] = round(arpa.stat().st_size / 1e9, 2)
         print("lmplz", result["lmplz"], flush=True)
         save()

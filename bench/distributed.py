@@ -46,15 +46,17 @@ CHILD = ("import importlib.util, sys; "
          "spec = importlib.util.spec_from_file_location('bench_distributed', sys.argv[1]); "
          "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
          "arpa = sys.argv[5] or None; "
+         "client, _, partitions = sys.argv[6].partition(':'); "
          "m.worker_run(int(sys.argv[2]), m.Path(sys.argv[3]), m.Path(sys.argv[4]), "
-         "sys.argv[7:], arpa and m.Path(arpa), sys.argv[6] == 'gather')")
+         "sys.argv[7:], arpa and m.Path(arpa), client == 'gather', int(partitions or 0))")
 
 
 def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str],
-               arpa: Path | None = None, gather: bool = False) -> None:
+               arpa: Path | None = None, gather: bool = False, partitions: int = 0) -> None:
     """The child: estimate on local:W and write what it measured to ``out``. The model
     file is written from the workers' partitions (``gather``: the model gathered into
-    this process first, as before the file was streamed, for the comparison)."""
+    this process first, as before the file was streamed, for the comparison).
+    ``partitions``: how many (0: the default, one a worker)."""
     from nnlm.models import save_model
     from nnlm.ngram.distributed.cluster import connect
     from nnlm.ngram.distributed.estimate import estimate_kn, shard_vocabulary
@@ -64,7 +66,8 @@ def worker_run(workers: int, out: Path, model_dir: Path, shards: list[str],
     with connect(f"local:{workers}") as client:
         vocab = shard_vocabulary(client, shards)
         stats["vocabulary_seconds"] = round(time.perf_counter() - t, 3)
-        model = estimate_kn(client, shards, 5, vocab, stats=stats, arpa=arpa,
+        model = estimate_kn(client, shards, 5, vocab, partitions=partitions or None,
+                            stats=stats, arpa=arpa,
                             save=None if gather else (lambda m: save_model(m, model_dir)))
         usage = client.run(resource.getrusage, resource.RUSAGE_SELF)  # picklable by name
         peaks = {w: u[2] for w, u in usage.items()}  # ru_maxrss, KB

@@ -250,14 +250,30 @@ def _summed(asked: list, at: np.ndarray, n: int, column: int) -> np.ndarray:
     return np.bincount(at, weights=values, minlength=n)
 
 
+@dataclass
+class FilePiece:
+    """A partition's piece of one level as the model's file stores it: keys, float32
+    log-probabilities and back-offs whose zero is signed by whether the n-gram extends
+    (16 bytes an n-gram, against an :class:`NgramLevel`'s 40)."""
+
+    keys: np.ndarray
+    logp: np.ndarray
+    log_bow: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 def interpolate(part: Partition, groups: list, gammas: list, answers: list[list],
-                discounts: np.ndarray, unigram_p: np.ndarray, offsets: np.ndarray, V: int
-                ) -> list[NgramLevel]:
+                discounts: np.ndarray, unigram_p: np.ndarray, offsets: np.ndarray, V: int,
+                has_child: list | None = None) -> list:
     """Pass 5: p(h w) = (a - D) / S(h) + gamma(h) p(w | h') for every n-gram of order
     >= 2 here, and this partition's piece of each stored level (orders 2..N).
     ``groups`` and ``gammas``: this partition's from passes 3 and 4; ``answers[i]``:
     partition i's answers to it; ``unigram_p``: p of its unigrams; ``offsets[k - 1]``:
-    its first id in order k's level."""
+    its first id in order k's level. With ``has_child`` (pass 4's extension flags), the
+    pieces are :class:`FilePiece` (all a model written from the pieces needs), else
+    :class:`NgramLevel`."""
     N = len(part.tables)
     levels = []
     low = unigram_p
@@ -279,7 +295,13 @@ def interpolate(part: Partition, groups: list, gammas: list, answers: list[list]
             prefix = id_g[inverse]
         gamma = gammas[k - 1] if k < N else np.broadcast_to(1.0, len(p))
         with np.errstate(divide="ignore"):
-            levels.append(NgramLevel(keys, np.log(p), np.log(gamma), prefix, w[:, -1], 0))
+            if has_child is None:
+                levels.append(NgramLevel(keys, np.log(p), np.log(gamma), prefix, w[:, -1], 0))
+            else:
+                bow = np.zeros(0, np.float32)  # the top order stores no back-offs
+                if k < N:
+                    bow = signed_backoffs(np.log(gamma), has_child[k - 1] | (gamma != 1))
+                levels.append(FilePiece(keys, np.log(p).astype(np.float32), bow))
         low = p
     return levels
 
@@ -302,7 +324,9 @@ def trie_array(levels: list[NgramLevel], has_child: list[np.ndarray], k: int, na
     if name == "keys":
         return level.keys[lo:hi]
     if name == "logp":
-        return level.logp[lo:hi].astype(np.float32)
+        return level.logp[lo:hi].astype(np.float32, copy=False)
+    if isinstance(level, FilePiece):
+        return level.log_bow[lo:hi]
     bow = level.log_bow[lo:hi]
     return signed_backoffs(bow, has_child[k - 1][lo:hi] | (bow != 0))
 

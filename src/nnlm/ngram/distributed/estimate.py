@@ -137,19 +137,25 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
     passed("adjust")
 
     log("interpolating")
+    has_child = [client.submit(kernels.piece, a, 2, pure=False) for a in answered]
+    # a model written from the pieces without an ARPA file needs only the file's form
+    # of each piece (16 bytes an n-gram instead of 40): the workers hold less
+    compact = save is not None and arpa is None
     levels = [client.submit(
         kernels.interpolate, parts[j], client.submit(kernels.piece, asked[j], 0, pure=False),
         client.submit(kernels.piece, answered[j], 0, pure=False), discounts,
         unigram_p[offsets[j, 0]:offsets[j, 0] + sizes[j, 0]], offsets[j], V,
+        has_child[j] if compact else None,
         *[client.submit(kernels.piece, answered[i], 1, j, pure=False) for i in range(P)],
         pure=False) for j in range(P)]
     unigram_gammas = client.gather([client.submit(kernels.piece, a, 0, 0, pure=False)
                                     for a in answered]) if N > 1 else [None] * P
-    has_child = [client.submit(kernels.piece, a, 2, pure=False) for a in answered]
     del asked, answered
     wait(levels)
     passed("interpolate")
     if save is not None:
+        if arpa is None:
+            del parts  # the levels are made: the partitions' counts can go
         model = streamed_model(client, vocab, N, discounts, bounds, sizes, words,
                                unigram_p, gamma0, unigram_gammas, levels, has_child)
         log("writing the model from the workers' partitions")

@@ -104,10 +104,12 @@ def answer_contexts(part: blocks.Partition, discounts: np.ndarray, offsets: np.n
 
 
 def interpolate(part: blocks.Partition, groups, gammas, discounts: np.ndarray,
-                unigram_p: np.ndarray, offsets: np.ndarray, V: int, *answers) -> list:
-    """Pass 5: this partition's pieces of the model's levels."""
+                unigram_p: np.ndarray, offsets: np.ndarray, V: int, has_child, *answers
+                ) -> list:
+    """Pass 5: this partition's pieces of the model's levels (``has_child``: pass 4's
+    extension flags for pieces in the file's form, or None)."""
     return blocks.interpolate(part, groups, gammas, list(answers), discounts, unigram_p,
-                              offsets, V)
+                              offsets, V, has_child)
 
 
 def trie_piece(levels: list, has_child: list, k: int, name: str, first: np.ndarray, V: int,

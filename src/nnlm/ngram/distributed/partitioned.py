@@ -105,8 +105,8 @@ class SpilledPointers:
 
 
 # entries of an array the writer takes at a time: the client holds a few such chunks
-# (8 MB of int64 each), however large a partition grows
-CHUNK = 1 << 20
+# (16 MB of int64 each), however large a partition grows
+CHUNK = 1 << 21
 
 
 def spans(sizes, chunk: int | None = None) -> list[tuple[int, int, int]]:
@@ -221,7 +221,8 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
     levels = [blocks.interpolate(parts[j], asked[j][0], answered[j][0],
                                  [answered[i][1][j] for i in range(P)], discounts,
                                  unigram_p[offsets[j, 0]:offsets[j, 0] + sizes[j, 0]],
-                                 offsets[j], V) for j in range(P)]
+                                 offsets[j], V, answered[j][2] if streamed else None)
+              for j in range(P)]
     gammas = [home[0][0] if N > 1 else None for home in answered]
     if not streamed:
         return assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0, gammas,
