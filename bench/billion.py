@@ -134,7 +134,8 @@ def main() -> None:
     parser.add_argument("--lmplz", type=Path)
     parser.add_argument("--every", type=int, default=997)
     parser.add_argument("--steps", nargs="+", default=["one", "cluster", "lmplz"],
-                        choices=["one", "cluster", "lmplz", "compare"])
+                        choices=["one", "cluster", "lmplz", "compare", "summary"],
+                        help="what to run (summary: nothing, the JSON's summary again)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-billion"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/billion.json"))
     parser.add_argument("--compare-child", nargs=3, metavar=("MODEL", "ARPA", "EVERY"),
@@ -210,6 +211,14 @@ def main() -> None:
                                         **json.loads(done.stdout.splitlines()[-1])}
         print("compared", result["lmplz_against_nnlm"], flush=True)
         save()
+    if "cluster" in result:  # bench/distributed.py's shape, for its --combine
+        size = {"tokens": args.tokens, "shards": args.shards,
+                "distributed": [{**result["cluster"], "client": "stream"}]}
+        size["ngrams"] = sum(result.get("lmplz_against_nnlm", {}).get("nnlm_counts", {})
+                             .values()) or None
+        size.update({k: result[k] for k in ("one_process", "lmplz") if k in result})
+        result["sizes"] = [size]
+        result["machine"] = {"cores": os.cpu_count()}
     for name in ("one_process", "cluster"):
         if name in result and "lmplz" in result:
             result[name]["wall_vs_lmplz"] = round(result[name]["seconds"]

@@ -1,6 +1,6 @@
 """Distributed KN5 estimation (``nnlm ngram train SHARDS --cluster local:W``) against one
 process and KenLM's lmplz, on synthetic corpora, as JSON; then a model of where the time
-goes at 1B and 100B tokens.
+goes at 1B, 100B and 1T tokens.
 
     python bench/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
         [--shards 4] [--lmplz PATH] [--arpa] [--work DIR] \\
@@ -18,10 +18,12 @@ NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
   each pass's tasks hand to others, and every worker's peak resident memory; its model
   is compared with the one-process model, n-gram by n-gram (equal to the bit).
 
-The projection to 1B and 100B tokens on 8, 64 and 512 workers takes from these runs: the
-n-grams per token (a power law through the measured sizes), the bytes moved between tasks
-per n-gram, and a worker's rate (those bytes it processes a second); and assumes a
-network of --bandwidth GB/s per worker. A pass is shuffle-bound where moving its bytes
+The projection to 1B, 100B and 1T tokens on 8, 64 and 512 workers takes from these runs
+(and bench/billion.py's, given to --combine): the n-grams per token (a power law through
+the smallest and largest measured sizes), the bytes moved between tasks per n-gram and a
+worker's peak memory per n-gram it holds and a worker's rate (those bytes it processes a
+second), both from the largest run; and assumes a network of
+--bandwidth GB/s per worker. A pass is shuffle-bound where moving its bytes
 over the network takes longer than processing them. Never run by the tests.
 """
 
@@ -162,16 +164,17 @@ def project(sizes: list[dict], bandwidth_gbs: float) -> dict:
     for s in largest[2]["shuffles"]:
         per_pass[s["pass"]] = per_pass.get(s["pass"], 0) + s["bytes"]
     per_ngram = {k: v / largest[1] for k, v in per_pass.items()}
-    # a worker's processing rate: shuffled bytes per worker-second, from the runs' passes
-    rates = [sum(x["bytes"] for x in r["shuffles"]) / (r["estimate_seconds"] * r["workers"])
-             for _, _, r in runs]
-    rate = sorted(rates)[len(rates) // 2]
-    peak = max(max(r["worker_peak_rss_gb"]) for _, _, r in runs if r["workers"] == 1)
+    # a worker's processing rate: shuffled bytes per worker-second, from the largest run
+    # (the small runs' rates are higher: their pieces fit the caches better)
+    r = largest[2]
+    rate = sum(x["bytes"] for x in r["shuffles"]) / (r["estimate_seconds"] * r["workers"])
+    # a worker's peak per n-gram it holds, from the largest run (W workers share them)
+    peak = max(largest[2]["worker_peak_rss_gb"]) * largest[2]["workers"]
     out = {"ngram_exponent": round(exponent, 3), "bytes_per_ngram": {k: round(v, 1) for k, v
                                                                      in per_ngram.items()},
            "worker_rate_mb_s": round(rate / 1e6, 2), "bandwidth_gb_s": bandwidth_gbs,
            "rows": []}
-    for tokens in (1_000_000_000, 100_000_000_000):
+    for tokens in (1_000_000_000, 100_000_000_000, 1_000_000_000_000):
         ngrams = n_ref * (tokens / t_ref) ** exponent
         for w in (8, 64, 512):
             row = {"tokens": tokens, "workers": w, "ngrams": round(ngrams), "passes": {}}
@@ -280,9 +283,6 @@ def main() -> None:
         result["sizes"].append(size)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
-    if 1 not in args.workers:
-        print("no projection: it takes a worker's rate from the local:1 runs")
-        return
     result["projection"] = project(result["sizes"], args.bandwidth)
     result["bench_peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                                         3)

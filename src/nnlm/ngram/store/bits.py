@@ -44,6 +44,13 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
+class Streamed:
+    """A section written as its pieces come (``chunks``: arrays of ``dtype``)."""
+
+    def __init__(self, dtype, chunks):
+        self.dtype, self.chunks = np.dtype(dtype), chunks
+
+
 def pack_stream(chunks, bits: int):
     """Yield, piece by piece, what :func:`pack` makes of the ``chunks`` (arrays of values)
     laid end to end: whole groups of 64 values fill exactly ``bits`` words, so each

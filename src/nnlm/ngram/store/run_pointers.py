@@ -120,6 +120,19 @@ def encode(values: np.ndarray, layout: str | None = None) -> dict:
     pointers spilled to disk) in ``layout`` (default: :func:`choose_layout`'s):
     ``{"kind": "packed", "bits", "packed"}`` or ``{"kind": "linear", "lines",
     "exceptions", "n_exceptions"}``."""
+    coded = encode_lazily(values, layout)
+    if coded["kind"] == "packed":
+        coded["packed"] = np.concatenate(list(coded["packed"]))
+    else:
+        coded["lines"] = np.concatenate(list(coded["lines"]))
+        _finish(coded)
+    return coded
+
+
+def encode_lazily(values, layout: str | None = None) -> dict:
+    """:func:`encode`'s coding with its big array an iterator of chunks (the packed
+    fields, or the lines: a writer streams them to the file); a linear coding's
+    exceptions are known once its lines have all been made (:func:`streamed_sections`)."""
     if isinstance(values, (list, tuple)) or not hasattr(values, "__getitem__"):
         values = np.asarray(values, np.int64)
     if len(values) == 0 or int(values[0]) < 0 or not _non_decreasing(values):
@@ -127,15 +140,21 @@ def encode(values: np.ndarray, layout: str | None = None) -> dict:
     width = bitpack.width(int(values[-1]))
     if (layout or choose_layout(values)) == "packed":
         return {"kind": "packed", "bits": width,
-                "packed": np.concatenate(list(bitpack.pack_stream(_slices(values), width)))}
+                "packed": bitpack.pack_stream(_slices(values), width)}
     if int(values[-1]) >> BASE_BITS:
         raise ValueError(f"the linear layout holds pointers below 2^{BASE_BITS}")
-    n_blocks = -(-len(values) // B)
-    flat = np.zeros(n_blocks * LINE_WORDS + 1, np.uint64)  # a spare word: a field's read
-    exceptions = []                                        # of the word after it stays in
-    for lo, blocks in _chunks(values):
+    coded = {"kind": "linear", "bits": width, "blocks": []}
+    coded["lines"] = _lines(values, coded["blocks"])
+    return coded
+
+
+def _lines(values, exceptions: list):
+    """The linear layout's lines, CHUNK blocks at a time, then the spare word (a field's
+    read of the word after it stays in the array); the blocks that do not fit a line go
+    to ``exceptions``, numbered in order."""
+    for _, blocks in _chunks(values):
         base, slope, cbits, corrections, fits = _fit(blocks)
-        lines = flat[lo * LINE_WORDS:(lo + len(blocks)) * LINE_WORDS].reshape(-1, LINE_WORDS)
+        lines = np.zeros((len(blocks), LINE_WORDS), np.uint64)
         ok, exc = np.flatnonzero(fits), np.flatnonzero(~fits)
         lines[ok, 0] = (base[ok].astype(np.uint64)
                         | slope[ok].astype(np.uint64) << np.uint64(40)
@@ -151,9 +170,16 @@ def encode(values: np.ndarray, layout: str | None = None) -> dict:
                 lines[rows, word] |= v << np.uint64(off)
                 if off + c > 64:
                     lines[rows, word + 1] |= v >> np.uint64(64 - off)
-    return {"kind": "linear", "lines": flat, "n_exceptions": len(exceptions),
-            "exceptions": bitpack.pack(np.concatenate(exceptions), width) if exceptions
-            else np.zeros(1, np.uint64)}
+        yield lines.reshape(-1)
+    yield np.zeros(1, np.uint64)
+
+
+def _finish(coded: dict) -> None:
+    """A linear coding's exceptions, packed, once its lines are made."""
+    blocks = coded.pop("blocks")
+    coded["n_exceptions"] = len(blocks)
+    coded["exceptions"] = bitpack.pack(np.concatenate(blocks), coded["bits"]) if blocks \
+        else np.zeros(1, np.uint64)
 
 
 def header_entry(coded: dict) -> list:
@@ -168,6 +194,18 @@ def named_sections(coded: dict, k: int) -> list[tuple[str, np.ndarray]]:
     if coded["kind"] == "packed":
         return [(f"child_{k}", coded["packed"])]
     return [(f"child_lines_{k}", coded["lines"]), (f"child_exceptions_{k}", coded["exceptions"])]
+
+
+def streamed_sections(coded: dict, k: int):
+    """(section name, :class:`~.bits.Streamed` or array) of what :func:`encode_lazily`
+    made, in the file's order: the lines are made as the writer takes them, and the
+    exceptions after them (then :func:`header_entry` may be asked)."""
+    if coded["kind"] == "packed":
+        yield f"child_{k}", bitpack.Streamed(np.uint64, coded["packed"])
+        return
+    yield f"child_lines_{k}", bitpack.Streamed(np.uint64, coded["lines"])
+    _finish(coded)  # the writer has taken every line by now
+    yield f"child_exceptions_{k}", coded["exceptions"]
 
 
 class Packed:

@@ -12,6 +12,7 @@ import numpy as np
 from ...base.errors import NnlmError
 from . import bits as bitpack
 from . import run_pointers
+from .bits import Streamed
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
 from .values import code_values, lossless_centers, lossless_codes, signed_backoffs
 from .vocab_table import vocab_sections
@@ -55,7 +56,7 @@ class WholeModel:
         level = self.model.levels[k - 2]
         if name == "log_bow":
             return signed_backoffs(level.log_bow, self.model.extends(k))
-        return getattr(level, name)
+        return np.asarray(getattr(level, name))  # a mapped model's values may be coded
 
     def each(self, k: int, name: str, fn, *args):
         """fn(piece, first index, *args) for each piece of order k's ``name`` in order:
@@ -65,13 +66,6 @@ class WholeModel:
         else:
             piece = self.whole(k, name).astype(np.float32, copy=False)
         yield fn(piece, 0, *args)
-
-
-class Streamed:
-    """A section written as its pieces come (``chunks``: arrays of ``dtype``)."""
-
-    def __init__(self, dtype, chunks):
-        self.dtype, self.chunks = np.dtype(dtype), chunks
 
 
 # orders that may have a table beside their runs (see trie.py's docstring): float32
@@ -110,10 +104,10 @@ def _sections(source, quantize, meta: dict, spill):
     for k in range(1, n + 1):
         if k < n:
             pointers = source.child_pointers(k, spill)
-            coded = run_pointers.encode(pointers)
-            getattr(pointers, "close", lambda: None)()
+            coded = run_pointers.encode_lazily(pointers)
+            yield from run_pointers.streamed_sections(coded, k)
             meta["pointers"].append(run_pointers.header_entry(coded))
-            yield from run_pointers.named_sections(coded, k)
+            getattr(pointers, "close", lambda: None)()
             del coded, pointers
         if k == 1:
             continue
