@@ -30,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from ...base.jit_cache import first_call
 from ...text.stream import Stream
 from ..estimate.counts import OrderTable, count_ngrams
 from ..estimate.kneser_ney import (
@@ -125,15 +127,24 @@ def level_words(tables: list[OrderTable], V: int) -> list[np.ndarray]:
     return out
 
 
-def row_hash(rows: np.ndarray) -> np.ndarray:
-    """A 63-bit hash of each row of word ids (non-negative int64)."""
-    h = np.full(len(rows), 0x243F6A8885A308D3, np.uint64)
-    with np.errstate(over="ignore"):
+@njit(cache=True)
+def _row_hash(rows, out):
+    for i in range(rows.shape[0]):
+        h = np.uint64(0x243F6A8885A308D3)
         for j in range(rows.shape[1]):
-            h ^= rows[:, j].astype(np.uint64)
+            h ^= np.uint64(rows[i, j])
             h *= np.uint64(0x9E3779B97F4A7C15)
             h ^= h >> np.uint64(29)
-    return (h >> np.uint64(1)).astype(np.int64)
+        out[i] = np.int64(h >> np.uint64(1))
+
+
+def row_hash(rows: np.ndarray) -> np.ndarray:
+    """A 63-bit hash of each row of word ids (non-negative int64), compiled: one pass
+    over the rows instead of four numpy passes a column."""
+    out = np.empty(len(rows), np.int64)
+    if len(rows):
+        first_call(_row_hash, rows, out)
+    return out
 
 
 def group_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,22 +164,39 @@ def group_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
+class RowIndex:
+    """Distinct rows of word ids (``table``, n x m), found by value: their hashes sorted
+    once by the radix sort (order 1's rows are sorted word ids, searched as they are), so
+    that every partition's queries to a home are answered from one index."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.hashes = self.by_hash = None
+        if table.shape[1] > 1 and len(table):
+            self.hashes, rank, _ = radix_unique(row_hash(table))
+            self.by_hash = np.empty(len(table), np.int64)
+            self.by_hash[rank] = np.arange(len(table))  # (a repeated hash: checked below)
+
+    def find(self, queries: np.ndarray) -> np.ndarray:
+        """The index of each row of ``queries``, every one of which is in the table."""
+        table = self.table
+        if self.hashes is None:
+            at = np.searchsorted(table[:, 0], queries[:, 0])  # order 1: sorted word ids
+        else:
+            at = self.by_hash[np.minimum(np.searchsorted(self.hashes, row_hash(queries)),
+                                         len(self.hashes) - 1)]
+        at = np.minimum(np.asarray(at, np.int64), max(len(table) - 1, 0))
+        if len(queries) and not all(np.array_equal(table[at, j], queries[:, j])
+                                    for j in range(queries.shape[1])):
+            index = {tuple(row): i for i, row in enumerate(table.tolist())}  # a collision
+            at = np.array([index[tuple(row)] for row in queries.tolist()], np.int64)
+        return at
+
+
 def find_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """The index in ``table`` (distinct rows) of each row of ``queries``, every one of
     which is in it."""
-    if table.shape[1] == 1 or len(table) == 0:
-        at = np.searchsorted(table[:, 0], queries[:, 0])  # order 1: sorted word ids
-    else:  # the table's hashes sorted by the radix sort; each query found among them
-        hashes, rank, _ = radix_unique(row_hash(table))
-        by_hash = np.empty(len(table), np.int64)
-        by_hash[rank] = np.arange(len(table))  # (a repeated hash: checked below)
-        at = by_hash[np.minimum(np.searchsorted(hashes, row_hash(queries)), len(hashes) - 1)]
-    at = np.minimum(np.asarray(at, np.int64), max(len(table) - 1, 0))
-    if len(queries) and not all(np.array_equal(table[at, j], queries[:, j])
-                                for j in range(queries.shape[1])):
-        index = {tuple(row): i for i, row in enumerate(table.tolist())}  # a collision
-        at = np.array([index[tuple(row)] for row in queries.tolist()], np.int64)
-    return at
+    return RowIndex(table).find(queries)
 
 
 @dataclass
@@ -211,7 +239,8 @@ def context_requests(part: Partition, bounds: np.ndarray) -> tuple[list, list[li
         n1, n2, n3 = context_classes(inverse, a, G)
         h = rows[first]
         home = np.searchsorted(bounds, h[:, -1], side="right") - 1
-        order = np.argsort(home, kind="stable")
+        # numpy sorts 16-bit integers stably by radix: P buckets in two passes
+        order = np.argsort(home.astype(np.int16) if P < 1 << 15 else home, kind="stable")
         cuts = np.searchsorted(home[order], np.arange(P + 1))
         groups.append((inverse, order, cuts))
         for i in range(P):
@@ -233,7 +262,8 @@ def answer_contexts(part: Partition, requests: list[list], discounts: np.ndarray
     for k in range(2, len(part.tables) + 1):
         home = part.words[k - 2]
         asked = [r[k - 2] for r in requests]
-        where = [find_rows(home, h) for h, *_ in asked]
+        index = RowIndex(home)  # once for every asker
+        where = [index.find(h) for h, *_ in asked]
         at = np.concatenate(where) if where else np.zeros(0, np.int64)
         S, n1, n2, n3 = (_summed(asked, at, len(home), column) for column in (1, 2, 3, 4))
         gamma = backoff_of(S, discounted_mass(n1, n2, n3, discounts[k - 1]))
