@@ -108,14 +108,35 @@ def count(paths: list) -> dict[str, int] | None:
     """Token counts of the files ``paths``, or None where the compiled module is missing
     or the text holds ``<s>`` or ``</s>`` (the Python path then names the line as
     :func:`~nnlm.text.corpus.count_words` always has)."""
+    read = count_arrays(paths)
+    return None if read is None else dict(zip(read[0], read[1].tolist()))
+
+
+def count_arrays(paths: list) -> tuple[list[str], np.ndarray] | None:
+    """(the words in order of first occurrence, their token counts) of the files
+    ``paths``, counted a block at a time: memory holds the table and one block's ids,
+    never the text's (a 1B-token text's ids are 4 GB). None as :func:`count`."""
+    table = table_of()
+    if table is None:
+        return None
+    totals = np.zeros(0, np.int64)
     try:
-        read = encode(paths)
-    except SpecialToken:
+        for path in paths:
+            tokens = lines = 0
+            for ids, lengths, _ in iter_encoded(path, table):
+                tokens += len(ids)
+                lines += len(lengths)
+                counted = np.bincount(ids)
+                if len(counted) > len(totals):
+                    totals = np.concatenate([totals, np.zeros(len(counted) - len(totals),
+                                                              np.int64)])
+                totals[:len(counted)] += counted
+            if tokens == 0:
+                raise NnlmError(f"{path}: no tokens: all {lines} lines are blank")
+    except (Refused, SpecialToken):
         return None
-    if read is None:
-        return None
-    ids, _, words = read
-    return dict(zip(words, np.bincount(ids, minlength=len(words)).tolist()))
+    words = _words.words(table)
+    return words, np.concatenate([totals, np.zeros(len(words) - len(totals), np.int64)])
 
 
 def _check_special(table, ids: np.ndarray, block: bytes, path, name, first: int) -> None:
