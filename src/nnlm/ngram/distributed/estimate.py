@@ -161,17 +161,13 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
         log("writing the model from the workers' partitions")
         save(model)
         passed("write")
-        if arpa is not None:
-            log(f"writing {arpa} from the workers' partitions")
-            stream_arpa(client, Path(arpa), model, vocabulary, parts, levels)
-            passed("arpa")
-        return model
-    log("gathering the model")
-    model = assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0,
-                           unigram_gammas, lambda k: client.gather(
-                               [client.submit(kernels.piece, level, k - 2, pure=False)
-                                for level in levels]))
-    passed("gather")
+    else:
+        log("gathering the model")
+        model = assemble_model(vocab, N, fallback, discounts, words, unigram_p, gamma0,
+                               unigram_gammas, lambda k: client.gather(
+                                   [client.submit(kernels.piece, level, k - 2, pure=False)
+                                    for level in levels]))
+        passed("gather")
     if arpa is not None:
         log(f"writing {arpa} from the workers' partitions")
         stream_arpa(client, Path(arpa), model, vocabulary, parts, levels)
