@@ -185,7 +185,10 @@ def main() -> None:
         outer = timed([sys.executable, "-c", CHILD, str(HERE / "distributed.py"),
                        str(args.workers), str(stats_path), str(dist), "",
                        f"stream:{args.partitions}", *shards],
-                      None)
+                      args.work / "tmp-cluster", outputs=(dist,))
+        outer["temp_disk_note"] = ("the filesystem's growth: Dask's spill, in its default "
+                                   "local directory on the same filesystem, and the "
+                                   "writer's spilled pointers")
         stats = json.loads(stats_path.read_text())
         result["cluster"] = {"workers": args.workers, "shards": args.shards,
                              "partitions": args.partitions or args.workers, **outer, **stats}
