@@ -18,11 +18,14 @@ estimator's compiled kernels over sorted blocks (:mod:`.kernels`):
 5. **Interpolation**: each partition's piece of every level, p(h w) = (a - D) / S(h) +
    gamma(h) p(w | h').
 
-With ``arpa``, the ARPA file is written from the partitions' pieces, formatted where they
-lie and pulled one at a time, in the model's order: the one-process file, byte for byte.
-The client then gathers the pieces an order at a time and lays them end to end
-(:func:`.partitioned.assemble_model`) into the arrays
-:class:`~nnlm.ngram.estimate.kneser_ney.KneserNey` builds.
+The model's file is written from the partitions' pieces (``save``): each section of the
+mapped trie made where the pieces lie, 2^21 entries a task, and pulled in the model's
+order (:class:`.partitioned.PartitionedSource`), so the client never holds the model and
+the file is the one process's, byte for byte. Without ``save`` the client gathers the
+pieces an order at a time and lays them end to end (:func:`.partitioned.assemble_model`)
+into the arrays :class:`~nnlm.ngram.estimate.kneser_ney.KneserNey` builds. With
+``arpa``, the ARPA file is written from the pieces too, formatted where they lie: the
+one-process file, byte for byte.
 """
 
 from __future__ import annotations

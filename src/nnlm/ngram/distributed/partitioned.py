@@ -1,7 +1,9 @@
-"""The passes of :mod:`.blocks` in order, and the model assembled from the partitions'
-pieces. :func:`estimate_partitioned` runs every task in this process (the reference the
-cluster path is tested against); the cluster's client runs the same passes as tasks
-(:mod:`.estimate`) and assembles the same way (:func:`assemble_model`)."""
+"""The passes of :mod:`.blocks` in order, and the model from the partitions' pieces:
+written to its file a chunk at a time (:class:`PartitionedSource`, the trie writer's
+source; :class:`StreamedKneserNey`, what ``save_model`` takes), or assembled in memory
+(:func:`assemble_model`). :func:`estimate_partitioned` runs every task in this process
+(the reference the cluster path is tested against); the cluster's client runs the same
+passes as tasks (:mod:`.estimate`) and writes or assembles the same way."""
 
 from __future__ import annotations
 
