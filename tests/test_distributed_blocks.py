@@ -91,8 +91,8 @@ def test_grouping_and_finding_rows_survive_hash_collisions(monkeypatch):
     assert np.array_equal(rows[first][inverse], rows)
     assert len(first) == len(np.unique(rows, axis=0))
     table = np.unique(rows, axis=0)
-    assert np.array_equal(table[blocks.find_rows(table, rows)], rows)
+    assert np.array_equal(table[blocks.RowIndex(table).find(rows)], rows)
     monkeypatch.setattr(blocks, "row_hash", lambda r: np.zeros(len(r), np.int64))  # all collide
     inverse, first = blocks.group_rows(rows)
     assert np.array_equal(rows[first][inverse], rows) and len(first) == len(table)
-    assert np.array_equal(table[blocks.find_rows(table, rows)], rows)
+    assert np.array_equal(table[blocks.RowIndex(table).find(rows)], rows)

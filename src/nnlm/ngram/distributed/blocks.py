@@ -193,12 +193,6 @@ class RowIndex:
         return at
 
 
-def find_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """The index in ``table`` (distinct rows) of each row of ``queries``, every one of
-    which is in it."""
-    return RowIndex(table).find(queries)
-
-
 @dataclass
 class Partition:
     """One partition's state between the passes (kept where its task ran)."""

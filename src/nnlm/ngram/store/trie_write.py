@@ -14,7 +14,7 @@ from . import bits as bitpack
 from . import run_pointers
 from .bits import Streamed
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
-from .values import code_values, lossless_centers, lossless_codes, signed_backoffs
+from .values import lossless_centers, lossless_codes, quantized_values, signed_backoffs
 from .vocab_table import vocab_sections
 
 
@@ -43,6 +43,8 @@ class WholeModel:
         self.counts = model.num_ngrams()
         self.unigram_logp = model.unigram_logp
         self.unk_extends = bool(getattr(model, "unk_extends", False))
+        self._last: tuple = (None, None)  # the piece made last: a value section asks for
+        # its order's values up to three times (sample, distinct values, codes)
 
     def unigram_log_bow(self) -> np.ndarray:
         return signed_backoffs(self.model.unigram_log_bow, self.model.extends(1))
@@ -61,11 +63,14 @@ class WholeModel:
     def each(self, k: int, name: str, fn, *args):
         """fn(piece, first index, *args) for each piece of order k's ``name`` in order:
         ``words`` (ids), ``logp`` (float32), ``log_bow`` (signed float32)."""
-        if name == "words":
-            piece = self.model.levels[k - 2].keys % len(self.vocab)
-        else:
-            piece = self.whole(k, name).astype(np.float32, copy=False)
-        yield fn(piece, 0, *args)
+        if self._last[0] != (k, name):
+            self._last = (None, None)  # the one before goes before the next is made
+            if name == "words":
+                piece = self.model.levels[k - 2].keys % len(self.vocab)
+            else:
+                piece = self.whole(k, name).astype(np.float32, copy=False)
+            self._last = ((k, name), piece)
+        yield fn(self._last[1], 0, *args)
 
 
 # orders that may have a table beside their runs (see trie.py's docstring): float32
@@ -126,7 +131,7 @@ def _value_sections(source, k: int, name: str, quantize, meta: dict):
     """Order k's probabilities or back-offs: float32, lossless codes or quantized
     (:mod:`.values`)."""
     if quantize is not None:
-        codes, centers, bits = code_values(source.whole(k, name), name, quantize)
+        codes, centers, bits = quantized_values(source.whole(k, name), name, quantize)
         meta["values"][f"{name}_{k}"] = [bits, len(centers)]
         yield f"{name}_codes_{k}", bitpack.pack(codes, bits)
         yield f"{name}_centers_{k}", centers

@@ -98,23 +98,16 @@ class Quantized:
 
 
 
-def code_values(values: np.ndarray, name: str, quantize):
-    """(codes, centers, bits) for one order's probabilities or back-offs, or None to
-    store them as float32. Quantized when asked; otherwise losslessly when the order has
-    few distinct float32 values (:func:`lossless_centers`)."""
-    if quantize is not None:
-        b = quantize[0] if name == "logp" else quantize[1]
-        if name == "logp":
-            centers = make_centers(values, 1 << b)
-            return encode(values, centers), centers, b
-        codes, centers = quantize_backoffs(values, 1 << b)
-        return codes, centers, b
-    as32 = np.asarray(values).astype(np.float32)
-    found = lossless_centers(len(as32), lambda fn, *args: [fn(as32, 0, *args)])
-    if found is None:
-        return None
-    centers, b = found
-    return lossless_codes(as32, 0, centers), centers, b
+def quantized_values(values: np.ndarray, name: str, quantize: tuple[int, int]):
+    """(codes, centers, bits) for one order's probabilities or back-offs, quantized to
+    ``quantize`` = (P, B) bits. The lossless coding of an order with few distinct values
+    is :func:`lossless_centers`' and :func:`lossless_codes`'."""
+    b = quantize[0] if name == "logp" else quantize[1]
+    if name == "logp":
+        centers = make_centers(values, 1 << b)
+        return encode(values, centers), centers, b
+    codes, centers = quantize_backoffs(values, 1 << b)
+    return codes, centers, b
 
 
 def lossless_centers(n: int, each) -> tuple[np.ndarray, int] | None:
