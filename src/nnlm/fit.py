@@ -180,7 +180,10 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
     worker). ``arpa``: also write the model there as an ARPA file (on a cluster,
     streamed from the workers' partitions). ``output`` (a cluster's job only): the model
     directory, written from the workers' partitions a piece at a time, so that this
-    process never holds the whole model; the model saved there is returned."""
+    process never holds the whole model; the model saved there is returned. In one
+    process ``output`` is saved to as well; with ``memory`` below what the text needs in
+    memory, modified Kneser-Ney is then estimated a partition at a time with its pieces
+    on disk (:mod:`nnlm.ngram.distributed.out_of_core`) and written from them."""
     method = job.check()
     if job.cluster is not None and job.tokenizer is not None:
         raise NnlmError("tokenizer= reads the text in this process; a cluster's workers read "
@@ -195,6 +198,15 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
                                   save=None if output is None else
                                   (lambda streamed: save_model(streamed, output)))
         return model if output is None else load_model(output)
+    if output is not None and _out_of_core(job):
+        from .models import load_model, save_model
+        from .ngram.distributed.out_of_core import estimate_out_of_core
+
+        estimate_out_of_core(_paths_of(job.train_path), job.order, job.memory, job.temp,
+                             job.vocab, job.min_count, job.max_size, job.discount_fallback,
+                             save=lambda streamed: save_model(streamed, output),
+                             arpa=job.arpa, log=log)
+        return load_model(output)
     vocab, train = _encoded(job.train_path, job.vocab, job.min_count, job.max_size,
                             job.tokenizer)
     valid = None
@@ -209,7 +221,33 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
         from .ngram.formats.arpa_write import write_arpa
 
         write_arpa(model, job.arpa)
+    if output is not None:
+        from .models import save_model
+
+        save_model(model, output)
     return model
+
+
+def _paths_of(train_path) -> list:
+    return list(train_path) if isinstance(train_path, (list, tuple)) else [train_path]
+
+
+def _out_of_core(job: NgramJob) -> bool:
+    """Whether ``job`` is estimated a partition at a time with its pieces on disk
+    (:mod:`nnlm.ngram.distributed.out_of_core`): modified Kneser-Ney under ``memory``
+    where the in-memory estimator would pass it (the text's size says), from files the
+    compiled reader can read twice."""
+    from .ngram.distributed import out_of_core
+
+    paths = _paths_of(job.train_path)
+    if (job.method != "kn" or job.memory is None or job.prune_counts or job.tokenizer
+            is not None or any(str(p) == "-" for p in paths) or not out_of_core.available()):
+        return False
+    try:
+        size = sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return False  # the reader names what is missing
+    return out_of_core.in_memory_need(size // 5) > job.memory  # about 5 bytes a token
 
 
 def merge_ngram_models(models, weights=None, valid=None, iterations: int = 30):

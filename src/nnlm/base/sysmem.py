@@ -31,7 +31,8 @@ def human_size(n: float) -> str:
     """``n`` bytes as a size with a unit, as a user would write it: 1K, 100K, 1.5G."""
     for unit in ("T", "G", "M", "K"):
         if n >= SIZE_UNITS[unit]:
-            return f"{n / SIZE_UNITS[unit]:.3g}{unit}"
+            value = n / SIZE_UNITS[unit]  # 1,000 to 1,023 of a unit: no exponent
+            return f"{value:.3g}{unit}" if value < 1000 else f"{value:.0f}{unit}"
     return f"{int(n)} bytes"
 
 

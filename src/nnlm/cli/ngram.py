@@ -92,12 +92,14 @@ def add_parsers(sub) -> None:
                     "most T_k times (one threshold per order from unigrams, which must be 0; "
                     "non-decreasing; the last repeats), then renormalize")
     kn.add_argument("--memory", type=memory_size, metavar="SIZE",
-                    help="bound counting's memory, like lmplz -S: its per-token arrays and "
-                    "sorted runs go to files in --temp and only a chunk of the corpus is in "
-                    "memory at a time (e.g. 1G, 500M, 40%%; the encoded corpus, 4 bytes a "
-                    "token, and the model itself stay in memory). Default: no limit, fastest")
+                    help="bound memory, like lmplz -S (e.g. 1G, 500M, 40%%). Where the text "
+                    "needs more in memory (about 40 bytes a token), shards of it are counted "
+                    "and the model estimated a partition at a time, with the pieces in files "
+                    "in --temp, on the cores this process may use; otherwise counting's "
+                    "arrays go to --temp. Default: no limit")
     kn.add_argument("--temp", type=Path, metavar="DIR",
-                    help="folder for --memory's files (default: $TMPDIR or /tmp)")
+                    help="folder for --memory's files, deleted when done (default: $TMPDIR "
+                    "or /tmp)")
     cls = train.add_argument_group("class-based")
     cls.add_argument("--classes", type=positive_int, default=500, metavar="C",
                      help="number of word classes (default: 500)")
@@ -237,7 +239,6 @@ def _tokenizer(args):
 def cmd_train(args) -> None:
     from ..fit import run_ngram_job
     from ..model_files import check_model_output
-    from ..models import save_model
     from ..ngram.estimate.methods import NgramJob
 
     fallback = args.discount_fallback
@@ -262,11 +263,9 @@ def cmd_train(args) -> None:
     def log(message: str) -> None:
         print(message, file=sys.stderr)
 
-    if args.cluster is not None:  # written from the workers' partitions, never gathered
-        model = run_ngram_job(job, log=log, output=args.output)
-    else:
-        model = run_ngram_job(job, log=log)
-        save_model(model, args.output)
+    # saved as it is estimated: from a cluster's partitions, or from the pieces on disk
+    # where --memory is below what the text needs in memory; the model is never gathered
+    model = run_ngram_job(job, log=log, output=args.output)
     print(f"{args.output}: {args.method} {args.order}-gram, |V| = {len(model.vocab):,}")
     if hasattr(model, "num_ngrams"):  # as lmplz reports them: what each order holds
         print("n-grams per order: " + ", ".join(f"{k}: {n:,}" for k, n in

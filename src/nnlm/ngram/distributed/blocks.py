@@ -127,7 +127,7 @@ def level_words(tables: list[OrderTable], V: int) -> list[np.ndarray]:
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row_hash(rows, out):
     for i in range(rows.shape[0]):
         h = np.uint64(0x243F6A8885A308D3)

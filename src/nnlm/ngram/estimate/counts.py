@@ -35,7 +35,7 @@ from ...base.progress import progress_bar
 from ...base.sysmem import human_size, release_free_memory
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, EOS_ID
-from .workspace import Workspace
+from .workspace import MIN_MEMORY, Workspace
 
 
 @dataclass
@@ -105,7 +105,6 @@ RADIX_POSITIONS = 8_000_000  # positions x orders from which loading numba pays 
 
 CHUNK_POSITIONS = 1 << 21  # positions counted at once: ~0.1 GB of temporaries
 BYTES_PER_POSITION = 64  # a chunk's temporaries, per position (measured peak, rounded up)
-MIN_MEMORY = 64 << 20  # below this, --memory cannot hold a useful chunk
 
 
 def chunk_for(memory: int | None) -> int:

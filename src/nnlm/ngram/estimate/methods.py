@@ -97,6 +97,13 @@ class NgramJob:
         if self.partitions is not None and self.cluster is None:
             raise NnlmError("partitions= cuts the work among the workers of cluster=: give "
                             "cluster=")
+        from .workspace import MIN_MEMORY
+
+        if self.memory is not None and self.memory < MIN_MEMORY:
+            from ...base.sysmem import human_size
+
+            raise NnlmError(f"memory={human_size(self.memory)} is too small to make "
+                            f"progress: counting needs at least {MIN_MEMORY >> 20}M")
         if self.temp and not self.memory:
             raise NnlmError("temp= names the folder for memory='s files: give memory= too")
         if method.needs_valid and self.valid_path is None:

@@ -24,7 +24,7 @@ from ...base.jit_cache import first_call
 MAX_DIGIT_BITS = 16  # 65,536 buckets a digit: the histograms stay in the L2 cache
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _radix_unique(keys, uniq, inverse, counts):
     """Sort ``keys`` (non-negative) by digits, then write the distinct keys to ``uniq``,
     their counts to ``counts`` and every key's index among them to ``inverse``. Returns

@@ -42,7 +42,7 @@ def _sift_down(heap_key, heap_run, size, i):
     heap_key[i], heap_run[i] = key, run
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge(keys, seen, starts, uniq, counts, ids):
     """Merge the sorted runs ``keys[starts[r]:starts[r + 1]]`` (distinct within a run)
     into ``uniq`` (distinct, sorted) with ``counts`` summed from ``seen``; ``ids[i]`` gets

@@ -19,6 +19,8 @@ import numpy as np
 
 from ...base.errors import NnlmError
 
+MIN_MEMORY = 64 << 20  # below this, --memory cannot hold a useful chunk of counting
+
 
 def _write_error(folder: Path, error: OSError) -> NnlmError:
     """One line for a failed write of a temporary file in ``folder``. numpy's ``tofile``
