@@ -93,11 +93,11 @@ def test_run_ngram_job_goes_out_of_core_where_the_text_needs_more_than_memory(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(out_of_core, "estimate_out_of_core", spy)
-    job = NgramJob(text, "kn", 4, discount_fallback=True, memory=64 << 20)
+    job = NgramJob(text, "kn", 4, discount_fallback=True, memory=1 << 30)
     run_ngram_job(job, output=tmp_path / "small")  # the text fits: in memory
     assert not calls
-    monkeypatch.setattr(out_of_core, "in_memory_need", lambda tokens: 1 << 40)
-    model = run_ngram_job(job, output=tmp_path / "big")
+    model = run_ngram_job(NgramJob(text, "kn", 4, discount_fallback=True, memory=64 << 20),
+                          output=tmp_path / "big")  # below the interpreter's own needs
     assert len(calls) == 1
     assert trie_file_parts(tmp_path / "big" / "ngrams.trie") == \
         trie_file_parts(memory / "ngrams.trie")
@@ -105,7 +105,8 @@ def test_run_ngram_job_goes_out_of_core_where_the_text_needs_more_than_memory(
     calls.clear()
     run_ngram_job(NgramJob(text, "kn", 4, discount_fallback=True, memory=64 << 20,
                            prune_counts=[0, 1]), output=tmp_path / "pruned")
-    assert not calls  # pruning is the in-memory estimator's
+    run_ngram_job(NgramJob(text, "kn", 4, discount_fallback=True, memory=64 << 20))
+    assert not calls  # pruning is the in-memory estimator's, and so is a model not saved
 
 
 def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
@@ -127,8 +128,12 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_the_plan_keeps_each_step_within_the_bound():
-    shard, partitions = out_of_core.plan(10**9, 6 << 30, 2)
-    assert shard * out_of_core.SHARD_BYTES_PER_TOKEN * 2 <= 3 << 30
-    ngrams = 10**9 * out_of_core.NGRAMS_PER_TOKEN / partitions
-    assert ngrams * out_of_core.PARTITION_BYTES_PER_NGRAM * 2 <= 3 << 30
+    for tokens, memory, threads in [(10**9, 6 << 30, 2), (5 * 10**7, 500 << 20, 2),
+                                    (10**7, 1 << 30, 4)]:
+        shard, partitions, chunk = out_of_core.plan(tokens, memory, threads)
+        share = (memory - out_of_core.BASE_BYTES) / threads
+        assert shard * out_of_core.SHARD_BYTES_PER_TOKEN + chunk * 64 + \
+            out_of_core.SHARD_FIXED_BYTES <= share
+        ngrams = tokens * out_of_core.NGRAMS_PER_TOKEN / partitions
+        assert ngrams * out_of_core.PARTITION_BYTES_PER_NGRAM <= share
     assert out_of_core.plan(1000, 1 << 30, 1)[1] == 2  # at least two partitions

@@ -93,7 +93,7 @@ def add_parsers(sub) -> None:
                     "non-decreasing; the last repeats), then renormalize")
     kn.add_argument("--memory", type=memory_size, metavar="SIZE",
                     help="bound memory, like lmplz -S (e.g. 1G, 500M, 40%%). Where the text "
-                    "needs more in memory (about 40 bytes a token), shards of it are counted "
+                    "needs more in memory (0.4 GB and 50 bytes a token), shards of it are counted "
                     "and the model estimated a partition at a time, with the pieces in files "
                     "in --temp, on the cores this process may use; otherwise counting's "
                     "arrays go to --temp. Default: no limit")

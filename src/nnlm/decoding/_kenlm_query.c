@@ -884,6 +884,8 @@ static PyObject *Query_BaseScore(QueryObject *self, PyObject *const *args, Py_ss
  * memo_score(states, scored, ids, state, token) -> (child state, log10 p). ``states``
  * maps flashlight's LMState to this module's State, ``scored`` (state, token) to the
  * answer (each pair scored once), ``ids`` (int32) the model's id of each token index. */
+static PyObject *child_name;  /* "child", interned at import */
+
 static PyObject *Query_memo_score(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
     if (n != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "memo_score(states, scored, ids, state, token)");
@@ -916,9 +918,11 @@ static PyObject *Query_memo_score(QueryObject *self, PyObject *const *args, Py_s
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "an LMState this LM never made");
         goto done;
     }
+    /* the child by a method name made once, and the State allocated zeroed (the null
+     * context, as State() makes it): no format string or type call a miss */
     if (check_state(self, in, "state") ||
-        !(out = PyObject_CallMethod(state, "child", "n", t)) ||
-        !(after = PyObject_CallNoArgs((PyObject *)&StateType)))
+        !(out = PyObject_CallMethodOneArg(state, child_name, token)) ||
+        !(after = StateType.tp_alloc(&StateType, 0)))
         goto done;
     int length;
     float p = score_word(self, (StateObject *)in, w, (StateObject *)after, &length);
@@ -1098,6 +1102,8 @@ PyMODINIT_FUNC PyInit__kenlm_query(void) {
     if (PyType_Ready(&StateType) < 0 || PyType_Ready(&FullScoreType) < 0 ||
         PyType_Ready(&QueryType) < 0)
         return NULL;
+    child_name = PyUnicode_InternFromString("child");
+    if (!child_name) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyObject *v = PyLong_FromLong(MAX_ORDER);

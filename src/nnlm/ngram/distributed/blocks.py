@@ -34,7 +34,7 @@ from numba import njit
 
 from ...base.jit_cache import first_call
 from ...text.stream import Stream
-from ..estimate.counts import OrderTable, count_ngrams
+from ..estimate.counts import CHUNK_POSITIONS, OrderTable, count_ngrams
 from ..estimate.kneser_ney import (
     adjusted_counts,
     backoff_of,
@@ -71,11 +71,13 @@ def choose_bounds(word_counts: np.ndarray, partitions: int) -> np.ndarray:
     return np.unique(np.concatenate([[0], np.clip(cuts, 1, V - 1), [V]])).astype(np.int64)
 
 
-def shard_pieces(stream: Stream, order: int, V: int, bounds: np.ndarray) -> list[list]:
-    """A shard's n-grams counted and cut by last word: ``out[i][k - 1]`` is partition i's
-    (keys, counts) of order k, sorted, keys as in :class:`OrderTable` with suffix ids
-    counted from the partition's first (k-1)-gram in this shard (order 1: word ids)."""
-    tables = count_ngrams(stream, order, V)
+def shard_pieces(stream: Stream, order: int, V: int, bounds: np.ndarray,
+                 chunk: int = CHUNK_POSITIONS) -> list[list]:
+    """A shard's n-grams counted (``chunk`` positions at a time) and cut by last word:
+    ``out[i][k - 1]`` is partition i's (keys, counts) of order k, sorted, keys as in
+    :class:`OrderTable` with suffix ids counted from the partition's first (k-1)-gram in
+    this shard (order 1: word ids)."""
+    tables = count_ngrams(stream, order, V, chunk)
     P = len(bounds) - 1
     out: list[list] = [[None] * order for _ in range(P)]
     last = previous = None

@@ -41,7 +41,9 @@ from ...base.sysmem import human_size, release_free_memory
 from ...text import word_blocks
 from ...text.stream import Stream
 from ...text.vocab import UNK_ID, Vocabulary
+from ..estimate.counts import BYTES_PER_POSITION, chunk_for
 from ..estimate.kneser_ney import check_fallback
+from ..estimate.workspace import MIN_MEMORY
 from ..formats.arpa_write import WordTexts, ngram_lines, write_arpa_sections
 from . import blocks
 from .partitioned import (
@@ -55,15 +57,21 @@ from .partitioned import (
     unigram_arrays,
 )
 
-# bytes a token of a shard's counting in memory (the ids, the per-position arrays and the
-# tables: measured at 30-40 on bench/synthetic.py's text); a shard gets half the bound
-SHARD_BYTES_PER_TOKEN = 40
+# what the process holds besides the work: the interpreter, numpy and the compiled kernels
+BASE_BYTES = 256 << 20
+# a shard's counting: bytes a token (the ids, the per-position arrays and the tables, 37
+# measured on bench/synthetic.py's text), a fixed part (its tables and pieces grow faster
+# than its tokens in small shards) and its chunk's temporaries
+SHARD_BYTES_PER_TOKEN, SHARD_FIXED_BYTES = 40, 64 << 20
 # bytes an n-gram of one partition's largest step (merging and interpolating: the tables,
-# adjusted counts, word rows, context groups and answers); a partition gets half the bound
+# adjusted counts, word rows, context groups and answers)
 PARTITION_BYTES_PER_NGRAM = 200
-# n-grams a token of a corpus, at most what bench/synthetic.py's text shows at 50M tokens
-# (0.6; 0.2 at 1B): the partitions are cut before the n-grams are counted
-NGRAMS_PER_TOKEN = 0.6
+# n-grams a token, planned for: bench/synthetic.py's text has 1.1 at 10M tokens, 0.6 at
+# 50M and 0.2 at 1B (the partitions are cut before the n-grams are counted)
+NGRAMS_PER_TOKEN = 1.2
+# the in-memory estimator's peak: the interpreter and kernels, and per token the ids and
+# the fitted model (measured 0.84 GB at 10M tokens, 1.95 GB at 50M, 19.7 GB at 1B)
+IN_MEMORY_BASE, IN_MEMORY_BYTES_PER_TOKEN = 400 << 20, 50
 
 
 def available() -> bool:
@@ -72,21 +80,23 @@ def available() -> bool:
 
 
 def in_memory_need(tokens: int) -> int:
-    """About the in-memory estimator's peak for a text of ``tokens`` tokens (the ids and
-    the fitted model; counting is bounded apart): where it passes ``--memory``, this
-    path runs instead."""
-    return int(tokens * (4 + NGRAMS_PER_TOKEN * 60))
+    """About the in-memory estimator's peak for a text of ``tokens`` tokens, on the high
+    side: where it passes ``--memory``, this path runs instead."""
+    return IN_MEMORY_BASE + tokens * IN_MEMORY_BYTES_PER_TOKEN
 
 
-def plan(tokens: int, memory: int, threads: int) -> tuple[int, int]:
-    """(tokens a shard, partitions) for a text of ``tokens`` tokens within ``memory``
-    bytes: the shards counting at once, or the partitions at work at once (one a
-    thread), in half of it."""
-    share = memory // 2 // threads
-    shard = max(1 << 20, share // SHARD_BYTES_PER_TOKEN)
+def plan(tokens: int, memory: int, threads: int) -> tuple[int, int, int]:
+    """(tokens a shard, partitions, positions a counting chunk) for a text of ``tokens``
+    tokens within ``memory`` bytes: what the process holds besides (``BASE_BYTES``) taken
+    off, the rest shared by the shards counting at once, or by the partitions at work at
+    once, one a thread."""
+    share = max(memory - BASE_BYTES, memory // 4) // threads
+    chunk = chunk_for(max(MIN_MEMORY, share // 4))
+    room = share - chunk * BYTES_PER_POSITION - SHARD_FIXED_BYTES
+    shard = max(1 << 20, room // SHARD_BYTES_PER_TOKEN)
     ngrams = tokens * NGRAMS_PER_TOKEN
     partitions = math.ceil(ngrams * PARTITION_BYTES_PER_NGRAM / share)
-    return shard, min(256, max(2, partitions))
+    return shard, min(256, max(2, partitions)), chunk
 
 
 def default_threads() -> int:
@@ -204,14 +214,14 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
     else:
         tokens = sum(os.path.getsize(p) for p in paths) // 5  # about 5 bytes a token
     threads = threads or default_threads()
-    planned_shard, planned_parts = plan(tokens, memory, threads)
+    planned_shard, planned_parts, chunk = plan(tokens, memory, threads)
     shard_tokens = shard_tokens or planned_shard
     P0 = partitions or planned_parts
     folder = Path(tempfile.mkdtemp(prefix="nnlm-kn-", dir=temp))
     try:
         files = PieceFiles(folder)
-        model = _estimate(files, paths, order, vocab, fallback, P0, shard_tokens, threads,
-                          save, arpa, log)
+        model = _estimate(files, paths, order, vocab, fallback, P0, shard_tokens, chunk,
+                          threads, save, arpa, log)
         if stats is not None:
             stats.update({"tokens": tokens, "shard_tokens": shard_tokens, "partitions": P0,
                           "threads": threads, "temp_peak_bytes": files.peak})
@@ -220,8 +230,8 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens, threads,
-              save, arpa, log):
+def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens, chunk,
+              threads, save, arpa, log):
     V, N = len(vocab), order
     bounds = blocks.choose_bounds(vocab.counts, P0)
     P = len(bounds) - 1
@@ -229,8 +239,10 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
         f"partitions by last word, pieces in {files.folder}")
 
     def count(s, stream):
-        for i, piece in enumerate(blocks.shard_pieces(stream, N, V, bounds)):
+        for i, piece in enumerate(blocks.shard_pieces(stream, N, V, bounds, chunk)):
             files.put(f"count-{s}-{i}", piece)
+        del stream, piece
+        release_free_memory()
 
     S = each(count, enumerate(read_shards(paths, vocab, shard_tokens)), threads)
     release_free_memory()
