@@ -1,16 +1,18 @@
-"""KN5 at a billion tokens on one machine: nnlm in one process (counting spilled within
---memory), nnlm on a local Dask cluster (the model file written from the workers'
-partitions) and KenLM's lmplz, each with its time, peak memory and temporary disk, and
+"""KN5 at a billion tokens on one machine: nnlm in one process (within --memory), nnlm
+on a local Dask cluster (the model file written from the workers' partitions) and
+KenLM's lmplz, each with its time, peak memory and temporary disk, and
 the models compared. Writes JSON.
 
     python bench/billion.py --corpus BIG.txt [--tokens 1000000000] [--shards 20] \\
-        [--memory 8G] [--workers 2] [--lmplz PATH] [--work DIR] [--steps one cluster lmplz] \\
+        [--memory 4G] [--workers 2] [--lmplz PATH] [--work DIR] [--steps one cluster lmplz] \\
+        [--same-as MODEL ...] \\
         [--out bench/results/billion.json]
 
 Without --corpus, bench/synthetic.py writes one of --tokens tokens (NLTK_DATA must find
 Brown). Commands run one at a time, each a whole process:
 
-- ``nnlm ngram train CORPUS --order 5 --memory M --temp WORK/tmp-one``;
+- ``nnlm ngram train CORPUS --order 5 --memory M --temp WORK/tmp-one`` (past what fits
+  in M, the cluster's passes a partition at a time with the pieces in WORK/tmp-one);
 - ``nnlm ngram train SHARDS --cluster local:W``, through bench/distributed.py's child
   (which reads each worker's peak memory), the model written from the partitions;
 - ``lmplz -o 5 -S 40% -T WORK/tmp-lmplz`` (its docs' settings), its ARPA file to disk.
@@ -127,7 +129,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path)
     parser.add_argument("--tokens", type=int, default=1_000_000_000)
     parser.add_argument("--shards", type=int, default=20)
-    parser.add_argument("--memory", default="8G", help="nnlm's --memory (default: 8G)")
+    parser.add_argument("--memory", default="4G", help="nnlm's --memory (default: 4G)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=0,
                         help="the cluster's --partitions (default: one a worker)")
@@ -137,6 +139,9 @@ def main() -> None:
                         choices=["one", "cluster", "lmplz", "compare", "summary"],
                         help="what to run (summary: nothing, the JSON's summary again)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/nnlm-billion"))
+    parser.add_argument("--same-as", type=Path, nargs="*", default=[], metavar="MODEL",
+                        help="model directories the one process's file is compared with "
+                        "(an earlier run's; the cluster's in --work always is)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/billion.json"))
     parser.add_argument("--compare-child", nargs=3, metavar=("MODEL", "ARPA", "EVERY"),
                         help=argparse.SUPPRESS)
@@ -170,6 +175,10 @@ def main() -> None:
              "--memory", args.memory, "--temp", str(args.work / "tmp-one")],
             args.work / "tmp-one", outputs=(one,))
         result["one_process"]["memory_option"] = args.memory
+        for other in [dist, *args.same_as]:  # the same model, however it was estimated
+            if other.exists():
+                result["one_process"].setdefault("file_equal_to", {})[str(other)] = \
+                    same_file(one, other)
         print("one process", result["one_process"], flush=True)
         save()
     if "cluster" in args.steps:

@@ -137,3 +137,11 @@ def test_the_plan_keeps_each_step_within_the_bound():
         ngrams = tokens * out_of_core.NGRAMS_PER_TOKEN / partitions
         assert ngrams * out_of_core.PARTITION_BYTES_PER_NGRAM <= share
     assert out_of_core.plan(1000, 1 << 30, 1)[1] == 2  # at least two partitions
+
+
+def test_a_sentence_marker_in_the_text_is_one_line_naming_it(tmp_path):
+    text = write_text(tmp_path / "train.txt", seed=5, sentences=50)
+    text.write_text(text.read_text() + "a b <s> c\n", encoding="utf-8")
+    with pytest.raises(NnlmError, match=r"train.txt:51.*<s>"):
+        out_of_core_model([text], 3, tmp_path, "marked", partitions=2)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("nnlm-kn-")]

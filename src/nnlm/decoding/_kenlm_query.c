@@ -926,8 +926,11 @@ static PyObject *Query_memo_score(QueryObject *self, PyObject *const *args, Py_s
         goto done;
     int length;
     float p = score_word(self, (StateObject *)in, w, (StateObject *)after, &length);
-    if (PyDict_SetItem(states, out, after) < 0 || !(result = Py_BuildValue("(Od)", out, (double)p)))
-        goto done;
+    PyObject *score = PyFloat_FromDouble((double)p);
+    if (!score) goto done;
+    if (PyDict_SetItem(states, out, after) == 0) result = PyTuple_Pack(2, out, score);
+    Py_DECREF(score);
+    if (!result) goto done;
     if (PyDict_SetItem(scored, key, result) < 0) Py_CLEAR(result);
 done:
     Py_DECREF(key);

@@ -39,6 +39,7 @@ import numpy as np
 from ...base.errors import NnlmError
 from ...base.sysmem import human_size, release_free_memory
 from ...text import word_blocks
+from ...text.corpus import count_words
 from ...text.stream import Stream
 from ...text.vocab import UNK_ID, Vocabulary
 from ..estimate.counts import BYTES_PER_POSITION, chunk_for
@@ -169,7 +170,7 @@ def read_shards(paths: Sequence, vocab: Vocabulary, shard_tokens: int):
         return Stream.from_ids(word_ids, line_lengths[line_lengths > 0])
 
     for path in paths:
-        for block_ids, block_lengths, _ in word_blocks.iter_encoded(path, table):
+        for block_ids, block_lengths in _encoded_blocks(path, table):
             ids.append(block_ids)
             lengths.append(block_lengths)
             held += len(block_ids)
@@ -180,11 +181,27 @@ def read_shards(paths: Sequence, vocab: Vocabulary, shard_tokens: int):
         yield shard()
 
 
+def _encoded_blocks(path, table):
+    """(ids, every line's length) of ``path`` a block at a time (as
+    :func:`~nnlm.text.word_blocks.iter_encoded`; its refusals are one line)."""
+    try:
+        for ids, lengths, _ in word_blocks.iter_encoded(path, table):
+            yield ids, lengths
+    except word_blocks.Refused:
+        raise NnlmError(f"{path}: the compiled reader refused a block; read it without "
+                        "--memory, or with NNLM_NO_C=1") from None
+
+
 def vocabulary_of(paths: Sequence, min_count: int, max_size: int | None
                   ) -> tuple[Vocabulary, int]:
     """The text's vocabulary, as :func:`~nnlm.text.corpus.read_corpus` makes it, and its
     tokens, counted a block at a time."""
-    words, counts = word_blocks.count_arrays(list(paths))
+    read = word_blocks.count_arrays(list(paths))
+    if read is None:  # <s> or </s> in the text: Python's reader names the line
+        counted = count_words(list(paths))
+        words, counts = list(counted), np.fromiter(counted.values(), np.int64)
+    else:
+        words, counts = read
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
     return vocab, int(counts.sum())
 
