@@ -66,3 +66,29 @@ def test_training_lines_carry_a_fresh_loss_and_the_epochs_mean(tmp_path, monkeyp
     fresh = [float(a) for a, _ in pairs]
     assert len(set(fresh)) >= 3, pairs  # a new number as the updates go
     assert any(a != m for a, m in pairs), pairs  # not the running mean under another name
+
+
+def test_work_run_quietly_shows_nothing_on_its_thread_only(monkeypatch, capsys):
+    """A pass that shows its own progress runs work, on several threads, that would show
+    its own: inside ``quietly`` that work prints nothing; outside, and on other threads,
+    bars print as before."""
+    import threading
+
+    from nnlm.base.progress import quietly
+
+    monkeypatch.setenv("NNLM_PROGRESS_SECONDS", "1e-9")
+    seen = []
+
+    def work(name):
+        with progress_bar(2, name, "step") as bar:
+            bar.update(2)
+
+    with quietly():
+        work("inner")
+        other = threading.Thread(target=lambda: work("other thread"))
+        other.start()
+        other.join()
+    work("outer")
+    seen = capsys.readouterr().err
+    assert "inner" not in seen
+    assert "other thread: 2/2 step" in seen and "outer: 2/2 step" in seen

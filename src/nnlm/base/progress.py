@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -65,7 +66,9 @@ def progress_bar(total: int | None, desc: str, unit: str = "it", delay: float = 
     """A tqdm bar on a TTY, periodic log lines elsewhere; yields it for ``update`` and
     ``set_postfix``. ``delay``: the bar appears only once the work has taken that long
     (short work stays quiet)."""
-    if sys.stderr.isatty():
+    if getattr(_quiet, "on", False):
+        bar = _LogLines(total, desc, unit, 0)
+    elif sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True,
@@ -76,3 +79,18 @@ def progress_bar(total: int | None, desc: str, unit: str = "it", delay: float = 
         yield bar
     finally:
         bar.close()
+
+
+_quiet = threading.local()
+
+
+@contextmanager
+def quietly():
+    """No bar and no lines from the work inside, on this thread: a pass that shows its
+    own progress runs, on several threads at once, work that would show its own."""
+    before = getattr(_quiet, "on", False)
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = before

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ...base.errors import NnlmError
+from ...base.progress import progress_bar, quietly
 from ...base.sysmem import human_size, release_free_memory
 from ...text import word_blocks
 from ...text.corpus import count_words
@@ -238,7 +239,7 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
     try:
         files = PieceFiles(folder)
         model = _estimate(files, paths, order, vocab, fallback, P0, shard_tokens, chunk,
-                          threads, save, arpa, log)
+                          threads, save, arpa, log, -(-tokens // shard_tokens))
         if stats is not None:
             stats.update({"tokens": tokens, "shard_tokens": shard_tokens, "partitions": P0,
                           "threads": threads, "temp_peak_bytes": files.peak})
@@ -248,7 +249,7 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
 
 
 def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens, chunk,
-              threads, save, arpa, log):
+              threads, save, arpa, log, expected_shards):
     V, N = len(vocab), order
     bounds = blocks.choose_bounds(vocab.counts, P0)
     P = len(bounds) - 1
@@ -256,12 +257,16 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
         f"partitions by last word, pieces in {files.folder}")
 
     def count(s, stream):
-        for i, piece in enumerate(blocks.shard_pieces(stream, N, V, bounds, chunk)):
+        with quietly():  # this pass's bar, not one a shard
+            pieces = blocks.shard_pieces(stream, N, V, bounds, chunk)
+        for i, piece in enumerate(pieces):
             files.put(f"count-{s}-{i}", piece)
-        del stream, piece
+        del stream, piece, pieces
         release_free_memory()
+        bar.update()
 
-    S = each(count, enumerate(read_shards(paths, vocab, shard_tokens)), threads)
+    with progress_bar(expected_shards, "counting shards", "shards", delay=2.0) as bar:
+        S = each(count, enumerate(read_shards(paths, vocab, shard_tokens)), threads)
     release_free_memory()
     log(f"{S} shard(s) counted; merging each partition ({human_size(files.bytes)} on disk)")
 
@@ -274,7 +279,7 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
             files.put(f"ask-{i}-{h}", asked[h])
         return (blocks.counts_of_counts(part), part.sizes(), *blocks.unigrams_of(part))
 
-    summaries = each_result(merge, range(P), threads)
+    summaries = each_result(merge, range(P), threads, "merging partitions")
     discounts = discounts_of(sum(s[0] for s in summaries), fallback)
     sizes = np.array([s[1] for s in summaries])
     offsets = offsets_of(sizes)
@@ -294,11 +299,11 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
             files.put(f"answer-{i}-{j}", out[j])
         return (gammas[0], has_child[0]) if N > 1 else (None, None)
 
-    gammas1, child1 = zip(*each_result(answer, range(P), threads))
+    gammas1, child1 = zip(*each_result(answer, range(P), threads, "context sums"))
     log("interpolating")
     each_result(lambda j: _interpolate_partition(files, j, P, N, V, discounts, offsets[j],
                                                  sizes[j], unigram_p, arpa is not None),
-                range(P), threads)
+                range(P), threads, "interpolating")
     model = _streamed(files, vocab, N, discounts, bounds, sizes, words, unigram_p, gamma0,
                       list(gammas1), list(child1))
     if save is not None:
@@ -334,11 +339,18 @@ def each(fn, items, threads: int) -> int:
     return done
 
 
-def each_result(fn, items, threads: int) -> list:
+def each_result(fn, items: Sequence, threads: int, desc: str) -> list:
     """``[fn(item) for item in items]`` on ``threads`` threads (each call reads its own
-    pieces from disk, so memory holds ``threads`` partitions' work)."""
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(fn, items))
+    pieces from disk, so memory holds ``threads`` partitions' work), with a bar."""
+    with progress_bar(len(items), desc, "partitions", delay=2.0) as bar:
+        def one(item):
+            with quietly():
+                out = fn(item)
+            bar.update()
+            return out
+
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(one, items))
 
 
 def _interpolate_partition(files: PieceFiles, j, P, N, V, discounts, offsets, sizes,
