@@ -522,19 +522,27 @@ def test_a_pruned_arpa_file_loads_and_scores_as_kenlm_does(tmp_path):
     assert np.abs(ours - theirs).max() < 1e-5
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
 @pytest.mark.parametrize("seed", range(4))
-def test_merging_sorted_runs_equals_unique_over_their_concatenation(seed):
+def test_merging_sorted_runs_equals_unique_over_their_concatenation(seed, threads,
+                                                                     monkeypatch):
     """The k-way merge of counting's runs against np.unique of all run entries: the same
     distinct keys, counts summed over runs, and each entry's id naming its key. Runs may
-    be empty or hold a single key; keys repeat across runs, never within one."""
+    be empty or hold a single key; keys repeat across runs, never within one. On several
+    threads the key space is cut into ranges (here from the first entry on, so that
+    small runs are cut too, and keys equal to a cut sit in several runs)."""
+    from nnlm.ngram.estimate import run_merge
     from nnlm.ngram.estimate.run_merge import merge_runs
+
+    monkeypatch.setattr(run_merge, "PARALLEL_ENTRIES", 0)
 
     rng = np.random.default_rng(seed)
     keys = [np.unique(rng.integers(0, 2**40 if seed % 2 else 50, rng.integers(0, 40)))
             for _ in range(int(rng.integers(2, 12)))]
     seen = [rng.integers(1, 1000, len(k)).astype(np.int32) for k in keys]
     starts = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
-    uniq, counts, ids = merge_runs(np.concatenate(keys), np.concatenate(seen), starts)
+    uniq, counts, ids = merge_runs(np.concatenate(keys), np.concatenate(seen), starts,
+                                   threads)
     want, inverse = np.unique(np.concatenate(keys), return_inverse=True)
     np.testing.assert_array_equal(uniq, want)
     np.testing.assert_array_equal(counts, np.bincount(inverse, np.concatenate(seen),

@@ -73,11 +73,11 @@ def choose_bounds(word_counts: np.ndarray, partitions: int) -> np.ndarray:
 
 def shard_pieces(stream: Stream, order: int, V: int, bounds: np.ndarray,
                  chunk: int = CHUNK_POSITIONS) -> list[list]:
-    """A shard's n-grams counted (``chunk`` positions at a time) and cut by last word:
-    ``out[i][k - 1]`` is partition i's (keys, counts) of order k, sorted, keys as in
-    :class:`OrderTable` with suffix ids counted from the partition's first (k-1)-gram in
-    this shard (order 1: word ids)."""
-    tables = count_ngrams(stream, order, V, chunk)
+    """A shard's n-grams counted (``chunk`` positions at a time, on this thread: the
+    engine runs shards side by side) and cut by last word: ``out[i][k - 1]`` is partition
+    i's (keys, counts) of order k, sorted, keys as in :class:`OrderTable` with suffix ids
+    counted from the partition's first (k-1)-gram in this shard (order 1: word ids)."""
+    tables = count_ngrams(stream, order, V, chunk, threads=1)
     P = len(bounds) - 1
     out: list[list] = [[None] * order for _ in range(P)]
     last = previous = None
@@ -114,7 +114,7 @@ def merge_pieces(pieces: list[list], V: int) -> list[OrderTable]:
         if len(runs) == 1 or len(keys) == 0:
             uniq, summed, ids = keys, counts, np.arange(len(keys))
         else:
-            uniq, summed, ids = merge_runs(keys, counts, starts)
+            uniq, summed, ids = merge_runs(keys, counts, starts, threads=1)  # one a task
         ids_of = [ids[starts[s]:starts[s + 1]] for s in range(len(runs))]
         tables.append(OrderTable(uniq.copy(), summed.copy(), np.zeros(0, np.int32), V))
     return tables

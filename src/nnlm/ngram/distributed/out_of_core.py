@@ -31,7 +31,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ import numpy as np
 from ...base.errors import NnlmError
 from ...base.progress import progress_bar, quietly
 from ...base.sysmem import human_size, release_free_memory
+from ...base.threads import ordered_map, usable_cores
 from ...text import word_blocks
 from ...text.corpus import count_words
 from ...text.stream import Stream
@@ -99,13 +99,6 @@ def plan(tokens: int, memory: int, threads: int) -> tuple[int, int, int]:
     ngrams = tokens * NGRAMS_PER_TOKEN
     partitions = math.ceil(ngrams * PARTITION_BYTES_PER_NGRAM / share)
     return shard, min(256, max(2, partitions)), chunk
-
-
-def default_threads() -> int:
-    """The cores this process may run on, up to 4 (the passes are memory-bound: two
-    threads count 1.8x as fast as one on a 2-core machine)."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1))
 
 
 class PieceFiles:
@@ -220,7 +213,7 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
     as a :class:`StreamedKneserNey` while its pieces are on disk (its file written from
     them); ``arpa``: also an ARPA file, from the pieces. Returns the streamed model
     (usable only inside ``save``). ``threads``: shards counted and partitions worked on
-    at once (default :func:`default_threads`; the bound is shared among them).
+    at once (default: the usable cores, up to 4; the bound is shared among them).
     ``partitions`` and ``shard_tokens`` override the plan (tests); ``stats`` receives the
     plan and the temporary files' peak bytes."""
     fallback = check_fallback(discount_fallback)
@@ -231,7 +224,7 @@ def estimate_out_of_core(paths: Sequence, order: int, memory: int, temp=None,
         vocab, tokens = vocabulary_of(paths, min_count, max_size)
     else:
         tokens = sum(os.path.getsize(p) for p in paths) // 5  # about 5 bytes a token
-    threads = threads or default_threads()
+    threads = threads or usable_cores()
     planned_shard, planned_parts, chunk = plan(tokens, memory, threads)
     shard_tokens = shard_tokens or planned_shard
     P0 = partitions or planned_parts
@@ -266,7 +259,10 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
         bar.update()
 
     with progress_bar(expected_shards, "counting shards", "shards", delay=2.0) as bar:
-        S = each(count, enumerate(read_shards(paths, vocab, shard_tokens)), threads)
+        # a shard is read only when a thread is free: memory holds `threads` of them
+        S = sum(1 for _ in ordered_map(lambda item: count(*item),
+                                       enumerate(read_shards(paths, vocab, shard_tokens)),
+                                       threads))
     release_free_memory()
     log(f"{S} shard(s) counted; merging each partition ({human_size(files.bytes)} on disk)")
 
@@ -315,30 +311,6 @@ def _estimate(files: PieceFiles, paths, order, vocab, fallback, P0, shard_tokens
     return model
 
 
-def each(fn, items, threads: int) -> int:
-    """``fn(*item)`` for every item of the iterable ``items``, on ``threads`` threads; the
-    next item is made only when a thread is free (the items are shards: memory holds at
-    most ``threads`` of them). Returns how many there were."""
-    done = 0
-    items = iter(items)
-    with ThreadPoolExecutor(threads) as pool:
-        running: set = set()
-        while True:
-            if len(running) >= threads:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    future.result()  # a failure stops the pass here
-            item = next(items, None)
-            if item is None:
-                break
-            running.add(pool.submit(fn, *item))
-            done += 1
-            del item
-        for future in running:
-            future.result()
-    return done
-
-
 def each_result(fn, items: Sequence, threads: int, desc: str) -> list:
     """``[fn(item) for item in items]`` on ``threads`` threads (each call reads its own
     pieces from disk, so memory holds ``threads`` partitions' work), with a bar."""
@@ -349,8 +321,7 @@ def each_result(fn, items: Sequence, threads: int, desc: str) -> list:
             bar.update()
             return out
 
-        with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(one, items))
+        return list(ordered_map(one, items, threads))
 
 
 def _interpolate_partition(files: PieceFiles, j, P, N, V, discounts, offsets, sizes,

@@ -33,6 +33,7 @@ import numpy as np
 from ...base.errors import NnlmError
 from ...base.progress import progress_bar
 from ...base.sysmem import human_size, release_free_memory
+from ...base.threads import ordered_map, usable_cores
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, EOS_ID
 from .workspace import MIN_MEMORY, Workspace
@@ -118,7 +119,8 @@ def chunk_for(memory: int | None) -> int:
 
 
 def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK_POSITIONS,
-                 spill: str | os.PathLike | None = None) -> list[OrderTable]:
+                 spill: str | os.PathLike | None = None, threads: int | None = None
+                 ) -> list[OrderTable]:
     """Tables for orders 1..order (index 0 holds unigrams).
 
     The k-gram starting at position p is (seq[p], the (k-1)-gram starting at p + 1); it
@@ -129,11 +131,14 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
     Each order is counted ``chunk`` positions at a time into sorted runs, which are then
     merged (as lmplz does), so the temporaries are bounded by the chunk, not the corpus.
     With ``spill`` (a folder), the per-position arrays and the runs live in files there
-    (see :mod:`~nnlm.ngram.estimate.workspace`): memory then holds the tables and one chunk.
+    (see :mod:`~nnlm.ngram.estimate.workspace`): memory then holds the tables and one chunk
+    a thread. ``threads`` (default: the usable cores) sort that many chunks at once and
+    merge the runs in as many key ranges.
     """
     if order < 1:
         raise ValueError("order must be at least 1")
     V = vocab_size
+    threads = usable_cores() if threads is None else threads
     with Workspace(spill) as work, \
             progress_bar(None, "counting n-grams", "chunks", delay=2.0) as bar:
         seq = SentenceSequence(stream)
@@ -168,9 +173,14 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
             run_keys = work.positions(n, np.int64, f"keys{k}")
             run_seen = work.positions(n, small, f"seen{k}")
             run_starts, runs = [0], []
-            for a, b in spans:
-                _, first, rest = starts(a, b)
-                uniq, inverse, seen = unique_inverse(rest.astype(np.int64) * V + first, fast)
+
+            def chunk_keys():  # read here: the arrays may be files, read by seeking
+                for a, b in spans:
+                    _, first, rest = starts(a, b)
+                    yield rest.astype(np.int64) * V + first
+
+            for uniq, inverse, seen in ordered_map(lambda keys: unique_inverse(keys, fast),
+                                                   chunk_keys(), threads):
                 run_keys.write(run_starts[-1], uniq)
                 run_seen.write(run_starts[-1], seen.astype(small))
                 run_starts.append(run_starts[-1] + len(uniq))
@@ -179,19 +189,20 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
                 bar.update()
             total = run_starts[-1]
             if len(runs) == 1:
-                uniq, n_seen = run_keys.read(0, total), run_seen.read(0, total)
+                uniq, n_seen = [run_keys.read(0, total)], [run_seen.read(0, total)]
                 table_ids = None  # a run's index is the table's id
             else:  # merge the sorted runs: distinct keys over all chunks, counts summed
-                from .run_merge import merge_runs  # numba: loaded only where runs spill
+                from .run_merge import merge_runs_parts  # numba: only where runs spill
 
-                uniq, n_seen, table_ids = merge_runs(run_keys.view(0, total),
-                                                     run_seen.view(0, total), run_starts)
+                uniq, n_seen, table_ids = merge_runs_parts(
+                    run_keys.view(0, total), run_seen.view(0, total), run_starts, threads)
             run_keys.close()
             run_seen.close()
-            # Exact sizes, now that the runs are gone: the views hold buffers with room for
-            # every run entry, and one small enough to come from the heap may sit on pages
-            # the process already holds, untouched or not.
-            uniq, n_seen = uniq.copy(), n_seen.copy()
+            # Exact sizes, now that the runs are gone: the views (the merge's parts, one a
+            # thread) hold buffers with room for every run entry, and one small enough to
+            # come from the heap may sit on pages the process already holds, untouched or
+            # not.
+            uniq, n_seen = np.concatenate(uniq), np.concatenate(n_seen)
             new_ids = work.positions(n, np.int32 if len(uniq) < 2**31 else np.int64,
                                      f"ids{k}")
             prefix = np.empty(len(uniq), ids.dtype)

@@ -19,10 +19,13 @@ one run, so a corpus counted in one chunk never loads numba.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
 from ...base.jit_cache import first_call
+from ...base.threads import usable_cores
 
 
 @njit(inline="always")
@@ -43,19 +46,19 @@ def _sift_down(heap_key, heap_run, size, i):
 
 
 @njit(cache=True, nogil=True)
-def _merge(keys, seen, starts, uniq, counts, ids):
-    """Merge the sorted runs ``keys[starts[r]:starts[r + 1]]`` (distinct within a run)
-    into ``uniq`` (distinct, sorted) with ``counts`` summed from ``seen``; ``ids[i]`` gets
-    the table id of ``keys[i]``. Returns the number of distinct keys. ``uniq`` and
+def _merge(keys, seen, begins, ends, uniq, counts, ids):
+    """Merge the sorted runs ``keys[begins[r]:ends[r]]`` (distinct within a run) into
+    ``uniq`` (distinct, sorted) with ``counts`` summed from ``seen``; ``ids[i]`` gets the
+    id in ``uniq`` of ``keys[i]``. Returns the number of distinct keys. ``uniq`` and
     ``counts`` need room for every run entry; only what is written is touched."""
-    k = len(starts) - 1
+    k = len(begins)
     heap_key = np.empty(k, np.int64)
     heap_run = np.empty(k, np.int64)
-    pos = starts[:-1].copy()
+    pos = begins.copy()
     size = 0
     for r in range(k):
-        if starts[r] < starts[r + 1]:
-            heap_key[size], heap_run[size] = keys[starts[r]], r
+        if begins[r] < ends[r]:
+            heap_key[size], heap_run[size] = keys[begins[r]], r
             size += 1
     for i in range(size // 2 - 1, -1, -1):
         _sift_down(heap_key, heap_run, size, i)
@@ -71,7 +74,7 @@ def _merge(keys, seen, starts, uniq, counts, ids):
         ids[p] = d
         p += 1
         pos[r] = p
-        if p < starts[r + 1]:
+        if p < ends[r]:
             heap_key[0] = keys[p]
         else:
             size -= 1
@@ -80,16 +83,66 @@ def _merge(keys, seen, starts, uniq, counts, ids):
     return d + 1
 
 
-def merge_runs(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+# entries from which the merge is cut into key ranges merged on threads at once
+PARALLEL_ENTRIES = 1 << 22
+
+
+def merge_runs(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray,
+               threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(distinct keys, their summed counts, each entry's id into them) for the sorted runs
     ``keys[starts[r]:starts[r + 1]]`` (int64, distinct within each run) with occurrence
-    counts ``seen`` (summed in its dtype); ids are int32 below 2^31 entries."""
+    counts ``seen`` (summed in its dtype); ids are int32 below 2^31 entries. On
+    ``threads`` threads: :func:`merge_runs_parts`."""
+    uniq, counts, ids = merge_runs_parts(keys, seen, starts, threads)
+    if len(uniq) == 1:
+        return uniq[0], counts[0], ids
+    return np.concatenate(uniq), np.concatenate(counts), ids
+
+
+def merge_runs_parts(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray,
+                     threads: int | None = None) -> tuple[list, list, np.ndarray]:
+    """:func:`merge_runs` with the distinct keys and counts as consecutive parts (views
+    of arrays with room for every run entry, whose pages past the parts are never
+    written: the caller copies them out once the runs are freed).
+
+    On ``threads`` threads (default: the usable cores) the key space is cut at quantiles
+    of the longest run, every run is cut there by a binary search (a key equal to a cut
+    goes right in every run, so no key is split), and the ranges are merged at once; each
+    range's ids are then moved up by the distinct keys of the ranges below it."""
+    starts = np.asarray(starts, np.int64)
     total = int(starts[-1])
-    # Room for every entry; the pages past the distinct keys are never written (the
-    # caller copies the table to its exact size once the runs are freed).
+    ids = np.empty(total, np.int32 if total < 2**31 else np.int64)
     uniq = np.empty(total, np.int64)
     counts = np.empty(total, seen.dtype)
-    ids = np.empty(total, np.int32 if total < 2**31 else np.int64)
-    n = first_call(_merge, keys, seen, np.asarray(starts, np.int64), uniq, counts, ids)
-    return uniq[:n], counts[:n], ids
+    T = usable_cores() if threads is None else threads
+    if T <= 1 or total < max(PARALLEL_ENTRIES, T):
+        n = _merged(keys, seen, starts[:-1], starts[1:], ids, uniq, counts)
+        return [uniq[:n]], [counts[:n]], ids
+    longest = int(np.argmax(np.diff(starts)))
+    run = keys[starts[longest]:starts[longest + 1]]
+    cuts_at = np.unique(run[len(run) * np.arange(1, T) // T])
+    cuts = np.empty((len(starts) - 1, len(cuts_at) + 2), np.int64)
+    cuts[:, 0], cuts[:, -1] = starts[:-1], starts[1:]
+    for r in range(len(starts) - 1):
+        cuts[r, 1:-1] = starts[r] + np.searchsorted(keys[starts[r]:starts[r + 1]], cuts_at)
+    room = np.concatenate([[0], np.cumsum((cuts[:, 1:] - cuts[:, :-1]).sum(axis=0))])
+    parts = range(cuts.shape[1] - 1)
+    with ThreadPoolExecutor(len(parts)) as pool:  # each part writes its own room
+        found = list(pool.map(lambda t: _merged(
+            keys, seen, cuts[:, t], cuts[:, t + 1], ids, uniq[room[t]:room[t + 1]],
+            counts[room[t]:room[t + 1]]), parts))
+    below = 0
+    for t, n in enumerate(found):
+        if below:
+            for r in range(len(cuts)):
+                ids[cuts[r, t]:cuts[r, t + 1]] += below
+        below += n
+    return ([uniq[room[t]:room[t] + n] for t, n in enumerate(found)],
+            [counts[room[t]:room[t] + n] for t, n in enumerate(found)], ids)
+
+
+def _merged(keys, seen, begins, ends, ids, uniq, counts) -> int:
+    """The runs keys[begins[r]:ends[r]] merged into ``uniq`` and ``counts`` (room for
+    every entry), their entries' ids written into ``ids``: how many distinct keys."""
+    return first_call(_merge, keys, seen, np.ascontiguousarray(begins),
+                      np.ascontiguousarray(ends), uniq, counts, ids)
