@@ -29,7 +29,13 @@ from pathlib import Path
 from .base.errors import NnlmError
 from .lm import LanguageModel
 from .ngram.estimate.methods import NgramJob, cluster_stream
-from .text.corpus import read_corpus, read_stream, warn_same_text, warn_unknown_share
+from .text.corpus import (
+    read_corpus,
+    read_stream,
+    text_paths,
+    warn_same_text,
+    warn_unknown_share,
+)
 from .text.stream import Stream
 from .text.vocab import Vocabulary
 
@@ -202,7 +208,7 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
         from .models import load_model, save_model
         from .ngram.distributed.out_of_core import estimate_out_of_core
 
-        estimate_out_of_core(_paths_of(job.train_path), job.order, job.memory, job.temp,
+        estimate_out_of_core(text_paths(job.train_path), job.order, job.memory, job.temp,
                              job.vocab, job.min_count, job.max_size, job.discount_fallback,
                              save=lambda streamed: save_model(streamed, output),
                              arpa=job.arpa, log=log)
@@ -228,20 +234,18 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
     return model
 
 
-def _paths_of(train_path) -> list:
-    return list(train_path) if isinstance(train_path, (list, tuple)) else [train_path]
-
-
 def _out_of_core(job: NgramJob) -> bool:
     """Whether ``job`` is estimated a partition at a time with its pieces on disk
     (:mod:`nnlm.ngram.distributed.out_of_core`): modified Kneser-Ney under ``memory``
     where the in-memory estimator would pass it (the text's size says), from files the
     compiled reader can read twice."""
-    from .ngram.distributed import out_of_core
-
-    paths = _paths_of(job.train_path)
+    paths = text_paths(job.train_path)
     if (job.method != "kn" or job.memory is None or job.prune_counts or job.tokenizer
-            is not None or any(str(p) == "-" for p in paths) or not out_of_core.available()):
+            is not None or any(str(p) == "-" for p in paths)):
+        return False
+    from .ngram.distributed import out_of_core  # (numba's kernels: only under --memory)
+
+    if not out_of_core.available():
         return False
     try:
         size = sum(os.path.getsize(p) for p in paths)

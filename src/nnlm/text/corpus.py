@@ -69,7 +69,7 @@ class _FirstSeen(dict):
         return i
 
 
-def _paths(source) -> list:
+def text_paths(source) -> list:
     """One text or several (shards of one corpus, read in the order given)."""
     return list(source) if isinstance(source, (list, tuple)) else [source]
 
@@ -80,7 +80,7 @@ def _encode_blocks(source, table: dict, encode, split=str.split) -> tuple[np.nda
     line's tokens (its words, or a tokenizer's subwords), ``encode`` maps an iterable of
     tokens to their ids; ``table`` (word -> id) names ``<s>`` and ``</s>``'s ids where it
     has them."""
-    parts = [_encode_file(path, table, encode, split) for path in _paths(source)]
+    parts = [_encode_file(path, table, encode, split) for path in text_paths(source)]
     if len(parts) == 1:
         return parts[0]
     return np.concatenate([ids for ids, _ in parts]), np.concatenate([n for _, n in parts])
@@ -112,7 +112,7 @@ def read_stream(path: str | os.PathLike | Sequence, vocab: Vocabulary) -> Stream
 
     Memory is about 4 bytes a token for the ids plus 8 a line for the offsets.
     """
-    fast = word_blocks.encode(_paths(path), vocab.words) if vocab.tokenizer is None else None
+    fast = word_blocks.encode(text_paths(path), vocab.words) if vocab.tokenizer is None else None
     if fast is not None:  # ids past the vocabulary's are words outside it
         word_ids, lengths, _ = fast
         return Stream.from_ids(np.where(word_ids < len(vocab), word_ids, np.int32(UNK_ID)),
@@ -169,7 +169,7 @@ def read_corpus(path: str | os.PathLike | Sequence, min_count: int = 1,
     Reads standard input (``-``) too, since the text is read once. ``tokenizer``: a
     subword model's (:mod:`nnlm.text.tokenizer`), which the vocabulary keeps.
     """
-    fast = word_blocks.encode(_paths(path)) if tokenizer is None else None
+    fast = word_blocks.encode(text_paths(path)) if tokenizer is None else None
     if fast is not None:
         word_ids, lengths, words = fast
     else:
