@@ -48,7 +48,9 @@ def add_parsers(sub) -> None:
         "      --valid data/brown/valid.txt -o runs/delint3\n"
         "  nnlm ngram train data/brown/train.txt --method class --classes 500 -o runs/class500\n"
         "  nnlm ngram train text.txt --tokenizer spm.model --nemo-encoding --order 6 \\\n"
-        "      -o runs/bpe6 --arpa bpe6.arpa   # NeMo's subword n-gram")
+        "      -o runs/bpe6 --arpa bpe6.arpa   # NeMo's subword n-gram\n"
+        "  nnlm ngram train big.txt --order 5 --memory 4G --temp /scratch -o runs/big"
+        "   # 1B tokens on 2 cores: 4 min, 3.5 GB")
     train.add_argument("train", type=path_or_url, nargs="+", metavar="TRAIN",
                        help="the training text; several files (shards, compressed or not) "
                        "are one corpus, read in the order given (with --cluster also "
