@@ -145,3 +145,16 @@ def test_a_sentence_marker_in_the_text_is_one_line_naming_it(tmp_path):
     with pytest.raises(NnlmError, match=r"train.txt:51.*<s>"):
         out_of_core_model([text], 3, tmp_path, "marked", partitions=2)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("nnlm-kn-")]
+
+
+def test_a_compressed_text_is_planned_by_what_it_holds(tmp_path):
+    """The plan reads a text's size on disk: about 5 bytes a token of plain text, and a
+    compressed file (by its magic bytes, whatever its name) at 20 bytes a token."""
+    import gzip
+
+    text = write_text(tmp_path / "train.txt", seed=6, sentences=2000)
+    packed = tmp_path / "train.txt.gz"
+    packed.write_bytes(gzip.compress(text.read_bytes()))
+    plain = out_of_core.tokens_about(text)
+    assert abs(plain - len(text.read_text().split())) < 0.5 * plain
+    assert out_of_core.tokens_about(packed) == packed.stat().st_size // 20  # not // 5

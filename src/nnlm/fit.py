@@ -248,10 +248,10 @@ def _out_of_core(job: NgramJob) -> bool:
     if not out_of_core.available():
         return False
     try:
-        size = sum(os.path.getsize(p) for p in paths)
+        tokens = sum(out_of_core.tokens_about(p) for p in paths)
     except OSError:
         return False  # the reader names what is missing
-    return out_of_core.in_memory_need(size // 5) > job.memory  # about 5 bytes a token
+    return out_of_core.in_memory_need(tokens) > job.memory
 
 
 def merge_ngram_models(models, weights=None, valid=None, iterations: int = 30):
