@@ -60,6 +60,17 @@ def count_words(path: str | os.PathLike | Sequence) -> Counter:
     return counts
 
 
+def word_counts(source) -> tuple[list[str], np.ndarray]:
+    """(the words in order of first occurrence, their token counts) of a text file or
+    several (paths, or an open binary file), a block at a time: the compiled counter,
+    or :func:`count_words` where it is missing or refuses (naming the line)."""
+    read = word_blocks.count_arrays(text_paths(source))
+    if read is not None:
+        return read
+    counted = count_words(source)
+    return list(counted), np.fromiter(counted.values(), np.int64, len(counted))
+
+
 class _FirstSeen(dict):
     """word -> id in order of first occurrence; a lookup of a new word assigns the next id
     (so ``map(d.__getitem__, tokens)`` encodes a text in C, calling Python once a type)."""

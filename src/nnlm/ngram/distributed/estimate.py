@@ -43,15 +43,12 @@ from ..estimate.kneser_ney import KneserNey, check_fallback
 from ..formats.arpa_write import write_arpa_sections
 from . import blocks, kernels
 from .partitioned import (
-    PartitionedSource,
     StreamedKneserNey,
     assemble_model,
     discounts_of,
-    extends_of_unigrams,
-    file_sizes,
     first_ids,
     offsets_of,
-    unigram_arrays,
+    streamed_model_of,
 )
 
 
@@ -197,11 +194,10 @@ def streamed_model(client, vocab: Vocabulary, N: int, discounts, bounds, sizes, 
         for future in pending:
             yield future.result()
 
-    uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, unigram_gammas)
-    extends1 = extends_of_unigrams(V, words, client.gather(
-        [client.submit(kernels.piece, h, 0, pure=False) for h in has_child]) if N > 1 else [])
-    return StreamedKneserNey(PartitionedSource(vocab, N, file_sizes(bounds, sizes), uni_logp,
-                                               uni_bow, extends1, apply), discounts)
+    children = client.gather([client.submit(kernels.piece, h, 0, pure=False)
+                              for h in has_child]) if N > 1 else []
+    return streamed_model_of(vocab, N, discounts, bounds, sizes, words, unigram_p, gamma0,
+                             unigram_gammas, children, apply)
 
 
 def stream_arpa(client, path: Path, model: KneserNey, vocabulary, parts: list,

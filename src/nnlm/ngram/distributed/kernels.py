@@ -12,8 +12,7 @@ import contextlib
 import numpy as np
 
 from ...base.errors import NnlmError
-from ...text import word_blocks
-from ...text.corpus import count_words, read_stream
+from ...text.corpus import read_stream, word_counts
 from ...text.vocab import Vocabulary
 from ..formats.arpa_write import WordTexts, ngram_lines
 from . import blocks
@@ -41,12 +40,7 @@ def shard_words(path) -> tuple[bytes, np.ndarray]:
     counts (read by the compiled reader where it is built). Two arrays, not a dict: the
     engine takes seconds to move a dict of 50,000 words, and microseconds for these."""
     with opened(path) as source:
-        read = word_blocks.count_arrays([source])
-        if read is None:
-            counted = count_words(source)
-            words, counts = list(counted), np.fromiter(counted.values(), np.int64)
-        else:
-            words, counts = read
+        words, counts = word_counts(source)
     return "\n".join(words).encode("utf-8"), counts
 
 

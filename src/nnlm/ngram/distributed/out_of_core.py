@@ -40,7 +40,7 @@ from ...base.progress import progress_bar, quietly
 from ...base.sysmem import human_size, release_free_memory
 from ...base.threads import ordered_map, usable_cores
 from ...text import word_blocks
-from ...text.corpus import count_words
+from ...text.corpus import word_counts
 from ...text.fileio import compression_of
 from ...text.stream import Stream
 from ...text.vocab import UNK_ID, Vocabulary
@@ -50,14 +50,11 @@ from ..estimate.workspace import MIN_MEMORY
 from ..formats.arpa_write import WordTexts, ngram_lines, write_arpa_sections
 from . import blocks
 from .partitioned import (
-    PartitionedSource,
     StreamedKneserNey,
     discounts_of,
-    extends_of_unigrams,
-    file_sizes,
     first_ids,
     offsets_of,
-    unigram_arrays,
+    streamed_model_of,
 )
 
 # what the process holds besides the work: the interpreter, numpy and the compiled kernels
@@ -199,12 +196,7 @@ def vocabulary_of(paths: Sequence, min_count: int, max_size: int | None
                   ) -> tuple[Vocabulary, int]:
     """The text's vocabulary, as :func:`~nnlm.text.corpus.read_corpus` makes it, and its
     tokens, counted a block at a time."""
-    read = word_blocks.count_arrays(list(paths))
-    if read is None:  # <s> or </s> in the text: Python's reader names the line
-        counted = count_words(list(paths))
-        words, counts = list(counted), np.fromiter(counted.values(), np.int64)
-    else:
-        words, counts = read
+    words, counts = word_counts(list(paths))
     vocab = Vocabulary.from_counts(dict(zip(words, counts.tolist())), min_count, max_size)
     return vocab, int(counts.sum())
 
@@ -381,10 +373,8 @@ def _streamed(files: PieceFiles, vocab, N, discounts, bounds, sizes, words, unig
             piece = blocks.trie_array(levels, None, k, name, first[j], V, lo, hi)
             yield fn(piece, int(first[j, k - 1]) + lo, *args)
 
-    uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, gammas1)
-    extends1 = extends_of_unigrams(V, words, child1 if N > 1 else [])
-    return StreamedKneserNey(PartitionedSource(vocab, N, file_sizes(bounds, sizes), uni_logp,
-                                               uni_bow, extends1, apply), discounts)
+    return streamed_model_of(vocab, N, discounts, bounds, sizes, words, unigram_p, gamma0,
+                             gammas1, child1, apply)
 
 
 def _write_arpa(files: PieceFiles, path: Path, model: StreamedKneserNey, P: int) -> None:

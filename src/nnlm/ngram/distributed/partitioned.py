@@ -177,6 +177,21 @@ class StreamedKneserNey:
         write_trie(self.source, Path(directory) / FILE_NAME, binding)
 
 
+def streamed_model_of(vocab: Vocabulary, order: int, discounts: np.ndarray, bounds: np.ndarray,
+                      sizes: np.ndarray, words: np.ndarray, unigram_p: np.ndarray,
+                      gamma0: float, unigram_gammas: list, unigram_children: list,
+                      apply) -> StreamedKneserNey:
+    """The model whose file is written from its partitions' pieces through ``apply`` (see
+    :class:`PartitionedSource`), wherever they lie: the unigrams' arrays from what each
+    partition said of its words (``unigram_gammas``, their back-off weights;
+    ``unigram_children``, which extend: both unused at order 1)."""
+    V = len(vocab)
+    uni_logp, uni_bow = unigram_arrays(V, order, words, unigram_p, gamma0, unigram_gammas)
+    extends1 = extends_of_unigrams(V, words, unigram_children if order > 1 else [])
+    return StreamedKneserNey(PartitionedSource(vocab, order, file_sizes(bounds, sizes),
+                                               uni_logp, uni_bow, extends1, apply), discounts)
+
+
 def first_ids(bounds: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """(P, N): each partition's first id in each order of the file (order 1: its first
     word id; above: its first entry of the level)."""
@@ -236,8 +251,5 @@ def estimate_partitioned(streams: Sequence[Stream], order: int, vocab: Vocabular
             piece = blocks.trie_array(levels[j], answered[j][2], k, name, first[j], V, lo, hi)
             yield fn(piece, int(first[j, k - 1]) + lo, *args)
 
-    uni_logp, uni_bow = unigram_arrays(V, N, words, unigram_p, gamma0, gammas)
-    extends1 = extends_of_unigrams(V, words, [home[2][0] for home in answered] if N > 1
-                                   else [])
-    return StreamedKneserNey(PartitionedSource(vocab, N, file_sizes(bounds, sizes), uni_logp,
-                                               uni_bow, extends1, apply), discounts)
+    return streamed_model_of(vocab, N, discounts, bounds, sizes, words, unigram_p, gamma0,
+                             gammas, [home[2][0] for home in answered if N > 1], apply)
