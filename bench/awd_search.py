@@ -10,6 +10,8 @@ best epoch and its test perplexity.
 
     python bench/awd_search.py --device cuda --seconds 420 --out awd_search.json
     python bench/awd_search.py --only base stronger --seconds 60    # a CPU smoke run
+    python bench/awd_search.py --plot-only bench/results/awd_search_h100.json \
+        --plot docs/awd_search.png
 """
 
 from __future__ import annotations
@@ -54,6 +56,41 @@ def curve(run: Path) -> list[dict]:
                 for r in csv.DictReader(f) if r["epoch"]]
 
 
+def plot(variants: dict, path: str) -> None:
+    """Validation perplexity against epoch, one line a variant, the best marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    for name, row in sorted(variants.items(), key=lambda kv: kv[1].get("best_valid", 1e9)):
+        epochs = row["epochs"]
+        if not epochs:
+            continue
+        line, = ax.plot([e["epoch"] for e in epochs], [e["valid_ppl"] for e in epochs],
+                        marker=".", label=f"{name} ({row.get('best_valid')})")
+        ax.plot(row["best_epoch"], row["best_valid"], "o", color=line.get_color(), mfc="none")
+    ax.set_ylim(105, 180)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation perplexity")
+    ax.set_title("awd variants on Brown v1 (best validation in brackets)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def from_json(path: str) -> dict:
+    """A results file's variants; where several runs trained one variant, the longest."""
+    data = json.loads(Path(path).read_text())
+    merged: dict = {}
+    for run in data.get("runs", [data]):
+        for name, row in run["variants"].items():
+            if len(row["epochs"]) >= len(merged.get(name, {}).get("epochs", [])):
+                merged[name] = row
+    return merged
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="data/brown", help="folder with train/valid/test.txt")
@@ -63,7 +100,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads per variant")
     ap.add_argument("--runs", default="/tmp/awd_search", help="folder for the models")
     ap.add_argument("--out", default="bench/results/awd_search.json")
+    ap.add_argument("--plot", metavar="PNG", help="also draw the validation curves")
+    ap.add_argument("--plot-only", metavar="JSON", help="train nothing: draw JSON's curves")
     a = ap.parse_args()
+    if a.plot_only:
+        plot(from_json(a.plot_only), a.plot or "awd_search.png")
+        return 0
     if a.seconds < 1 or a.threads < 1:
         ap.error("--seconds and --threads must be >= 1")
     data, runs = Path(a.data), Path(a.runs)
@@ -111,6 +153,8 @@ def main() -> int:
               f" (epoch {row.get('best_epoch')})  test {row.get('test_ppl')}", flush=True)
     Path(a.out).write_text(json.dumps({"device": a.device, "seconds": a.seconds,
                                        "variants": results}, indent=1) + "\n")
+    if a.plot:
+        plot(results, a.plot)
     return 0
 
 
