@@ -2,14 +2,15 @@
 dynamic evaluation, with both, and mixed with KN5, as JSON.
 
     python bench/adaptation.py runs/awd --kn runs/kn5 --data data/brown \\
-        [--out bench/results/adaptation.json] [--threads 2] [--device cuda]
+        [--out bench/results/adaptation.json] [--threads 2] [--device cuda] \\
+        [--dynamic-rule rms|sgd]
 
 Every setting is chosen on the validation text, as ``nnlm eval --cache --dynamic --valid``
-chooses it: dynamic evaluation's step and decay on its first 50,000 tokens, the cache's
-theta, lambda and L on all of it over the dynamically evaluated hidden vectors. The rows
-with one of the two reuse the settings the row with both chose (the searches are the
-same), and the mixture reuses them for its network, its weights fitted again by EM on
-valid (``nnlm eval MIX --dynamic --cache --valid``). The static mixture is
+chooses it: dynamic evaluation's step and decay (and the RMS rule's gradient statistics)
+on all of it, then the cache's theta, lambda and L over the dynamically evaluated hidden
+vectors. The rows with one of the two reuse the settings the row with both chose (the
+searches are the same), and the mixture reuses them for its network, its weights fitted
+again by EM on valid (``nnlm eval MIX --dynamic --cache --valid``). The static mixture is
 ``nnlm mix MODEL KN --valid VALID --per-bucket TRAIN``. Each row keeps its seconds and
 the command that gives its number. Never run by the tests.
 """
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/adaptation.json"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="where the network runs (cpu, cuda)")
+    parser.add_argument("--dynamic-rule", choices=("rms", "sgd"), default="rms",
+                        help="dynamic evaluation's rule (default rms)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lm, kn = load_model(args.model), load_model(args.kn)
@@ -67,16 +70,18 @@ def main() -> None:
     row("static", evaluate(lm, test).perplexity, time.perf_counter() - started,
         f"nnlm eval {m} {t}")
     started = time.perf_counter()
-    dyn, cache, report = choose_settings(lm, cache={}, dynamic={}, valid=valid, log=print)
+    dyn, cache, report = choose_settings(lm, cache={}, dynamic={"rule": args.dynamic_rule},
+                                         valid=valid, log=print)
     both = ppl(adapt(lm, test, dyn, cache))
     row("dynamic+cache", both, time.perf_counter() - started,
         f"nnlm eval {m} {t} --dynamic --cache --valid {v}", settings=report)
-    given = (f"--dynamic-lr {dyn.lr:g} --dynamic-decay {dyn.decay:g}",
+    given = (f"--dynamic-rule {dyn.rule} --dynamic-lr {dyn.lr:g} --dynamic-decay {dyn.decay:g}",
              f"--cache-theta {cache.theta:g} --cache-lambda {cache.lam:g} "
              f"--cache-size {cache.size}")
     started = time.perf_counter()
     row("dynamic", ppl(adapt(lm, test, dyn, None)), time.perf_counter() - started,
-        f"nnlm eval {m} {t} --dynamic {given[0]}", settings=dyn.to_dict())
+        f"nnlm eval {m} {t} --dynamic {given[0]}"
+        + (f" --valid {v}" if dyn.rule == "rms" else ""), settings=dyn.to_dict())
     # the cache over the static network's vectors: a search of its own
     started = time.perf_counter()
     _, alone, report = choose_settings(lm, cache={}, valid=valid, log=print)
@@ -93,7 +98,8 @@ def main() -> None:
     lp, used = adapted_mixture_logprobs(
         mixture, test, valid, cache={"theta": cache.theta, "lam": cache.lam,
                                      "size": cache.size},
-        dynamic={"lr": dyn.lr, "decay": dyn.decay, "segment": dyn.segment}, log=print)
+        dynamic={"lr": dyn.lr, "decay": dyn.decay, "segment": dyn.segment, "rule": dyn.rule},
+        log=print)
     row("mixed with KN5, dynamic+cache", ppl(lp), time.perf_counter() - started,
         f"nnlm eval MIX {t} --dynamic {given[0]} --cache {given[1]} --valid {v}",
         settings={k: used[k] for k in ("dynamic", "cache", "mixture_weights")})

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from nnlm import Stream, save_model
+from nnlm.base.errors import NnlmWarning
 from nnlm.cli import main
 from nnlm.neural.adaptation import (
     CacheSettings,
@@ -20,7 +21,14 @@ from nnlm.neural.adaptation import (
     dynamic_logprobs,
     with_cache,
 )
-from nnlm.neural.adaptation.dynamic import learning_copy, segments
+from nnlm.neural.adaptation.dynamic import (
+    EPS,
+    _Rule,
+    gradient_rms,
+    learning_copy,
+    line_slots,
+    segments,
+)
 from nnlm.neural.adaptation.hidden import stream_hidden
 from nnlm.neural.nplm_lm import NeuralLM
 from test_awd import awd
@@ -110,6 +118,76 @@ def test_dynamic_evaluation_scores_before_it_learns_and_leaves_the_model_unchang
     assert a[later].mean() > static[later].mean() + 0.01
 
 
+def test_the_rms_rule_scores_before_it_learns_repeats_and_leaves_the_model():
+    lm, s = networks()["lstm"], stream()
+    before = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    static = lm.logprobs(s)
+    ms = gradient_rms(lm, s, 5)
+    a, _ = dynamic_logprobs(lm, s, DynamicSettings(0.01, 0.01, 5, "rms", ms))
+    b, _ = dynamic_logprobs(lm, s, DynamicSettings(0.01, 0.01, 5, "rms", ms))
+    assert np.array_equal(a, b)
+    assert all(torch.equal(before[k], v) for k, v in lm.model.state_dict().items())
+    first = segments(s, 5)[0]
+    head = slice(0, int(s.offsets[first[-1] + 1]))
+    assert np.allclose(a[head], static[head], atol=1e-6)
+    later = slice(len(s) // 3, None)
+    assert a[later].mean() > static[later].mean() + 0.01
+    with pytest.raises(ValueError, match="needs MS"):
+        dynamic_logprobs(lm, s, DynamicSettings(0.01, 0.01, 5, "rms"))
+
+
+def test_gradient_rms_is_the_root_mean_square_of_each_segments_gradient():
+    """Each segment's mean-NLL gradient taken apart, through the network's own forward
+    pass, with the trained weights; then the root of the mean of their squares."""
+    lm, s = networks()["nplm"], stream()
+    got = gradient_rms(lm, s, 7)
+    net = learning_copy(lm.model)
+    params = [p for p in net.parameters() if p.requires_grad]
+    squares = [torch.zeros_like(p) for p in params]
+    parts = segments(s, 7)
+    for lines in parts:
+        slots = line_slots(s, lines)
+        z = net.hidden_input(lm._tensor(lm._net_contexts(s.contexts(lm.order, slots))))
+        y = net.output_logits(z).log_softmax(1)
+        nll = -y.gather(1, torch.from_numpy(s.ids[slots].astype(np.int64))[:, None]).mean()
+        for acc, g in zip(squares, torch.autograd.grad(nll, params, allow_unused=True)):
+            if g is not None:
+                acc += g.square()
+    for g, acc in zip(got, squares):
+        assert torch.allclose(g, (acc / len(parts)).sqrt(), rtol=1e-4, atol=1e-7)
+
+
+def test_the_rms_rule_is_krauses_formula():
+    """theta - eta g / (MS + eps) + decay min(MS / mean MS, 1 / decay) (theta_0 - theta)."""
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(6))
+    q = torch.nn.Parameter(torch.randn(3))
+    ms = [torch.tensor([0.0, 0.1, 0.2, 5.0, 0.05, 0.3]), torch.tensor([0.2, 0.2, 0.01])]
+    lr, decay = 0.3, 0.4
+    rule = _Rule(DynamicSettings(lr, decay, 1, "rms", ms), [p, q])
+    theta0 = [p.detach().clone(), q.detach().clone()]
+    with torch.no_grad():  # the weights moved since training: the pull has work to do
+        p.add_(1.0)
+        q.sub_(0.5)
+    moved = [p.detach().clone(), q.detach().clone()]
+    grads = [torch.randn(6), torch.randn(3)]
+    p.grad, q.grad = grads
+    rule.step([p, q])
+    mean = float(np.mean([m.mean().item() for m in ms]))
+    for now, t, t0, g, m in zip([p, q], moved, theta0, grads, ms):
+        stepped = t.numpy() - lr * g.numpy() / (m.numpy() + EPS * mean)
+        pull = np.minimum(m.numpy() / mean, 1 / decay)
+        want = stepped + decay * pull * (t0.numpy() - t.numpy())
+        assert np.allclose(now.detach().numpy(), want, atol=1e-6)
+
+
+def test_a_step_that_overflows_the_softmax_is_undone():
+    lm, s = networks()["lstm"], stream()
+    with pytest.warns(NnlmWarning, match="undone"):
+        got, _ = dynamic_logprobs(lm, s, DynamicSettings(1e38, 0.0, 5))
+    assert np.isfinite(got).all()
+
+
 def test_the_learning_copy_scores_as_evaluation_does_with_dropout_between_layers():
     """cuDNN takes an RNN's gradient only in training mode: the copy's LSTM runs in it, so
     its between-layer dropout must be off for the copy to score as the model does."""
@@ -174,6 +252,8 @@ def test_eval_takes_given_settings_without_valid(files, capsys):
     (["--dynamic", "--dynamic-lr", "0.1", "--dynamic-decay", "0", "--open-vocab"],
      "drop --open-vocab"),
     (["--cache", "--cache-lambda", "1"], "1 is not in [0, 1)"),
+    (["--dynamic", "--dynamic-lr", "0.1", "--dynamic-decay", "0"], "--dynamic-rule sgd"),
+    (["--dynamic-rule", "sgd"], "--dynamic-rule applies only with --dynamic"),
 ])
 def test_eval_refusals_are_one_line(files, capsys, args, message):
     args = [a.replace("VALID", str(files / "valid.txt")) for a in args]
@@ -220,3 +300,17 @@ def test_a_mixtures_network_is_adapted_and_its_weights_fitted_again(files, capsy
     assert np.allclose(out["mixture_weights"], w, atol=1e-6)
     expected = logsumexp(parts[1] + np.log(w)[:, None], axis=0)
     assert out["perplexity"] == pytest.approx(math.exp(-expected.mean()), rel=1e-6)
+
+
+def test_a_diverged_setting_is_null_in_the_report_and_never_chosen(monkeypatch):
+    """A run whose perplexity overflows (finite log-probabilities below -700 a token)."""
+    from nnlm.neural.adaptation import choose
+
+    monkeypatch.setitem(choose.DYNAMIC_GRIDS, "sgd", ((0.1, 5.0), (0.0,)))
+    nll = {0.1: 4.0, 5.0: 800.0}
+    monkeypatch.setattr(choose, "dynamic_logprobs",
+                        lambda lm, s, settings, **kw: (np.full(10, -nll[settings.lr]), None))
+    best, table = choose.choose_dynamic(None, None, {}, 5, lambda m: None, "sgd")
+    assert best.lr == 0.1
+    assert [r["valid_ppl"] for r in table] == [pytest.approx(math.exp(4.0)), None]
+    json.dumps(table, allow_nan=False)

@@ -110,6 +110,10 @@ def add_adaptation_arguments(ev) -> None:
     adapt.add_argument("--dynamic-decay", type=ranged(float, 0, 1), metavar="D",
                        help="its pull toward the trained weights, in [0, 1] (default: "
                        "chosen on --valid)")
+    adapt.add_argument("--dynamic-rule", choices=("rms", "sgd"), default=None,
+                       help="rms (default): each weight's step and pull scaled by the root "
+                       "mean square of its gradients on VALID (Krause et al.'s RMS rule); "
+                       "sgd: one step size for every weight")
     adapt.add_argument("--dynamic-segment", type=ranged(int, 1, 10**6), default=None,
                        metavar="TOKENS", help="whole lines of at least TOKENS tokens a step "
                        "(default 100)")
@@ -117,7 +121,7 @@ def add_adaptation_arguments(ev) -> None:
                        help="the text the settings not given are chosen on")
     adapt.add_argument("--tune-tokens", type=ranged(int, 1000, 10**9), default=None,
                        metavar="N", help="--dynamic: choose its settings on the first N "
-                       "tokens of VALID (default 50,000: each choice is a run over them)")
+                       "tokens of VALID (default: all of it; each choice is a run over them)")
 
 
 def cmd_score(args) -> None:
@@ -281,7 +285,8 @@ def cmd_eval(args) -> None:
 
 
 CACHE_FLAGS = ("cache_theta", "cache_lambda", "cache_size")
-DYNAMIC_FLAGS = ("dynamic_lr", "dynamic_decay", "dynamic_segment", "tune_tokens")
+DYNAMIC_FLAGS = ("dynamic_lr", "dynamic_decay", "dynamic_rule", "dynamic_segment",
+                 "tune_tokens")
 
 
 def _adaptation_requested(args) -> bool:
@@ -300,6 +305,9 @@ def _adaptation_requested(args) -> bool:
                         "softmax; drop --open-vocab and --self-normalized")
     choose = (args.cache and None in (args.cache_theta, args.cache_lambda, args.cache_size)) \
         or (args.dynamic and None in (args.dynamic_lr, args.dynamic_decay))
+    if args.dynamic and args.valid is None and args.dynamic_rule != "sgd" and not choose:
+        raise NnlmError("--dynamic's rms rule takes its gradient statistics on --valid "
+                        "VALID: give it, or --dynamic-rule sgd")
     if choose and args.valid is None:
         raise NnlmError("--cache and --dynamic choose their settings on --valid VALID; give "
                         "it, or every setting (--cache-theta --cache-lambda --cache-size, "
@@ -323,11 +331,12 @@ def _eval_adapted(args, model) -> None:
     cache = {"theta": args.cache_theta, "lam": args.cache_lambda,
              "size": args.cache_size} if args.cache else None
     dynamic = {"lr": args.dynamic_lr, "decay": args.dynamic_decay,
-               "segment": args.dynamic_segment} if args.dynamic else None
+               "segment": args.dynamic_segment, "rule": args.dynamic_rule} \
+        if args.dynamic else None
     static_logprobs = lm.logprobs(stream)
     static = evaluation_from_logprobs(stream, static_logprobs, model.vocab).to_dict()
     settings = dict(cache=cache, dynamic=dynamic, valid=valid,
-                    tune_tokens=args.tune_tokens or 50_000, log=_note)
+                    tune_tokens=args.tune_tokens, log=_note)
     if mixed:
         logprobs, used = adapted_mixture_logprobs(lm, stream, **settings)
     else:
@@ -343,7 +352,8 @@ def _eval_adapted(args, model) -> None:
     print(f"static:      perplexity {static['perplexity']:.3f}")
     for name in ("dynamic", "cache"):
         if name in used:
-            settings = ", ".join(f"{k} {v:g}" for k, v in used[name].items())
+            settings = ", ".join(f"{k} {v:g}" if isinstance(v, float | int) else f"{k} {v}"
+                                 for k, v in used[name].items())
             how = "chosen on " + str(args.valid) if f"{name}_search" in used else "as given"
             print(f"{name + ':':<12} {settings} ({how})")
     if "mixture_weights" in used:

@@ -383,7 +383,8 @@ def _write_outputs(workdir: Path, results: dict, quick: bool) -> None:
         for name in adapted:
             r, row = rows[name], BY_NAME[name]
             settings = "; ".join(
-                f"{k} " + ", ".join(f"{a} {b:g}" for a, b in v.items())
+                f"{k} " + ", ".join(f"{a} {b:g}" if isinstance(b, float | int) else f"{a} {b}"
+                                    for a, b in v.items())
                 for k, v in r.get("settings", {}).items() if k in ("cache", "dynamic"))
             lines.append(f"| {row.parts[0]} | {' + '.join(row.adapt)} | {settings} | "
                          f"{r['test']:.1f} | {r['test'] / kn5:.3f} |")

@@ -7,39 +7,60 @@ negative log-likelihood, and a pull back toward the trained weights theta_0::
 
     theta_s = theta_{s-1} - eta grad L(s; theta_{s-1}) + decay (theta_0 - theta_{s-1})
 
-(their SGD rule with the global prior as the decay). Each position is scored before any
-step that saw it, so the numbers are perplexities. The network is a copy: the model
-itself never changes, and without dropout the run repeats exactly.
+(their SGD rule with the global prior as the decay), or their RMS rule, which scales
+both terms per parameter by the root mean square MS of its gradients on held-out text
+(a segment's mean-NLL gradient, with the trained weights)::
+
+    theta_s = theta_{s-1} - eta grad / (MS + eps) + decay r (theta_0 - theta_{s-1}),
+    r = min(MS / mean(MS), 1 / decay),    eps = EPS mean(MS)
+
+so a weight that moves much in the text's gradients adapts fast and is pulled back fast,
+and one that seldom moves keeps its trained value. Krause et al. take MS over the training
+text; here it is taken over the text the settings are tuned on (``--valid``), which the
+network did not fit, so its gradients are those the evaluated text will give. Each
+position is scored before any step that saw it, so the numbers are perplexities. The
+network is a copy: the model itself never changes, and without dropout the run repeats
+exactly.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ...base.errors import warn
 from ...base.progress import progress_bar
 from ...text.stream import Stream
 from .hidden import line_slots, lines_hidden, target_logprobs
 
+RULES = ("sgd", "rms")
+DEFAULT_RULE = "rms"
+EPS = 1.0  # eps of the RMS rule, as a fraction of the mean MS (0.1 overflowed on Brown)
+
 
 @dataclass(frozen=True)
 class DynamicSettings:
-    """eta (the step), the decay toward the trained weights, tokens a segment."""
+    """eta (the step), the decay toward the trained weights, tokens a segment, the rule
+    (``sgd`` or ``rms``) and, for ``rms``, MS (:func:`gradient_rms`)."""
 
     lr: float
     decay: float
     segment: int = 100
+    rule: str = "sgd"
+    statistics: list | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        if not (self.lr >= 0 and 0 <= self.decay <= 1 and self.segment >= 1):
+        if not (self.lr >= 0 and 0 <= self.decay <= 1 and self.segment >= 1
+                and self.rule in RULES):
             raise ValueError(f"dynamic lr={self.lr} (>= 0), decay={self.decay} (in [0, 1]), "
-                             f"segment={self.segment} (>= 1)")
+                             f"segment={self.segment} (>= 1), rule={self.rule!r} "
+                             f"(one of {', '.join(RULES)})")
 
     def to_dict(self) -> dict:
-        return {"lr": self.lr, "decay": self.decay, "segment": self.segment}
+        return {"lr": self.lr, "decay": self.decay, "segment": self.segment, "rule": self.rule}
 
 
 def segments(stream: Stream, tokens: int) -> list[np.ndarray]:
@@ -69,6 +90,72 @@ def learning_copy(model: torch.nn.Module) -> torch.nn.Module:
     return net
 
 
+def gradient_rms(lm, stream: Stream, segment: int,
+                 label: str = "gradient statistics") -> list[torch.Tensor]:
+    """MS: per parameter of ``lm``'s network (in ``parameters()`` order), the root mean
+    square over ``stream``'s segments of the gradient of a segment's mean NLL, with the
+    trained weights."""
+    net = learning_copy(lm.model)
+    view = copy.copy(lm)
+    view.model = net
+    params = [p for p in net.parameters() if p.requires_grad]
+    sums = [torch.zeros_like(p) for p in params]
+    parts = segments(stream, segment)
+    with progress_bar(len(stream), label, "tokens", delay=2.0) as bar:
+        for lines in parts:
+            slots = line_slots(stream, lines)
+            lp, _, _ = _scored_segment(view, net, stream, lines, slots)
+            for p in params:
+                p.grad = None
+            (-lp.mean()).backward()
+            with torch.no_grad():
+                for p, acc in zip(params, sums):
+                    if p.grad is not None:
+                        acc.add_(p.grad.square())
+            bar.update(len(slots))
+    return [(acc / max(len(parts), 1)).sqrt() for acc in sums]
+
+
+def _scored_segment(view, net, stream: Stream, lines: np.ndarray, slots: np.ndarray):
+    """(log p of the segment's slots with gradients, the same in float64, z) under the
+    copy's weights now."""
+    z = lines_hidden(view, stream, lines)
+    targets = torch.from_numpy(stream.ids[slots].astype(np.int64)).to(z.device)
+    lp, lp64 = target_logprobs(net, z, targets)
+    return lp, lp64, z
+
+
+class _Rule:
+    """One step of the SGD or RMS rule on ``params`` (see the module docstring)."""
+
+    def __init__(self, settings: DynamicSettings, params: list):
+        self.lr, self.decay = settings.lr, settings.decay
+        rms = settings.statistics
+        self.trained = [p.detach().clone() for p in params]
+        self.scale = self.pull = None
+        if settings.rule == "rms":
+            if rms is None or [m.shape for m in rms] != [p.shape for p in params]:
+                raise ValueError("the rms rule needs MS for every parameter (gradient_rms)")
+            mean = float(torch.stack([m.mean() for m in rms]).mean())
+            eps = EPS * mean if mean > 0 else 1.0
+            self.scale = [1.0 / (m.to(p.device) + eps) for m, p in zip(rms, params)]
+            cap = 1.0 / self.decay if self.decay else 0.0
+            self.pull = [(m.to(p.device) / max(mean, 1e-30)).clamp(max=cap)
+                         for m, p in zip(rms, params)]
+
+    @torch.no_grad()
+    def step(self, params: list) -> None:
+        for i, (p, p0) in enumerate(zip(params, self.trained)):
+            back = None
+            if self.decay:  # from theta_{s-1}, as the step
+                back = p0 - p if self.pull is None else (p0 - p) * self.pull[i]
+            if p.grad is not None:
+                g = p.grad if self.scale is None else p.grad * self.scale[i]
+                p.sub_(g, alpha=self.lr)
+            if back is not None:
+                p.add_(back, alpha=self.decay)
+
+
 def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden: bool = False,
                      label: str = "dynamic evaluation") -> tuple[np.ndarray, torch.Tensor | None]:
     """(log p of every slot, float64; z of every slot as it was scored, or None): the
@@ -78,26 +165,37 @@ def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden:
     view = copy.copy(lm)
     view.model = net
     params = [p for p in net.parameters() if p.requires_grad]
-    trained = [p.detach().clone() for p in params]
+    rule = _Rule(settings, params)
+    before = [p.detach().clone() for p in params]  # the weights before the last step
     out = np.empty(len(stream))
     hidden = [] if keep_hidden else None
+    undone = 0
     with progress_bar(len(stream), label, "tokens", delay=2.0) as bar:
         for lines in segments(stream, settings.segment):
             slots = line_slots(stream, lines)
-            z = lines_hidden(view, stream, lines)
-            targets = torch.from_numpy(stream.ids[slots].astype(np.int64)).to(z.device)
-            lp, lp64 = target_logprobs(net, z, targets)
+            lp, lp64, z = _scored_segment(view, net, stream, lines, slots)
+            if not np.isfinite(lp64).all():
+                # the last step took the weights where the softmax overflows: undo it
+                # and score the segment again, so that no number comes from broken weights
+                _assign(params, before)
+                undone += 1
+                lp, lp64, z = _scored_segment(view, net, stream, lines, slots)
             out[slots] = lp64
             if hidden is not None:
                 hidden.append(z.detach())
             for p in params:
                 p.grad = None
             (-lp.mean()).backward()
-            with torch.no_grad():
-                for p, p0 in zip(params, trained):
-                    if p.grad is not None:
-                        p.sub_(p.grad, alpha=settings.lr)
-                    if settings.decay:
-                        p.add_(p0 - p, alpha=settings.decay)
+            _assign(before, params)
+            rule.step(params)
             bar.update(len(slots))
+    if undone:
+        warn(f"{label}: {undone} step(s) overflowed the softmax and were undone; "
+             "a smaller --dynamic-lr avoids them")
     return out, (torch.cat(hidden) if hidden else None)
+
+
+@torch.no_grad()
+def _assign(targets: list, sources: list) -> None:
+    for t, s in zip(targets, sources):
+        t.copy_(s)

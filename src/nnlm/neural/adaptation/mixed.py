@@ -30,7 +30,7 @@ def adaptable_component(mixture) -> int:
 
 def adapted_mixture_logprobs(mixture, stream: Stream, valid: Stream, *,
                              cache: dict | None = None, dynamic: dict | None = None,
-                             tune_tokens: int = TUNE_TOKENS,
+                             tune_tokens: int | None = TUNE_TOKENS,
                              log: Callable[[str], None] = print) -> tuple[np.ndarray, dict]:
     """(log p of every slot of ``stream``, the report): the mixture with its network
     adapted (settings chosen for the network alone) and its weights refitted on
