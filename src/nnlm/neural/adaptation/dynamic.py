@@ -95,19 +95,13 @@ def gradient_rms(lm, stream: Stream, segment: int,
     """MS: per parameter of ``lm``'s network (in ``parameters()`` order), the root mean
     square over ``stream``'s segments of the gradient of a segment's mean NLL, with the
     trained weights."""
-    net = learning_copy(lm.model)
-    view = copy.copy(lm)
-    view.model = net
-    params = [p for p in net.parameters() if p.requires_grad]
+    view, params = _learner(lm)
     sums = [torch.zeros_like(p) for p in params]
     parts = segments(stream, segment)
     with progress_bar(len(stream), label, "tokens", delay=2.0) as bar:
         for lines in parts:
             slots = line_slots(stream, lines)
-            lp, _, _ = _scored_segment(view, net, stream, lines, slots)
-            for p in params:
-                p.grad = None
-            (-lp.mean()).backward()
+            _backward(_scored_segment(view, stream, lines, slots)[0], params)
             with torch.no_grad():
                 for p, acc in zip(params, sums):
                     if p.grad is not None:
@@ -116,13 +110,27 @@ def gradient_rms(lm, stream: Stream, segment: int,
     return [(acc / max(len(parts), 1)).sqrt() for acc in sums]
 
 
-def _scored_segment(view, net, stream: Stream, lines: np.ndarray, slots: np.ndarray):
+def _learner(lm):
+    """(a view of ``lm`` over a learning copy of its network, the copy's parameters)."""
+    view = copy.copy(lm)
+    view.model = learning_copy(lm.model)
+    return view, [p for p in view.model.parameters() if p.requires_grad]
+
+
+def _scored_segment(view, stream: Stream, lines: np.ndarray, slots: np.ndarray):
     """(log p of the segment's slots with gradients, the same in float64, z) under the
     copy's weights now."""
     z = lines_hidden(view, stream, lines)
     targets = torch.from_numpy(stream.ids[slots].astype(np.int64)).to(z.device)
-    lp, lp64 = target_logprobs(net, z, targets)
+    lp, lp64 = target_logprobs(view.model, z, targets)
     return lp, lp64, z
+
+
+def _backward(lp: torch.Tensor, params: list) -> None:
+    """The gradient of the segment's mean NLL into each parameter's ``grad``."""
+    for p in params:
+        p.grad = None
+    (-lp.mean()).backward()
 
 
 class _Rule:
@@ -139,9 +147,9 @@ class _Rule:
             mean = float(torch.stack([m.mean() for m in rms]).mean())
             eps = EPS * mean if mean > 0 else 1.0
             self.scale = [1.0 / (m.to(p.device) + eps) for m, p in zip(rms, params)]
-            cap = 1.0 / self.decay if self.decay else 0.0
-            self.pull = [(m.to(p.device) / max(mean, 1e-30)).clamp(max=cap)
-                         for m, p in zip(rms, params)]
+            if self.decay:  # r = min(MS / mean MS, 1 / decay)
+                self.pull = [(m.to(p.device) / max(mean, 1e-30)).clamp(max=1.0 / self.decay)
+                             for m, p in zip(rms, params)]
 
     @torch.no_grad()
     def step(self, params: list) -> None:
@@ -161,10 +169,7 @@ def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden:
     """(log p of every slot, float64; z of every slot as it was scored, or None): the
     text scored in order with a copy of ``lm``'s network that takes a step after each
     segment (see the module docstring)."""
-    net = learning_copy(lm.model)
-    view = copy.copy(lm)
-    view.model = net
-    params = [p for p in net.parameters() if p.requires_grad]
+    view, params = _learner(lm)
     rule = _Rule(settings, params)
     before = [p.detach().clone() for p in params]  # the weights before the last step
     out = np.empty(len(stream))
@@ -173,19 +178,17 @@ def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden:
     with progress_bar(len(stream), label, "tokens", delay=2.0) as bar:
         for lines in segments(stream, settings.segment):
             slots = line_slots(stream, lines)
-            lp, lp64, z = _scored_segment(view, net, stream, lines, slots)
+            lp, lp64, z = _scored_segment(view, stream, lines, slots)
             if not np.isfinite(lp64).all():
                 # the last step took the weights where the softmax overflows: undo it
                 # and score the segment again, so that no number comes from broken weights
                 _assign(params, before)
                 undone += 1
-                lp, lp64, z = _scored_segment(view, net, stream, lines, slots)
+                lp, lp64, z = _scored_segment(view, stream, lines, slots)
             out[slots] = lp64
             if hidden is not None:
                 hidden.append(z.detach())
-            for p in params:
-                p.grad = None
-            (-lp.mean()).backward()
+            _backward(lp, params)
             _assign(before, params)
             rule.step(params)
             bar.update(len(slots))
