@@ -359,6 +359,32 @@ def test_shards_within_memory_answer_as_one_index(world, tmp_path):
     assert [ig.count(q)["count"] for q in queries] == index.count(queries).tolist()
 
 
+@pytest.mark.parametrize("cores", [2, 3, 5])
+def test_a_batch_cut_over_cores_answers_as_one_by_one(world, tmp_path, monkeypatch, cores):
+    """A large batch is searched in pieces on threads, each shard cut to fill the cores:
+    counts and followers equal the same queries asked one at a time (never cut), on one
+    shard and on several."""
+    import nnlm.index.index as index_module
+
+    d, text, index = world
+    build_index([text], tmp_path / "sharded", memory=400 * 14)
+    sharded = Index.open(tmp_path / "sharded")
+    stream = _stream(index)
+    queries = _queries(stream, index.separator, np.random.default_rng(7), 50)
+    queries.append(["not-a-word"])  # a missing word inside a piece
+    one = {name: ([int(ix.count([q])[0]) for q in queries], [ix.next([q])[0] for q in queries])
+           for name, ix in (("one", index), ("sharded", sharded))}
+    monkeypatch.setattr(index_module, "usable_cores", lambda: cores)
+    monkeypatch.setattr(index_module, "PARALLEL_QUERIES", 1)
+    for name, ix in (("one", index), ("sharded", sharded)):
+        counts, nexts = one[name]
+        assert ix.count(queries).tolist() == counts
+        for a, b in zip(ix.next(queries), nexts):
+            assert (a.count, a.total) == (b.count, b.total)
+            assert (a.tokens.tolist(), a.counts.tolist()) == (b.tokens.tolist(),
+                                                              b.counts.tolist())
+
+
 def test_paragraph_documents(tmp_path):
     text = tmp_path / "p.txt"
     text.write_text("a b\nc d\n\n\ne f\n\ng\nh\n")

@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from ..base.errors import NnlmError, NnlmWarning
+from ..base.interrupts import Terminated
 from ..file_kinds import check_file_output
 from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"nnlm: error: {error}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("nnlm: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("nnlm: interrupted", file=sys.stderr)
         return 130

@@ -61,6 +61,8 @@ def add_parsers(sub) -> None:
         epilog="examples:\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      -o runs/mlp1            # add --resume to continue an interrupted run\n"
+        "  nohup nnlm train ... -o runs/big > big.log 2>&1 &   # stop it with kill (SIGTERM):\n"
+        "                              # the last checkpoint is kept, --resume continues\n"
         "  nnlm train data/toy/train.txt --valid data/toy/valid.txt --preset tiny -o runs/tiny\n"
         "  nnlm train data/brown/train.txt --valid data/brown/valid.txt --preset mlp1 \\\n"
         "      --objective nce --noise-samples 100 -o runs/mlp1-nce\n"

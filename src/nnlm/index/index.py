@@ -14,6 +14,7 @@ Bad: ``[index.count([q]) for q in queries]``: one search call a query, many time
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, repeat
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..base.errors import NnlmError
+from ..base.threads import usable_cores
 from ..text.specials import BOS, EOS
 from ..text.vocab import Vocabulary
 from . import files
@@ -28,6 +30,16 @@ from .search import find, followers, table_entries
 
 MISSING = -1  # the id of a word outside the vocabulary: no pattern holding it occurs
 MAX_QUERY_TOKENS = 1 << 16  # a longer query is refused (a whole document is shorter)
+PARALLEL_QUERIES = 64  # a batch this large is searched on every usable core
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """One pool of ``threads`` threads for the process's searches, made once."""
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="nnlm-index")
+    return _POOLS[threads]
 
 
 @dataclass
@@ -186,15 +198,36 @@ class Index:
         return Batch.of(ids, lengths)
 
     # -- ranges -----------------------------------------------------------------------
+    def _on_cores(self, search, q: int) -> list:
+        """``search(shard, a, b)`` for queries a .. b-1 of a batch of ``q``, for every
+        shard, each shard's results concatenated: the batch cut into as many pieces per
+        shard as fill the usable cores, run on threads (the C searches release the GIL).
+        A large index's searches wait on memory, so each core's misses overlap the
+        other's; a small batch runs here in one piece a shard."""
+        cores = usable_cores() if q >= PARALLEL_QUERIES else 1
+        if cores == 1:
+            return [[search(shard, 0, q)] for shard in self.shards]
+        pieces = -(-cores // len(self.shards))
+        cuts = [q * i // pieces for i in range(pieces + 1)]
+        tasks = [(shard, a, b) for shard in self.shards for a, b in zip(cuts, cuts[1:])]
+        done = list(_pool(cores).map(lambda t: search(*t), tasks))
+        return [done[i * pieces:(i + 1) * pieces] for i in range(len(self.shards))]
+
     def _ranges(self, batch: Batch) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per shard, each query's (lo, hi) table range; an empty range where it holds
         a missing word."""
         patterns = np.where(batch.ids == MISSING, 0, batch.ids).astype(
             f"<u{self.width}").tobytes()
         offsets = batch.offsets * self.width
+
+        def search(shard, a, b):  # offsets are absolute: a slice needs no new patterns
+            return find(shard.text, shard.table, shard.ptr, patterns, offsets[a:b + 1],
+                        shard.sample)
+
         out = []
-        for shard in self.shards:
-            lo, hi = find(shard.text, shard.table, shard.ptr, patterns, offsets, shard.sample)
+        for pieces in self._on_cores(search, len(batch)):
+            lo, hi = pieces[0] if len(pieces) == 1 else (
+                np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
             hi[batch.missing] = lo[batch.missing]
             out.append((lo, hi))
         return out
@@ -216,14 +249,20 @@ class Index:
         token), documents' ends left out. ``ranges``: the batch's, if already found."""
         ranges = self._ranges(batch) if ranges is None else ranges
         depth = np.diff(batch.offsets) * self.width
-        keys, values = [], []
-        for shard, (lo, hi) in zip(self.shards, ranges):
+        where = {id(shard): s for s, shard in enumerate(self.shards)}
+
+        def search(shard, a, b):
+            lo, hi = ranges[where[id(shard)]]
             tokens, counts, offsets, _ = followers(shard.text, shard.table, shard.ptr,
-                                                   shard.width, lo, hi, depth)
-            rows = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(offsets))
+                                                   shard.width, lo[a:b], hi[a:b], depth[a:b])
+            rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(offsets))
             keep = tokens != self.separator
-            keys.append(rows[keep] * (1 << 32) + tokens[keep])
-            values.append(counts[keep])
+            return rows[keep] * (1 << 32) + tokens[keep], counts[keep]
+
+        keys, values = [], []
+        for pieces in self._on_cores(search, len(batch)):
+            keys += [p[0] for p in pieces]
+            values += [p[1] for p in pieces]
         key, inverse = np.unique(np.concatenate(keys), return_inverse=True)
         total = np.bincount(inverse, np.concatenate(values), len(key)).astype(np.int64)
         return key >> 32, key & 0xFFFFFFFF, total

@@ -62,7 +62,9 @@ def _compare(text, table, ptr, rows, patterns, lengths, depth=0):
     return diff[np.arange(len(rows)), first]
 
 
-SAMPLE_ENTRIES = 1 << 18  # a sample of 2 MB a shard, read at its first query
+SAMPLE_ENTRIES = 1 << 20  # a sample of 8 MB a shard, read at its first query: at 1B
+# tokens (2 shards) 0.16-0.2 s once, and batched counts 1.2x faster than with 2^18 entries
+# (two fewer steps of the table's search for each bound)
 
 
 def sample_keys(text, table, ptr: int) -> tuple[np.ndarray, int]:

@@ -1,0 +1,75 @@
+"""Stopping a long run: Ctrl-C and SIGTERM are noted and raised where stopping is safe."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nnlm.base.interrupts import StopOnInterrupt, Terminated
+from nnlm.text.toyworld import toy_world
+
+
+def _deliver(signum) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(0.05)  # Python runs the handler in the main thread at its next bytecode
+
+
+@pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL,
+                    reason="the test runner handles SIGTERM itself")
+def test_sigterm_is_noted_then_raised_at_check_and_the_disposition_restored():
+    with StopOnInterrupt() as stop:
+        _deliver(signal.SIGTERM)
+        assert stop.pending == signal.SIGTERM  # noted, not raised where it landed
+        with pytest.raises(Terminated):
+            stop.check()
+        stop.check()  # raised once
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A run the shell started in the background ignores Ctrl-C's signal: kept so."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopOnInterrupt() as stop:
+            _deliver(signal.SIGINT)
+            stop.check()  # nothing pending
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_sigterm_stops_a_background_training_run_with_its_checkpoint(tmp_path):
+    """`nnlm train ... &` ignores SIGINT; `kill` (SIGTERM) stops it after an update with
+    exit 143 and one line, and the run resumes from its checkpoint."""
+    train, valid, _ = toy_world(seed=0, n_train=600, n_valid=100, n_test=100)
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n")
+    (tmp_path / "valid.txt").write_text("\n".join(valid) + "\n")
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "nnlm", "train", str(tmp_path / "train.txt"), "--valid",
+            str(tmp_path / "valid.txt"), "--preset", "tiny", "-o", str(out),
+            "--checkpoint-every", "5"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [*args, "--epochs", "500", "--patience", "500"], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline, line = time.monotonic() + 120, ""
+        while "epoch 1:" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "nnlm: terminated" in err and "Traceback" not in err
+    resumed = subprocess.run([*args, "--epochs", "500", "--patience", "500", "--resume",
+                              "--max-steps", "1"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr + resumed.stdout
