@@ -385,6 +385,30 @@ def test_a_batch_cut_over_cores_answers_as_one_by_one(world, tmp_path, monkeypat
                                                               b.counts.tolist())
 
 
+def test_a_forked_child_searches_on_threads_of_its_own(world, monkeypatch):
+    """A pool made before a fork has no threads in the child: the child makes its own."""
+    import multiprocessing
+
+    import nnlm.index.index as index_module
+
+    _, _, index = world
+    monkeypatch.setattr(index_module, "usable_cores", lambda: 2)
+    queries = [["a"], ["b"]] * 40
+    want = index.count(queries).tolist()  # the parent's pool now exists
+    global _FORKED
+    _FORKED = index  # the child inherits it (an index's mappings do not pickle)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_count_in_child, (queries,)).get(timeout=60)
+    assert got == want
+
+
+_FORKED = None
+
+
+def _count_in_child(queries):
+    return _FORKED.count(queries).tolist()
+
+
 def test_paragraph_documents(tmp_path):
     text = tmp_path / "p.txt"
     text.write_text("a b\nc d\n\n\ne f\n\ng\nh\n")

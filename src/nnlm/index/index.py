@@ -32,14 +32,16 @@ MISSING = -1  # the id of a word outside the vocabulary: no pattern holding it o
 MAX_QUERY_TOKENS = 1 << 16  # a longer query is refused (a whole document is shorter)
 PARALLEL_QUERIES = 64  # a batch this large is searched on every usable core
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
-    """One pool of ``threads`` threads for the process's searches, made once."""
-    if threads not in _POOLS:
-        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="nnlm-index")
-    return _POOLS[threads]
+    """One pool of ``threads`` threads for the process's searches, made once in each
+    process (a forked child inherits the parent's pool without its threads)."""
+    key = (os.getpid(), threads)
+    if key not in _POOLS:
+        _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="nnlm-index")
+    return _POOLS[key]
 
 
 @dataclass
