@@ -439,6 +439,12 @@ def test_pyctcdecodes_own_class_over_nnlm_models(toy_arpa, tmp_path):
     assert batched["texts"] == unbatched["texts"]
     assert batched["lm_scores"] == pytest.approx(unbatched["lm_scores"], abs=1e-3)
     assert batched["save_load_round_trip"]
+    # a model of the whole line (kenlm's States cannot hold it): decodes, saves, reloads
+    assert main(["train", str(toy / "train.txt"), "--valid", str(toy / "valid.txt"),
+                 "--preset", "lstm", "--m", "16", "--h", "16", "--epochs", "1",
+                 "--threads", "1", "-o", str(tmp_path / "lstm")]) == 0
+    lstm = run("class", tmp_path / "lstm")
+    assert len(lstm["texts"]) == 10 and lstm["save_load_round_trip"]
 
 
 def test_config_takes_only_kenlms_enum_values():

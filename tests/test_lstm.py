@@ -170,6 +170,36 @@ def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
         nnlm.kenlm.Model(tmp_path / "lstm")
 
 
+def test_whole_line_scores_for_kenlm_api_decoders_are_the_lines_scores():
+    """pyctcdecode's class over an LSTM scores through WholeLine (kenlm's States cannot
+    hold its context): a chain of BaseScore calls gives whole-line scoring's numbers,
+    each history's row sums to one, rows are computed once a history, and a null
+    context is refused in one line."""
+    from nnlm.base.errors import NnlmError
+    from nnlm.decoding.whole_line import History, WholeLine
+
+    lm = NeuralLM(VOCAB, lstm(layers=2))
+    scorer = WholeLine(lm)
+    stream = Stream.from_lines([line.split() for line in TEXT], VOCAB)
+    whole = lm.logprobs(stream) * math.log10(math.e)
+    for i, line in enumerate(TEXT):
+        state, got = History(), []
+        scorer.BeginSentenceWrite(state)
+        for word in [*line.split(), "</s>"]:
+            out = History()
+            got.append(scorer.BaseScore(state, word, out))
+            state = out
+        lo, hi = stream.offsets[i], stream.offsets[i + 1]
+        assert np.allclose(got, whole[lo:hi], atol=1e-5)
+    for row in scorer.rows.values():
+        assert math.isclose(float((10.0 ** row.astype(np.float64)).sum()), 1.0, abs_tol=1e-4)
+    histories = {(*line.split()[:j],) for line in TEXT for j in range(len(line.split()) + 1)}
+    assert len(scorer.rows) == len(histories)  # one row a distinct history
+    assert scorer.order == 1025 and "a" in scorer and "zebra" not in scorer
+    with pytest.raises(NnlmError, match="no null context"):
+        scorer.NullContextWrite(History())
+
+
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     from nnlm.text.corpus import write_splits

@@ -13,7 +13,11 @@ unknown-word scores, ``alpha`` and ``beta``, ``reset_params``) whose states are
 network through nnlm.kenlm's cache, where the States a step writes are computed together
 in one batched pass at the next step's first call, so pyctcdecode's one-call-per-beam
 loop pays about one network pass a step. With the same model it decodes what pyctcdecode
-decodes with kenlm's.
+decodes with kenlm's. A model that reads the whole line (``lstm``, ``awd``, ``deep``,
+``infgram``), whose context the kenlm API's states cannot hold, is scored through
+:class:`WholeLine`: a state is every word since ``<s>``, and each history's next-word
+row is computed once (one network pass, an LSTM's a step from its prefix's state) and
+read for every word pyctcdecode scores after it.
 
 Saved by ``decoder.save_to_dir`` as pyctcdecode saves its own (``attrs.json``,
 ``unigrams.txt``) beside a copy of the model (a file or a model directory); pyctcdecode's
@@ -56,10 +60,9 @@ from ..base.errors import NnlmError
 from ..models import load_model
 from ..text.specials import BOS, EOS, UNK
 from . import kenlm
+from .whole_line import WholeLine
 
 MODEL_NAME = "nnlm_model"  # the model's copy in a saved decoder's language-model folder
-
-
 class PyctcdecodeLM(LanguageModel):
     """pyctcdecode's ``LanguageModel`` over an nnlm model (module docstring): a path or a
     loaded model; ``unigrams`` default to the model's vocabulary; the other settings and
@@ -72,11 +75,14 @@ class PyctcdecodeLM(LanguageModel):
         lm = load_model(model) if self.source is not None else model
         if unigrams is None:
             unigrams = [w for w in lm.vocab.words if w not in (BOS, EOS, UNK)]
-        super().__init__(kenlm.Model(lm), unigrams, alpha, beta, unk_score_offset,
-                         score_boundary)
+        scorer = WholeLine(lm) if lm.order > kenlm.MAX_ORDER else kenlm.Model(lm)
+        self._new_state = scorer.State if isinstance(scorer, WholeLine) else kenlm.State
+        super().__init__(scorer, unigrams, alpha, beta, unk_score_offset, score_boundary)
 
     def get_start_state(self):
-        state = kenlm.State()
+        if isinstance(self._kenlm_model, WholeLine):  # a new utterance: rows of the last
+            self._kenlm_model.rows.clear()          # one are not read again
+        state = self._new_state()
         if self.score_boundary:
             self._kenlm_model.BeginSentenceWrite(state)
         else:
@@ -86,12 +92,12 @@ class PyctcdecodeLM(LanguageModel):
     def _get_raw_end_score(self, start_state) -> float:
         if not self.score_boundary:
             return 0.0
-        return float(self._kenlm_model.BaseScore(start_state, EOS, kenlm.State()))
+        return float(self._kenlm_model.BaseScore(start_state, EOS, self._new_state()))
 
     def score(self, prev_state, word: str, is_last_word: bool = False):
         """pyctcdecode's score (its alpha, beta and unknown-word offset) with nnlm's
         states."""
-        end_state = kenlm.State()
+        end_state = self._new_state()
         lm_score = self._kenlm_model.BaseScore(_unwrap(prev_state), word, end_state)
         if (len(self._unigram_set) > 0 and word not in self._unigram_set) \
                 or word not in self._kenlm_model:

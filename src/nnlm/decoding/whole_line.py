@@ -1,0 +1,64 @@
+"""Scoring for decoders that call the kenlm API, over a model whose context is the whole
+line (``lstm``, ``awd``, ``deep``, ``infgram``): the kenlm API's states hold at most a few
+words, so :mod:`nnlm.kenlm` refuses these models. :class:`WholeLine` answers the calls
+such decoders make (``BaseScore``, ``BeginSentenceWrite``, ``in``, ``order``) with a
+state of every word since ``<s>``, and computes each history's next-word row once (one
+network pass; an LSTM's is a step from its prefix's cached state), read for every word
+scored after it. pyctcdecode's class over nnlm models
+(:mod:`nnlm.decoding.pyctcdecode_lm`) uses it for these models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base.errors import NnlmError
+from ..lm import LOG10_E
+from ..text.specials import BOS_ID, UNK_ID
+
+ROWS_KEPT = 4096  # WholeLine's rows (|V| float32 each) before the cache starts again
+
+
+class History:
+    """A :class:`WholeLine` state: the ids of every word since ``<s>``."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: tuple[int, ...] = ()):
+        self.words = words
+
+
+class WholeLine:
+    """The part of the kenlm API pyctcdecode calls (``BaseScore``, ``BeginSentenceWrite``,
+    ``in``, ``order``) for a model whose context is the whole line: log10 scores read
+    from each history's next-word row, computed once. A null context does not exist for
+    these models (``NullContextWrite`` refuses, so ``score_boundary=False`` does too)."""
+
+    State = History
+
+    def __init__(self, lm):
+        self.lm, self.vocab, self.order = lm, lm.vocab, lm.order
+        self.k = lm.order - 1
+        self.rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.vocab
+
+    def BeginSentenceWrite(self, state: History) -> None:  # noqa: N802 (KenLM's name)
+        state.words = ()
+
+    def NullContextWrite(self, state: History) -> None:  # noqa: N802
+        raise NnlmError(f"{self.lm.kind} model has no null context (only back-off n-gram "
+                        "models do); keep pyctcdecode's score_boundary=True")
+
+    def BaseScore(self, state: History, word: str, out: History) -> float:  # noqa: N802
+        row = self.rows.get(state.words)
+        if row is None:
+            if len(self.rows) >= ROWS_KEPT:
+                self.rows.clear()
+            context = ((BOS_ID,) * self.k + state.words)[-self.k:]
+            row = self.rows[state.words] = (np.asarray(self.lm.next_logprobs(
+                np.array([context], np.int64)))[0] * LOG10_E).astype(np.float32)
+        wid = self.vocab.index.get(word, UNK_ID)
+        out.words = state.words + (wid,)
+        return float(row[wid])
