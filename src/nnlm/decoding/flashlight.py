@@ -37,6 +37,7 @@ import numpy as np
 from flashlight.lib.text.decoder import LM, LMState
 
 from ..base.errors import NnlmError
+from ..base.sysmem import release_free_memory
 from ..lm import LOG10_E
 from ..models import load_model
 from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
@@ -87,6 +88,8 @@ class FlashlightLM(LM):
         self.scored.clear()
         self.rows.clear()
         self.queued.clear()
+        if not self.backoff:  # the rows just dropped: freed pages back (whole_line.py)
+            release_free_memory()
         state = LMState()
         if self.backoff:
             s = self.new_state()

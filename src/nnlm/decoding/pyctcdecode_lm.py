@@ -81,7 +81,7 @@ class PyctcdecodeLM(LanguageModel):
 
     def get_start_state(self):
         if isinstance(self._kenlm_model, WholeLine):  # a new utterance: rows of the last
-            self._kenlm_model.rows.clear()          # one are not read again
+            self._kenlm_model.new_utterance()       # one are not read again
         state = self._new_state()
         if self.score_boundary:
             self._kenlm_model.BeginSentenceWrite(state)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base.errors import NnlmError
+from ..base.sysmem import release_free_memory
 from ..lm import LOG10_E
 from ..text.specials import BOS_ID, UNK_ID
 
@@ -40,6 +41,14 @@ class WholeLine:
         self.lm, self.vocab, self.order = lm, lm.vocab, lm.order
         self.k = lm.order - 1
         self.rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    def new_utterance(self) -> None:
+        """Forget the last utterance's rows, and hand the freed memory back: torch's
+        threads allocate from malloc arenas of their own, which keep freed pages (an
+        LSTM through pyctcdecode grew by 27 MB an utterance without this; 1.2 GB after
+        30 Brown sentences, 0.33 GB with it)."""
+        self.rows.clear()
+        release_free_memory()
 
     def __contains__(self, word: str) -> bool:
         return word in self.vocab
