@@ -73,3 +73,34 @@ def test_sigterm_stops_a_background_training_run_with_its_checkpoint(tmp_path):
                              timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr + resumed.stdout
+
+
+def test_sigterm_mid_build_cleans_up_as_ctrl_c_does(tmp_path):
+    """`kill` during `nnlm index build`: exit 143 in one line, and neither the half-built
+    index's temporary folder nor the output's lock is left behind."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)])
+    text = tmp_path / "big.txt"
+    with text.open("w") as f:
+        for _ in range(200):
+            ids = rng.zipf(1.3, size=(100, 200)) % len(words)
+            f.write("\n".join(" ".join(words[row]) for row in ids) + "\n")
+    out = tmp_path / "big.idx"
+    proc = subprocess.Popen([sys.executable, "-m", "nnlm", "index", "build", str(text), "-o",
+                             str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".big.idx.nnlm-*.tmp")) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, "the build ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "nnlm: terminated" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]

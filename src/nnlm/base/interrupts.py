@@ -10,11 +10,15 @@ or when the run ends, so an interrupt is never lost; a second Ctrl-C raises at o
 SIGTERM (what ``kill``, ``timeout`` and batch schedulers such as Slurm send before they
 kill) is handled the same way and raises :class:`Terminated`: a run started in the
 background, where the shell ignores Ctrl-C's signal, still stops after its current
-update with its checkpoint written, and resumes with ``--resume``.
+update with its checkpoint written, and resumes with ``--resume``. Outside such a run,
+every command (:func:`terminate_as_interrupt`, around each) turns SIGTERM into
+:class:`Terminated` where the program is, as Ctrl-C is, so that what a command cleans up
+on the way out (a half-built index's temporary folder, an output's lock) is cleaned up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -23,9 +27,29 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be (exit status 143)."""
 
 
-# the signals handled, each with the disposition it must have for the handler to be
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """Within: SIGTERM raises :class:`Terminated` (a KeyboardInterrupt) where the main
+    thread is, unless the process chose another disposition for it."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# the signals handled, each with the dispositions it must have for the handler to be
 # installed (one the program or its parent chose, such as an ignored SIGINT, is kept)
-_HANDLED = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_HANDLED = {signal.SIGINT: (signal.default_int_handler,),
+            signal.SIGTERM: (signal.SIG_DFL, _raise_terminated)}
 
 
 class StopOnInterrupt:
@@ -58,8 +82,8 @@ class StopOnInterrupt:
 
     def __enter__(self) -> StopOnInterrupt:
         if threading.current_thread() is threading.main_thread():
-            for signum, default in _HANDLED.items():
-                if signal.getsignal(signum) is default:
+            for signum, defaults in _HANDLED.items():
+                if signal.getsignal(signum) in defaults:
                     self._previous[signum] = signal.signal(signum, self._handler)
         return self
 

@@ -12,7 +12,7 @@ import sys
 import warnings
 
 from ..base.errors import NnlmError, NnlmWarning
-from ..base.interrupts import Terminated
+from ..base.interrupts import Terminated, terminate_as_interrupt
 from ..file_kinds import check_file_output
 from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _warning_printer(command)
             for path in outputs if not _rank_prefix() else ():  # torchrun: rank 0 writes
                 locks.enter_context(output_lock(path))
+            locks.enter_context(terminate_as_interrupt())  # kill: cleaned up as Ctrl-C
             with verifying():  # every mapped file's sections against their checksums
                 HANDLERS[args.command](args)
     except NnlmError as e:
