@@ -16,8 +16,9 @@ The speech is synthetic and seeded, so every decoder hears the same thing:
   pyctcdecode reads the same matrices with the separator as its space.
 * **Words** (nnlm's beam search, whose labels are the model's tokens, as a subword CTC
   model's are its LM's): each token a frame then a blank frame; each frame's right label
-  gets 3 + noise, ``--confusions`` other tokens drawn by their training frequency get
-  noise of the same scale (``--word-noise``), everything else -8 + noise of scale 0.1.
+  gets 3 + noise, and on a token's frame ``--confusions`` other tokens drawn by their
+  training frequency get noise of the same scale (``--word-noise``); everything else
+  -8 + noise of scale 0.1.
 
 Each (decoder, LM) runs in a process of its own (pyctcdecode's in its venv), so that its
 peak memory is its own: it tunes the LM weight and word score on ``--tune`` valid
@@ -47,13 +48,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
 DECODERS = ("pyctcdecode", "flashlight", "nnlm")
 BLANK, SEP = "<blank>", "|"
-SCORES = (-2.0, -1.0, 0.0, 1.0)
-GRIDS = {  # (LM weight, word score); each decoder's LM weight is on its own log scale
-    "pyctcdecode": [(a, b) for a in (0.1, 0.25, 0.5) for b in SCORES],
-    "flashlight": [(a, b) for a in (0.25, 0.5, 1.0) for b in SCORES],
-    "nnlm": [(a, b) for a in (0.0625, 0.125, 0.25, 0.5) for b in (-4.0, -3.0, -2.0, -1.0, 0.0)],
+# (LM weight, word score) points, each decoder's LM weight on its own log scale; the
+# first point of the lowest WER wins, so each list starts from the plainest settings
+# (word score 0, then small ones) and a tie never picks an extreme
+SCORES = (0.0, -1.0, 1.0, -2.0)
+GRIDS = {
+    "pyctcdecode": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
+    "flashlight": [(a, b) for b in SCORES for a in (0.5, 0.25, 1.0)],
+    "nnlm": [(a, b) for b in (0.0, -1.0, -2.0, -3.0, -4.0) for a in (0.25, 0.125, 0.5,
+                                                                      0.0625)],
 }
-NO_LM_SCORES = (-1.0, 0.0, 1.0)
+NO_LM_SCORES = (0.0, -1.0, 1.0)
 
 
 # -- the synthetic speech --------------------------------------------------------------
@@ -99,13 +104,16 @@ def letter_emissions(sentence: list[str], labels: list[str], seed: int,
 def word_emissions(ids: list[int], V: int, frequency: np.ndarray, seed: int, noise: float,
                    confusions: int) -> np.ndarray:
     """log-softmax frames [2 len(ids), V + 1] float64 (blank last): each token, then a
-    blank, each frame with ``confusions`` tokens drawn by ``frequency`` as rivals."""
+    blank; each token's frame with ``confusions`` tokens drawn by ``frequency`` as its
+    rivals (substitutions, which the LM is there to settle; a blank frame has none, so
+    there are no insertions for a word score to hold back)."""
     rng = np.random.default_rng(seed)
     labels = [x for i in ids for x in (i, V)]
     logits = -8.0 + rng.normal(scale=0.1, size=(len(labels), V + 1))
     for t, label in enumerate(labels):
-        rivals = rng.choice(V, size=confusions, p=frequency)
-        logits[t, rivals] = rng.normal(scale=noise, size=confusions)
+        if label != V:  # a word's frame; a blank frame is blank + 3 over the floor alone
+            rivals = rng.choice(V, size=confusions, p=frequency)
+            logits[t, rivals] = rng.normal(scale=noise, size=confusions)
         logits[t, label] = 3.0 + rng.normal(scale=noise)
     logits -= np.log(np.exp(logits).sum(1, keepdims=True))
     return logits
@@ -242,14 +250,19 @@ def plot(rows: list[dict], path: Path) -> None:
     marks = {"pyctcdecode": "o", "flashlight": "s", "nnlm": "^"}
     lms = list(dict.fromkeys(r["lm"] for r in rows))
     colors = {lm: plt.cm.tab10(i) for i, lm in enumerate(lms)}
+    top = 30.0  # a WER above it (a lexicon-free decoder with no LM) is drawn at the top
     for r in rows:
-        ax.scatter(r["seconds_a_sentence"] * 1000, r["wer"] * 100, marker=marks[r["decoder"]],
-                   color=colors[r["lm"]], s=50)
+        x, y = r["seconds_a_sentence"] * 1000, r["wer"] * 100
+        ax.scatter(x, min(y, top), marker=marks[r["decoder"]], color=colors[r["lm"]], s=50)
+        if y > top:
+            ax.annotate(f"{r['decoder']}, {r['lm']}: {y:.0f}%", (x, top), fontsize=8,
+                        xytext=(-4, -12), textcoords="offset points", ha="right")
     for d, m in marks.items():
         ax.scatter([], [], marker=m, color="gray", label=d)
     for lm, c in colors.items():
         ax.scatter([], [], marker="o", color=c, label=lm)
     ax.set_xscale("log")
+    ax.set_ylim(0, top + 1)
     ax.set_xlabel("milliseconds a sentence (log scale)")
     ax.set_ylabel("word error rate (%)")
     ax.set_title("Synthetic CTC speech of Brown test sentences: what each LM buys")

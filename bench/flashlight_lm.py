@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from decoders import errors  # bench/decoders.py, beside this script
 
 
 def main() -> None:
@@ -94,34 +94,19 @@ def main() -> None:
                for a, b in zip(results["nnlm"], results["kenlm"]))
     score_diff = max(abs(x.score - y.score) for a, b in zip(results["nnlm"], results["kenlm"])
                      for x, y in zip(a, b))
-    errors = total = 0
-    for ln, res in zip(lines, results["nnlm"]):
-        hyp = [words[i] for i in res[0].words if i >= 0]
-        d = np.arange(len(hyp) + 1)
-        for i, r in enumerate(ln, 1):
-            prev, d[0] = d.copy(), i
-            for j, h in enumerate(hyp, 1):
-                d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (r != h))
-        errors, total = errors + int(d[-1]), total + len(ln)
+    wrong = sum(errors(ln, [words[i] for i in res[0].words if i >= 0])
+                for ln, res in zip(lines, results["nnlm"]))
+    total = sum(map(len, lines))
     best = {name: min(s) for name, s in seconds.items()}
     out = {"python": platform.python_version(), "machine": platform.machine(),
            "model": str(args.model), "sentences": len(lines), "beam": args.beam,
            "rounds": args.rounds, "same_hypotheses": same, "max_score_difference": score_diff,
            "seconds_a_sentence": seconds, "best_nnlm_over_kenlm": best["nnlm"] / best["kenlm"],
-           "wer_best_hypothesis": errors / total}
+           "wer_best_hypothesis": wrong / total}
     out["wer"] = word_error_rates(args, build, words, letters, ours, spelled_emissions)
     print(json.dumps(out, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
-
-
-def _errors(ref: list[str], hyp: list[str]) -> int:
-    d = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        prev, d[0] = d.copy(), i
-        for j, h in enumerate(hyp, 1):
-            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (r != h))
-    return int(d[-1])
 
 
 def word_error_rates(args, build, words, letters, kn5, spelled_emissions) -> dict:
@@ -146,14 +131,14 @@ def word_error_rates(args, build, words, letters, kn5, spelled_emissions) -> dic
         lms[name] = FlashlightLM(path, Dictionary(words))
 
     def rate(decoder, lines, offset):
-        errors = total = 0
+        wrong = total = 0
         t0 = time.perf_counter()
         for i, ln in enumerate(lines):
             em = spelled_emissions(ln, letters, offset + i, args.noise)
             best = decoder.decode(em.ctypes.data, *em.shape)[0]
-            errors += _errors(ln, [words[w] for w in best.words if w >= 0])
+            wrong += errors(ln, [words[w] for w in best.words if w >= 0])
             total += len(ln)
-        return errors / total, (time.perf_counter() - t0) / len(lines)
+        return wrong / total, (time.perf_counter() - t0) / len(lines)
 
     out = {"noise": args.noise, "tuned_on": len(dev), "sentences": len(test), "beam": args.beam}
     for name, lm in lms.items():
