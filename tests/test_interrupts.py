@@ -14,6 +14,22 @@ from nnlm.base.interrupts import StopOnInterrupt, Terminated
 from nnlm.text.toyworld import toy_world
 
 
+def _terminate_when(proc: subprocess.Popen, ready) -> None:
+    """Send SIGTERM once ``ready()`` (polled) says the command is mid-work: it must exit
+    143 with one line, no traceback."""
+    try:
+        deadline = time.monotonic() + 120
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, "the command ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "nnlm: terminated" in err and "Traceback" not in err
+
+
 def _deliver(signum) -> None:
     os.kill(os.getpid(), signum)
     time.sleep(0.05)  # Python runs the handler in the main thread at its next bytecode
@@ -58,16 +74,7 @@ def test_sigterm_stops_a_background_training_run_with_its_checkpoint(tmp_path):
         [*args, "--epochs", "500", "--patience", "500"], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    try:
-        deadline, line = time.monotonic() + 120, ""
-        while "epoch 1:" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, err
-    assert "nnlm: terminated" in err and "Traceback" not in err
+    _terminate_when(proc, lambda: "epoch 1:" in proc.stdout.readline())
     resumed = subprocess.run([*args, "--epochs", "500", "--patience", "500", "--resume",
                               "--max-steps", "1"], env=env, capture_output=True, text=True,
                              timeout=120)
@@ -91,16 +98,5 @@ def test_sigterm_mid_build_cleans_up_as_ctrl_c_does(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "nnlm", "index", "build", str(text), "-o",
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not list(tmp_path.glob(".big.idx.nnlm-*.tmp")) and proc.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert proc.poll() is None, "the build ended before it could be stopped"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, err
-    assert "nnlm: terminated" in err and "Traceback" not in err
+    _terminate_when(proc, lambda: bool(list(tmp_path.glob(".big.idx.nnlm-*.tmp"))))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
