@@ -201,17 +201,17 @@ class Index:
 
     # -- ranges -----------------------------------------------------------------------
     def _on_cores(self, search, q: int) -> list:
-        """``search(shard, a, b)`` for queries a .. b-1 of a batch of ``q``, for every
-        shard, each shard's results concatenated: the batch cut into as many pieces per
+        """``search(s, a, b)`` for queries a .. b-1 of a batch of ``q``, for every shard s
+        (its number), a list of results a shard: the batch cut into as many pieces per
         shard as fill the usable cores, run on threads (the C searches release the GIL).
         A large index's searches wait on memory, so each core's misses overlap the
         other's; a small batch runs here in one piece a shard."""
         cores = usable_cores() if q >= PARALLEL_QUERIES else 1
         if cores == 1:
-            return [[search(shard, 0, q)] for shard in self.shards]
+            return [[search(s, 0, q)] for s in range(len(self.shards))]
         pieces = -(-cores // len(self.shards))
         cuts = [q * i // pieces for i in range(pieces + 1)]
-        tasks = [(shard, a, b) for shard in self.shards for a, b in zip(cuts, cuts[1:])]
+        tasks = [(s, a, b) for s in range(len(self.shards)) for a, b in zip(cuts, cuts[1:])]
         done = list(_pool(cores).map(lambda t: search(*t), tasks))
         return [done[i * pieces:(i + 1) * pieces] for i in range(len(self.shards))]
 
@@ -222,7 +222,8 @@ class Index:
             f"<u{self.width}").tobytes()
         offsets = batch.offsets * self.width
 
-        def search(shard, a, b):  # offsets are absolute: a slice needs no new patterns
+        def search(s, a, b):  # offsets are absolute: a slice needs no new patterns
+            shard = self.shards[s]
             return find(shard.text, shard.table, shard.ptr, patterns, offsets[a:b + 1],
                         shard.sample)
 
@@ -251,10 +252,9 @@ class Index:
         token), documents' ends left out. ``ranges``: the batch's, if already found."""
         ranges = self._ranges(batch) if ranges is None else ranges
         depth = np.diff(batch.offsets) * self.width
-        where = {id(shard): s for s, shard in enumerate(self.shards)}
 
-        def search(shard, a, b):
-            lo, hi = ranges[where[id(shard)]]
+        def search(s, a, b):
+            shard, (lo, hi) = self.shards[s], ranges[s]
             tokens, counts, offsets, _ = followers(shard.text, shard.table, shard.ptr,
                                                    shard.width, lo[a:b], hi[a:b], depth[a:b])
             rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(offsets))
