@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from decoders import errors  # bench/decoders.py, beside this script
 
 
 def timed(fn, seconds: float = 1.0, sync=None) -> float:
@@ -58,16 +59,6 @@ def decoder_contexts(lm, path: Path, n: int) -> np.ndarray:
     for contexts, _ in stream.batches(lm.order, n):
         return np.ascontiguousarray(contexts[:n])
     raise SystemExit(f"{path}: empty")
-
-
-def wer(ref: list[int], hyp: list[int]) -> tuple[int, int]:
-    """(edits, reference length): Levenshtein over words."""
-    d = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        prev, d[0] = d.copy(), i
-        for j, h in enumerate(hyp, 1):
-            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (r != h))
-    return int(d[-1]), len(ref)
 
 
 def emissions(words: list[int], V: int, rng, noise: float) -> torch.Tensor:
@@ -199,7 +190,7 @@ def main() -> None:
             lp = emissions(ref, V, np.random.default_rng(seed), args.noise)
             hyp = beam_search(lp.to(device), step, beam=args.beam, lm_weight=weight,
                               word_bonus=bonus)[0].words
-            e, n = wer(ref, hyp)
+            e, n = errors(ref, hyp), len(ref)
             edits, total = edits + e, total + n
         return edits / total, (time.perf_counter() - t0) / len(picked)
 
