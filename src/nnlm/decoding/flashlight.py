@@ -42,6 +42,7 @@ from ..lm import LOG10_E
 from ..models import load_model
 from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 from . import kenlm
+from .whole_line import reads_whole_line
 
 BATCH_CAP = 4096  # queued states scored in one network pass at most
 
@@ -88,9 +89,9 @@ class FlashlightLM(LM):
         self.scored.clear()
         self.rows.clear()
         self.queued.clear()
-        if self.k >= kenlm.MAX_ORDER:  # a whole-line network (an LSTM): its arenas'
-            release_free_memory()       # freed pages back (whole_line.py; others' rows are
-            # reused as they are, and trimming them made `modern` decode 1.8x slower)
+        if reads_whole_line(self.lm):  # an LSTM: its arenas' freed pages back
+            release_free_memory()  # (whole_line.py; other networks' rows are reused as
+            # they are, and trimming them made `modern` decode 1.8x slower)
         state = LMState()
         if self.backoff:
             s = self.new_state()

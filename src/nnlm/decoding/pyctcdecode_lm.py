@@ -60,9 +60,11 @@ from ..base.errors import NnlmError
 from ..models import load_model
 from ..text.specials import BOS, EOS, UNK
 from . import kenlm
-from .whole_line import WholeLine
+from .whole_line import WholeLine, reads_whole_line
 
 MODEL_NAME = "nnlm_model"  # the model's copy in a saved decoder's language-model folder
+
+
 class PyctcdecodeLM(LanguageModel):
     """pyctcdecode's ``LanguageModel`` over an nnlm model (module docstring): a path or a
     loaded model; ``unigrams`` default to the model's vocabulary; the other settings and
@@ -75,8 +77,9 @@ class PyctcdecodeLM(LanguageModel):
         lm = load_model(model) if self.source is not None else model
         if unigrams is None:
             unigrams = [w for w in lm.vocab.words if w not in (BOS, EOS, UNK)]
-        scorer = WholeLine(lm) if lm.order > kenlm.MAX_ORDER else kenlm.Model(lm)
-        self._new_state = scorer.State if isinstance(scorer, WholeLine) else kenlm.State
+        whole = reads_whole_line(lm)
+        scorer = WholeLine(lm) if whole else kenlm.Model(lm)
+        self._new_state = WholeLine.State if whole else kenlm.State
         super().__init__(scorer, unigrams, alpha, beta, unk_score_offset, score_boundary)
 
     def get_start_state(self):

@@ -16,8 +16,14 @@ from ..base.errors import NnlmError
 from ..base.sysmem import release_free_memory
 from ..lm import LOG10_E
 from ..text.specials import BOS_ID, UNK_ID
+from . import kenlm
 
 ROWS_KEPT = 4096  # WholeLine's rows (|V| float32 each) before the cache starts again
+
+
+def reads_whole_line(lm) -> bool:
+    """Whether ``lm``'s context is longer than the kenlm API's States hold."""
+    return lm.order > kenlm.MAX_ORDER
 
 
 class History:
@@ -45,8 +51,8 @@ class WholeLine:
     def new_utterance(self) -> None:
         """Forget the last utterance's rows, and hand the freed memory back: torch's
         threads allocate from malloc arenas of their own, which keep freed pages (an
-        LSTM through pyctcdecode grew by 27 MB an utterance without this; 1.2 GB after
-        30 Brown sentences, 0.33 GB with it)."""
+        LSTM through pyctcdecode grew by 27 MB an utterance without this: a 1.2 GB peak
+        after 30 Brown sentences, 0.5 GB with it)."""
         self.rows.clear()
         release_free_memory()
 
