@@ -1,0 +1,242 @@
+"""How few bits a KN model's values need without loss: the information the mapped trie
+spends 32 bits a value on.
+
+A stored value is float32 log p(w | h), and
+
+    p(w | h) = (a(h w) - D(a(h w))) / S(h) + gamma(h) p(w | h')
+
+(kneser_ney.py's docstring). A reader that walks the reversed trie has already found
+log p(w | h') one order down (it is the suffix's entry) and the context's float32 log
+gamma(h) (its back-off). So it can *predict* the value from small integers, the adjusted
+count a(h w) of the entry and the total S(h) of its context, and only the difference
+between the prediction and the stored float32, counted in float32 units in the last
+place (ulps), is new information. The back-off is the same story one level up: gamma(h)
+= (D1 N1(h) + D2 N2(h) + D3 N3+(h)) / S(h), from three more integers of the context.
+
+This measures, per order, on a real estimate (nnlm's KN, the numbers of its file):
+
+- the entropy of each field (a, the residual, S, N1..N3+): what any coder must spend;
+- a fixed-width code with escapes, which a mapped reader can index in one step: for
+  each field the width w minimizing n w + 64 (escapes), an escape being an (entry,
+  value) pair in a side table;
+
+and sets the result beside the file's own sections (``read_trie_header``): what the file
+would weigh with log p (and the back-offs) coded this way, words and pointers as today.
+
+    python bench/value_bits.py --text data/brown/train.txt --name brown \
+        --out bench/results/value_bits.json
+    python bench/synthetic.py --tokens 10000000 -o /tmp/s10m.txt
+    python bench/value_bits.py --text /tmp/s10m.txt --name synthetic-10M --out ...
+
+Nothing here is a format: it is the measurement that says whether one is worth building.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ESCAPE_BITS = 64  # an escaped value: its entry number and the value, 32 bits each
+
+
+def entropy(x: np.ndarray) -> float:
+    """Empirical entropy of the values of ``x``, bits a value."""
+    if len(x) == 0:
+        return 0.0
+    _, c = np.unique(x, return_counts=True)
+    p = c / c.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def fixed_width(x: np.ndarray) -> tuple[int, float]:
+    """(w, bits a value) of the cheapest fixed-width code of non-negative ints ``x``
+    whose top code 2^w - 1 escapes to a side table."""
+    if len(x) == 0:
+        return 0, 0.0
+    best = None
+    for w in range(1, 33):
+        escapes = int(np.count_nonzero(x >= (1 << w) - 1))
+        bits = len(x) * w + escapes * ESCAPE_BITS
+        if best is None or bits < best[1]:
+            best = (w, bits)
+        if escapes == 0:
+            break
+    return best[0], best[1] / len(x)
+
+
+def ranked(*columns: np.ndarray) -> np.ndarray:
+    """Each row's tuple of ``columns`` as its rank among the tuples by frequency (0: the
+    most frequent): a code whose small values a fixed width holds, the rest escaping."""
+    _, inverse, counts = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True,
+                                   return_counts=True)
+    rank_of = np.empty(len(counts), np.int64)
+    rank_of[np.argsort(-counts, kind="stable")] = np.arange(len(counts))
+    return rank_of[inverse.ravel()]
+
+
+def zigzag(r: np.ndarray) -> np.ndarray:
+    return np.where(r >= 0, 2 * r, -2 * r - 1)
+
+
+def ulps(stored: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """stored - predicted in float32 ulps (both finite, same sign: log p < 0)."""
+    return stored.view(np.int32).astype(np.int64) - predicted.view(np.int32).astype(np.int64)
+
+
+def measure(text: Path, order: int, name: str) -> dict:
+    from nnlm import load_model, read_stream
+    from nnlm.ngram.estimate.counts import count_ngrams
+    from nnlm.ngram.estimate.kneser_ney import (
+        adjusted_counts,
+        backoff_of,
+        context_classes,
+        discount_of,
+        discounted_mass,
+        discounts_from,
+    )
+    from nnlm.ngram.store.trie_layout import read_trie_header
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "nnlm", "ngram", "train", str(text), "--order",
+                        str(order), "-o", f"{tmp}/kn"], check=True, stdout=subprocess.DEVNULL)
+        header, _ = read_trie_header(Path(tmp) / "kn" / "ngrams.trie")
+        file_bytes = (Path(tmp) / "kn" / "ngrams.trie").stat().st_size
+        model = load_model(f"{tmp}/kn")
+        V = len(model.vocab)
+        stream = read_stream(text, model.vocab)
+        estimate_seconds = time.perf_counter() - t
+        # the model's own numbers, to check that this replays its estimate
+        stored_levels = [np.array(level.logp, dtype=np.float32) for level in model.levels]
+        del model
+
+    tables = count_ngrams(stream, order, V)
+    del stream
+    adjusted = adjusted_counts(tables, V)
+    discounts = np.stack([discounts_from(a, k) for k, a in enumerate(adjusted, 1)])
+    sections = {k: v[1] for k, v in header["sections"].items()}
+    n_total = sum(header["counts"])
+    rows = []
+    prob_lower = np.full(1, 1.0 / (V - 1))
+    for k in range(1, order + 1):
+        table, a = tables[k - 1], adjusted[k - 1]
+        n_ctx = 1 if k == 1 else len(tables[k - 2])
+        S = np.bincount(table.prefix, weights=a, minlength=n_ctx)
+        n1, n2, n3 = context_classes(table.prefix, a, n_ctx)
+        gamma = backoff_of(S, discounted_mass(n1, n2, n3, discounts[k - 1]))
+        D = discount_of(a, discounts[k - 1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            first = np.where(S[table.prefix] > 0, (a - D) / S[table.prefix], 0.0)
+            p = first + gamma[table.prefix] * prob_lower[table.suffix]
+            stored = np.log(p).astype(np.float32)
+            # what a reader holds: float32 log gamma(h) and float32 log p(w | h')
+            log_gamma32 = np.log(gamma).astype(np.float32).astype(np.float64)
+            log_lower32 = np.log(prob_lower).astype(np.float32).astype(np.float64)
+            predicted = np.log(first + np.exp(log_gamma32[table.prefix]
+                                              + log_lower32[table.suffix])).astype(np.float32)
+        if k >= 2:
+            # the replay must be the model's estimate, value for value (its levels are
+            # stored in another order: compare the multisets)
+            same = np.array_equal(np.sort(stored.view(np.int32)),
+                                  np.sort(stored_levels[k - 2].view(np.int32)))
+        else:
+            same = True
+        finite = np.isfinite(stored)
+        residual = zigzag(ulps(stored[finite], predicted[finite]))
+        row = {"order": k, "ngrams": int(len(a)), "replays_the_model": bool(same),
+               "residual_zero": round(float(np.mean(residual == 0)), 4),
+               "residual_within_1": round(float(np.mean(residual <= 2)), 4),
+               "residual_max_ulps": int((residual.max() + 1) // 2) if len(residual) else 0}
+        fields = {"a": a.astype(np.int64), "residual": residual}
+        # context fields live on the (k-1)-grams, all of them (0 where nothing extends)
+        context = {"S": S.astype(np.int64), "N1": n1.astype(np.int64),
+                   "N2": n2.astype(np.int64), "N3+": n3.astype(np.int64)} if k >= 2 else {}
+        bits = {}
+        for key, x in {**fields, **context}.items():
+            w, per = fixed_width(x)
+            bits[key] = {"entropy": round(entropy(x), 3), "width": w,
+                         "fixed_bits": round(per, 3), "count": int(len(x))}
+        # joint codes: an entry's (a, residual) as one ranked symbol, a context's
+        # (S, N1, N2, N3+) as another (a table of the symbols, a few KB, is not counted)
+        joint = {"a+residual": ranked(fields["a"][finite], residual)}
+        if k >= 2:
+            joint["S+N"] = ranked(*context.values())
+        for key, x in joint.items():
+            w, per = fixed_width(x)
+            bits[key] = {"entropy": round(entropy(x), 3), "width": w,
+                         "fixed_bits": round(per, 3), "count": int(len(x)),
+                         "symbols": int(x.max() + 1)}
+        row["fields"] = bits
+        rows.append(row)
+        prob_lower = p
+
+    # the file with log p coded (a, residual on the entries; S on the contexts), and with
+    # the back-offs too (N1, N2, N3+ on the contexts, their residual 0: the same formula)
+    logp_bytes = sum(v for s, v in sections.items() if s.startswith("logp_"))
+    bow_bytes = sum(v for s, v in sections.items() if s.startswith("log_bow_"))
+    coded_logp = sum((r["fields"]["a"]["fixed_bits"] + r["fields"]["residual"]["fixed_bits"])
+                     * r["ngrams"] + r["fields"]["S"]["fixed_bits"] * r["fields"]["S"]["count"]
+                     for r in rows if r["order"] >= 2) / 8
+    # back-offs of the k-grams (k = 2 .. order - 1) from the counts of the (k+1)-grams'
+    # contexts, which are the k-grams: rows of orders 3 .. order
+    coded_bow = sum(sum(r["fields"][f]["fixed_bits"] for f in ("N1", "N2", "N3+"))
+                    * r["fields"]["S"]["count"] for r in rows if r["order"] >= 3) / 8
+    joint_bits = sum(r["fields"]["a+residual"]["fixed_bits"] * r["ngrams"]
+                     + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"]
+                     for r in rows if r["order"] >= 2) / 8
+    entropy_logp = sum((r["fields"]["a"]["entropy"] + r["fields"]["residual"]["entropy"])
+                       * r["ngrams"] + r["fields"]["S"]["entropy"] * r["fields"]["S"]["count"]
+                       for r in rows if r["order"] >= 2) / 8
+    out = {
+        "name": name, "text": str(text), "order": order, "ngrams": n_total,
+        "estimate_seconds": round(estimate_seconds, 1),
+        "file_bytes": file_bytes, "file_bytes_per_ngram": round(file_bytes / n_total, 3),
+        "logp_bytes_per_ngram": round(logp_bytes / n_total, 3),
+        "bow_bytes_per_ngram": round(bow_bytes / n_total, 3),
+        "coded_logp_bytes_per_ngram": round(coded_logp / n_total, 3),
+        "entropy_logp_bytes_per_ngram": round(entropy_logp / n_total, 3),
+        "coded_bow_bytes_per_ngram": round(coded_bow / n_total, 3),
+        "file_with_logp_coded": round((file_bytes - logp_bytes + coded_logp) / n_total, 3),
+        "file_with_logp_and_bow_coded": round(
+            (file_bytes - logp_bytes - bow_bytes + coded_logp + coded_bow) / n_total, 3),
+        "joint_codes_bytes_per_ngram": round(joint_bits / n_total, 3),
+        "file_with_joint_codes": round(
+            (file_bytes - logp_bytes - bow_bytes + joint_bits) / n_total, 3),
+        "orders": rows,
+    }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--text", type=Path, required=True, help="training text")
+    ap.add_argument("--order", type=int, default=5)
+    ap.add_argument("--name", help="the row's name (default: the text's)")
+    ap.add_argument("--out", type=Path, help="JSON to add this row to")
+    a = ap.parse_args()
+    if a.order < 2:
+        ap.error("--order must be >= 2")
+    row = measure(a.text, a.order, a.name or a.text.stem)
+    print(json.dumps({k: v for k, v in row.items() if k != "orders"}, indent=1))
+    for r in row["orders"]:
+        f = r["fields"]
+        print(f"order {r['order']}: {r['ngrams']:,} n-grams, residual 0 in "
+              f"{r['residual_zero']:.1%}, |r| <= 1 in {r['residual_within_1']:.2%}; "
+              + ", ".join(f"{k} {v['entropy']:.2f}/{v['fixed_bits']:.2f} bits (w {v['width']})"
+                          for k, v in f.items()))
+    if a.out:
+        data = json.loads(a.out.read_text()) if a.out.exists() else {}
+        data[row["name"]] = row
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(data, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
