@@ -90,6 +90,42 @@ def ulps(stored: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     return stored.view(np.int32).astype(np.int64) - predicted.view(np.int32).astype(np.int64)
 
 
+def log_agreement(x: np.ndarray, sample: int = 2_000_000) -> dict:
+    """Whether readers' log functions give the estimator's float32 numbers: numpy's
+    float64 log (the estimator's) against numba's (a compiled reader's) on every value,
+    and against glibc's (a C reader's) on an even sample, each before and after rounding
+    to float32."""
+    import ctypes
+    import ctypes.util
+
+    import numba
+
+    @numba.njit
+    def numba_log(v):
+        out = np.empty_like(v)
+        for i in range(len(v)):
+            out[i] = np.log(v[i])
+        return out
+
+    ref = np.log(x)
+    nb = numba_log(x)
+    out = {"values": int(len(x)), "numba_float64_differ": int(np.count_nonzero(nb != ref)),
+           "numba_float32_differ": int(np.count_nonzero(nb.astype(np.float32)
+                                                        != ref.astype(np.float32)))}
+    name = ctypes.util.find_library("m")
+    if name:
+        libm = ctypes.CDLL(name)
+        libm.log.restype, libm.log.argtypes = ctypes.c_double, [ctypes.c_double]
+        step = max(1, len(x) // sample)
+        part = x[::step]
+        c = np.fromiter((libm.log(v) for v in part), np.float64, len(part))
+        out.update(glibc_sample=int(len(part)),
+                   glibc_float64_differ=int(np.count_nonzero(c != ref[::step])),
+                   glibc_float32_differ=int(np.count_nonzero(
+                       c.astype(np.float32) != ref[::step].astype(np.float32))))
+    return out
+
+
 def measure(text: Path, order: int, name: str) -> dict:
     from nnlm import load_model, read_stream
     from nnlm.ngram.estimate.counts import count_ngrams
@@ -125,6 +161,7 @@ def measure(text: Path, order: int, name: str) -> dict:
     n_total = sum(header["counts"])
     rows = []
     prob_lower = np.full(1, 1.0 / (V - 1))
+    positive = []  # every probability and back-off the file holds the log of, float64
     for k in range(1, order + 1):
         table, a = tables[k - 1], adjusted[k - 1]
         n_ctx = 1 if k == 1 else len(tables[k - 2])
@@ -150,7 +187,12 @@ def measure(text: Path, order: int, name: str) -> dict:
             same = True
         finite = np.isfinite(stored)
         residual = zigzag(ulps(stored[finite], predicted[finite]))
+        distinct = len(np.unique(stored.view(np.int32)))
         row = {"order": k, "ngrams": int(len(a)), "replays_the_model": bool(same),
+               # the values as numbers: how many distinct, and their entropy (a table's
+               # index would take log2 distinct bits)
+               "distinct_values": distinct,
+               "value_entropy_bits": round(entropy(stored.view(np.int32)), 2),
                "residual_zero": round(float(np.mean(residual == 0)), 4),
                "residual_within_1": round(float(np.mean(residual <= 2)), 4),
                "residual_max_ulps": int((residual.max() + 1) // 2) if len(residual) else 0}
@@ -175,6 +217,7 @@ def measure(text: Path, order: int, name: str) -> dict:
                          "symbols": int(x.max() + 1)}
         row["fields"] = bits
         rows.append(row)
+        positive += [p[p > 0], gamma[gamma > 0]]
         prob_lower = p
 
     # the file with log p coded (a, residual on the entries; S on the contexts), and with
@@ -209,6 +252,7 @@ def measure(text: Path, order: int, name: str) -> dict:
         "joint_codes_bytes_per_ngram": round(joint_bits / n_total, 3),
         "file_with_joint_codes": round(
             (file_bytes - logp_bytes - bow_bytes + joint_bits) / n_total, 3),
+        "log_functions": log_agreement(np.concatenate(positive)),
         "orders": rows,
     }
     return out
