@@ -207,7 +207,9 @@ def measure(text: Path, order: int, name: str) -> dict:
                          "fixed_bits": round(per, 3), "count": int(len(x))}
         # joint codes: an entry's (a, residual) as one ranked symbol, a context's
         # (S, N1, N2, N3+) as another (a table of the symbols, a few KB, is not counted)
-        joint = {"a+residual": ranked(fields["a"][finite], residual)}
+        joint = {"a+residual": ranked(fields["a"][finite], residual),
+                 # a reader carrying p in float64 predicts the value itself: a alone
+                 "a_ranked": ranked(fields["a"])}
         if k >= 2:
             joint["S+N"] = ranked(*context.values())
         for key, x in joint.items():
@@ -231,6 +233,9 @@ def measure(text: Path, order: int, name: str) -> dict:
     # contexts, which are the k-grams: rows of orders 3 .. order
     coded_bow = sum(sum(r["fields"][f]["fixed_bits"] for f in ("N1", "N2", "N3+"))
                     * r["fields"]["S"]["count"] for r in rows if r["order"] >= 3) / 8
+    chain_bits = sum(r["fields"]["a_ranked"]["fixed_bits"] * r["ngrams"]
+                     + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"]
+                     for r in rows if r["order"] >= 2) / 8
     joint_bits = sum(r["fields"]["a+residual"]["fixed_bits"] * r["ngrams"]
                      + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"]
                      for r in rows if r["order"] >= 2) / 8
@@ -252,6 +257,10 @@ def measure(text: Path, order: int, name: str) -> dict:
         "joint_codes_bytes_per_ngram": round(joint_bits / n_total, 3),
         "file_with_joint_codes": round(
             (file_bytes - logp_bytes - bow_bytes + joint_bits) / n_total, 3),
+        # the same with p carried in float64 down the walk: no residual, a alone
+        "float64_codes_bytes_per_ngram": round(chain_bits / n_total, 3),
+        "file_with_float64_codes": round(
+            (file_bytes - logp_bytes - bow_bytes + chain_bits) / n_total, 3),
         "log_functions": log_agreement(np.concatenate(positive)),
         "orders": rows,
     }
