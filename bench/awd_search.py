@@ -1,6 +1,13 @@
 """Variants of the awd recipe trained side by side under one time limit each, then scored
 on test: which regularizer, size or rate buys what within a fixed budget.
 
+``--ablation`` trains the preset and the preset with each of AWD-LSTM's pieces taken out
+(DropConnect, locked masks, embedding dropout, AR and TAR, tied weights, the weights'
+average), and the preset from another seed, which says how large a difference the seed
+alone makes; ``--train-tokens`` and ``--valid-tokens`` cut the texts to their first lines,
+so that on two CPU threads every variant runs to its early stop within minutes, and
+``--parallel`` trains that many at once (on a GPU: all of them, the default).
+
 On one GPU several small LSTMs share the card (each mostly waits on its own 256
 sequential steps), so one loan trains a handful of recipes to the number of epochs two
 CPU threads would reach in hours. Each variant is ``nnlm train --preset awd`` with its
@@ -10,6 +17,8 @@ best epoch and its test perplexity.
 
     python bench/awd_search.py --device cuda --seconds 420 --out awd_search.json
     python bench/awd_search.py --only base stronger --seconds 60    # a CPU smoke run
+    python bench/awd_search.py --ablation --train-tokens 100000 --valid-tokens 50000 \
+        --parallel 2 --threads 1 --epochs 30 --seconds 1200 --out bench/results/awd_ablation.json
     python bench/awd_search.py --plot-only bench/results/awd_search_h100.json \
         --plot docs/awd_search.png
 """
@@ -41,7 +50,33 @@ VARIANTS = {
     "stronger_m400": STRONGER + ["--m", "400"],
     "stronger_2layers": STRONGER + ["--layers", "2", "--dropout-l", "0.3"],
     "awd_dims": STRONGER + ["--m", "400", "--h", "1150", "--layers", "3", "--dropout-l", "0.25"],
+    # the ablation: the preset with one of AWD-LSTM's pieces taken out (``--ablation``)
+    "no_dropconnect": ["--dropout-w", "0"],
+    "unlocked": ["--no-locked"],
+    "no_embedding_dropout": ["--dropout-e", "0"],
+    "no_ar_tar": ["--ar", "0", "--tar", "0"],
+    "untied": ["--no-tied"],
+    "no_average": ["--average", "0"],
+    "another_seed": ["--seed", "1"],  # the preset again: how far apart two seeds land
+    "no_dropout": ["--dropout-x", "0", "--dropout-h", "0", "--dropout-e", "0",
+                   "--dropout-w", "0"],
 }
+ABLATION = ["base", "no_dropconnect", "unlocked", "no_embedding_dropout", "no_ar_tar",
+            "untied", "no_average", "another_seed"]
+
+
+def head(source: Path, tokens: int, target: Path) -> Path:
+    """The first whole lines of ``source`` that hold about ``tokens`` tokens (each line's
+    words and its </s>), written to ``target``."""
+    count, lines = 0, []
+    with source.open(encoding="utf-8") as f:
+        for line in f:
+            lines.append(line)
+            count += len(line.split()) + 1
+            if count >= tokens:
+                break
+    target.write_text("".join(lines), encoding="utf-8")
+    return target
 
 
 def curve(run: Path) -> list[dict]:
@@ -56,7 +91,7 @@ def curve(run: Path) -> list[dict]:
                 for r in csv.DictReader(f) if r["epoch"]]
 
 
-def plot(variants: dict, path: str) -> None:
+def plot(variants: dict, path: str, title: str = "awd variants on Brown v1") -> None:
     """Validation perplexity against epoch, one line a variant, the best marked."""
     import matplotlib
     matplotlib.use("Agg")
@@ -70,14 +105,23 @@ def plot(variants: dict, path: str) -> None:
         line, = ax.plot([e["epoch"] for e in epochs], [e["valid_ppl"] for e in epochs],
                         marker=".", label=f"{name} ({row.get('best_valid')})")
         ax.plot(row["best_epoch"], row["best_valid"], "o", color=line.get_color(), mfc="none")
-    ax.set_ylim(105, 180)
+    best = min((row["best_valid"] for row in variants.values() if row.get("epochs")),
+               default=100)
+    ax.set_ylim(best * 0.95, best * 1.6)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
-    ax.set_title("awd variants on Brown v1 (best validation in brackets)")
+    ax.set_title(f"{title} (best validation in brackets)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
+
+
+def title_of(run: dict) -> str:
+    """The picture's title: the variants, and the part of Brown they trained on."""
+    tokens = run.get("train_tokens")
+    return ("awd variants on Brown v1" if not tokens
+            else f"awd ablation, Brown v1's first {tokens:,} training tokens")
 
 
 def from_json(path: str) -> dict:
@@ -97,42 +141,67 @@ def main() -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seconds", type=int, default=420, help="each variant's training limit")
     ap.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="these variants")
+    ap.add_argument("--ablation", action="store_true",
+                    help="the preset and each of its pieces taken out: " + ", ".join(ABLATION))
+    ap.add_argument("--epochs", type=int, help="at most this many epochs (the preset's: 60)")
+    ap.add_argument("--train-tokens", type=int,
+                    help="train on the first lines of train.txt that hold this many tokens")
+    ap.add_argument("--valid-tokens", type=int,
+                    help="validate on the first lines of valid.txt that hold this many tokens")
+    ap.add_argument("--parallel", type=int, default=0,
+                    help="train at most this many variants at once (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads per variant")
     ap.add_argument("--runs", default="/tmp/awd_search", help="folder for the models")
     ap.add_argument("--out", default="bench/results/awd_search.json")
     ap.add_argument("--plot", metavar="PNG", help="also draw the validation curves")
     ap.add_argument("--plot-only", metavar="JSON", help="train nothing: draw JSON's curves")
+    ap.add_argument("--collect", action="store_true",
+                    help="train nothing: score the variants already trained in --runs")
     a = ap.parse_args()
     if a.plot_only:
-        plot(from_json(a.plot_only), a.plot or "awd_search.png")
+        data = json.loads(Path(a.plot_only).read_text())
+        plot(from_json(a.plot_only), a.plot or "awd_search.png", title_of(data))
         return 0
-    if a.seconds < 1 or a.threads < 1:
-        ap.error("--seconds and --threads must be >= 1")
+    if a.seconds < 1 or a.threads < 1 or a.parallel < 0 or any(
+            x is not None and x < 1 for x in (a.epochs, a.train_tokens, a.valid_tokens)):
+        ap.error("--seconds, --threads, --epochs and the token counts must be >= 1, "
+                 "--parallel >= 0")
     data, runs = Path(a.data), Path(a.runs)
     runs.mkdir(parents=True, exist_ok=True)
-    names = a.only or list(VARIANTS)
+    train, valid = data / "train.txt", data / "valid.txt"
+    if a.train_tokens:
+        train = head(train, a.train_tokens, runs / "train.txt")
+    if a.valid_tokens:
+        valid = head(valid, a.valid_tokens, runs / "valid.txt")
+    names = a.only or (ABLATION if a.ablation else list(VARIANTS))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    procs, commands = {}, {}
-    for name in names:
-        out = runs / name
-        cmd = [sys.executable, "-m", "nnlm", "train", str(data / "train.txt"),
-               "--valid", str(data / "valid.txt"), "--preset", "awd", *VARIANTS[name],
-               "--device", a.device, "--threads", str(a.threads), "-o", str(out)]
-        commands[name] = "nnlm train ... --preset awd " + " ".join(VARIANTS[name])
+    extra = ["--epochs", str(a.epochs)] if a.epochs else []
+    commands = {name: "nnlm train ... --preset awd " + " ".join(VARIANTS[name] + extra)
+                for name in names}
+
+    def start(name):
+        cmd = [sys.executable, "-m", "nnlm", "train", str(train),
+               "--valid", str(valid), "--preset", "awd", *VARIANTS[name], *extra,
+               "--device", a.device, "--threads", str(a.threads), "-o", str(runs / name)]
         log = (runs / f"{name}.log").open("w")
-        procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    start = time.monotonic()
-    while any(p.poll() is None for p in procs.values()):
-        if time.monotonic() - start > a.seconds:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            for p in procs.values():
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    # each variant trains until its own limit (or its early stop), at most --parallel at once
+    waiting, running = ([] if a.collect else list(names)), {}
+    while waiting or running:
+        while waiting and (not a.parallel or len(running) < a.parallel):
+            name = waiting.pop(0)
+            running[name] = (start(name), time.monotonic())
+        for name, (p, began) in list(running.items()):
+            if p.poll() is not None:
+                del running[name]
+            elif time.monotonic() - began > a.seconds:
+                p.send_signal(signal.SIGINT)  # keeps the best model and metrics
                 try:
                     p.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     p.kill()
-            break
+                del running[name]
         time.sleep(2)
     results = {}
     for name in names:
@@ -152,9 +221,13 @@ def main() -> int:
         print(f"{name:18s} epochs {len(epochs):3d}  best valid {row.get('best_valid')}"
               f" (epoch {row.get('best_epoch')})  test {row.get('test_ppl')}", flush=True)
     Path(a.out).write_text(json.dumps({"device": a.device, "seconds": a.seconds,
+                                       "epochs": a.epochs, "data": a.data,
+                                       "train_tokens": a.train_tokens,
+                                       "valid_tokens": a.valid_tokens,
+                                       "threads": a.threads, "parallel": a.parallel,
                                        "variants": results}, indent=1) + "\n")
     if a.plot:
-        plot(results, a.plot)
+        plot(results, a.plot, title_of(vars(a)))
     return 0
 
 
