@@ -206,7 +206,8 @@ def measure(text: Path, order: int, name: str) -> dict:
             bits[key] = {"entropy": round(entropy(x), 3), "width": w,
                          "fixed_bits": round(per, 3), "count": int(len(x))}
         # joint codes: an entry's (a, residual) as one ranked symbol, a context's
-        # (S, N1, N2, N3+) as another (a table of the symbols, a few KB, is not counted)
+        # (S, N1, N2, N3+) as another; each order keeps a table of the 2^w - 1 symbols
+        # its width holds (4 bytes a number in them), counted in table_bytes
         joint = {"a+residual": ranked(fields["a"][finite], residual),
                  # a reader carrying p in float64 predicts the value itself: a alone
                  "a_ranked": ranked(fields["a"])}
@@ -214,9 +215,11 @@ def measure(text: Path, order: int, name: str) -> dict:
             joint["S+N"] = ranked(*context.values())
         for key, x in joint.items():
             w, per = fixed_width(x)
+            numbers = {"a+residual": 2, "a_ranked": 1, "S+N": 4}[key]
             bits[key] = {"entropy": round(entropy(x), 3), "width": w,
                          "fixed_bits": round(per, 3), "count": int(len(x)),
-                         "symbols": int(x.max() + 1)}
+                         "symbols": int(x.max() + 1),
+                         "table_bytes": 4 * numbers * min((1 << w) - 1, int(x.max() + 1))}
         row["fields"] = bits
         rows.append(row)
         positive += [p[p > 0], gamma[gamma > 0]]
@@ -233,12 +236,15 @@ def measure(text: Path, order: int, name: str) -> dict:
     # contexts, which are the k-grams: rows of orders 3 .. order
     coded_bow = sum(sum(r["fields"][f]["fixed_bits"] for f in ("N1", "N2", "N3+"))
                     * r["fields"]["S"]["count"] for r in rows if r["order"] >= 3) / 8
-    chain_bits = sum(r["fields"]["a_ranked"]["fixed_bits"] * r["ngrams"]
-                     + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"]
-                     for r in rows if r["order"] >= 2) / 8
-    joint_bits = sum(r["fields"]["a+residual"]["fixed_bits"] * r["ngrams"]
-                     + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"]
-                     for r in rows if r["order"] >= 2) / 8
+    def coded_bytes(entry_field: str) -> float:
+        """Bytes of an order's entry codes, its contexts' codes and both tables."""
+        return sum(r["fields"][entry_field]["fixed_bits"] * r["ngrams"] / 8
+                   + r["fields"]["S+N"]["fixed_bits"] * r["fields"]["S+N"]["count"] / 8
+                   + r["fields"][entry_field]["table_bytes"] + r["fields"]["S+N"]["table_bytes"]
+                   for r in rows if r["order"] >= 2)
+
+    chain_bytes = coded_bytes("a_ranked")
+    joint_bytes = coded_bytes("a+residual")
     entropy_logp = sum((r["fields"]["a"]["entropy"] + r["fields"]["residual"]["entropy"])
                        * r["ngrams"] + r["fields"]["S"]["entropy"] * r["fields"]["S"]["count"]
                        for r in rows if r["order"] >= 2) / 8
@@ -254,13 +260,13 @@ def measure(text: Path, order: int, name: str) -> dict:
         "file_with_logp_coded": round((file_bytes - logp_bytes + coded_logp) / n_total, 3),
         "file_with_logp_and_bow_coded": round(
             (file_bytes - logp_bytes - bow_bytes + coded_logp + coded_bow) / n_total, 3),
-        "joint_codes_bytes_per_ngram": round(joint_bits / n_total, 3),
+        "joint_codes_bytes_per_ngram": round(joint_bytes / n_total, 3),
         "file_with_joint_codes": round(
-            (file_bytes - logp_bytes - bow_bytes + joint_bits) / n_total, 3),
+            (file_bytes - logp_bytes - bow_bytes + joint_bytes) / n_total, 3),
         # the same with p carried in float64 down the walk: no residual, a alone
-        "float64_codes_bytes_per_ngram": round(chain_bits / n_total, 3),
+        "float64_codes_bytes_per_ngram": round(chain_bytes / n_total, 3),
         "file_with_float64_codes": round(
-            (file_bytes - logp_bytes - bow_bytes + chain_bits) / n_total, 3),
+            (file_bytes - logp_bytes - bow_bytes + chain_bytes) / n_total, 3),
         "log_functions": log_agreement(np.concatenate(positive)),
         "orders": rows,
     }
