@@ -18,7 +18,8 @@ best epoch and its test perplexity.
     python bench/awd_search.py --device cuda --seconds 420 --out awd_search.json
     python bench/awd_search.py --only base stronger --seconds 60    # a CPU smoke run
     python bench/awd_search.py --ablation --train-tokens 100000 --valid-tokens 50000 \
-        --parallel 2 --threads 1 --epochs 30 --seconds 1200 --out bench/results/awd_ablation.json
+        --parallel 2 --threads 1 --epochs 30 --seconds 1200 \
+        --out bench/results/awd_ablation_100k.json
     python bench/awd_search.py --plot-only bench/results/awd_search_h100.json \
         --plot docs/awd_search.png
 """
@@ -169,9 +170,9 @@ def main() -> int:
     data, runs = Path(a.data), Path(a.runs)
     runs.mkdir(parents=True, exist_ok=True)
     train, valid = data / "train.txt", data / "valid.txt"
-    if a.train_tokens:
+    if a.train_tokens and not a.collect:
         train = head(train, a.train_tokens, runs / "train.txt")
-    if a.valid_tokens:
+    if a.valid_tokens and not a.collect:
         valid = head(valid, a.valid_tokens, runs / "valid.txt")
     names = a.only or (ABLATION if a.ablation else list(VARIANTS))
     env = dict(os.environ, PYTHONUNBUFFERED="1")

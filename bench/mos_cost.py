@@ -11,8 +11,8 @@ layer y = b + C P a_t. A mixture of K softmaxes replaces that layer by
 
 so its cost grows with K times the output product. This times, in alternating rounds in
 one process, the LSTM's part, the one-softmax output layer and the K-softmax one (bf16
-autocast for the output products, as the preset trains), and writes JSON with the
-epoch time each implies beside the measured one.
+autocast for the output products, as the preset trains), and writes JSON with each
+part's median and the step's length with K softmaxes over its length with one.
 
     python bench/mos_cost.py --threads 2 --out bench/results/mos_cost.json
 """
@@ -29,15 +29,11 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def timed(fn, rounds: int) -> float:
-    """Median seconds of ``fn`` over ``rounds`` calls (after one warm-up)."""
+def seconds_of(fn) -> float:
+    """Seconds one call of ``fn`` takes."""
+    t = time.perf_counter()
     fn()
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -85,10 +81,12 @@ def main() -> None:
 
     parts = {"lstm": step_lstm, "softmax": step_softmax,
              **{f"mos{k}": step_mos(k) for k in a.k}}
+    for fn in parts.values():  # warm-up: allocations, kernels chosen
+        fn()
     seconds = {name: [] for name in parts}
     for _ in range(a.rounds):  # alternating: each round times every part once
         for name, fn in parts.items():
-            seconds[name].append(timed(fn, 1))
+            seconds[name].append(seconds_of(fn))
     median = {name: sorted(s)[len(s) // 2] for name, s in seconds.items()}
     base = median["lstm"] + median["softmax"]
     result = {"threads": a.threads, "batch_words": rows * T, "m": m, "h": h, "vocab": V,

@@ -236,6 +236,7 @@ def measure(text: Path, order: int, name: str) -> dict:
     # contexts, which are the k-grams: rows of orders 3 .. order
     coded_bow = sum(sum(r["fields"][f]["fixed_bits"] for f in ("N1", "N2", "N3+"))
                     * r["fields"]["S"]["count"] for r in rows if r["order"] >= 3) / 8
+
     def coded_bytes(entry_field: str) -> float:
         """Bytes of an order's entry codes, its contexts' codes and both tables."""
         return sum(r["fields"][entry_field]["fixed_bits"] * r["ngrams"] / 8
