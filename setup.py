@@ -13,13 +13,16 @@ from setuptools import Extension, setup
 
 # the trie's level tuple, run pointers, values and vocabulary hash table, read by both
 HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
-           "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/level_spec.h"]
+           "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/level_spec.h",
+           "src/nnlm/ngram/store/value_codes.h"]
+# value_codes.h repeats numpy's float64 sums one by one: no fused multiply-adds
+EXACT = ["-O3", "-ffp-contract=off"]
 
 setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                              ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS,
-                             extra_compile_args=["-O3"], optional=True),
+                             extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
-                             depends=HEADERS, extra_compile_args=["-O3"], optional=True),
+                             depends=HEADERS, extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.index._suffix", ["src/nnlm/index/_suffix.c"],
                              extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.text._words", ["src/nnlm/text/_words.c"],

@@ -5,7 +5,8 @@
 
 Estimates KN5 on the training text (Brown's, or a synthetic corpus of --tokens tokens
 with Brown's statistics, bench/synthetic.py), writes it as ARPA, and builds every form
-of it: nnlm's trie (float32, and --quantize 8 8), nnlm's previous format (arrays.npz,
+of it: nnlm's trie (float32, --compress: the values as the counts they come from, and
+--quantize 8 8), nnlm's previous format (arrays.npz,
 read whole, with a hash index built at first use) and, when KenLM's build_binary is on
 the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie (each also through
 ``nnlm.kenlm``, which reads them where they lie). Then, for each, in a fresh
@@ -99,12 +100,17 @@ def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]
     from nnlm.text.corpus import read_corpus
 
     vocab, stream = read_corpus(train)
-    model = KneserNey(vocab, 5).fit(stream)
+    model = KneserNey(vocab, 5).fit(stream, keep_counts=True)  # (--compress's counts)
     n_grams = sum(model.num_ngrams())
     forms = {}
     save_model(model, work / "nnlm")
     forms["nnlm trie"] = ("nnlm", work / "nnlm")
     forms["nnlm trie, nnlm.kenlm"] = ("nnlm.kenlm", work / "nnlm")
+    model.store_compress = True  # the values as the counts they come from, lossless
+    save_model(model, work / "nnlm_compress")
+    model.store_compress, model.value_inputs = False, None
+    forms["nnlm trie --compress"] = ("nnlm", work / "nnlm_compress")
+    forms["nnlm trie --compress, nnlm.kenlm"] = ("nnlm.kenlm", work / "nnlm_compress")
     model.store_quantize = (8, 8)
     save_model(model, work / "nnlm_q8")
     forms["nnlm trie -q 8 -b 8"] = ("nnlm", work / "nnlm_q8")
@@ -190,7 +196,17 @@ def main() -> None:
                 rows["nnlm trie -q 8 -b 8, nnlm.kenlm"]["peak_rss_mb"]
                 / rows["KenLM trie -q 8 -b 8"]["peak_rss_mb"],
             "kenlm_api_score_vs_kenlm": rows["nnlm trie, nnlm.kenlm"]["tokens_per_second"]
-            / rows["KenLM trie"]["tokens_per_second"]}
+            / rows["KenLM trie"]["tokens_per_second"],
+            # --compress: its size against KenLM's trie, its time against the float32 trie's
+            "compress_size_vs_kenlm_trie": rows["nnlm trie --compress"]["bytes"]
+            / rows["KenLM trie"]["bytes"],
+            "compress_bulk_time_vs_trie": rows["nnlm trie"]["tokens_per_second"]
+            / rows["nnlm trie --compress"]["tokens_per_second"],
+            "compress_kenlm_api_time_vs_trie":
+                rows["nnlm trie, nnlm.kenlm"]["tokens_per_second"]
+                / rows["nnlm trie --compress, nnlm.kenlm"]["tokens_per_second"],
+            "compress_same_perplexity": rows["nnlm trie --compress"]["perplexity"]
+            == rows["nnlm trie"]["perplexity"]}
         for name in ("KenLM probing", "KenLM trie", "KenLM trie -q 8 -b 8"):
             ours, theirs = rows.get(f"{name}, nnlm.kenlm"), rows.get(name)
             if ours and theirs:  # KenLM's own file through nnlm.kenlm: time a token, opening

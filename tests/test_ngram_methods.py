@@ -77,7 +77,7 @@ def test_a_setting_of_another_method_is_refused(method):
     others = [name for name in OWN_SETTINGS if name not in METHODS[method].settings]
     values = {"discount_fallback": True, "prune_counts": [0, 1], "memory": 1 << 20,
               "temp": "/tmp", "n_classes": 7, "clustering_path": "c.tsv", "k": 0.5,
-              "alpha": 0.2, "discount": 0.5}
+              "alpha": 0.2, "discount": 0.5, "compress": True}
     for name in others:
         job = NgramJob("t.txt", method, 2, valid_path="v.txt", **{name: values[name]})
         with pytest.raises(NnlmError, match=f"{name}= goes with method="):

@@ -14,7 +14,7 @@ from conftest import zipf_corpus
 from nnlm import NnlmError, Stream, Vocabulary, load_model, save_model
 from nnlm.lm import LanguageModel
 from nnlm.ngram import BackoffNgram, KneserNey, read_arpa, write_arpa
-from nnlm.ngram.store import bits, run_pointers, trie, trie_map, vocab_table
+from nnlm.ngram.store import bits, run_pointers, trie, trie_layout, trie_map, vocab_table
 from nnlm.ngram.store import values as coding
 from nnlm.text.vocab import BOS_ID
 
@@ -131,7 +131,7 @@ def test_a_file_of_format_1_still_loads_and_converts(tmp_path):
     np.testing.assert_allclose(mapped.logprobs(test), model.logprobs(test), atol=2e-6)
     save_model(mapped, tmp_path / "new")  # what nnlm ngram convert OLD NEW does
     header = trie_map.read_trie_header(tmp_path / "new" / "ngrams.trie")[0]
-    assert header["format_version"] == trie.FORMAT_VERSION == 2
+    assert header["format_version"] == trie_layout.FLOAT_FORMAT_VERSION == 2
     np.testing.assert_allclose(load_model(tmp_path / "new").logprobs(test),
                                mapped.logprobs(test), atol=0)
 

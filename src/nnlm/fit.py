@@ -205,6 +205,9 @@ def run_ngram_job(job: NgramJob, log=lambda message: None, output=None) -> Langu
                                   (lambda streamed: save_model(streamed, output)))
         return model if output is None else load_model(output)
     if output is not None and _out_of_core(job):
+        if job.compress:
+            raise NnlmError("compress= keeps the estimate's counts in memory, and memory= is "
+                            "below what this text needs there: raise memory= or drop it")
         from .models import load_model, save_model
         from .ngram.distributed.out_of_core import estimate_out_of_core
 

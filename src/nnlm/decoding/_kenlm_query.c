@@ -29,6 +29,7 @@
 
 #include "../ngram/store/level_spec.h"
 #include "../ngram/store/pointers.h"
+#include "../ngram/store/value_codes.h"
 #include "../ngram/store/values.h"
 #include "../ngram/store/vocab_hash.h"
 
@@ -42,6 +43,10 @@ typedef struct {
     int length;                       /* words that matter (KenLM's state.length) */
     int32_t words[MAX_ORDER - 1];     /* most recent first */
     float backoff[MAX_ORDER - 1];     /* log10 bow of the context of length i + 1 */
+    /* a model of coded values (value_codes.h): the context of length i + 1's symbol at
+       its order, for the first ctx_length contexts (0: words set from Python) */
+    int ctx_length;
+    uint32_t ctx[MAX_ORDER - 1];
 } StateObject;
 
 static PyTypeObject StateType;
@@ -53,6 +58,7 @@ static int State_init(StateObject *self, PyObject *args, PyObject *kwds) {
     }
     self->owner = 0;
     self->length = 0;
+    self->ctx_length = 0;
     return 0;
 }
 
@@ -90,6 +96,8 @@ static PyObject *State_copy(StateObject *self, PyObject *unused) {
     out->length = self->length;
     memcpy(out->words, self->words, sizeof(self->words));
     memcpy(out->backoff, self->backoff, sizeof(self->backoff));
+    out->ctx_length = self->ctx_length;
+    memcpy(out->ctx, self->ctx, sizeof(self->ctx));
     return (PyObject *)out;
 }
 
@@ -127,6 +135,7 @@ static int State_set_words(StateObject *self, PyObject *value, void *closure) {
         self->backoff[n - 1 - i] = 0;
     }
     self->length = (int)n;
+    self->ctx_length = 0;
     Py_DECREF(seq);
     return 0;
 }
@@ -248,6 +257,10 @@ typedef struct {
     Pointers parents;        /* order k-1's run pointers (ngram/store/pointers.h) */
     uint64_t word_bits, wmask, n, n_parents, slot_bits, smask, n_slots;
     Values logp, bow;
+    /* coded trie mode (the same trie, its values coded as counts: value_codes.h): the
+       entries' numerators and their codes as contexts (below the top order) */
+    int coded;
+    CodeField ca, cc;
     /* probing mode (a KenLM probing file where it lies): buckets of itemsize bytes, each
        (uint64 hash of the n-gram, float32 log10 p whose sign bit is a flag, then below
        the top order the float32 log10 back-off), empty where the hash is 0; kid: each
@@ -284,8 +297,14 @@ typedef struct {
     float *own_pb;           /* uni_pb when computed here from a file's unigrams */
     VocabTable vocab;        /* the words' table (vocab_hash.h) */
     const float *uni_pb;     /* per word: log10 p, log10 back-off (sign of zero: extension) */
+    /* a trie of coded values: the words' p in float64, their codes as contexts, and each
+       word's symbol decoded at opening */
+    int coded;
+    const double *uni_p;
+    CodeField uc;
+    uint32_t *uni_sym;
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
-    Py_buffer buffers[12 * MAX_ORDER + 8];  /* MAX_BUFFERS */
+    Py_buffer buffers[24 * MAX_ORDER + 16];  /* MAX_BUFFERS */
     int ready;               /* __init__ ran: a second call is refused (it would leak) */
     int n_buffers;
 } QueryObject;
@@ -295,12 +314,13 @@ static PyTypeObject QueryType;
 static void Query_dealloc(QueryObject *self) {
     PyMem_Free(self->table);
     PyMem_Free(self->own_pb);
+    PyMem_Free(self->uni_sym);
     for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
     Py_XDECREF(self->index);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-#define MAX_BUFFERS (12 * MAX_ORDER + 8)
+#define MAX_BUFFERS (24 * MAX_ORDER + 16)
 
 static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
                         Py_ssize_t *count) {
@@ -318,6 +338,18 @@ static const void *take(QueryObject *self, PyObject *obj, Py_ssize_t itemsize,
     }
     *count = view->len / itemsize;
     return view->buf;
+}
+
+/* a buffer of any item size, held with the others (value_codes.h's TakeBytes) */
+static int take_bytes(void *ctx, PyObject *obj, const void **out, Py_ssize_t *bytes) {
+    QueryObject *self = ctx;
+    if (self->n_buffers >= MAX_BUFFERS) return -1;
+    Py_buffer *view = &self->buffers[self->n_buffers];
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    self->n_buffers++;
+    *out = view->buf;
+    *bytes = view->len;
+    return 0;
 }
 
 /* the vocabulary's table (vocab_hash.h): the trie file's own when it has one (a mapped
@@ -416,7 +448,8 @@ static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject 
  * slot_bits, n_slots, logp, logp_centers, logp_bits, bow, bow_centers, bow_bits), with
  * pointers = (kind, data, exceptions, bits, n_exceptions) as run_pointers' c_spec()
  * gives them; slots and (at the top order) bow may be empty bytes */
-static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower) {
+static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower,
+                      int coded) {
     LevelSpec s;
     if (parse_level_spec(t, &s) < 0) return -1;
     unsigned long long wb = s.word_bits, pbits = s.pointer_bits, n_exc = s.n_exceptions,
@@ -446,9 +479,41 @@ static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t
             !(L->tslots = take(self, slots, 8, &count)) ||
             !packed_fits(nslots, sbits, 8 * (uint64_t)count)) return -1;
     }
+    if (coded) return 0;
     if (take_values(self, &L->logp, s.logp, s.logp_centers, s.logp_bits, n) < 0) return -1;
     if (!top && take_values(self, &L->bow, s.bow, s.bow_centers, s.bow_bits, n) < 0)
         return -1;
+    return 0;
+}
+
+/* a trie level of coded values: ("coded", the trie tuple, numerators, contexts (None at
+ * the top), the unigrams' p, their contexts), as trie_layout.coded_spec gives it; order
+ * 2's also fills the Query's unigram part and decodes each word's symbol */
+static int coded_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower,
+                       int first) {
+    if (trie_level(self, L, PyTuple_GET_ITEM(t, 1), top, n_lower, 1) < 0 ||
+        parse_code_field(PyTuple_GET_ITEM(t, 2), 1, L->n, &L->ca, take_bytes, self) < 0 ||
+        (!top && parse_code_field(PyTuple_GET_ITEM(t, 3), 0, L->n, &L->cc, take_bytes,
+                                  self) < 0))
+        return -1;
+    L->coded = 1;
+    if (!first) return self->coded ? 0 : -1;
+    const void *p;
+    Py_ssize_t len;
+    if (take_bytes(self, PyTuple_GET_ITEM(t, 4), &p, &len) < 0 || len != 8 * self->V ||
+        parse_code_field(PyTuple_GET_ITEM(t, 5), 0, (uint64_t)self->V, &self->uc, take_bytes,
+                         self) < 0)
+        return -1;
+    if (!(self->uni_sym = PyMem_Malloc((size_t)self->V * sizeof(uint32_t)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t w = 0; w < self->V; w++) {
+        int64_t unused;
+        self->uni_sym[w] = (uint32_t)field_symbol(&self->uc, (uint64_t)w, &unused);
+    }
+    self->uni_p = p;
+    self->coded = 1;
     return 0;
 }
 
@@ -614,8 +679,15 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
             continue;
         }
         if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 15) {
-            if (trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
-                           (int64_t)self->levels[i + 1].n) < 0)
+            if (self->coded || trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
+                                          (int64_t)self->levels[i + 1].n, 0) < 0)
+                goto bad_size;
+            continue;
+        }
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 6) {  /* ("coded", ...) */
+            if ((i > 0 && !self->coded) ||
+                coded_level(self, L, t, i + 2 == self->order, i == 0 ? V :
+                            (int64_t)self->levels[i + 1].n, i == 0) < 0)
                 goto bad_size;
             continue;
         }
@@ -741,6 +813,29 @@ static inline uint64_t combine(uint64_t node, uint64_t word) {
     return (node * 8978948897894561157ULL) ^ ((word + 1) * 17894857484156487943ULL);
 }
 
+/* a coded model: the symbols of in's contexts (the context of length i + 1 at order
+ * i + 1), from the State, or found again where its words were set from Python
+ * (UINT32_MAX where one is not stored: its p comes out NaN, which callers refuse) */
+static const uint32_t *in_contexts(const QueryObject *q, const StateObject *in,
+                                   uint32_t *found) {
+    if (in->ctx_length >= in->length) return in->ctx;
+    int64_t id = in->words[0];
+    for (int i = 0; i < in->length; i++) {
+        found[i] = UINT32_MAX;
+        if (i == 0) {
+            if (id >= 0 && id < q->V) found[0] = q->uni_sym[id];
+            continue;
+        }
+        const Level *L = &q->levels[i + 1];
+        if (id < 0 || i + 1 >= q->order || !L->coded ||
+            (id = trie_find(L, (uint64_t)id, (uint64_t)in->words[i], (uint64_t)q->V)) < 0)
+            break;
+        int64_t unused;
+        found[i] = (uint32_t)field_symbol(&L->cc, (uint64_t)id, &unused);
+    }
+    return found;
+}
+
 /* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length */
 static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
                         StateObject *out, int *length) {
@@ -751,9 +846,43 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
     int keep = extends(out_backoff[0]) ? 1 : 0;
     int64_t id = w;
     uint64_t hash = 0;
+    /* a coded model carries p in float64 up the orders (value_codes.h) */
+    double p64 = 0;
+    float escaped = NAN;
+    uint32_t out_ctx[MAX_ORDER - 1], found_ctx[MAX_ORDER - 1];
+    const uint32_t *ctx = NULL;
+    if (q->coded) {
+        p64 = q->uni_p[w];
+        out_ctx[0] = q->uni_sym[w];
+        ctx = in_contexts(q, in, found_ctx);
+    }
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
         int k = j + 2;
         const Level *L = &q->levels[k];
+        if (L->coded) {
+            int64_t pos = trie_find(L, (uint64_t)id, (uint64_t)in->words[j], (uint64_t)q->V);
+            if (pos < 0) break;
+            id = pos;
+            int64_t escape, unused;
+            uint64_t sa = field_symbol(&L->ca, (uint64_t)pos, &escape);
+            const CodeField *C = k == 2 ? &q->uc : &q->levels[k - 1].cc;
+            uint32_t sc = ctx[j];
+            double Sh = NAN, gamma = NAN;
+            if (sc < C->n_symbols) {
+                Sh = C->S[sc];
+                gamma = C->gamma[sc];
+            }
+            p64 = chain_p(L->ca.num[sa], Sh, gamma, p64);
+            escaped = escape >= 0 ? L->ca.escape_logp[escape] : NAN;
+            ngram_length = k;
+            if (k < q->order) {
+                uint64_t so = field_symbol(&L->cc, (uint64_t)pos, &unused);
+                out_backoff[k - 1] = (float)(L->cc.bow[so] * LOG10_E);
+                out_ctx[k - 1] = (uint32_t)so;
+                if (extends(out_backoff[k - 1])) keep = k;
+            }
+            continue;
+        }
         if (L->ktrie) {  /* KenLM's trie file, where it lies */
             int64_t pos = ktrie_find(q, k, (uint64_t)id, (uint64_t)in->words[j]);
             if (pos < 0) break;
@@ -806,6 +935,10 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
             if (extends(e[1])) keep = k;
         }
     }
+    if (q->coded && ngram_length >= 2) {
+        float ln = isnan(escaped) ? (float)exact_log(p64) : escaped;
+        prob = (float)(ln * LOG10_E);
+    }
     for (int i = ngram_length - 1; i < in->length; i++) prob += in->backoff[i];
     *length = ngram_length;
     if (out) {
@@ -816,6 +949,8 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
         memcpy(out->backoff, out_backoff, sizeof(float) * keep);
         out->length = keep;
         out->owner = q->serial;
+        out->ctx_length = q->coded ? keep : 0;
+        if (q->coded) memcpy(out->ctx, out_ctx, sizeof(uint32_t) * keep);
     }
     return prob;
 }
@@ -963,6 +1098,8 @@ static void begin(const QueryObject *q, StateObject *s) {
     s->length = 1;
     s->words[0] = q->bos;
     s->backoff[0] = q->uni_pb[2 * q->bos + 1];
+    s->ctx_length = q->coded ? 1 : 0;
+    if (q->coded) s->ctx[0] = q->uni_sym[q->bos];
 }
 
 static PyObject *Query_BeginSentenceWrite(QueryObject *self, PyObject *state) {
@@ -990,6 +1127,7 @@ static PyObject *run_sentence(QueryObject *self, const char *text, Py_ssize_t si
     StateObject *in = &a, *out = &b;
     a.owner = 0;
     a.length = 0;
+    a.ctx_length = 0;
     if (bos) begin(self, &a);
     PyObject *list = want_list ? PyList_New(0) : NULL;
     if (want_list && !list) return NULL;

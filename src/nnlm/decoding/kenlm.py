@@ -264,6 +264,11 @@ def _open_mapped(text: str, serial: int):
             if coding is not None and not all(map(ok, section(
                     "{}_centers_{}".format(*key.rsplit("_", 1))))):
                 return None
+        if "coded" in header and not all(  # values coded as counts: their tables
+                all(map(math.isfinite, section(name)))
+                for name in layout.expected_sections(header)
+                if name == "unigram_p" or name.rsplit("_", 1)[0] in layout.CODED_TABLES):
+            return None
         levels = [_level_spec(header, k, section) for k in range(2, n + 1)]
         query = _fast.Query(serial, None, words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
                             (section("unigram_logp"), section("unigram_log_bow")), levels,
@@ -417,9 +422,13 @@ def _level_spec(header: dict, k: int, section) -> tuple:
         return section(f"{name}_codes_{k}"), section(f"{name}_centers_{k}"), coding[0]
 
     n_slots, slot_bits = header["slots"].get(str(k), (0, 0))
-    return ("trie", section(f"word_{k}"), header["word_bits"], pointers, counts[k - 2],
-            counts[k - 1], section(f"slots_{k}") if n_slots else b"", slot_bits, n_slots,
-            *values("logp"), *values("log_bow"))
+    trie = ("trie", section(f"word_{k}"), header["word_bits"], pointers, counts[k - 2],
+            counts[k - 1], section(f"slots_{k}") if n_slots else b"", slot_bits, n_slots)
+    if "coded" in header:  # values coded as counts (nnlm.ngram.store.value_codes)
+        from ..ngram.store.trie_layout import coded_spec
+
+        return coded_spec(header, section, k, trie + (b"", b"", 0, b"", b"", 0))
+    return trie + (*values("logp"), *values("log_bow"))
 
 
 class LoadMethod:

@@ -320,13 +320,19 @@ class BackoffNgram(LanguageModel):
                 out[f"{name}_{k}"] = getattr(level, name)
         return out
 
-    # the on-disk form: nnlm's mapped trie (nnlm.ngram.store.trie); (P, B) quantizes it
+    # the on-disk form: nnlm's mapped trie (nnlm.ngram.store.trie); (P, B) quantizes it;
+    # store_compress codes the values as the counts they come from (a KN estimate that
+    # kept them: store.value_codes)
     store_quantize: tuple[int, int] | None = None
+    store_compress: bool = False
+    value_inputs: dict | None = None
 
     def save_files(self, directory: Path, binding: str, save) -> None:
-        """The model as ``ngrams.trie`` (mapped when loaded, float32 or quantized)."""
+        """The model as ``ngrams.trie`` (mapped when loaded: float32, quantized, or its
+        values coded as counts)."""
 
-        write_trie(self, Path(directory) / FILE_NAME, binding, self.store_quantize)
+        write_trie(self, Path(directory) / FILE_NAME, binding, self.store_quantize,
+                   compress=self.store_compress)
         if hasattr(self, "write_extra_files"):
             self.write_extra_files(directory)
 

@@ -155,12 +155,15 @@ class KneserNey(BackoffNgram):
         self.order = order
 
     def fit(self, stream: Stream, prune_counts=None, memory: int | None = None,
-            temp=None) -> KneserNey:
+            temp=None, keep_counts: bool = False) -> KneserNey:
         """Estimate from ``stream``; ``prune_counts``: per-order thresholds (lmplz's
         ``--prune``): n-grams of order >= 2 seen that many times or fewer are dropped
         after estimation and the back-off weights renormalized (see ``prune.py``).
         ``memory`` (bytes, like lmplz's ``-S``) bounds counting's intermediates, which
-        then spill to files in ``temp`` (default: the system's temporary folder)."""
+        then spill to files in ``temp`` (default: the system's temporary folder).
+        ``keep_counts``: keep what the values come from (``self.value_inputs``: each
+        n-gram's a, each context's S and gamma, the unigrams' p in float64), so that the
+        trie stores them instead of float32 values (:mod:`..store.value_codes`)."""
         from .prune import check_thresholds, prune  # (its counting loads numba)
 
         if prune_counts is not None:
@@ -177,6 +180,7 @@ class KneserNey(BackoffNgram):
             [discounts_from(a, k, self.discount_fallback) for k, a in enumerate(adjusted, 1)]
         )
         keep = None
+        kept: dict | None = {"a": [], "S": [], "gamma": []} if keep_counts else None
         if prune_counts is not None and any(prune_counts):
             keep = [tables[k - 1].counts > prune_counts[k - 1] for k in range(2, N + 1)]
         # Interpolated probabilities, order by order. Step k gives P of the k-grams and
@@ -196,6 +200,12 @@ class KneserNey(BackoffNgram):
                                        self.discounts[k - 1])
                 D = discount_of(a, self.discounts[k - 1])
                 gamma = backoff_of(S, mass)
+                if kept is not None:
+                    if k >= 2:  # order k-1 as contexts: S(h), gamma(h)
+                        kept["S"].append(S)
+                        kept["gamma"].append(gamma)
+                        kept["a"].append(a.astype(np.uint32) if len(a) and a.max() < 1 << 32
+                                         else a.copy())
                 with np.errstate(invalid="ignore", divide="ignore"):
                     p = np.subtract(a, D, out=D)  # in place: these arrays are the big ones
                     del D
@@ -218,6 +228,10 @@ class KneserNey(BackoffNgram):
                 with np.errstate(divide="ignore"):
                     self.unigram_logp = np.log(uni)
                 self.unigram_log_bow = np.log(uni_bow)
+                if kept is not None and kept["S"]:  # the unigrams as contexts, by word id
+                    S_1, gamma_1 = np.zeros(V), np.ones(V)
+                    S_1[words], gamma_1[words] = kept["S"][0], kept["gamma"][0]
+                    kept["S"][0], kept["gamma"][0], kept["uni_p"] = S_1, gamma_1, uni.copy()
             else:  # order k - 1; order 2 is re-keyed by word ids (monotone in table order)
                 j = k - 1
                 done = tables[j - 1]
@@ -236,7 +250,9 @@ class KneserNey(BackoffNgram):
             if k <= N:
                 prob_lower = p
         del tables
+        self.value_inputs = kept
         if keep is not None:
+            self.value_inputs = None  # pruning renormalizes: the counts no longer give them
             pruned = prune(self, keep)
             self.levels, self.unigram_log_bow = pruned.levels, pruned.unigram_log_bow
         return self

@@ -65,6 +65,7 @@ class NgramJob:
     arpa: str | os.PathLike | None = None
     tokenizer: object = None  # a SubwordTokenizer: the text read as its subword tokens
     discount: float | None = None  # infgram's D above the base order
+    compress: bool = False  # kn: the trie stores the counts the values come from
 
     def check(self) -> Method:
         """The job's method, its settings checked against it (one line naming the
@@ -94,6 +95,10 @@ class NgramJob:
                 if getattr(self, name):
                     raise NnlmError(f"{name}= applies to one process; with cluster= the "
                                     "engine bounds and spills each worker's memory")
+        if self.compress and (self.cluster is not None or self.prune_counts):
+            raise NnlmError("compress= stores the counts of a Kneser-Ney estimate made in one "
+                            "process and not pruned: drop cluster= and prune_counts=, or "
+                            "compress=")
         if self.partitions is not None and self.cluster is None:
             raise NnlmError("partitions= cuts the work among the workers of cluster=: give "
                             "cluster=")
@@ -132,8 +137,10 @@ class Method:
 def _kn(job, vocab, train, valid):
     from .kneser_ney import KneserNey
 
-    return KneserNey(vocab, job.order, job.discount_fallback).fit(
-        train, job.prune_counts, memory=job.memory, temp=job.temp)
+    model = KneserNey(vocab, job.order, job.discount_fallback).fit(
+        train, job.prune_counts, memory=job.memory, temp=job.temp, keep_counts=job.compress)
+    model.store_compress = job.compress
+    return model
 
 
 def _interpolated(job, vocab, train, valid):
@@ -191,7 +198,7 @@ def cluster_stream(stream: Stream, vocab: Vocabulary, n_classes: int,
 
 METHODS: dict[str, Method] = {
     "kn": Method("interpolated modified Kneser-Ney (Chen & Goodman; as KenLM's lmplz)", _kn,
-                 ("discount_fallback", "prune_counts", "memory", "temp"),
+                 ("discount_fallback", "prune_counts", "memory", "temp", "compress"),
                  backoff_form=True, distributed=True),
     "interpolated": Method("deleted interpolation (Jelinek-Mercer), weights by EM on --valid",
                            _interpolated, needs_valid=True),

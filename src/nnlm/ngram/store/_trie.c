@@ -24,6 +24,7 @@
 
 #include "level_spec.h"
 #include "pointers.h"
+#include "value_codes.h"
 #include "values.h"
 #include "vocab_hash.h"
 
@@ -236,7 +237,7 @@ done:
  * C only removes the numpy passes between the lookups (each a pass over the run). The
  * sums are the numpy scorer's, in its order, so the numbers are equal to the last bit. */
 #define MAX_ORDER 16
-#define BUFFERS_PER_LEVEL 8
+#define BUFFERS_PER_LEVEL 32  /* a coded order 2: its trie's 4, codes' 13, unigrams' 8 */
 #ifndef VALUE_AHEAD
 #define VALUE_AHEAD 16  /* entries ahead whose value is asked for (a load that misses) */
 #endif
@@ -244,7 +245,15 @@ done:
 typedef struct {
     Level level;
     Values logp, bow;
+    int coded;                /* the values are counts' codes (value_codes.h): */
+    CodeField a, c;           /* the entries' numerators, their codes as contexts */
 } ScoredLevel;
+
+typedef struct {              /* a coded model's unigrams: p in float64, codes as contexts */
+    const double *p;
+    CodeField c;
+    uint32_t *sym;            /* each word's symbol as a context, decoded once a run */
+} CodedUnigrams;
 
 static int take_buffer(PyObject *obj, Py_buffer *held, int *n_held, const void **out,
                        Py_ssize_t *len) {
@@ -271,10 +280,54 @@ static int take_values_of(PyObject *values, PyObject *centers, long long bits, u
     return 0;
 }
 
+typedef struct {
+    Py_buffer *held;
+    int *n_held;
+} Holder;
+
+static int take_bytes(void *ctx, PyObject *obj, const void **out, Py_ssize_t *bytes) {
+    Holder *h = ctx;
+    if (*h->n_held >= MAX_ORDER * BUFFERS_PER_LEVEL) return -1;
+    return take_buffer(obj, h->held, h->n_held, out, bytes);
+}
+
+static int scored_trie(PyObject *t, int top, uint64_t n_lower, int coded, ScoredLevel *S,
+                       Py_buffer *held, int *n_held);
+
 /* one order as nnlm.ngram.store.trie.TrieLevel.c_spec gives it (the tuple that
- * _kenlm_query.c's trie_level reads); -1 with no exception set where it does not fit */
+ * _kenlm_query.c's trie_level reads), or a coded order ("coded", that tuple, numerators,
+ * contexts (None at the top), the unigrams' p, their codes as contexts); -1 with no
+ * exception set where it does not fit. A coded order 2 fills U. */
 static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
-                        Py_buffer *held, int *n_held) {
+                        CodedUnigrams *U, Py_buffer *held, int *n_held) {
+    memset(S, 0, sizeof *S);
+    if (!(PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 6))
+        return scored_trie(t, top, n_lower, 0, S, held, n_held);
+    Holder h = {held, n_held};
+    S->coded = 1;
+    if (scored_trie(PyTuple_GET_ITEM(t, 1), top, n_lower, 1, S, held, n_held) < 0 ||
+        parse_code_field(PyTuple_GET_ITEM(t, 2), 1, S->level.n, &S->a, take_bytes, &h) < 0 ||
+        (!top && parse_code_field(PyTuple_GET_ITEM(t, 3), 0, S->level.n, &S->c, take_bytes,
+                                  &h) < 0))
+        return -1;
+    if (U && !U->p) {
+        const void *p;
+        Py_ssize_t len;
+        if (take_bytes(&h, PyTuple_GET_ITEM(t, 4), &p, &len) < 0) {
+            PyErr_Clear();
+            return -1;
+        }
+        /* order 2's parents are the words: n_lower = V */
+        if ((uint64_t)len != 8 * n_lower ||
+            parse_code_field(PyTuple_GET_ITEM(t, 5), 0, n_lower, &U->c, take_bytes, &h) < 0)
+            return -1;
+        U->p = p;
+    }
+    return 0;
+}
+
+static int scored_trie(PyObject *t, int top, uint64_t n_lower, int coded, ScoredLevel *S,
+                       Py_buffer *held, int *n_held) {
     LevelSpec s;
     if (parse_level_spec(t, &s) < 0) {
         PyErr_Clear();
@@ -304,6 +357,7 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
     L->slots = slots_len ? buf : NULL;
     L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
     if (!level_buffers_ok(L, wlen, data_len, exceptions_len, slots_len)) goto bad;
+    if (coded) return 0;
     if (take_values_of(s.logp, s.logp_centers, s.logp_bits, n, &S->logp, held, n_held) < 0)
         goto bad;
     if (!top && take_values_of(s.bow, s.bow_centers, s.bow_bits, n, &S->bow, held, n_held) < 0)
@@ -312,6 +366,43 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
 bad:
     PyErr_Clear();
     return -1;
+}
+
+/* a context's float32 log back-off from its symbol (UINT32_MAX: not found, a damaged
+ * file: NaN, which the caller's checks refuse) */
+static inline float context_bow(const CodeField *c, uint32_t sym) {
+    return sym < c->n_symbols ? c->bow[sym] : NAN;
+}
+
+/* A coded model: row r found entry e of order j + 2. Carry its p up one order (from its
+ * numerator, and the S and gamma of its context: the word before r (order 2) or the
+ * entry row r - 1 found one order down), note its escape's float32, and keep its
+ * symbol as a context for row r + 1. Row 0's context is outside the run and its score
+ * is not given: its p is not carried. prev: the word before row r; at: r's place in its
+ * line (0: the context is <s>). */
+static inline void decode_row(const ScoredLevel *S, const CodedUnigrams *U, Py_ssize_t j,
+                              int32_t r, uint64_t e, Py_ssize_t n_levels, Py_ssize_t m,
+                              uint32_t *syms, double *chain, float *escaped, int64_t prev,
+                              int64_t at, int64_t bos) {
+    int64_t escape, unused;
+    if (j + 1 < n_levels)
+        syms[(size_t)j * m + r] = (uint32_t)field_symbol(&S[j].c, e, &unused);
+    if (r == 0) return;
+    uint64_t sa = field_symbol(&S[j].a, e, &escape);
+    double Sh = NAN, gamma = NAN;
+    if (j == 0) {
+        uint32_t sc = U->sym[at > 0 ? prev : bos];
+        Sh = U->c.S[sc];
+        gamma = U->c.gamma[sc];
+    } else {
+        uint32_t sc = syms[(size_t)(j - 1) * m + r - 1];
+        if (sc < S[j - 1].c.n_symbols) {
+            Sh = S[j - 1].c.S[sc];
+            gamma = S[j - 1].c.gamma[sc];
+        }
+    }
+    chain[r] = chain_p(S[j].a.num[sa], Sh, gamma, chain[r]);
+    escaped[r] = escape >= 0 ? S[j].a.escape_logp[escape] : NAN;
 }
 
 /* score_run(levels, V, bos, unigram_logp, unigram_log_bow, start_bows, ids, pos, a,
@@ -333,7 +424,9 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     int n_held = 0;
     int64_t *scratch = NULL;
     int8_t *length = NULL;
-    double *logp = NULL;
+    double *logp = NULL, *chain = NULL;
+    CodedUnigrams U;
+    memset(&U, 0, sizeof U);
     const char *problem = NULL;
     Py_ssize_t n_levels = PyList_Check(levels) ? PyList_GET_SIZE(levels) : -1;
     int order = (int)n_levels + 1;
@@ -349,14 +442,15 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     }
     uint64_t n_lower = V;
     for (Py_ssize_t k = 0; k < n_levels; k++) {
-        if (scored_level(PyList_GET_ITEM(levels, k), k == n_levels - 1, n_lower, &S[k], held,
-                         &n_held) < 0) {
+        if (scored_level(PyList_GET_ITEM(levels, k), k == n_levels - 1, n_lower, &S[k], &U,
+                         held, &n_held) < 0 || S[k].coded != S[0].coded) {
             PyErr_Format(PyExc_ValueError, "score_run: order %zd's arrays do not match the "
                          "sizes given", k + 2);
             goto done;
         }
         n_lower = S[k].level.n;
     }
+    int coded = S[0].coded;
     /* the rows still extending and their entries (two generations: ids and out), the
      * words that extend them (x), each row's back-off at orders 2..n-1 (float32, as
      * stored), log p and match length: about 50 bytes a token for a 5-gram */
@@ -365,6 +459,18 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
                                         n_bows * sizeof(float)));
     length = PyMem_Malloc((size_t)m);
     logp = PyMem_Malloc(sizeof(double) * (size_t)m);
+    if (coded) {  /* each row's p carried in float64, and its escape's float32 or NaN */
+        chain = PyMem_Malloc((size_t)m * (sizeof(double) + sizeof(float)));
+        U.sym = PyMem_Malloc((size_t)V * sizeof(uint32_t));
+        if (!chain || !U.sym) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (uint64_t w = 0; w < V; w++) {
+            int64_t unused;
+            U.sym[w] = (uint32_t)field_symbol(&U.c, w, &unused);
+        }
+    }
     if (!scratch || !length || !logp) {
         PyErr_NoMemory();
         goto done;
@@ -374,6 +480,10 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     int64_t *found = scratch, *x = found + m, *out = x + m;
     int32_t *rows = (int32_t *)(out + m);
     float *bows = (float *)(rows + m);
+    /* a coded model keeps each row's context symbols where the back-offs would be */
+    uint32_t *syms = (uint32_t *)bows;
+    float *escaped = coded ? (float *)(chain + m) : NULL;
+    if (coded) memset(syms, 0xff, (size_t)m * n_bows * sizeof(uint32_t));
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < b; i++)
         if (ids[i] < 0 || (uint64_t)ids[i] >= V) problem = "a word id is outside the vocabulary";
@@ -383,6 +493,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
             length[i] = 1;
             rows[i] = (int32_t)i;
             found[i] = words[i];
+            if (coded) chain[i] = U.p[words[i]];
         }
         /* order k = j + 2 extends the rows that order k - 1 found by the word k - 1 back
          * (<s> before the line's start); a row stops at its first miss */
@@ -399,17 +510,34 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
             Py_ssize_t kept = 0;
             for (Py_ssize_t c = 0; c < active; c++) {
                 int64_t ahead = c + VALUE_AHEAD < active ? out[c + VALUE_AHEAD] : -1;
+                if (coded) {
+                    int64_t near = c + VALUE_AHEAD / 2 < active ? out[c + VALUE_AHEAD / 2] : -1;
+                    if (near >= 0) {
+                        field_prefetch_escape(&S[j].a, (uint64_t)near);
+                        if (B) field_prefetch_escape(&S[j].c, (uint64_t)near);
+                    }
+                }
                 if (ahead >= 0) {
-                    values_prefetch(P, (uint64_t)ahead);
-                    if (B) values_prefetch(B, (uint64_t)ahead);
+                    if (coded) {
+                        field_prefetch(&S[j].a, (uint64_t)ahead);
+                        if (B) field_prefetch(&S[j].c, (uint64_t)ahead);
+                    } else {
+                        values_prefetch(P, (uint64_t)ahead);
+                        if (B) values_prefetch(B, (uint64_t)ahead);
+                    }
                 }
                 if (out[c] < 0) continue;
                 int32_t r = rows[c];
-                logp[r] = value_ln(P, (uint64_t)out[c]);
                 length[r] = (int8_t)(j + 2);
-                if (B) bows_j[r] = value_ln(B, (uint64_t)out[c]);
                 rows[kept] = r;
                 found[kept++] = out[c];
+                if (coded) {
+                    decode_row(S, &U, j, r, (uint64_t)out[c], n_levels, m, syms, chain,
+                               escaped, ids[a + r - (r > 0)], pos[a + r], bos);
+                    continue;
+                }
+                logp[r] = value_ln(P, (uint64_t)out[c]);
+                if (B) bows_j[r] = value_ln(B, (uint64_t)out[c]);
             }
             active = kept;
         }
@@ -419,13 +547,18 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
          * context's instead */
         double *out_logp = ub[5].buf;
         int8_t *out_length = ub[6].buf;
+        if (coded)  /* each row's float32 log p, from the p its walk carried */
+            for (Py_ssize_t r = 1; r < m; r++)
+                if (length[r] >= 2)
+                    logp[r] = isnan(escaped[r]) ? (float)exact_log(chain[r]) : escaped[r];
         for (Py_ssize_t r = 0; r < m; r++) {
             if (r + 1 < m && pos[a + r + 1] != 0) {
                 int top = length[r] < n_levels ? length[r] : (int)n_levels;  /* <= n-1 */
                 int from = length[r + 1];
                 if (from <= 1) logp[r + 1] += uni_bow[words[r]];
                 for (int k = from > 2 ? from : 2; k <= top; k++)
-                    logp[r + 1] += bows[(size_t)(k - 2) * m + r];
+                    logp[r + 1] += coded ? context_bow(&S[k - 2].c, syms[(size_t)(k - 2) * m + r])
+                                         : bows[(size_t)(k - 2) * m + r];
             }
             if (pos[a + r] == 0) logp[r] += start_bows[length[r]];
             if (r) {
@@ -442,6 +575,8 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(chain);
+    PyMem_Free(U.sym);
     PyMem_Free(scratch);
     PyMem_Free(length);
     PyMem_Free(logp);
@@ -631,7 +766,29 @@ static PyTypeObject WordIndexType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* exact_log(x, out): value_codes.h's exact_log of each float64 (what the readers of coded
+ * values compute; value_codes.exact_log is the same in numpy, which tests hold it to) */
+static PyObject *exact_log_many(PyObject *self, PyObject *args) {
+    Py_buffer x, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &x, &out)) return NULL;
+    PyObject *result = NULL;
+    if (x.len != out.len || x.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "exact_log: two float64 buffers of one length");
+    } else {
+        const double *in = x.buf;
+        double *o = out.buf;
+        for (Py_ssize_t i = 0; i < x.len / 8; i++) o[i] = exact_log(in[i]);
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"exact_log", exact_log_many, METH_VARARGS, "exact_log(x, out): value_codes' log of each "
+     "float64"},
     {"find", find, METH_VARARGS, "find(words, word_bits, (kind, data, exceptions, bits, n_exceptions), "
      "n_parents, n, ids, firsts, out, slots, slot_bits, n_slots, V): the trie lookups of "
      "nnlm.ngram.store.trie.TrieLevel.find"},

@@ -105,6 +105,8 @@ class TrieLevel(NgramLevel):
     pruning, ARPA output and full next-word distributions need them) are rebuilt from
     the trie on first use and kept."""
 
+    coding = None  # a file whose values are coded as counts: its value_codes.Coding
+
     def __init__(self, k: int, vocab_size: int, words: np.ndarray, word_bits: int,
                  pointers, n: int, logp, log_bow, lower: TrieLevel | None, slots=None,
                  slot_bits: int = 0, n_slots: int = 0):
@@ -141,6 +143,8 @@ class TrieLevel(NgramLevel):
         (values, centers, bits) of logp and of log_bow (bits 0: float32; the top order's
         back-offs empty)). None where the numbers are not the file's (set in memory, not
         float32)."""
+        if self.coding is not None:  # values coded as counts (value_codes)
+            return self.coding.c_spec(self._trie_spec(b"", b"", 0, b"", b"", 0), self.k, top)
         parts = []
         for v in (self.logp, None if top else self._log_bow):
             if isinstance(v, Quantized):
@@ -152,9 +156,12 @@ class TrieLevel(NgramLevel):
                 parts += [np.ascontiguousarray(v), b"", 0]
             else:
                 return None
+        return self._trie_spec(*parts)
+
+    def _trie_spec(self, *values) -> tuple:
         return ("trie", self.words, self.word_bits, self.pointers.c_spec(), self.n_prefixes,
                 self.n, b"" if self.slots is None else self.slots, self.slot_bits,
-                self.n_slots, *parts)
+                self.n_slots, *values)
 
     def runs(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[start, end) of each parent's run of children in this order, clamped to it

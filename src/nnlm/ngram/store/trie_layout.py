@@ -25,22 +25,27 @@ from ...text.specials import SPECIALS
 
 MAGIC = magic.NNLM_TRIE
 BYTE_ORDER_MARK = 0x01020304
-FORMAT_VERSION = 2  # 1: bit-packed run pointers (still read)
+FORMAT_VERSION = 3  # the newest read: 3, values coded as counts (value_codes)
+FLOAT_FORMAT_VERSION = 2  # what files of float32 or quantized values are written as (1:
+# bit-packed run pointers, still read)
 FILE_NAME = "ngrams.trie"
 ALIGN = 64
 PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON length
 STANDALONE = "standalone"  # the binding of a one-file model (no config.json to bind to)
 MAX_CODE_BITS = 25  # quantized values: at most 2^25 centers an order
+ESCAPE_BLOCK_SHIFT = 9  # coded values: where each 512 entries' escapes start (value_codes)
 
 HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts": list,
                  "binding": str, "sections": dict, "word_bits": Int(min=1, max=64),
                  "child_bits": Optional(list), "pointers": Optional(list),  # format 1; 2
                  "quantize": Optional(list), "unk_extends": bool,
                  "slots": dict, "values": dict, "model": Optional(dict),
-                 "vocab": Optional(dict), "checksums": Optional(dict)}
+                 "vocab": Optional(dict), "checksums": Optional(dict),
+                 "coded": Optional(dict)}
 
-ITEM_BYTES = {"|u1": 1, "<i4": 4, "<f4": 4, "<i8": 8, "<u8": 8}
-BUFFER_FORMAT = {"|u1": "B", "<i4": "i", "<f4": "f", "<i8": "q", "<u8": "Q"}
+ITEM_BYTES = {"|u1": 1, "<i4": 4, "<u4": 4, "<f4": 4, "<i8": 8, "<u8": 8, "<f8": 8}
+BUFFER_FORMAT = {"|u1": "B", "<i4": "i", "<u4": "I", "<f4": "f", "<i8": "q", "<u8": "Q",
+                 "<f8": "d"}
 
 # the run pointers' lines (:mod:`.run_pointers`)
 SHIFT = 6               # 64 pointers a line
@@ -166,6 +171,8 @@ def expected_sections(header: dict) -> dict[str, tuple[str, int]]:
         out[f"word_{k}"] = ("<u8", packed_words(counts[k - 1], header["word_bits"]))
         if str(k) in header["slots"]:
             out[f"slots_{k}"] = ("<u8", packed_words(*header["slots"][str(k)]))
+        if "coded" in header:
+            continue
         for name in ["logp"] + (["log_bow"] if k < n else []):
             coding = header["values"].get(f"{name}_{k}")
             if coding is None:
@@ -173,7 +180,69 @@ def expected_sections(header: dict) -> dict[str, tuple[str, int]]:
             else:
                 out[f"{name}_codes_{k}"] = ("<u8", packed_words(counts[k - 1], coding[0]))
                 out[f"{name}_centers_{k}"] = ("<f4", coding[1])
+    if "coded" in header:
+        out.update(coded_sections(header))
     return out
+
+
+def coded_sections(header: dict) -> dict[str, tuple[str, int]]:
+    """The sections of a file whose values are coded as counts (:mod:`.value_codes`):
+    per order k, its entries' numerators (k >= 2) and its contexts' S, gamma and
+    back-off (k < n), each codes, escapes and a table; and the unigrams' p."""
+    n, counts, coded = header["order"], header["counts"], header["coded"]
+    out = {"unigram_p": ("<f8", header["vocab_size"])}
+    for k in range(1, n + 1):
+        for kind, tables in (("a", {"anum": "<f8"}),
+                             ("c", {"cS": "<f8", "cgamma": "<f8", "cbow": "<f4"})):
+            if (kind == "a" and k == 1) or (kind == "c" and k == n):
+                continue
+            bits, symbols, escapes = coded[f"{kind}_{k}"]
+            out[f"{kind}codes_{k}"] = ("<u8", packed_words(counts[k - 1], bits))
+            out[f"{kind}flags_{k}"] = ("<u8", counts[k - 1] // 64 + 1)
+            out[f"{kind}block_{k}"] = ("<u8", (counts[k - 1] >> ESCAPE_BLOCK_SHIFT) + 2)
+            out[f"{kind}esc_{k}"] = ("<u4", escapes)
+            if kind == "a":
+                out[f"aesc_logp_{k}"] = ("<f4", escapes)
+            for name, dtype in tables.items():
+                out[f"{name}_{k}"] = (dtype, symbols)
+    return out
+
+
+CODED_TABLES = ("anum", "cS", "cgamma", "cbow", "unigram_p")  # checked finite at opening
+
+
+def coded_spec(header: dict, section, k: int, trie_spec: tuple) -> tuple:
+    """Order k of a file of coded values as both C readers take it (``value_codes.h``):
+    ("coded", the order's trie tuple (values empty), its numerators, its contexts (None
+    at the top), the unigrams' p, their contexts); ``section(name)``: a section's
+    buffer (numpy's arrays or the numpy-free reader's memoryviews)."""
+    def field(kind: str, j: int) -> tuple:
+        bits, n_symbols, _ = header["coded"][f"{kind}_{j}"]
+        tables = ("aesc_logp", "anum") if kind == "a" else ("cS", "cgamma", "cbow")
+        return (section(f"{kind}codes_{j}"), bits, n_symbols, section(f"{kind}flags_{j}"),
+                section(f"{kind}block_{j}"), section(f"{kind}esc_{j}"),
+                *(section(f"{t}_{j}") for t in tables))
+
+    top = k == header["order"]
+    return ("coded", trie_spec, field("a", k), None if top else field("c", k),
+            section("unigram_p"), field("c", 1))
+
+
+def coded_problem(header: dict) -> str | None:
+    """What is wrong with a header's ``coded`` entry, or None: one [bits, symbols,
+    escapes] per field, in range."""
+    n, counts, coded = header["order"], header["counts"], header["coded"]
+    want = {f"a_{k}" for k in range(2, n + 1)} | {f"c_{k}" for k in range(1, n)}
+    if not isinstance(coded, dict) or set(coded) != want or header["quantize"] is not None:
+        return "its header's value codes are damaged"
+    for key, entry in coded.items():
+        k = int(key.split("_")[1])
+        if not (isinstance(entry, list) and len(entry) == 3
+                and all(isinstance(x, int) for x in entry)
+                and 1 <= entry[0] <= 31 and 1 <= entry[1] <= max(counts[k - 1], 1)
+                and 0 <= entry[2] <= counts[k - 1]):
+            return f"its header's value codes ({key}) are damaged"
+    return None
 
 
 def check_trie(path: Path, binding: str | None, vocab_size: int
@@ -219,6 +288,8 @@ def check_trie(path: Path, binding: str | None, vocab_size: int
                 and all(isinstance(x, int) for x in coding)
                 and 1 <= coding[0] <= MAX_CODE_BITS and 1 <= coding[1] <= 1 << coding[0]):
             raise NnlmError(f"{path}: its header's value codes ({key}) are damaged")
+    if "coded" in header and (header["format_version"] < 3 or coded_problem(header)):
+        raise NnlmError(f"{path}: {coded_problem(header) or 'its header is damaged'}")
     size = path.stat().st_size
     expected = expected_sections(header)
     table = header["sections"]

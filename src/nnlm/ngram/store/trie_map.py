@@ -17,12 +17,14 @@ from . import run_pointers
 from .levels import backoff_arrays_problem
 from .trie import MAGIC, STANDALONE, TrieLevel
 from .trie_layout import (  # noqa: F401 - read_trie_header: named here too
+    CODED_TABLES,
     check_checksums,
     check_trie,
     map_file,
     read_trie_header,
     verify_requested,
 )
+from .value_codes import Coding, Decoded
 from .values import Quantized
 from .vocab_table import map_vocabulary
 
@@ -50,7 +52,12 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
         dtype, length = expected[name]
         return np.frombuffer(mapping, dtype, length, start + table[name][0])
 
+    coded = Coding(header, section, []) if "coded" in header else None
+
     def values(name, k):
+        if coded is not None:
+            decode = coded.logp if name == "logp" else coded.log_bow
+            return Decoded(lambda: decode(k), counts[k - 1])
         coding = header["values"].get(f"{name}_{k}")
         if coding is None:
             return section(f"{name}_{k}")
@@ -59,23 +66,7 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
 
     unigram_logp = section("unigram_logp").astype(np.float64)
     unigram_log_bow = section("unigram_log_bow").astype(np.float64)
-    # what is small is checked whole at opening: the unigrams and every code table (the
-    # orders' float32 arrays are not read; a bad number there shows in the scores,
-    # which nnlm.lm.check_logprobs refuses)
-    small = {"unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow}
-    small.update({key: section(f"{key.rsplit('_', 1)[0]}_centers_{key.rsplit('_', 1)[1]}")
-                  for key, coding in header["values"].items() if coding is not None})
-    for key, a in small.items():
-        if np.isnan(a).any() or np.isposinf(a).any():
-            raise NnlmError(f"{path}: {key} holds NaN or +inf; the file is damaged")
-    # a quantized order's table may hold -inf: a file written before make_centers filled
-    # its leading empty bins (as KenLM's MakeBins leaves them), and no value is coded
-    # to it; a table of an order's own distinct values may not
-    problem = backoff_arrays_problem(small if header["quantize"] is None else
-                                     {"unigram_logp": unigram_logp,
-                                      "unigram_log_bow": unigram_log_bow})
-    if problem:
-        raise NnlmError(f"{path}: {problem}; the model is corrupt")
+    _check_small(path, header, section, expected, unigram_logp, unigram_log_bow)
 
     def run_starts(k):  # order k's run pointers into order k + 1
         spec, count, top = pointers[k - 1], counts[k - 1] + 1, counts[k]
@@ -92,6 +83,9 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
             levels[-1] if levels else None,
             *((section(f"slots_{k}"), slots[str(k)][1], slots[str(k)][0])
               if str(k) in slots else ())))
+        levels[-1].coding = coded
+    if coded is not None:
+        coded.levels = levels
     vocab = None
     if vocab_entry is not None:
         if fingerprint is None:
@@ -102,6 +96,31 @@ def map_trie(path: str | os.PathLike, binding: str | None, vocab_size: int,
                                           section("vocab_offsets"), vocab_size)
     return {**header, "unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow,
             "levels": levels, "vocab": vocab, "file_bytes": size}
+
+
+def _check_small(path: Path, header: dict, section, expected: dict, unigram_logp,
+                 unigram_log_bow) -> None:
+    """What is small is checked whole at opening: the unigrams, every code table and
+    (values coded as counts) the tables their codes index. The orders' float32 arrays
+    are not read (that would read the whole file): a bad number there shows in the
+    scores, which nnlm.lm.check_logprobs refuses."""
+    small = {"unigram_logp": unigram_logp, "unigram_log_bow": unigram_log_bow}
+    small.update({key: section(f"{key.rsplit('_', 1)[0]}_centers_{key.rsplit('_', 1)[1]}")
+                  for key, coding in header["values"].items() if coding is not None})
+    if "coded" in header:  # the tables the codes index, and the unigrams' p
+        small.update({name: section(name) for name in expected
+                      if name == "unigram_p" or name.rsplit("_", 1)[0] in CODED_TABLES})
+    for key, a in small.items():
+        if np.isnan(a).any() or np.isposinf(a).any():
+            raise NnlmError(f"{path}: {key} holds NaN or +inf; the file is damaged")
+    # a quantized order's table may hold -inf: a file written before make_centers filled
+    # its leading empty bins (as KenLM's MakeBins leaves them), and no value is coded
+    # to it; a table of an order's own distinct values may not
+    problem = backoff_arrays_problem(small if header["quantize"] is None else
+                                     {"unigram_logp": unigram_logp,
+                                      "unigram_log_bow": unigram_log_bow})
+    if problem:
+        raise NnlmError(f"{path}: {problem}; the model is corrupt")
 
 
 def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -> list[str]:

@@ -14,6 +14,8 @@ from . import bits as bitpack
 from . import run_pointers
 from .bits import Streamed
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
+from .trie_layout import FLOAT_FORMAT_VERSION
+from .value_codes import CodedValues
 from .values import lossless_centers, lossless_codes, quantized_values, signed_backoffs
 from .vocab_table import vocab_sections
 
@@ -77,6 +79,7 @@ class WholeModel:
 # files buy speed with it; quantized ones want size
 HASHED_ORDERS = (2, 3)
 HASHED_ORDERS_QUANTIZED = ()
+HASHED_ORDERS_CODED = (2,)
 # ... where the order holds at most this share of the model's n-grams and is not the
 # top order. A table costs about 37 bits an n-gram of its order, a half of what the
 # n-gram costs without it: on a minority order (Brown KN5's bigrams and trigrams, 11%
@@ -94,18 +97,24 @@ def hashed_orders(counts: list[int], quantize) -> list[int]:
             if k < len(counts) and counts[k - 1] <= HASHED_SHARE * total]
 
 
-def _sections(source, quantize, meta: dict, spill):
+def _sections(source, quantize, meta: dict, spill, counts=None):
     """Yield (name, array or :class:`Streamed`) for every section of the file of
     ``source`` (:class:`WholeModel`'s methods), one at a time, filling ``meta`` (bit
     widths, tables, value codes) as they are made. The vocabulary comes first
-    (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt)."""
+    (:mod:`.vocab_table`: mapped at opening instead of read from vocab.txt). ``counts``:
+    a :class:`.value_codes.CodedValues`, whose codes replace the float32 values (a file
+    made for size: no tables either)."""
     n = source.order
     tabled = hashed_orders(source.counts, quantize)
+    if counts is not None:
+        tabled = [k for k in tabled if k in HASHED_ORDERS_CODED]
     sections, meta["vocab"] = vocab_sections(source.vocab)
     yield from sections
     del sections
     yield "unigram_logp", source.unigram_logp.astype(np.float32)
     yield "unigram_log_bow", source.unigram_log_bow()
+    if counts is not None:
+        yield from counts.sections(1, source, meta)
     for k in range(1, n + 1):
         if k < n:
             pointers = source.child_pointers(k, spill)
@@ -123,6 +132,9 @@ def _sections(source, quantize, meta: dict, spill):
             meta["slots"][str(k)] = [n_slots, bitpack.width(source.counts[k - 1])]
             yield f"slots_{k}", bitpack.pack(table, meta["slots"][str(k)][1])
             del table
+        if counts is not None:
+            yield from counts.sections(k, source, meta)
+            continue
         for name in ["logp"] + (["log_bow"] if k < n else []):
             yield from _value_sections(source, k, name, quantize, meta)
 
@@ -157,7 +169,8 @@ def header_room(order: int) -> int:
 
 
 def write_trie(model, path: str | os.PathLike, binding: str,
-               quantize: tuple[int, int] | None = None, standalone: bool = False) -> int:
+               quantize: tuple[int, int] | None = None, standalone: bool = False,
+               compress: bool = False) -> int:
     """Write the back-off ``model`` (or a source of its sections in pieces: see
     :class:`WholeModel`) as a trie file at ``path`` (inside a directory that
     :func:`nnlm.text.fileio.atomic_path` stages). Returns the file's size in bytes.
@@ -170,6 +183,13 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     end, goes into room kept for it at the start."""
     source = model if hasattr(model, "each") else WholeModel(model)
     n = source.order
+    coded = None
+    if compress:
+        if quantize is not None or getattr(model, "value_inputs", None) is None or n < 2:
+            raise NnlmError(f"{path}: a compressed trie stores a Kneser-Ney estimate's counts: "
+                            "train it with --compress (not quantized, pruned, read from "
+                            "ARPA or a KenLM binary, or of order 1)")
+        coded = CodedValues(model)
     meta = {"word_bits": bitpack.width(len(source.vocab) - 1), "pointers": [], "slots": {},
             "values": {}}
     start = header_room(n)
@@ -180,7 +200,8 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         meta["model"] = {"kind": model.kind, "config": model.config(),
                          "vocab_fingerprint": model.vocab.fingerprint}
     with open(path, "wb") as f:
-        for name, a in _sections(source, quantize, meta, os.path.dirname(os.fspath(path))):
+        for name, a in _sections(source, quantize, meta, os.path.dirname(os.fspath(path)),
+                                 coded):
             f.seek(start + offset)
             table[name], sums[name] = _write_section(f, a, offset)
             offset += -(-table[name][1] // ALIGN) * ALIGN
@@ -193,7 +214,8 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         if PREFIX.size + len(text) != start:
             raise NnlmError(f"{path}: the header outgrew its room ({len(text)} bytes)")
         f.seek(0)
-        f.write(PREFIX.pack(MAGIC, BYTE_ORDER_MARK, FORMAT_VERSION, len(text)) + text)
+        version = FORMAT_VERSION if coded is not None else FLOAT_FORMAT_VERSION
+        f.write(PREFIX.pack(MAGIC, BYTE_ORDER_MARK, version, len(text)) + text)
     return start + offset
 
 
