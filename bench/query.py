@@ -9,8 +9,9 @@ Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one
   process and in a fresh one (start and imports included);
 * per call (issue 27): ``nnlm.kenlm`` against the kenlm module, ``BaseScore`` and
   ``BaseFullScore`` word by word through the test sentences and ``score`` a sentence;
-  and ``BaseScore`` on the binary files decoders load: nnlm's one-file model against
-  build_binary's trie and probing files (with build_binary on the PATH);
+  and ``BaseScore`` on the binary files decoders load: nnlm's one-file model (float32,
+  and its values coded as counts: ``--compress``) against build_binary's trie and
+  probing files (with build_binary on the PATH);
 * scoring the test text repeated 6 times (~1M tokens): nnlm's ``logprobs`` on the
   encoded stream (one call), ``target_logprobs`` on explicit (context, word) rows (what
   a decoder's batched states use), against kenlm's ``score`` called per sentence, the
@@ -115,6 +116,8 @@ def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
     sentences = [[*s.split(), "</s>"] for s in lines]
     one_file = arpa.with_suffix(".nnlm")
     write_trie(model, one_file, "", standalone=True)
+    coded_file = arpa.with_suffix(".coded.nnlm")  # the values as counts (--compress)
+    write_trie(model, coded_file, "", standalone=True, compress=True)
     result = {}
 
     def opened(name, module, path):
@@ -123,7 +126,9 @@ def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
         result[f"{name}_open_seconds"] = time.perf_counter() - t0
         return m
 
-    sides = [("nnlm_one_file", opened("nnlm_one_file", nk, one_file), nk.State)]
+    sides = [("nnlm_one_file", opened("nnlm_one_file", nk, one_file), nk.State),
+             ("nnlm_one_file_compressed", opened("nnlm_one_file_compressed", nk, coded_file),
+              nk.State)]
     build_binary = shutil.which("build_binary")
     if kenlm and build_binary:
         for kind in ("trie", "probing"):  # each file through both modules
@@ -136,6 +141,8 @@ def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
     for name, m, state_cls in sides:
         calls, t = best_of(r, lambda m=m, c=state_cls: _walk(m, c, sentences, False))
         result[f"{name}_base_score_us"] = t / calls * 1e6
+    result["compressed_over_one_file"] = (result["nnlm_one_file_compressed_base_score_us"]
+                                          / result["nnlm_one_file_base_score_us"])
     for kind in ("trie", "probing"):
         if f"kenlm_{kind}_base_score_us" in result:
             result[f"nnlm_over_kenlm_on_{kind}"] = (result[f"nnlm_on_kenlm_{kind}_base_score_us"]
@@ -153,7 +160,7 @@ def main() -> None:
     r = args.repeats
 
     vocab, train = read_corpus(args.data / "train.txt")
-    model = KneserNey(vocab, 5).fit(train)
+    model = KneserNey(vocab, 5).fit(train, keep_counts=True)  # (the coded one-file model)
     lines = [s for s in (args.data / "test.txt").read_text().splitlines() if s.split()] * 6
     results: dict = {"python": platform.python_version(), "machine": platform.machine(),
                      "model": "KN5 on Brown train", "ngrams": model.num_ngrams()}

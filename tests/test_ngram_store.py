@@ -362,18 +362,24 @@ def section_bounds(path):
                   | {start + off + size for off, size, _, _ in header["sections"].values()})
 
 
-def test_truncation_at_every_section_boundary_is_one_line(tmp_path, kn4, layout):
-    model, _ = kn4
-    save_model(model, tmp_path / "m")
-    path = tmp_path / "m" / "ngrams.trie"
+def assert_truncations_are_one_line(directory, work) -> None:
+    """The model ``directory``'s trie cut at its start and just before every section's
+    end (copies in ``work``): each load is one line naming the file."""
+    path = directory / "ngrams.trie"
     data = path.read_bytes()
     cuts = [0, 4, 20, 30] + [b - 1 for b in section_bounds(path) if 0 < b <= len(data)]
     for cut in sorted(set(cuts)):
-        shutil.copytree(tmp_path / "m", tmp_path / f"cut{cut}")
-        (tmp_path / f"cut{cut}" / "ngrams.trie").write_bytes(data[:cut])
+        shutil.copytree(directory, work / f"cut{cut}")
+        (work / f"cut{cut}" / "ngrams.trie").write_bytes(data[:cut])
         with pytest.raises(NnlmError) as e:
-            load_model(tmp_path / f"cut{cut}")
+            load_model(work / f"cut{cut}")
         assert "\n" not in str(e.value) and "ngrams.trie" in str(e.value)
+
+
+def test_truncation_at_every_section_boundary_is_one_line(tmp_path, kn4, layout):
+    model, _ = kn4
+    save_model(model, tmp_path / "m")
+    assert_truncations_are_one_line(tmp_path / "m", tmp_path)
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -3,7 +3,6 @@
 bit, through every reader (numpy's, the compiled bulk scorer, nnlm.kenlm's queries);
 numpy's log for the readers' own; the distributions' sums."""
 
-import shutil
 import subprocess
 import sys
 
@@ -196,18 +195,11 @@ def test_a_model_without_counts_cannot_be_compressed(tmp_path, estimate):
 
 # -- damaged files -----------------------------------------------------------------------------
 def test_truncated_coded_files_are_one_line(tmp_path, estimate):
-    from test_ngram_store import section_bounds
+    from test_ngram_store import assert_truncations_are_one_line
 
     model, _ = estimate
     saved_pair(model, tmp_path)
-    path = tmp_path / "c" / "ngrams.trie"
-    data = path.read_bytes()
-    for cut in sorted({b - 1 for b in section_bounds(path) if 0 < b <= len(data)}):
-        shutil.copytree(tmp_path / "c", tmp_path / f"cut{cut}")
-        (tmp_path / f"cut{cut}" / "ngrams.trie").write_bytes(data[:cut])
-        with pytest.raises(NnlmError) as e:
-            load_model(tmp_path / f"cut{cut}")
-        assert "\n" not in str(e.value) and "ngrams.trie" in str(e.value)
+    assert_truncations_are_one_line(tmp_path / "c", tmp_path)
 
 
 @pytest.mark.parametrize("edit", [
@@ -285,3 +277,18 @@ def test_train_compress_refuses_what_it_cannot_store(tmp_path, capsys, extra, me
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and not (tmp_path / "m").exists()
+
+
+def test_a_coded_model_converted_stays_coded_unless_quantized(tmp_path, estimate, capsys):
+    from nnlm.cli import main
+
+    model, test = estimate
+    f, _ = saved_pair(model, tmp_path)
+    assert main(["ngram", "convert", str(tmp_path / "c"), str(tmp_path / "one.nnlm")]) == 0
+    assert "coded as counts" in capsys.readouterr().out
+    assert "coded" in trie_map.read_trie_header(tmp_path / "one.nnlm")[0]
+    assert np.array_equal(load_model(tmp_path / "one.nnlm").logprobs(test), f.logprobs(test))
+    assert main(["ngram", "convert", str(tmp_path / "c"), str(tmp_path / "q"),
+                 "--quantize", "8", "8"]) == 0
+    header = trie_map.read_trie_header(tmp_path / "q" / "ngrams.trie")[0]
+    assert "coded" not in header and header["quantize"] == [8, 8]

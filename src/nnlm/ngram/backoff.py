@@ -383,6 +383,7 @@ class BackoffNgram(LanguageModel):
                               mapped["levels"])
         model.unk_extends = mapped["unk_extends"]
         model.store_quantize = tuple(mapped["quantize"]) if mapped["quantize"] else None
+        model.store_compress = "coded" in mapped  # written again, it stays coded
         model.signed_backoffs = True
         model._restore_config(config)
         return model

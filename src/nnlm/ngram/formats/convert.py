@@ -7,7 +7,8 @@ suffix); a one-file model for ``.nnlm``, ``.bin`` or ``.binary`` (the mapped tri
 its vocabulary inside: what KenLM's clients, pyctcdecode among them, copy around);
 otherwise an nnlm model directory in the mapped trie format
 (:mod:`nnlm.ngram.store.trie`). Either nnlm form is quantized with ``quantize=(P, B)``
-as KenLM's ``build_binary -q P -b B``.
+as KenLM's ``build_binary -q P -b B``; a model whose values are coded as counts
+(``nnlm ngram train --compress``) stays coded unless quantized.
 """
 
 from __future__ import annotations
@@ -52,21 +53,25 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         raise NnlmError(f"{source}: a {model.kind} model has no back-off form; convert takes "
                         "ARPA files and kn or backoff model directories")
     n_grams = sum(model.num_ngrams())
+    if quantize:  # quantized values are not counts' codes
+        model.store_compress = False
+    compress = getattr(model, "store_compress", False)
+    coded = ", values coded as counts" if compress else ""
     if to_arpa:
         write_arpa(model, target)
         size = target.stat().st_size
         kind = "ARPA"
     elif to_file:
         with atomic_path(target) as tmp:
-            size = write_trie(model, tmp, "", quantize, standalone=True)
+            size = write_trie(model, tmp, "", quantize, standalone=True, compress=compress)
         kind = "nnlm one-file model" + (f", quantized {quantize[0]}/{quantize[1]} bits"
-                                        if quantize else "")
+                                        if quantize else coded)
     else:
         model.store_quantize = quantize
         save(model, target)
         size = (target / FILE_NAME).stat().st_size
         kind = "nnlm trie" + (f", quantized {quantize[0]}/{quantize[1]} bits" if quantize
-                              else "")
+                              else coded)
     return {"source": str(source), "target": str(target), "format": kind,
             "order": model.order, "ngrams": n_grams, "bytes": size,
             "bytes_per_ngram": size / max(n_grams, 1)}

@@ -382,7 +382,8 @@ static inline float context_bow(const CodeField *c, uint32_t sym) {
  * line (0: the context is <s>). */
 static inline void decode_row(const ScoredLevel *S, const CodedUnigrams *U, Py_ssize_t j,
                               int32_t r, uint64_t e, Py_ssize_t n_levels, Py_ssize_t m,
-                              uint32_t *syms, double *chain, float *escaped, int64_t prev,
+                              uint32_t *syms, const int8_t *length, double *chain,
+                              float *escaped, int64_t prev,
                               int64_t at, int64_t bos) {
     int64_t escape, unused;
     if (j + 1 < n_levels)
@@ -395,7 +396,9 @@ static inline void decode_row(const ScoredLevel *S, const CodedUnigrams *U, Py_s
         Sh = U->c.S[sc];
         gamma = U->c.gamma[sc];
     } else {
-        uint32_t sc = syms[(size_t)(j - 1) * m + r - 1];
+        /* row r - 1 found its n-gram of order j + 1 (a stored k-gram's context always
+           is: otherwise the file is damaged, and p comes out NaN) */
+        uint32_t sc = length[r - 1] >= j + 1 ? syms[(size_t)(j - 1) * m + r - 1] : UINT32_MAX;
         if (sc < S[j - 1].c.n_symbols) {
             Sh = S[j - 1].c.S[sc];
             gamma = S[j - 1].c.gamma[sc];
@@ -483,7 +486,6 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     /* a coded model keeps each row's context symbols where the back-offs would be */
     uint32_t *syms = (uint32_t *)bows;
     float *escaped = coded ? (float *)(chain + m) : NULL;
-    if (coded) memset(syms, 0xff, (size_t)m * n_bows * sizeof(uint32_t));
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < b; i++)
         if (ids[i] < 0 || (uint64_t)ids[i] >= V) problem = "a word id is outside the vocabulary";
@@ -532,8 +534,8 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
                 rows[kept] = r;
                 found[kept++] = out[c];
                 if (coded) {
-                    decode_row(S, &U, j, r, (uint64_t)out[c], n_levels, m, syms, chain,
-                               escaped, ids[a + r - (r > 0)], pos[a + r], bos);
+                    decode_row(S, &U, j, r, (uint64_t)out[c], n_levels, m, syms, length,
+                               chain, escaped, ids[a + r - (r > 0)], pos[a + r], bos);
                     continue;
                 }
                 logp[r] = value_ln(P, (uint64_t)out[c]);

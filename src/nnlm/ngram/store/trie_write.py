@@ -168,6 +168,13 @@ def header_room(order: int) -> int:
 
 
 
+def _mapped_coded(model) -> bool:
+    """Whether ``model`` is a file of coded values, mapped (its codes can be written
+    again)."""
+    levels = getattr(model, "levels", None)
+    return bool(levels) and getattr(levels[0], "coding", None) is not None
+
+
 def write_trie(model, path: str | os.PathLike, binding: str,
                quantize: tuple[int, int] | None = None, standalone: bool = False,
                compress: bool = False) -> int:
@@ -185,7 +192,8 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     n = source.order
     coded = None
     if compress:
-        if quantize is not None or getattr(model, "value_inputs", None) is None or n < 2:
+        if quantize is not None or n < 2 or (getattr(model, "value_inputs", None) is None
+                                             and not _mapped_coded(model)):
             raise NnlmError(f"{path}: a compressed trie stores a Kneser-Ney estimate's counts: "
                             "train it with --compress (not quantized, pruned, read from "
                             "ARPA or a KenLM binary, or of order 1)")
