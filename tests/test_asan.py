@@ -6,8 +6,9 @@ buffers; the sizes the C code trusts are checked before it runs. This builds
 are not UTF-8 and blocks cut anywhere) and ``ngram/formats/_arpa_lines.c`` with
 ``-fsanitize=address``
 into a copy of the package, and runs the tests that hand damaged, truncated and odd
-files to them (every section flipped, every KenLM layout, the reliability table) in a
-process with ASan loaded: any overflow fails the run with ASan's report."""
+files to them (every section flipped, every KenLM layout, values coded as counts
+scribbled over, the reliability table) in a process with ASan loaded: any overflow
+fails the run with ASan's report."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/
 TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
          "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
-         "tests/test_word_blocks.py", "tests/test_arpa_lines.py"]
+         "tests/test_word_blocks.py", "tests/test_arpa_lines.py",
+         "tests/test_value_codes.py"]
 
 
 def _runtime(name: str) -> str | None:
