@@ -263,6 +263,7 @@ def test_train_compress_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--prune", "0", "1"], "compress"),
     (["--method", "addk", "--order", "2"], "compress"),
+    (["--order", "1", "--discount-fallback"], "compress"),
 ])
 def test_train_compress_refuses_what_it_cannot_store(tmp_path, capsys, extra, message):
     from nnlm.cli import main

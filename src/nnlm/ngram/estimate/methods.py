@@ -95,6 +95,9 @@ class NgramJob:
                 if getattr(self, name):
                     raise NnlmError(f"{name}= applies to one process; with cluster= the "
                                     "engine bounds and spills each worker's memory")
+        if self.compress and self.order < 2:
+            raise NnlmError("compress= codes the n-grams of orders 2 and up as counts: an "
+                            "order-1 model has none (drop compress=)")
         if self.compress and (self.cluster is not None or self.prune_counts):
             raise NnlmError("compress= stores the counts of a Kneser-Ney estimate made in one "
                             "process and not pruned: drop cluster= and prune_counts=, or "

@@ -194,9 +194,10 @@ def write_trie(model, path: str | os.PathLike, binding: str,
     if compress:
         if quantize is not None or n < 2 or (getattr(model, "value_inputs", None) is None
                                              and not _mapped_coded(model)):
-            raise NnlmError(f"{path}: a compressed trie stores a Kneser-Ney estimate's counts: "
-                            "train it with --compress (not quantized, pruned, read from "
-                            "ARPA or a KenLM binary, or of order 1)")
+            raise NnlmError("a compressed trie stores the counts of a Kneser-Ney estimate "
+                            "made with --compress (keep_counts=True), of order 2 or more, "
+                            "not quantized nor pruned; a model read from ARPA or a KenLM "
+                            "binary has none")
         coded = CodedValues(model)
     meta = {"word_bits": bitpack.width(len(source.vocab) - 1), "pointers": [], "slots": {},
             "values": {}}
