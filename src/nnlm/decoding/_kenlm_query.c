@@ -508,10 +508,7 @@ static int coded_level(QueryObject *self, Level *L, PyObject *t, int top, int64_
         PyErr_NoMemory();
         return -1;
     }
-    for (int64_t w = 0; w < self->V; w++) {
-        int64_t unused;
-        self->uni_sym[w] = (uint32_t)field_symbol(&self->uc, (uint64_t)w, &unused);
-    }
+    field_symbols_all(&self->uc, self->uni_sym);
     self->uni_p = p;
     self->coded = 1;
     return 0;
@@ -936,8 +933,7 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
         }
     }
     if (q->coded && ngram_length >= 2) {
-        float ln = isnan(escaped) ? (float)exact_log(p64) : escaped;
-        prob = (float)(ln * LOG10_E);
+        prob = (float)(entry_ln(p64, escaped) * LOG10_E);
     }
     for (int i = ngram_length - 1; i < in->length; i++) prob += in->backoff[i];
     *length = ngram_length;

@@ -469,10 +469,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
             goto done;
         }
-        for (uint64_t w = 0; w < V; w++) {
-            int64_t unused;
-            U.sym[w] = (uint32_t)field_symbol(&U.c, w, &unused);
-        }
+        field_symbols_all(&U.c, U.sym);
     }
     if (!scratch || !length || !logp) {
         PyErr_NoMemory();
@@ -552,7 +549,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
         if (coded)  /* each row's float32 log p, from the p its walk carried */
             for (Py_ssize_t r = 1; r < m; r++)
                 if (length[r] >= 2)
-                    logp[r] = isnan(escaped[r]) ? (float)exact_log(chain[r]) : escaped[r];
+                    logp[r] = entry_ln(chain[r], escaped[r]);
         for (Py_ssize_t r = 0; r < m; r++) {
             if (r + 1 < m && pos[a + r + 1] != 0) {
                 int top = length[r] < n_levels ? length[r] : (int)n_levels;  /* <= n-1 */

@@ -123,10 +123,18 @@ static inline void field_prefetch_escape(const CodeField *f, uint64_t i) {
     }
 }
 
-/* the float32 log p an entry gives once its p is known: its escape's number where it
- * has one, else exact_log's */
-static inline float coded_logp(const CodeField *f, int64_t escape, double p) {
-    return escape >= 0 ? f->escape_logp[escape] : (float)exact_log(p);
+/* the float32 log p an entry gives once its p is known: its escape's own float32 where
+ * it has one (NaN: none), else exact_log's */
+static inline float entry_ln(double p, float escaped) {
+    return isnan(escaped) ? (float)exact_log(p) : escaped;
+}
+
+/* every entry's symbol (the unigrams' as contexts, decoded once by both readers) */
+static inline void field_symbols_all(const CodeField *f, uint32_t *out) {
+    for (uint64_t i = 0; i < f->n; i++) {
+        int64_t unused;
+        out[i] = (uint32_t)field_symbol(f, i, &unused);
+    }
 }
 
 #ifdef Py_PYTHON_H

@@ -204,9 +204,9 @@ def symbols(codes, bits: int, n: int, flags, escape_symbol, n_symbols: int,
     if len(esc):
         table = np.asarray(escape_symbol, np.int64)
         at = escape_places(flags, n)[index[esc]]
+        sym = np.zeros(len(at), np.int64)  # an escape past the table (damaged): symbol 0
         inside = at < len(table)
-        sym = np.where(inside, table[np.minimum(at, max(len(table) - 1, 0))] if len(table)
-                       else 0, 0)
+        sym[inside] = table[at[inside]]
         code[esc] = sym & (OVERRIDE - 1)
         place[esc] = np.where(sym & OVERRIDE, at, -1)
     return np.minimum(code, max(n_symbols - 1, 0)), place
@@ -254,10 +254,10 @@ def code_contexts(S: np.ndarray, gamma: np.ndarray, log_bow: np.ndarray, share: 
                      np.asarray(gamma, np.float64).view(np.uint64),
                      bow.view(np.uint32).astype(np.uint64)], axis=1)
     rank, table, counts = ranked(keys)
-    bits = code_width(counts, ESCAPE_BITS["c"],
-                      counts * (table[:, 0].copy().view(np.float64) + 1), share)
-    return (Field(rank, bits), table[:, 0].copy().view(np.float64),
-            table[:, 1].copy().view(np.float64), table[:, 2].astype(np.uint32).view(np.float32))
+    S_table, gamma_table = (table[:, i].copy().view(np.float64) for i in (0, 1))
+    bits = code_width(counts, ESCAPE_BITS["c"], counts * (S_table + 1), share)
+    return (Field(rank, bits), S_table, gamma_table,
+            table[:, 2].astype(np.uint32).view(np.float32))
 
 
 # -- the writer's sections --------------------------------------------------------------------
@@ -358,7 +358,7 @@ class Coding:
         return self._log_bow[k]
 
     def logp(self, k: int) -> np.ndarray:
-        """Order k's float32 log p (k >= 2), decoding every order up to k the first time."""
+        """Order k's float32 log p (k >= 2), decoding every order the first time."""
         if k not in self._logp:
             p_lower = self.section("unigram_p")
             for j in range(2, self.n + 1):
