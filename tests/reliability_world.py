@@ -134,13 +134,13 @@ def restamp_checksums(data: bytearray, header: dict, start: int) -> None:
     to the same length): a file whose numbers are wrong but whole."""
     import zlib
 
-    from nnlm.ngram.store.trie_layout import PREFIX
+    from nnlm.ngram.store.trie_layout import PREFIX, header_text
 
     header = {k: v for k, v in header.items() if k != "format_version"}
     header["checksums"] = {name: zlib.crc32(bytes(data[start + off:start + off + size]))
                            for name, (off, size, _, _) in header["sections"].items()}
     length = PREFIX.unpack_from(data)[3]
-    text = json.dumps(header).encode()
+    text = header_text(header)
     assert len(text) <= length
     data[PREFIX.size:PREFIX.size + length] = text.ljust(length)
 

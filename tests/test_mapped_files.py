@@ -15,6 +15,7 @@ import warnings
 
 import pytest
 
+import nnlm
 import nnlm.kenlm as nk
 from conftest import serve_process, toy_world
 from nnlm.base.errors import NnlmError
@@ -78,6 +79,69 @@ def test_every_section_is_checksummed_and_a_flip_in_any_is_named(world, tmp_path
         bad.unlink()
 
 
+@pytest.fixture(scope="module")
+def coded(world):
+    """A coded one-file model (values as counts, trie format 4) beside the float ones."""
+    out = world / "kn3c"
+    assert main(["ngram", "train", str(world / "toy/train.txt"), "--order", "3",
+                 "--discount-fallback", "--compress", "-o", str(out)]) == 0
+    assert main(["ngram", "convert", str(out), str(world / "kn3c.nnlm")]) == 0
+    return world / "kn3c.nnlm"
+
+
+def _trie_of(path):
+    return path / "ngrams.trie" if path.is_dir() else path
+
+
+@pytest.mark.parametrize("name", ["kn3.nnlm", "kn3.q8.nnlm", "kn3", "kn3c.nnlm"])
+def test_a_header_byte_cannot_switch_the_checksums_off(world, coded, tmp_path, capsys, name):
+    """A renamed "checksums" entry plus a changed value byte: every entry point refuses
+    the file, because the header checks itself (its own CRC-32 ends its JSON) and a
+    file of format 3 or newer must have section checksums."""
+    import shutil
+
+    src = world / name
+    bad = tmp_path / name
+    shutil.copytree(src, bad) if src.is_dir() else shutil.copy(src, bad)
+    trie = _trie_of(bad)
+    _, _, spans = sections_of(trie)
+    data = bytearray(trie.read_bytes())
+    assert data.count(b'"checksums"') == 1
+    data[data.index(b'"checksums"') + 9] = ord("r")  # "checksumr"
+    value = next(n for n in spans if n.startswith(("logp_3", "acodes_3", "logp_codes_3")))
+    data[spans[value][0] + 1] ^= 0x01
+    trie.write_bytes(bytes(data))
+    test_text = world / "toy/test.txt"
+    for argv in (["ngram", "verify", bad], ["eval", bad, test_text],
+                 ["score", bad, test_text]):
+        assert main([str(a) for a in argv]) == 2, argv
+        assert "checksum" in one_error_line(capsys.readouterr().err)
+    for opened in (lambda: nk.Model(str(bad), verify=True), lambda: nk.Model(str(bad)),
+                   lambda: nnlm.Model(str(bad)), lambda: load_model(bad)):
+        with pytest.raises((OSError, NnlmError), match="checksum"):
+            opened()
+
+
+@pytest.mark.parametrize("name", ["kn3.nnlm", "kn3c.nnlm"])
+def test_every_byte_of_the_header_is_covered(world, coded, tmp_path, name):
+    """Any one byte of the header changed (its JSON text, its padding, the prefix's
+    version and length) is refused before anything is mapped."""
+    src = world / name
+    header, start, _ = sections_of(src)
+    data = bytearray(src.read_bytes())
+    bad = tmp_path / "b.nnlm"
+    refused = 0
+    for at in [12, 16] + list(range(layout.PREFIX.size, start)):
+        data[at] ^= 0x01 if at >= layout.PREFIX.size else 0x06
+        bad.write_bytes(bytes(data))
+        data[at] ^= 0x01 if at >= layout.PREFIX.size else 0x06
+        try:
+            layout.check_trie(bad, None, header["vocab_size"])
+        except NnlmError:
+            refused += 1
+    assert refused == start - layout.PREFIX.size + 2
+
+
 def test_a_model_directory_is_checked_too(world, tmp_path, capsys):
     import shutil
 
@@ -101,17 +165,23 @@ def test_verify_says_what_it_checked_in_json(world, capsys):
     done = json.loads(capsys.readouterr().out)
     assert done["ok"] and done["sections"] > 10 and done["files"][0]["file"].endswith(
         "ngrams.trie")
-    assert main(["ngram", "verify", str(world / "kn3.arpa"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["files"] == []  # ARPA: no checksums
+    assert main(["ngram", "verify", str(world / "kn3.arpa"), "--json"]) == 1  # not verified
+    done = json.loads(capsys.readouterr().out)
+    assert done["files"] == [] and not done["ok"]  # ARPA: no checksums
 
 
-def _rewrite_header(src, dst, edit):
-    """``src`` with its JSON header edited by ``edit`` and padded to the same length."""
+def _rewrite_header(src, dst, edit, version=None):
+    """``src`` with its JSON header edited by ``edit`` and padded to the same length
+    (``version``: as a file of that format version, without the header's own CRC)."""
     data = bytearray(src.read_bytes())
-    magic, mark, version, length = layout.PREFIX.unpack_from(data)
+    magic, mark, old_version, length = layout.PREFIX.unpack_from(data)
     header = json.loads(data[layout.PREFIX.size:layout.PREFIX.size + length])
+    header.pop("header_crc32", None)
     edit(header)
-    text = json.dumps(header).encode()
+    text = layout.header_text(header)  # restamped: a header a writer wrote this way
+    if version is not None and version < 4:
+        text = json.dumps(header).encode()
+        struct.pack_into("<I", data, 12, version)
     assert len(text) <= length
     data[layout.PREFIX.size:layout.PREFIX.size + length] = text.ljust(length)
     dst.write_bytes(bytes(data))
@@ -144,12 +214,13 @@ def test_damaged_checksums_in_the_header_are_one_line(world, tmp_path):
 def test_a_file_without_checksums_loads_and_verify_warns(world, tmp_path, capsys):
     """Files written before sections had checksums: loaded as before; verify says so."""
     old = _rewrite_header(world / "kn3.nnlm", tmp_path / "old.nnlm",
-                          lambda h: h.pop("checksums"))
+                          lambda h: h.pop("checksums"), version=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_model(old)
-    assert main(["ngram", "verify", str(old)]) == 0
-    assert "written before nnlm kept a checksum" in capsys.readouterr().err
+    assert main(["ngram", "verify", str(old)]) == 1  # loaded, but nothing verified
+    out, err = capsys.readouterr()
+    assert "written before nnlm kept a checksum" in err and "NOT VERIFIED" in out
 
 
 def test_a_flip_the_fast_open_misses_is_caught_by_verify_only(world, tmp_path):

@@ -98,7 +98,7 @@ def test_every_value_is_the_float32_files_to_the_bit(tmp_path, estimate):
     model, _ = estimate
     f, c = saved_pair(model, tmp_path)
     header = trie_map.read_trie_header(tmp_path / "c" / "ngrams.trie")[0]
-    assert header["format_version"] == trie.FORMAT_VERSION == 3 and "coded" in header
+    assert header["format_version"] == trie.FORMAT_VERSION == 4 and "coded" in header
     for lf, lc in zip(f.levels, c.levels):
         assert np.array_equal(bits_of(lf.logp), bits_of(lc.logp))
         if lf.k < model.order:

@@ -205,7 +205,9 @@ def _replaced_since(path: Path, header: dict) -> bool:
 
 def verify_model(path: str | os.PathLike) -> dict:
     """Load the model at ``path`` with every mapped section checked; what was checked
-    (NnlmError, one line naming the file and section, if anything is damaged)."""
+    (NnlmError, one line naming the file and section, if anything is damaged). ``ok`` is
+    False where no checksum could be checked (a file written before sections had them,
+    or a format without any: ARPA, KenLM binaries, arrays): loaded, but not verified."""
     path = Path(path)
     began = time.perf_counter()
     with verifying() as log:
@@ -217,15 +219,19 @@ def verify_model(path: str | os.PathLike) -> dict:
         warn(f"{f}: written before nnlm kept a checksum per section: only its header and "
              "sizes were checked; write it again (nnlm ngram convert) to add them")
     sections = sum(f["sections"] for f in files)
-    if files:
-        how = f"{sections} sections in {len(files)} mapped file{'s' * (len(files) > 1)} " \
-              "match their checksums"
+    if sections:
+        how = f"whole; {sections} sections in {len(files)} mapped " \
+              f"file{'s' * (len(files) > 1)} match their checksums"
+    elif files:
+        how = "NOT VERIFIED: its files carry no checksums (written before nnlm kept " \
+              "them); loaded and its sizes checked"
     else:
-        how = "no checksums in its format (ARPA, KenLM binary, arrays): loaded and checked"
+        how = "NOT VERIFIED: its format carries no checksums (ARPA, KenLM binary, " \
+              "arrays); loaded and checked"
     return {"path": str(path), "kind": getattr(model, "kind", type(model).__name__),
             "order": model.order, "files": files, "sections": sections,
-            "seconds": round(seconds, 3), "ok": True,
-            "summary": f"{path}: whole; {how} ({seconds:.2f} s)"}
+            "seconds": round(seconds, 3), "ok": sections > 0,
+            "summary": f"{path}: {how} ({seconds:.2f} s)"}
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike,

@@ -11,7 +11,8 @@ from ..base.argtypes import memory_size, positive_int, ranged
 from ..base.errors import NnlmError
 from .common import add_vocabulary_arguments, fixed_vocabulary
 
-QUERY_HELP = ("the n-gram (words, quoted as one argument); several are answered in one "
+QUERY_HELP = ("the n-gram (words, quoted as one argument; token ids such as \"1234 5678\" "
+              "for an index without words); several are answered in one "
               "batch; none: one query a line from standard input")
 
 
@@ -75,6 +76,23 @@ def _queries(args) -> list[str]:
     return [line for line in iter_lines("-") if line.strip()]
 
 
+def _as_ids(index, queries: list[str]) -> list:
+    """The queries as the index takes them: words where it has a vocabulary, else token
+    ids (infini-gram's own indexes hold ids only), each query one line naming a non-id."""
+    if index.vocab is not None:
+        return queries
+    out = []
+    for q in queries:
+        try:
+            out.append([int(t, 10) for t in q.split()])
+        except ValueError:
+            bad = next(t for t in q.split() if not t.lstrip("-").isdigit())
+            raise NnlmError(f"{index.path}: an index of token ids without words; query "
+                            f"{q!r}: {bad!r} is not a token id (give integers, e.g. "
+                            "\"1234 5678\")") from None
+    return out
+
+
 def cmd_index(args) -> None:
     from ..index import Index, build_index
 
@@ -93,14 +111,15 @@ def cmd_index(args) -> None:
     queries = _queries(args)
     if not queries:
         raise NnlmError("no query: give QUERY arguments or lines on standard input")
+    asked = _as_ids(index, queries)
     words = (lambda ids: index.vocab.decode(ids)) if index.vocab is not None else \
         (lambda ids: [int(i) for i in ids])
     if args.index_command == "count":
-        rows = [{"query": q, "count": int(c)} for q, c in zip(queries, index.count(queries))]
+        rows = [{"query": q, "count": int(c)} for q, c in zip(queries, index.count(asked))]
         text = [f"{r['count']}\t{r['query']}" for r in rows]
     elif args.index_command in ("next", "infgram"):
         found = (index.next if args.index_command == "next" else index.infgram)(
-            queries, args.top)
+            asked, args.top)
         rows, text = [], []
         for q, n in zip(queries, found):
             row = {"query": q, "count": n.count, "total": n.total,
@@ -115,8 +134,8 @@ def cmd_index(args) -> None:
                               for e in row["next"]]
     else:
         rows, text = [], []
-        counts = index.count(queries)  # one batch, as the documents' search
-        for q, docs, count in zip(queries, index.docs(queries, args.limit), counts.tolist()):
+        counts = index.count(asked)  # one batch, as the documents' search
+        for q, docs, count in zip(queries, index.docs(asked, args.limit), counts.tolist()):
             rows.append({"query": q, "count": count, "documents": [
                 {"doc": d.doc, "offset": d.offset,
                  "text": " ".join(d.words) if d.words is not None else d.tokens}

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 locks.enter_context(output_lock(path))
             locks.enter_context(terminate_as_interrupt())  # kill: cleaned up as Ctrl-C
             with verifying():  # every mapped file's sections against their checksums
-                HANDLERS[args.command](args)
+                code = HANDLERS[args.command](args)  # None: 0; nnlm ngram verify: 1
     except NnlmError as e:
         print(f"nnlm: error: {_rank_prefix()}{as_flags(str(e), command)}", file=sys.stderr)
         return 2
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print("nnlm: error: out of memory; try a smaller model, --batch-size or corpus",
               file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 if __name__ == "__main__":

@@ -185,8 +185,9 @@ def add_parsers(sub) -> None:
         description="Read MODEL whole and check it: for nnlm's mapped files (a model "
         "directory,\n.nnlm/.bin) every section against the CRC-32 written with it; for "
         "ARPA files and\nKenLM's binaries, which carry no checksums, what loading checks "
-        "(header, sizes,\nnumbers). Exit 0 if it is whole, 2 with one line naming the "
-        "damaged part.",
+        "(header, sizes,\nnumbers). Exit 0 if it is whole, 1 if it loads but carries no "
+        "checksum to check\n(ARPA, KenLM binaries, files written before nnlm kept them), "
+        "2 with one line naming\nthe damaged part.",
         epilog="examples:\n  nnlm ngram verify runs/kn5.bin\n"
         "  nnlm ngram verify runs/kn5 --json")
     ver.add_argument("model", type=Path, metavar="MODEL")
@@ -328,11 +329,12 @@ def cmd_convert(args) -> None:
               f"({done['bytes_per_ngram']:.2f} bytes an n-gram)")
 
 
-def cmd_verify(args) -> None:
+def cmd_verify(args) -> int:
     from ..models import verify_model
 
     done = verify_model(args.model)
     print(json.dumps(done) if args.json else done["summary"])
+    return 0 if done["ok"] else 1  # nothing could be checked: not verified
 
 
 def cmd_merge(args) -> None:
@@ -374,8 +376,8 @@ NGRAM_HANDLERS = {"train": cmd_train, "cluster": cmd_cluster, "prune": cmd_prune
                   "merge": cmd_merge}
 
 
-def cmd_ngram(args) -> None:
-    NGRAM_HANDLERS[args.ngram_command](args)
+def cmd_ngram(args) -> int | None:
+    return NGRAM_HANDLERS[args.ngram_command](args)
 
 
 HANDLERS = {"ngram": cmd_ngram}

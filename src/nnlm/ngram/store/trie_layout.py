@@ -25,9 +25,12 @@ from ...text.specials import SPECIALS
 
 MAGIC = magic.NNLM_TRIE
 BYTE_ORDER_MARK = 0x01020304
-FORMAT_VERSION = 3  # the newest read: 3, values coded as counts (value_codes)
-FLOAT_FORMAT_VERSION = 2  # what files of float32 or quantized values are written as (1:
-# bit-packed run pointers, still read)
+FORMAT_VERSION = 4  # the newest read and what is written: 4, the header's own CRC-32
+# (header_text); 3, values coded as counts (value_codes); 2, run pointers in lines; 1,
+# bit-packed run pointers. Every section has had its CRC-32 since files of version 3: a
+# file of version 3 or newer without them is damaged, not old
+SUMMED_FORMAT_VERSION = 3
+HEADER_CRC = b', "header_crc32": '  # how the header's checksum ends its JSON text
 FILE_NAME = "ngrams.trie"
 ALIGN = 64
 PREFIX = struct.Struct("<8sIIQ")  # magic, byte-order mark, version, JSON length
@@ -41,7 +44,7 @@ HEADER_FIELDS = {"order": Int(min=1, max=64), "vocab_size": Int(min=3), "counts"
                  "quantize": Optional(list), "unk_extends": bool,
                  "slots": dict, "values": dict, "model": Optional(dict),
                  "vocab": Optional(dict), "checksums": Optional(dict),
-                 "coded": Optional(dict)}
+                 "coded": Optional(dict), "header_crc32": Optional(Int(min=0, max=2**32 - 1))}
 
 ITEM_BYTES = {"|u1": 1, "<i4": 4, "<u4": 4, "<f4": 4, "<i8": 8, "<u8": 8, "<f8": 8}
 BUFFER_FORMAT = {"|u1": "B", "<i4": "i", "<u4": "I", "<f4": "f", "<i8": "q", "<u8": "Q",
@@ -118,6 +121,28 @@ def pointer_spec_ok(spec, count: int, top: int) -> bool:
             and top < 1 << BASE_BITS)
 
 
+def header_text(header: dict) -> bytes:
+    """``header`` as a file's JSON text, its CRC-32 (over the text before it, closed by
+    the brace) its last entry: one damaged byte anywhere in the header, a key's name
+    included, no longer passes for another file (a renamed "checksums" once read as a
+    file without checksums)."""
+    text = json.dumps(header).encode()
+    return text[:-1] + HEADER_CRC + b"%d}" % zlib.crc32(text)
+
+
+def header_crc_problem(text: bytes) -> str | None:
+    """Why the JSON text of a header does not match its own CRC-32 (:func:`header_text`),
+    or None."""
+    text = text.rstrip(b" ")
+    at = text.rfind(HEADER_CRC)
+    digits = text[at + len(HEADER_CRC):-1] if at >= 0 else b""
+    if at < 0 or not text.endswith(b"}") or not digits.isdigit():
+        return "its header's own checksum is missing"
+    if zlib.crc32(text[:at] + b"}") != int(digits):
+        return "its header does not match its own checksum"
+    return None
+
+
 def read_trie_header(path: Path) -> tuple[dict, int]:
     """The JSON header of a trie file and where its sections start, checked."""
     try:
@@ -132,6 +157,9 @@ def read_trie_header(path: Path) -> tuple[dict, int]:
             if version > FORMAT_VERSION:
                 raise NnlmError(f"{path}: trie format version {version} is newer than this "
                                 f"nnlm reads ({FORMAT_VERSION}); upgrade nnlm")
+            if version < 1:
+                raise NnlmError(f"{path}: its header is damaged (trie format version "
+                                f"{version})")
             size = os.fstat(f.fileno()).st_size
             if PREFIX.size + length > size:
                 raise NnlmError(f"{path}: truncated inside its header ({size} bytes)")
@@ -144,7 +172,16 @@ def read_trie_header(path: Path) -> tuple[dict, int]:
         raise NnlmError(f"{path}: its header is damaged ({e})") from None
     if not isinstance(header, dict):
         raise NnlmError(f"{path}: its header is damaged (not a JSON object)")
+    if version >= 4 or "header_crc32" in header:  # (an older version with one: damaged)
+        problem = header_crc_problem(text) if version >= 4 else "its version is damaged"
+        if problem:
+            raise NnlmError(f"{path}: {problem}; the file is damaged: copy or write it "
+                            "again")
+    if version >= SUMMED_FORMAT_VERSION and "checksums" not in header:
+        raise NnlmError(f"{path}: its header has no section checksums, which every file of "
+                        f"format {version} has; the header is damaged")
     check_fields(header, HEADER_FIELDS, str(path))
+    header.pop("header_crc32", None)
     header["format_version"] = version
     start = -(-(PREFIX.size + length) // ALIGN) * ALIGN
     return header, start

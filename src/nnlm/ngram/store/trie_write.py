@@ -3,7 +3,6 @@ made, then the JSON header into the room kept for it at the front, atomically.""
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 
@@ -14,7 +13,7 @@ from . import bits as bitpack
 from . import run_pointers
 from .bits import Streamed
 from .trie import ALIGN, BYTE_ORDER_MARK, FORMAT_VERSION, MAGIC, PREFIX, STANDALONE, build_slots
-from .trie_layout import FLOAT_FORMAT_VERSION
+from .trie_layout import header_text
 from .value_codes import CodedValues
 from .values import lossless_centers, lossless_codes, quantized_values, signed_backoffs
 from .vocab_table import vocab_sections
@@ -218,12 +217,12 @@ def write_trie(model, path: str | os.PathLike, binding: str,
         header = {"order": n, "vocab_size": len(source.vocab), "counts": source.counts,
                   "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
                   "unk_extends": source.unk_extends, "sections": table, "checksums": sums}
-        text = json.dumps(header).encode()
+        text = header_text(header)
         text += b" " * (start - PREFIX.size - len(text))  # JSON allows trailing blanks
         if PREFIX.size + len(text) != start:
             raise NnlmError(f"{path}: the header outgrew its room ({len(text)} bytes)")
         f.seek(0)
-        version = FORMAT_VERSION if coded is not None else FLOAT_FORMAT_VERSION
+        version = FORMAT_VERSION
         f.write(PREFIX.pack(MAGIC, BYTE_ORDER_MARK, version, len(text)) + text)
     return start + offset
 
