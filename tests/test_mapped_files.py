@@ -303,3 +303,32 @@ def test_serve_checks_the_sections_at_start(world, tmp_path, capsys):
         load_models([f"m={bad}"], 0.002, 100)
     assert main(["serve", f"m={bad}", "--port", "1"]) == 2
     assert "section word_3" in one_error_line(capsys.readouterr().err)
+
+
+def test_verifying_contexts_are_their_own_across_threads(world):
+    """A server checks a reloaded model in a worker thread while the command's own
+    verifying() is open: the two contexts share nothing, close in any order, and the
+    log of each holds what it opened (two equal empty logs once made one context
+    remove the other's, and nnlm serve exited with a traceback on SIGTERM)."""
+    import threading
+
+    entered, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def reload_in_thread():
+        with layout.verifying() as log:  # opened first, closed last
+            entered.set()
+            leave.wait(10)
+            load_model(world / "kn3.nnlm")
+            seen["thread"] = list(log)
+        seen["after"] = layout.verify_requested()
+
+    worker = threading.Thread(target=reload_in_thread)
+    worker.start()
+    entered.wait(10)
+    with layout.verifying() as outer:
+        pass
+    assert not layout.verify_requested() and outer == []
+    leave.set()
+    worker.join(10)
+    assert [f for f, n in seen["thread"]] == [str(world / "kn3.nnlm")] and not seen["after"]

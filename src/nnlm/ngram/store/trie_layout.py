@@ -11,6 +11,7 @@ queries a trie file through ``nnlm.kenlm`` costs what kenlm's own does.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import mmap
 import os
@@ -353,7 +354,8 @@ def check_trie(path: Path, binding: str | None, vocab_size: int
 
 
 # -- checksums -------------------------------------------------------------------------------
-_VERIFY: list[list] = []  # while verifying(): the log of what each mapped file had checked
+_VERIFY: contextvars.ContextVar[tuple[list, ...]] = contextvars.ContextVar(
+    "nnlm_verifying", default=())  # the logs of the verifying() contexts open here
 
 
 @contextlib.contextmanager
@@ -362,17 +364,19 @@ def verifying():
     :func:`nnlm.ngram.store.trie_map.map_trie`) has every section checked against its
     CRC-32 first (it reads the whole file: about a second a GB): what every nnlm
     command does once at opening. Yields a list of (file, sections checked) for each
-    file mapped meanwhile (0 sections: a file written before sections had checksums)."""
+    file mapped meanwhile (0 sections: a file written before sections had checksums).
+    The state is the context's own (a thread's, an asyncio task's): a server's reload
+    in a worker thread and a command's opening never share it."""
     log: list = []
-    _VERIFY.append(log)
+    token = _VERIFY.set(_VERIFY.get() + (log,))
     try:
         yield log
     finally:
-        _VERIFY.remove(log)
+        _VERIFY.reset(token)
 
 
 def verify_requested() -> bool:
-    return bool(_VERIFY)
+    return bool(_VERIFY.get())
 
 
 def damaged_sections(header: dict, start: int, whole) -> list[str]:
@@ -390,7 +394,7 @@ def check_checksums(path: Path, header: dict, start: int, whole) -> None:
     """One line naming the first damaged section, if any (:func:`damaged_sections`);
     what was checked goes into the log of :func:`verifying`."""
     bad = damaged_sections(header, start, whole)
-    for log in _VERIFY:
+    for log in _VERIFY.get():
         log.append((str(path), len(header.get("checksums") or {})))
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
