@@ -321,8 +321,7 @@ def test_the_server_speaks_infini_grams_api(world, client):
         assert r["count"] == index.count("a b") and r["approx"] is False
         assert r["token_ids"] == ids and r["tokens"] == ["a", "b"]
     r = client.post("/", json={"index": "corpus", "query_type": "prob", "query": "a b"}).json()
-    nxt = index.next("a")
-    assert r["prompt_cnt"] == nxt.total and r["cont_cnt"] == index.count("a b")
+    assert r["prompt_cnt"] == index.count("a") and r["cont_cnt"] == index.count("a b")
     r = client.post("/", json={"index": "corpus", "query_type": "infgram_ntd",
                                "query": "zzz a"}).json()
     assert r["suffix_len"] == 1 and sum(v["cont_cnt"] for v in
@@ -438,3 +437,55 @@ def test_a_decoders_kept_states_score_as_the_whole_batch(model, monkeypatch):
         numpy_steps = np.concatenate([m.target_logprobs(contexts[i:i + 3], targets[i:i + 3])
                                       for i in range(0, 60, 3)])
         np.testing.assert_allclose(numpy_steps, whole, rtol=0, atol=1e-12)
+
+
+# -- infini-gram's API on infini-gram's own index: its engine's numbers -------------------------
+def _index_without_ends(world, folder: Path) -> Path:
+    """The corpus as an indexer without an end token writes it (infini-gram's files
+    only, no index.json): documents that end in their last word, not in </s>."""
+    from nnlm.index import files
+
+    _, _, index = world
+    stream = _stream(index)
+    stream = stream[stream != 2].astype(np.uint16)
+    raw = stream.astype("<u2").tobytes()
+    suffixes = sorted(range(len(stream)), key=lambda i: raw[2 * i:])
+    folder.mkdir()
+    files.write_shard(folder, 0, stream, np.flatnonzero(stream == 65535), np.array(suffixes))
+    return folder
+
+
+def test_infini_grams_api_gives_its_engines_numbers_on_its_own_index(world, tmp_path):
+    engine_module = pytest.importorskip("infini_gram.engine",
+                                        reason="the infini-gram package is not installed")
+    from nnlm.serve.indexes import infini_gram_answer
+    from nnlm.serve.schemas import InfiniGramRequest
+
+    folder = _index_without_ends(world, tmp_path / "ig")
+    engine = engine_module.InfiniGramEngine(index_dir=str(folder), eos_token_id=2,
+                                            vocab_size=65535)
+    with pytest.warns(Warning, match="infini-gram index"):
+        bare = Index.open(folder)
+    stream = _stream(bare)
+    rng = np.random.default_rng(5)
+    differ = 0
+    for q in _queries(stream, bare.separator, rng, 500):
+        if rng.random() < 0.2:
+            q = [int(rng.integers(3, 10))] * int(rng.integers(2, 6)) + q[-1:]  # unseen
+        prompt, cont = q[:-1], q[-1]
+
+        def ours(kind, ids):
+            return infini_gram_answer(bare, InfiniGramRequest(query_type=kind, query_ids=ids))
+
+        for kind, theirs in (("prob", engine.prob(prompt, cont)),
+                             ("infgram_prob", engine.infgram_prob(prompt, cont))):
+            mine = ours(kind, q)
+            keys = ["prompt_cnt", "cont_cnt"] + (["suffix_len"] if kind != "prob" else [])
+            differ += any(mine[k] != theirs[k] for k in keys)
+            assert mine["prob"] == pytest.approx(theirs["prob"])
+        theirs = engine.infgram_ntd(q, max_support=1000)
+        mine = ours("infgram_ntd", q)
+        differ += (mine["prompt_cnt"], mine["suffix_len"]) != (theirs["prompt_cnt"],
+                                                               theirs["suffix_len"])
+        assert engine.count(q)["count"] == ours("count", q)["count"]
+    assert differ == 0

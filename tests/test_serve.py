@@ -489,7 +489,9 @@ POST_BODIES = {
     "/v1/index/infgram": {"index": "toy", "query": "the", "k": 3},
     "/v1/index/docs": {"index": "toy", "query": "the", "limit": 2},
 }
-# POST / is infini-gram's API, which answers in its own shapes (tests/test_index.py)
+# POST / is infini-gram's API, which answers in its own shapes: 400 and {"error": ...}
+INFINI_GRAM_BODY = {"index": "toy", "query_type": "search_docs", "query": "the cat",
+                    "maxnum": 2, "max_disp_len": 20}
 ODD_VALUES = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity",
               "a lone surrogate": '"\\ud800"', "a list holding NaN": "[NaN]",
               "a list holding a lone surrogate": '["a \\udfff b"]'}
@@ -531,3 +533,32 @@ def test_every_field_of_every_endpoint_answers_422_to_odd_values(client):
         r = client.post(path, content=bad, headers={"content-type": "application/json"})
         assert r.status_code in (400, 422), (path, r.status_code, r.text)
         r.json()
+
+
+def test_infini_grams_api_is_held_to_the_same_rules(client):
+    """POST / (infini-gram's request and answer shapes): every field given an odd value,
+    a wrong type, or a size past nnlm's own endpoints' caps is a 400 in infini-gram's
+    shape, never a 500 nor an answer of unbounded size."""
+    import json
+
+    from nnlm.serve import schemas as s
+
+    assert client.post("/", json=INFINI_GRAM_BODY).status_code == 200
+    odd = {**ODD_VALUES, "a list": '["b3k"]', "an object": '{"a": 1}', "a float": "2.5",
+           "true": "true", "a huge number": str(10**9), "a negative number": "-3"}
+    for field in s.InfiniGramRequest.model_fields:
+        for what, raw in odd.items():
+            rest = json.dumps({k: v for k, v in INFINI_GRAM_BODY.items() if k != field})
+            data = rest[:-1] + f', "{field}": {raw}}}'
+            r = client.post("/", content=data.encode(),
+                            headers={"content-type": "application/json"})
+            assert r.status_code in (400, 404), (field, what, r.status_code, r.text)
+            assert "error" in r.json(), (field, what)
+    deep = "[" * 100_000 + "]" * 100_000
+    for data in (deep, '{"index": ' + deep + "}", "[1, 2]", "not json", '"\\ud800"'):
+        r = client.post("/", content=data.encode(),
+                        headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "error" in r.json(), (data[:20], r.text)
+    long_ids = {**INFINI_GRAM_BODY, "query_ids": [3] * (s.MAX_QUERY_TOKENS + 1)}
+    long_ids.pop("query")
+    assert client.post("/", content=json.dumps(long_ids).encode()).status_code in (400, 413)

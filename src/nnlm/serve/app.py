@@ -16,7 +16,7 @@ from importlib import resources
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ..base.errors import NnlmError, a
 from ..base.version import __version__
@@ -308,17 +308,35 @@ def add_index_routes(app: FastAPI, indexes: dict[str, ServedIndex], settings: Se
 
     @app.post("/", include_in_schema=False)
     async def infini_gram(request: Request):
-        """infini-gram's API: {"index", "query_type", "query" | "query_ids", ...}."""
+        """infini-gram's API: {"index", "query_type", "query" | "query_ids", ...}, held to
+        the rules of nnlm's own index endpoints (:class:`~.schemas.InfiniGramRequest`);
+        errors in infini-gram's shape, {"error": ...}, 400 (404: no such index)."""
         try:
-            body = await request.json()
+            try:
+                body = json.loads(await request.body())
+            except RecursionError:
+                raise RequestError(None, "the body is nested too deeply") from None
+            except (ValueError, UnicodeDecodeError):
+                raise RequestError(None, "the body: a JSON object") from None
             if not isinstance(body, dict):
                 raise RequestError(None, "the body: a JSON object")
-            x = served(body.get("index", body.get("corpus")))
-            return FastJSON(await run(infini_gram_answer, x.index, body))
+            try:
+                req = s.InfiniGramRequest.model_validate(body)
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(map(str, first.get("loc", ()))) or "body"
+                raise RequestError(where, f"{where}: {first.get('msg', 'invalid')}") from None
+            x = served(req.index if req.index is not None else req.corpus)
+            return FastJSON(await run(infini_gram_answer, x.index, req))
         except RequestError as e:
-            return JSONResponse({"error": e.message}, 404 if e.status == 404 else 400)
+            return JSONResponse({"error": _json_safe_text(e.message)},
+                                404 if e.status == 404 else 400)
         except (NnlmError, ValueError) as e:
-            return JSONResponse({"error": str(e).splitlines()[0]}, 400)
+            return JSONResponse({"error": _json_safe_text(str(e).splitlines()[0])}, 400)
+
+
+def _json_safe_text(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _with_features(m: ServedModel) -> ServedModel:

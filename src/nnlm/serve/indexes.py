@@ -17,12 +17,10 @@ from pathlib import Path
 from ..base.errors import NnlmError
 from ..index import Index
 from ..index.files import HEADER
+from ..text.specials import EOS_ID
 from .registry import file_stamp
+from .schemas import InfiniGramRequest
 from .work import RequestError
-
-QUERY_TYPES = ("count", "prob", "ntd", "infgram_prob", "infgram_ntd", "search_docs")
-MAX_SUPPORT = 1000  # infini-gram's default: the next tokens an ntd answer lists
-MAX_DISP_LEN = 1000  # infini-gram's default: tokens of a document shown
 
 
 def is_index(path: Path) -> bool:
@@ -56,77 +54,82 @@ def load_index(name: str, path: Path) -> ServedIndex:
     return ServedIndex(name, path, Index.open(path), stamp)
 
 
-def _query(index: Index, body: dict) -> list:
+def _query(index: Index, req: InfiniGramRequest) -> list:
     """The query as its tokens: ``query_ids`` (token ids) or ``query`` (words, split)."""
-    if "query_ids" in body:
-        ids = body["query_ids"]
-        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool)
-                                                for t in ids):
-            raise RequestError("query_ids", "query_ids: a list of token ids")
-        index.encode(ids)  # ids in range
-        return ids
-    query = body.get("query")
-    if not isinstance(query, str):
+    if req.query_ids is not None:
+        index.encode(req.query_ids)  # ids in range
+        return list(req.query_ids)
+    if req.query is None:
         raise RequestError("query", "give query (words) or query_ids (token ids)")
     if index.vocab is None:
         raise RequestError("query", "this index has token ids and no words: give query_ids")
-    return index.vocab.split(query)
+    return index.vocab.split(req.query)
 
 
 def _words(index: Index, ids) -> list:
     return index.vocab.decode(ids) if index.vocab is not None else [int(t) for t in ids]
 
 
-def _positive(body: dict, field: str, default: int) -> int:
-    value = body.get(field, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RequestError(field, f"{field}: a positive integer")
-    return value
+def _longest_suffix(index: Index, prompt: list) -> int:
+    """infini-gram's ∞-gram context: the longest suffix of ``prompt`` that occurs at all
+    (a suffix seen only at documents' ends included; nnlm's own ∞-gram model needs one
+    followed by a token)."""
+    counts = index.count([prompt[len(prompt) - k:] for k in range(len(prompt), 0, -1)])
+    found = [len(prompt) - i for i, c in enumerate(counts.tolist()) if c > 0]
+    return found[0] if found else 0
 
 
-def infini_gram_answer(index: Index, body: dict) -> dict:
-    """One request of infini-gram's API answered from ``index``, in its response shape
-    (``latency`` in milliseconds, ``token_ids`` and ``tokens`` of the query)."""
+def _ntd(index: Index, prompt: list, support: int) -> dict:
+    """What follows ``prompt`` as infini-gram's engine counts it: ``prompt_cnt`` every
+    occurrence, a document's end as the end token (:data:`EOS_ID`, also Llama-2's)."""
+    nxt = index.next([prompt])[0]
+    counts = dict(zip(nxt.tokens.tolist(), nxt.counts.tolist()))
+    if nxt.count > nxt.total:
+        counts[EOS_ID] = counts.get(EOS_ID, 0) + nxt.count - nxt.total
+    top = sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[:support]
+    words = _words(index, [t for t, _ in top])
+    return {"prompt_cnt": nxt.count, "approx": False, "result_by_token_id": {
+        str(t): {"token": w, "cont_cnt": c, "prob": c / max(nxt.count, 1)}
+        for (t, c), w in zip(top, words)}}
+
+
+def infini_gram_answer(index: Index, req: InfiniGramRequest) -> dict:
+    """One request of infini-gram's API answered from ``index`` with its engine's numbers
+    and in its response shape (``latency`` in milliseconds, ``token_ids`` and ``tokens``
+    of the query): a prompt's count is every occurrence, and the ∞-gram's context the
+    longest suffix that occurs (:func:`_longest_suffix`)."""
     start = time.perf_counter()
-    kind = body.get("query_type")
-    if kind not in QUERY_TYPES:
-        raise RequestError("query_type", f"query_type: one of {', '.join(QUERY_TYPES)}")
-    query = _query(index, body)
+    kind = req.query_type
+    query = _query(index, req)
     ids = index.encode(query)  # a word outside the vocabulary: -1, occurring nowhere
     out: dict
     if kind == "count":
         out = {"count": int(index.count([query])[0]), "approx": False}
     elif kind in ("prob", "infgram_prob"):
-        if not ids:
+        if not query:
             raise RequestError("query", "prob needs at least one token: the continuation")
-        cont = ids[-1]
-        nxt = (index.next if kind == "prob" else index.infgram)([query[:-1]])[0]
-        hit = int(nxt.counts[nxt.tokens == cont].sum()) if cont >= 0 else 0
-        out = {"prompt_cnt": nxt.total, "cont_cnt": hit,
-               "prob": hit / nxt.total if nxt.total else -1.0}
+        prompt = query[:-1]
+        k = len(prompt) if kind == "prob" else _longest_suffix(index, prompt)
+        context = prompt[len(prompt) - k:]
+        total, hit = (int(c) for c in index.count([context, context + query[-1:]]))
+        out = {"prompt_cnt": total, "cont_cnt": hit, "prob": hit / total if total else -1.0}
         if kind == "infgram_prob":
-            out["suffix_len"] = nxt.suffix_length
+            out["suffix_len"] = k
     elif kind in ("ntd", "infgram_ntd"):
-        support = _positive(body, "max_support", MAX_SUPPORT)
-        nxt = (index.next if kind == "ntd" else index.infgram)([query], support)[0]
-        words = _words(index, nxt.tokens)
-        out = {"prompt_cnt": nxt.total, "approx": False, "result_by_token_id": {
-            str(t): {"token": w, "cont_cnt": int(c), "prob": int(c) / max(nxt.total, 1)}
-            for t, w, c in zip(nxt.tokens, words, nxt.counts)}}
+        k = len(query) if kind == "ntd" else _longest_suffix(index, query)
+        out = _ntd(index, query[len(query) - k:], req.max_support)
         if kind == "infgram_ntd":
-            out["suffix_len"] = nxt.suffix_length
+            out["suffix_len"] = k
     else:
-        if not ids:
+        if not query:
             raise RequestError("query", "search_docs needs at least one token")
-        maxnum = _positive(body, "maxnum", 1)
-        shown = _positive(body, "max_disp_len", MAX_DISP_LEN)
-        docs = index.docs([query], maxnum)[0]
+        docs = index.docs([query], req.maxnum)[0]
         out = {"cnt": int(index.count([query])[0]), "approx": False,
                "idxs": [d.doc for d in docs],
-               "documents": [_document(index, d, len(ids), shown) for d in docs]}
+               "documents": [_document(index, d, len(ids), req.max_disp_len) for d in docs]}
     out["latency"] = (time.perf_counter() - start) * 1000
     out["token_ids"] = ids
-    out["tokens"] = ([str(t) for t in query] if "query_ids" not in body
+    out["tokens"] = ([str(t) for t in query] if req.query_ids is None
                      else _words(index, ids))
     return out
 

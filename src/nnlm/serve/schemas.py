@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 MAX_TEXTS = 10_000  # sentences in one request (the body is also capped at 1 MB)
 MAX_K = 1000  # next words or neighbours in one answer
@@ -254,3 +254,25 @@ class IndexDocsResponse(BaseModel):
     query: str
     count: int
     documents: list[IndexDocument]
+
+
+# -- infini-gram's API (a POST to /) ----------------------------------------------------------
+MAX_QUERY_TOKENS = 1 << 16  # nnlm.index's own cap on a query
+MAX_DISP_LEN = 1000  # infini-gram's default: a document's tokens shown
+
+
+class InfiniGramRequest(_Body):
+    """infini-gram's request (its API's fields and defaults), held to the same rules and
+    caps as nnlm's index endpoints: ``maxnum`` at most :data:`MAX_DOCS`, ``max_support``
+    at most :data:`MAX_K`, ``max_disp_len`` at most :data:`MAX_DISP_LEN`."""
+
+    index: str | None = Field(None, description="a served index's name")
+    corpus: str | None = Field(None, description="infini-gram's older name of index")
+    query_type: Literal["count", "prob", "ntd", "infgram_prob", "infgram_ntd",
+                        "search_docs"]
+    query: Text | None = Field(None, description="the query (words)")
+    query_ids: list[Annotated[StrictInt, Field(ge=0)]] | None = Field(
+        None, max_length=MAX_QUERY_TOKENS, description="the query (token ids)")
+    maxnum: StrictInt = Field(1, ge=1, le=MAX_DOCS)
+    max_support: StrictInt = Field(MAX_K, ge=1, le=MAX_K)
+    max_disp_len: StrictInt = Field(MAX_DISP_LEN, ge=1, le=MAX_DISP_LEN)
