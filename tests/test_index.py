@@ -489,3 +489,67 @@ def test_infini_grams_api_gives_its_engines_numbers_on_its_own_index(world, tmp_
                                                                theirs["suffix_len"])
         assert engine.count(q)["count"] == ours("count", q)["count"]
     assert differ == 0
+
+
+def _foreign(index, folder: Path) -> Path:
+    folder.mkdir()
+    for name in ("tokenized.0", "table.0", "offset.0"):  # what infini-gram's indexer writes
+        (folder / name).write_bytes((index.path / name).read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize("action", ["count", "next", "infgram", "docs"])
+def test_the_cli_queries_an_index_without_words_with_ids(world, tmp_path, capsys, action):
+    import json
+
+    _, _, index = world
+    foreign = _foreign(index, tmp_path / "ig")
+    ids = index.encode("a b")
+    assert main(["index", action, str(foreign), " ".join(map(str, ids)), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["count"] == index.count("a b")
+    if action in ("next", "infgram"):
+        want = index.next([ids])[0]
+        assert [e["word"] for e in row["next"]] == want.tokens[:10].tolist()
+    assert main(["index", action, str(foreign), "a b"]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if "warning" not in x]
+    assert len(err) == 1 and "'a' is not a token id" in err[0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda ix: ix.next(["a"], top_k=-1), lambda ix: ix.next("a", top_k=0),
+    lambda ix: ix.infgram(["a"], top_k=-1), lambda ix: ix.next(["a"], top_k=True),
+    lambda ix: ix.next(["a"], top_k=2.5), lambda ix: ix.docs(["a"], limit=-3),
+    lambda ix: ix.docs("a", limit=0), lambda ix: ix.docs(["a"], limit=None)])
+def test_the_python_api_refuses_what_the_cli_refuses(world, call):
+    _, _, index = world
+    with pytest.raises(NnlmError, match="top_k=|limit="):
+        call(index)
+
+
+def test_an_unverified_damaged_index_is_one_line_not_an_index_error(world, tmp_path):
+    _, _, index = world
+    copy = tmp_path / "idx"
+    copy.mkdir()
+    for f in index.path.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    tokens = np.fromfile(copy / "tokenized.0", "<u2")
+    # the last word's id past the vocabulary: the suffix array's order is kept
+    tokens[tokens == len(index.vocab) - 1] = 0xff00
+    tokens.tofile(copy / "tokenized.0")
+    damaged = Index.open(copy, verify=False)
+    with pytest.raises(NnlmError, match="past its vocabulary"):
+        damaged.docs([[1]], limit=300)
+    with pytest.raises(NnlmError, match="past its vocabulary"):
+        damaged.words(damaged.next([[]])[0].tokens)
+
+
+def test_docs_are_distinct_documents(world, capsys):
+    import json
+
+    _, _, index = world
+    found = index.docs("a", limit=8)
+    assert len(found) == 8 and len({d.doc for d in found}) == 8
+    assert main(["index", "docs", str(index.path), "a", "--limit", "2", "--json"]) == 0
+    docs = json.loads(capsys.readouterr().out)["documents"]
+    assert len(docs) == 2 and docs[0]["doc"] != docs[1]["doc"]

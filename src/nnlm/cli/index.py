@@ -112,8 +112,7 @@ def cmd_index(args) -> None:
     if not queries:
         raise NnlmError("no query: give QUERY arguments or lines on standard input")
     asked = _as_ids(index, queries)
-    words = (lambda ids: index.vocab.decode(ids)) if index.vocab is not None else \
-        (lambda ids: [int(i) for i in ids])
+    words = index.words
     if args.index_command == "count":
         rows = [{"query": q, "count": int(c)} for q, c in zip(queries, index.count(asked))]
         text = [f"{r['count']}\t{r['query']}" for r in rows]

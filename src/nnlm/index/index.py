@@ -44,6 +44,16 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return _POOLS[key]
 
 
+def _check_count(name: str, value, optional: bool = False) -> None:
+    """A count argument of a query (``top_k``, ``limit``): a positive integer (None where
+    ``optional``: all), as the command line and the server take it."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise NnlmError(f"{name}={value!r}: a positive integer"
+                        + (" (or None: all)" if optional else ""))
+
+
 @dataclass
 class Next:
     """What follows a context: ``count`` occurrences of it, ``tokens`` (int64 ids, by
@@ -143,6 +153,18 @@ class Index:
     def bytes(self) -> int:
         return sum(f.stat().st_size for s in self.shards for f in
                    (s.file(k) for k in files.FILES))
+
+    def words(self, ids) -> list:
+        """The words of token ids (the ids themselves for an index without words); an id
+        past the vocabulary is a damaged index, said in one line."""
+        ids = [int(i) for i in ids]
+        if self.vocab is None:
+            return ids
+        if ids and max(ids) >= len(self.vocab):
+            raise NnlmError(f"{self.path}: token id {max(ids)} is past its vocabulary of "
+                            f"{len(self.vocab)} words; the index is damaged (open it with "
+                            "verify=True, nnlm's default)")
+        return self.vocab.decode(ids)
 
     # -- queries into ids -------------------------------------------------------------
     def encode(self, query) -> list[int]:
@@ -284,6 +306,7 @@ class Index:
     def next(self, queries, top_k: int | None = None) -> list[Next] | Next:
         """What follows each query: its count and the tokens after it with theirs (the
         ``top_k`` most frequent; all by default). A single string: one :class:`Next`."""
+        _check_count("top_k", top_k, optional=True)
         if isinstance(queries, str):
             return self.next([queries], top_k)[0]
         batch = self._batch(queries)
@@ -293,6 +316,7 @@ class Index:
         """The ∞-gram of each context (Liu et al. 2024): its longest suffix that occurs
         followed by a token (``suffix_length``, 0: the empty context, every token), with
         what follows that suffix."""
+        _check_count("top_k", top_k, optional=True)
         if isinstance(queries, str):
             return self.infgram([queries], top_k)[0]
         batch = self._batch(queries)
@@ -322,19 +346,26 @@ class Index:
         return out
 
     def docs(self, queries, limit: int = 10) -> list[list[Document]] | list[Document]:
-        """Up to ``limit`` documents holding each query (in the suffix array's order)."""
+        """Up to ``limit`` distinct documents holding each query (in the suffix array's
+        order), each with the offset of its first match met there."""
+        _check_count("limit", limit)
         if isinstance(queries, str):
             return self.docs([queries], limit)[0]
         batch = self._batch(queries, allow_empty=False)
         ranges = self._ranges(batch)
         out = []
         for i in range(len(batch)):
-            found: list[Document] = []
+            found: dict[int, Document] = {}
             for s, (lo, hi) in enumerate(ranges):
-                take = min(int(hi[i] - lo[i]), limit - len(found))
-                if take > 0:
-                    found += self._documents(s, int(lo[i]), take)
-            out.append(found)
+                at, end = int(lo[i]), int(hi[i])
+                step = limit
+                while at < end and len(found) < limit:  # a document may hold many matches
+                    take = min(end - at, step)
+                    for d in self._documents(s, at, take):
+                        if len(found) < limit:
+                            found.setdefault(d.doc, d)
+                    at, step = at + take, min(step * 4, 1 << 20)
+            out.append(list(found.values()))
         return out
 
     def _documents(self, s: int, lo: int, take: int) -> list[Document]:
@@ -348,7 +379,7 @@ class Index:
             ids = tokens[ends[d] + 1:ends[d + 1]].tolist()
             words = None
             if self.vocab is not None:
-                words = [w for w in self.vocab.decode(ids) if w not in (BOS, EOS)]
+                words = [w for w in self.words(ids) if w not in (BOS, EOS)]
             out.append(Document(int(self._first_doc[s] + d),
                                 int(a // self.width - ends[d] - 1), ids, words))
         return out

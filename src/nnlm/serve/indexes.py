@@ -67,7 +67,7 @@ def _query(index: Index, req: InfiniGramRequest) -> list:
 
 
 def _words(index: Index, ids) -> list:
-    return index.vocab.decode(ids) if index.vocab is not None else [int(t) for t in ids]
+    return index.words(ids)
 
 
 def _longest_suffix(index: Index, prompt: list) -> int:
