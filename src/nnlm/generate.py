@@ -10,7 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .base.checks import integer, number
 from .base.errors import NnlmError
+from .base.sysmem import check_allocation
 from .text.vocab import BOS, BOS_ID, EOS, EOS_ID, UNK_ID, special_error
 
 
@@ -21,15 +23,15 @@ def generate(model, n: int = 1, prompt: str | Sequence[str] = (), temperature: f
 
     ``seed``: None (the default) draws fresh sentences on every call; an int repeats them.
     """
-    if not (isinstance(n, int) and n >= 0):
-        raise NnlmError(f"n = {n!r}: the number of sentences must be an integer >= 0")
-    if not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
-        raise NnlmError(f"temperature = {temperature!r}: must be a positive finite number")
-    if not (isinstance(top_k, int) and top_k >= 0) or not (isinstance(max_words, int)
-                                                             and max_words >= 1):
-        raise NnlmError("top_k must be an integer >= 0 and max_words one >= 1")
-    if seed is not None and not (isinstance(seed, int) and seed >= 0):
-        raise NnlmError(f"seed = {seed!r}: must be an integer >= 0 or None")
+    n = integer(n, "n", 0)
+    temperature = number(temperature, "temperature", 0, low_open=True)
+    top_k = integer(top_k, "top_k", 0)
+    max_words = integer(max_words, "max_words", 1)
+    if seed is not None:
+        seed = integer(seed, "seed", 0)
+    check_allocation(n * (len(model.vocab) * 8 * 3 + 8 * (model.order + max_words)),
+                     f"generate with n={n} over {len(model.vocab):,} words", "ask for fewer "
+                     "sentences at a time")
     rng = np.random.default_rng(seed)
     words = model.vocab.split(prompt) if isinstance(prompt, str) else list(prompt)
     if BOS in words or EOS in words:

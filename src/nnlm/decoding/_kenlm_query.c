@@ -1046,7 +1046,10 @@ static PyObject *Query_memo_score(QueryObject *self, PyObject *const *args, Py_s
     }
     PyObject *in = PyDict_GetItemWithError(states, state);
     if (!in) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "an LMState this LM never made");
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "flashlight LM: a state this LM did not return "
+                            "since its last start() (states belong to one LM and one "
+                            "utterance)");
         goto done;
     }
     /* the child by a method name made once, and the State allocated zeroed (the null

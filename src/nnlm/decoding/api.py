@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..base.checks import integer
 from ..base.errors import NnlmError, a
 from ..base.sysmem import check_allocation
 from ..lm import LOG10_E, LanguageModel
@@ -55,8 +56,16 @@ class State:
     __slots__ = ("words", "_owner")
 
     def __init__(self, words: tuple[int, ...] = ()):
-        self.words = tuple(words)
-        self._owner = 0  # the model that wrote it (0: fresh)
+        self.words = tuple(integer(w, "State words") for w in words)  # ids: checked
+        self._owner = 0  # the model that wrote it (0: fresh)   # against a model's
+        # vocabulary where it is scored (DecoderCore.check_contexts)
+
+    @classmethod
+    def _written(cls, words: tuple[int, ...], owner: int) -> State:
+        """A State a model wrote (its words are its ids): no checks to pay."""
+        state = cls.__new__(cls)
+        state.words, state._owner = words, owner
+        return state
 
     def __eq__(self, other) -> bool:
         return isinstance(other, State) and self.words == other.words
@@ -80,10 +89,14 @@ class NextWords:
     def state(self, row: int, word: int) -> State:
         """The state after word id ``word`` follows ``states[row]``: built only for the
         pairs a decoder keeps (B x |V| of them would be millions of objects)."""
-        words = tuple(self.contexts[row, 1:].tolist()) + (int(word),)
-        state = State(words[-self.contexts.shape[1]:] if self.contexts.shape[1] else ())
-        state._owner = self.serial
-        return state
+        rows, size = self.log10.shape
+        row = integer(row, "row", 0, rows - 1)
+        word = integer(word, "word", 0, size - 1)
+        if word == BOS_ID:
+            raise DecoderValueError("word: <s> is context only and never follows a state")
+        words = tuple(self.contexts[row, 1:].tolist()) + (word,)
+        return State._written(words[-self.contexts.shape[1]:] if self.contexts.shape[1]
+                              else (), self.serial)
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,8 @@ class Model:
         core, k = self.core, self.order - 1
         if words is not None and len(states) != len(words):
             raise DecoderValueError(f"advance: {len(states)} states but {len(words)} words")
+        if isinstance(states, (str, bytes, State)) or not isinstance(states, Sequence):
+            raise DecoderTypeError("advance: states is a list of State")
         contexts = np.empty((len(states), k), np.int64)
         for i, s in enumerate(states):
             w = core.own(s, State, name="states[i]").words
@@ -169,11 +184,7 @@ class Model:
         ids = np.array([core.word_id(w, ids=True) for w in words], np.int64)
         log10, length = core.scores(contexts, ids)
         nxt = np.concatenate([contexts[:, 1:], ids[:, None]], axis=1) if k else contexts
-        out = []
-        for row in nxt.tolist():
-            state = State(tuple(row))
-            state._owner = core.serial
-            out.append(state)
+        out = [State._written(tuple(row), core.serial) for row in nxt.tolist()]
         return Advance(log10, length, ids == UNK_ID, out)
 
     # -- whole sentences -----------------------------------------------------------------

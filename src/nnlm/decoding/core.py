@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from ..base.errors import NnlmError
+from ..base.checks import ArgumentTypeError, ArgumentValueError
 from ..lm import LOG10_E
 from ..text.specials import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
 from ..text.stream import seen_lengths
@@ -34,11 +34,11 @@ from ..text.stream import seen_lengths
 _serials = itertools.count(1)  # each core's own: a State remembers which one wrote it
 
 
-class DecoderTypeError(NnlmError, TypeError):
+class DecoderTypeError(ArgumentTypeError):
     """A decoder call given a value of the wrong type (one line)."""
 
 
-class DecoderValueError(NnlmError, ValueError):
+class DecoderValueError(ArgumentValueError):
     """A decoder call given a value it cannot score (one line)."""
 
 
@@ -129,11 +129,20 @@ class DecoderCore:
         return state
 
     def check_contexts(self, contexts: np.ndarray) -> None:
-        """A model with no null context cannot score after one."""
+        """Every context id is one of the vocabulary's (a State made by hand may hold
+        anything), and a model with no null context cannot score after one."""
+        if not contexts.size:
+            return
         if not self.null_context and np.any(contexts == NO_WORD):
             raise DecoderValueError(f"a {self.lm.kind} model has no null context (only "
                                     "back-off n-gram models do); begin with "
                                     "BeginSentenceWrite")
+        low, high = int(contexts.min()), int(contexts.max())
+        if high >= self.size or low < NO_WORD:
+            bad = high if high >= self.size else low
+            raise DecoderValueError(f"a state holds word id {bad}, which is not in the "
+                                    f"vocabulary (0 .. {self.size - 1}); states are written "
+                                    "by the model (BeginSentenceWrite, BaseScore, advance)")
 
     # -- contexts and scores -------------------------------------------------------------
     def context(self, words: tuple[int, ...], pad: int) -> list[int]:

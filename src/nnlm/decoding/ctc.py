@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..base.errors import NnlmError
+from ..base.checks import ArgumentTypeError, ArgumentValueError, integer, number
+from ..base.sysmem import check_allocation
 from ..text.specials import BOS_ID, EOS_ID
 from .api import State
 from .dense import next_contexts, tensor_lm
@@ -54,13 +55,45 @@ class Hypothesis:
     lm: float  # log p_LM(words </s>), natural log
 
 
-def _check(log_probs, beam: int, vocab_size: int) -> None:
+# bytes a search holds per (hypothesis, label) at a frame: the extension scores, their LM
+# part, the ranks, the LM's rows and torch's temporaries, float64 and masks (measured
+# peak about 60), and per hypothesis and frame the back-pointers kept for the end
+BYTES_PER_CELL = 80
+BYTES_PER_STEP = 16
+
+
+def _checked(log_probs, beam, lm_weight, word_bonus, vocab_size: int) -> tuple:
+    """The search's arguments, each checked in one line naming it; ``log_probs`` as a
+    float64 tensor (a numpy array is taken too)."""
+    if isinstance(log_probs, np.ndarray):
+        log_probs = torch.from_numpy(log_probs)
+    if not isinstance(log_probs, torch.Tensor):
+        raise ArgumentTypeError(f"log_probs: a tensor [T, |V| + 1], not "
+                                f"{type(log_probs).__name__}")
     if log_probs.ndim != 2 or log_probs.shape[1] != vocab_size + 1:
-        raise NnlmError(f"beam search: log_probs of shape [T, {vocab_size + 1}] (the "
-                        f"model's {vocab_size} words, then the blank), not "
-                        f"{list(log_probs.shape)}")
-    if beam < 1:
-        raise NnlmError(f"beam search: beam must be at least 1, not {beam}")
+        raise ArgumentValueError(f"beam search: log_probs of shape [T, {vocab_size + 1}] "
+                                 f"(the model's {vocab_size} words, then the blank), not "
+                                 f"{list(log_probs.shape)}")
+    if not log_probs.dtype.is_floating_point:
+        raise ArgumentTypeError(f"log_probs: floating-point log-probabilities, not "
+                                f"{log_probs.dtype}")
+    log_probs = log_probs.to(torch.float64)
+    if bool(torch.isnan(log_probs).any()) or bool((log_probs == math.inf).any()):
+        raise ArgumentValueError("log_probs holds NaN or +inf: log-probabilities are finite "
+                                 "or -inf")
+    beam = integer(beam, "beam", 1)
+    lm_weight = number(lm_weight, "lm_weight", 0)
+    word_bonus = number(word_bonus, "word_bonus")
+    widest = 1  # the most hypotheses the search can hold: (|V| + 1)^T, or the beam
+    for _ in range(len(log_probs)):
+        widest = min(beam, widest * (vocab_size + 1))
+        if widest == beam:
+            break
+    check_allocation(widest * ((vocab_size + 1) * BYTES_PER_CELL
+                               + BYTES_PER_STEP * len(log_probs)),
+                     f"beam search with beam={beam} over {vocab_size:,} words and "
+                     f"{len(log_probs):,} frames", "give a smaller beam")
+    return log_probs, beam, lm_weight, word_bonus
 
 
 @dataclass
@@ -99,9 +132,15 @@ def _frame(h: _Beam, frame: torch.Tensor, lm_rows: torch.Tensor, beam: int,
     same = torch.arange(V, device=frame.device)[None, :] == h.last[:, None]
     ext = torch.where(same, h.sb[:, None] + frame[None, :V], ext)  # ...v == last: a blank
     ext_lm = h.lm[:, None] + lm_weight * lm_rows
-    # an extension of row b by v that is already row c (c's parent is b): merged into c
-    b_idx, c_idx = torch.nonzero((h.parents[None, :] == h.hashes[:, None])
-                                 & (h.last[None, :] >= 0), as_tuple=True)
+    # an extension of row b by v that is already row c (c's parent is b): merged into c;
+    # prefixes are unique in a beam, so c's parent is found among the sorted hashes
+    # (a B x B comparison took a terabyte at beam 10^6)
+    order = torch.argsort(h.hashes)
+    sorted_hashes = h.hashes[order]
+    at = torch.searchsorted(sorted_hashes, h.parents).clamp_max(len(order) - 1)
+    c_idx = torch.nonzero((sorted_hashes[at] == h.parents) & (h.last >= 0),
+                          as_tuple=True)[0]
+    b_idx = order[at[c_idx]]
     if len(b_idx):
         v_idx = h.last[c_idx]
         stay_sl = stay_sl.clone()
@@ -136,10 +175,10 @@ def beam_search(log_probs: torch.Tensor, lm, beam: int = 8, lm_weight: float = 0
     """The ``beam`` best label sequences for ``log_probs`` [T, |V| + 1] (blank last) with
     ``lm`` (a loaded model, or its tensor form from :func:`~.dense.tensor_lm`) fused,
     best first. Runs where ``log_probs`` lies."""
-    step = lm if hasattr(lm, "advance") and hasattr(lm, "V") else tensor_lm(
-        lm, log_probs.device)
-    _check(log_probs, beam, step.V)
-    log_probs = log_probs.to(torch.float64)
+    device = log_probs.device if isinstance(log_probs, torch.Tensor) else "cpu"
+    step = lm if hasattr(lm, "advance") and hasattr(lm, "V") else tensor_lm(lm, device)
+    log_probs, beam, lm_weight, word_bonus = _checked(log_probs, beam, lm_weight,
+                                                      word_bonus, step.V)
     dev = log_probs.device
 
     def lm_rows(contexts):  # natural log; none at all with a weight of 0 (0 * -inf: NaN)
@@ -189,9 +228,10 @@ def reference_beam_search(log_probs: np.ndarray, model, beam: int = 8,
     """:func:`beam_search` one hypothesis and one word at a time, with a dict of prefixes
     and ``model.BaseScore`` (an :class:`nnlm.Model`) per extension: its oracle."""
 
-    log_probs = np.asarray(log_probs, np.float64)
     V = len(model.vocab)
-    _check(log_probs, beam, V)
+    log_probs, beam, lm_weight, word_bonus = _checked(log_probs, beam, lm_weight,
+                                                      word_bonus, V)
+    log_probs = log_probs.cpu().numpy()
     blank = V
     start = State()
     model.BeginSentenceWrite(start)

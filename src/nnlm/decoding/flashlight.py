@@ -42,6 +42,7 @@ from ..lm import LOG10_E
 from ..models import load_model
 from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 from . import kenlm
+from .core import DecoderValueError
 from .whole_line import reads_whole_line
 
 BATCH_CAP = 4096  # queued states scored in one network pass at most
@@ -113,7 +114,7 @@ class FlashlightLM(LM):
                 raise NnlmError(f"flashlight LM: invalid token index {token_index}")
             out = state.child(token_index)
             after = self.new_state()
-            score = float(self.base_score(self.states[state], self.words[token_index], after))
+            score = float(self.base_score(self._known(state), self.words[token_index], after))
             self.states[out] = after
             self.scored[(state, token_index)] = out, score
             return out, score
@@ -125,13 +126,22 @@ class FlashlightLM(LM):
         if self.backoff:
             out = state.child(-1)
             after = self.new_state()
-            return out, float(self.base_score(self.states[state], "</s>", after))
+            return out, float(self.base_score(self._known(state), "</s>", after))
         return self._network_score(state, -1, EOS_ID)
+
+    def _known(self, state):
+        """What this LM keeps for ``state``: one it returned since the last start()."""
+        found = self.states.get(state)
+        if found is None:
+            raise DecoderValueError("flashlight LM: a state this LM did not return since its "
+                                    "last start() (states belong to one LM and one "
+                                    "utterance)")
+        return found
 
     # -- networks ------------------------------------------------------------------------
     def _network_score(self, state, child_index: int, word: int):
         out = state.child(child_index)
-        ctx = self.states[state]
+        ctx = self._known(state)
         if ctx not in self.rows:
             self._run_queued(ctx)
         nxt = ctx[1:] + (word,) if self.k else ()

@@ -56,6 +56,7 @@ except ImportError:
     def _unwrap(state):
         return state
 
+from ..base.checks import number
 from ..base.errors import NnlmError
 from ..models import load_model
 from ..text.specials import BOS, EOS, UNK
@@ -63,6 +64,12 @@ from . import kenlm
 from .whole_line import WholeLine, reads_whole_line
 
 MODEL_NAME = "nnlm_model"  # the model's copy in a saved decoder's language-model folder
+
+
+def _weights(alpha, beta, unk_score_offset) -> tuple[float, float, float]:
+    """The three numbers of pyctcdecode's score, finite (a NaN made every score NaN)."""
+    return (number(alpha, "alpha"), number(beta, "beta"),
+            number(unk_score_offset, "unk_score_offset"))
 
 
 class PyctcdecodeLM(LanguageModel):
@@ -80,7 +87,16 @@ class PyctcdecodeLM(LanguageModel):
         whole = reads_whole_line(lm)
         scorer = WholeLine(lm) if whole else kenlm.Model(lm)
         self._new_state = WholeLine.State if whole else kenlm.State
+        alpha, beta, unk_score_offset = _weights(alpha, beta, unk_score_offset)
         super().__init__(scorer, unigrams, alpha, beta, unk_score_offset, score_boundary)
+
+    def reset_params(self, **params) -> None:
+        """pyctcdecode's: new ``alpha``, ``beta``, ``unk_score_offset`` or
+        ``score_boundary``, the numbers checked finite."""
+        for name in ("alpha", "beta", "unk_score_offset"):
+            if name in params:
+                params[name] = number(params[name], name)
+        super().reset_params(**params)
 
     def get_start_state(self):
         if isinstance(self._kenlm_model, WholeLine):  # a new utterance: rows of the last

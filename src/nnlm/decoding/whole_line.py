@@ -17,6 +17,7 @@ from ..base.sysmem import release_free_memory
 from ..lm import LOG10_E
 from ..text.specials import BOS_ID, UNK_ID
 from . import kenlm
+from .core import DecoderTypeError, DecoderValueError
 
 ROWS_KEPT = 4096  # WholeLine's rows (|V| float32 each) before the cache starts again
 
@@ -48,6 +49,16 @@ class WholeLine:
         self.k = lm.order - 1
         self.rows: dict[tuple[int, ...], np.ndarray] = {}
 
+    def _check_history(self, words) -> None:
+        """A history this class wrote holds ids of the vocabulary; one made by hand may
+        hold anything."""
+        if not isinstance(words, tuple) or not all(
+                isinstance(w, int) and not isinstance(w, bool) and 0 <= w < len(self.vocab)
+                for w in words):
+            raise DecoderValueError("a State whose words are not ids of the model's "
+                                    "vocabulary; states are written by BeginSentenceWrite "
+                                    "and BaseScore")
+
     def new_utterance(self) -> None:
         """Forget the last utterance's rows, and hand the freed memory back: torch's
         threads allocate from malloc arenas of their own, which keep freed pages (an
@@ -67,8 +78,16 @@ class WholeLine:
                         "models do); keep pyctcdecode's score_boundary=True")
 
     def BaseScore(self, state: History, word: str, out: History) -> float:  # noqa: N802
+        if not isinstance(word, str):
+            raise DecoderTypeError(f"Argument 'word' has incorrect type (expected str, got "
+                                   f"{type(word).__name__})")
+        for name, s in (("state", state), ("out", out)):
+            if not isinstance(s, History):
+                raise DecoderTypeError(f"Argument '{name}' has incorrect type (expected "
+                                       f"State, got {type(s).__name__})")
         row = self.rows.get(state.words)
         if row is None:
+            self._check_history(state.words)
             if len(self.rows) >= ROWS_KEPT:
                 self.rows.clear()
             context = ((BOS_ID,) * self.k + state.words)[-self.k:]
