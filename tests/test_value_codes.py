@@ -293,3 +293,66 @@ def test_a_coded_model_converted_stays_coded_unless_quantized(tmp_path, estimate
                  "--quantize", "8", "8"]) == 0
     header = trie_map.read_trie_header(tmp_path / "q" / "ngrams.trie")[0]
     assert "coded" not in header and header["quantize"] == [8, 8]
+
+
+# -- impossible values in the tables ----------------------------------------------------------
+def _with_section(path, name, change):
+    """Apply ``change`` to one section's array of a trie file, its checksums written
+    again: a file whose numbers a writer got wrong, which no checksum catches."""
+    from reliability_world import restamp_checksums
+
+    header, start = trie_map.read_trie_header(path)
+    data = bytearray(path.read_bytes())
+    off, size, dtype, count = header["sections"][name]
+    change(np.frombuffer(data, np.dtype(dtype), count, start + off))
+    restamp_checksums(data, header, start)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name, change, match", [
+    ("cS_2", lambda a: a.__setitem__(a > 0, 1e-310), "denormal S"),
+    ("cS_1", lambda a: a.__setitem__(0, -2.0), "negative or denormal S"),
+    ("unigram_p", lambda a: a.__setitem__(5, -0.25), r"outside \(0, 1\]"),
+    ("unigram_p", lambda a: a.__setitem__(5, 1.5), r"outside \(0, 1\]"),
+    ("cgamma_2", lambda a: a.__setitem__(0, -0.5), "negative"),
+    ("anum_3", lambda a: a.__setitem__(0, -1.0), "negative")])
+def test_impossible_table_values_are_refused_at_opening(tmp_path, estimate, capsys, name,
+                                                        change, match):
+    """Tables a writer filled with values no estimate gives: every load path refuses the
+    file in one line instead of handing inf or NaN to a decoder."""
+    import nnlm
+    import nnlm.kenlm as kenlm
+    from nnlm.cli import main
+
+    model, _ = estimate
+    saved_pair(model, tmp_path)
+    _with_section(tmp_path / "c" / "ngrams.trie", name, change)
+    for opened in (lambda: load_model(tmp_path / "c"), lambda: nnlm.Model(tmp_path / "c"),
+                   lambda: kenlm.Model(str(tmp_path / "c"))):
+        with pytest.raises((NnlmError, OSError), match=match):
+            opened()
+    text = tmp_path / "t.txt"
+    text.write_text("w1 w2 w3\n")
+    assert main(["eval", str(tmp_path / "c"), str(text)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "damaged" in err[0]
+
+
+def test_escapes_of_0xff_give_finite_numbers_on_every_path(tmp_path, estimate):
+    """Every escape's symbol scribbled to 0xFFFFFFFF (an override whose float32 is NaN,
+    and a symbol past the table): the readers agree on finite numbers."""
+    import nnlm
+    import nnlm.kenlm as kenlm
+
+    model, test = estimate
+    saved_pair(model, tmp_path)
+    path = tmp_path / "c" / "ngrams.trie"
+    header, _ = trie_map.read_trie_header(path)
+    for name in header["sections"]:
+        if name.startswith(("aesc_", "cesc_")) and not name.startswith("aesc_logp"):
+            _with_section(path, name, lambda a: a.fill(0xFFFFFFFF))
+    mapped = load_model(tmp_path / "c")
+    assert np.isfinite(mapped.logprobs(test)).all()
+    line = "w1 w2 w3 w4 w5 w6"
+    scores = [kenlm.Model(str(tmp_path / "c")).score(line), nnlm.Model(mapped).score(line)]
+    assert all(np.isfinite(scores)) and scores[0] == pytest.approx(scores[1], abs=1e-4)

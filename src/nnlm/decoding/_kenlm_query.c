@@ -501,6 +501,7 @@ static int coded_level(QueryObject *self, Level *L, PyObject *t, int top, int64_
     const void *p;
     Py_ssize_t len;
     if (take_bytes(self, PyTuple_GET_ITEM(t, 4), &p, &len) < 0 || len != 8 * self->V ||
+        !probabilities_in_range(p, (uint64_t)self->V, (uint64_t)self->bos) ||
         parse_code_field(PyTuple_GET_ITEM(t, 5), 0, (uint64_t)self->V, &self->uc, take_bytes,
                          self) < 0)
         return -1;

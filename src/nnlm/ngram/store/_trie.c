@@ -318,7 +318,7 @@ static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
             return -1;
         }
         /* order 2's parents are the words: n_lower = V */
-        if ((uint64_t)len != 8 * n_lower ||
+        if ((uint64_t)len != 8 * n_lower || !probabilities_in_range(p, n_lower, VC_BOS_ID) ||
             parse_code_field(PyTuple_GET_ITEM(t, 5), 0, n_lower, &U->c, take_bytes, &h) < 0)
             return -1;
         U->p = p;

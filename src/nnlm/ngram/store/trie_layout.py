@@ -246,7 +246,8 @@ def coded_sections(header: dict) -> dict[str, tuple[str, int]]:
     return out
 
 
-CODED_TABLES = ("anum", "cS", "cgamma", "cbow", "unigram_p")  # checked finite at opening
+CODED_TABLES = ("anum", "cS", "cgamma", "cbow", "unigram_p")  # checked at opening
+SMALLEST_NORMAL = 2.0 ** -1022  # an S between 0 and this is impossible (value_codes.h)
 
 
 def coded_spec(header: dict, section, k: int, trie_spec: tuple) -> tuple:

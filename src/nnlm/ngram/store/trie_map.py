@@ -12,12 +12,14 @@ import numpy as np
 from ...base.errors import NnlmError
 from ...text.fileio import read_head
 from ...text.jsonfiles import Fields, check_fields
+from ...text.specials import BOS_ID
 from ...text.vocab import Vocabulary
 from . import run_pointers
 from .levels import backoff_arrays_problem
 from .trie import MAGIC, STANDALONE, TrieLevel
 from .trie_layout import (  # noqa: F401 - read_trie_header: named here too
     CODED_TABLES,
+    SMALLEST_NORMAL,
     check_checksums,
     check_trie,
     map_file,
@@ -113,6 +115,10 @@ def _check_small(path: Path, header: dict, section, expected: dict, unigram_logp
     for key, a in small.items():
         if np.isnan(a).any() or np.isposinf(a).any():
             raise NnlmError(f"{path}: {key} holds NaN or +inf; the file is damaged")
+    if "coded" in header:
+        problem = coded_tables_problem(small)
+        if problem:
+            raise NnlmError(f"{path}: {problem}; the file is damaged")
     # a quantized order's table may hold -inf: a file written before make_centers filled
     # its leading empty bins (as KenLM's MakeBins leaves them), and no value is coded
     # to it; a table of an order's own distinct values may not
@@ -121,6 +127,26 @@ def _check_small(path: Path, header: dict, section, expected: dict, unigram_logp
                                       "unigram_log_bow": unigram_log_bow})
     if problem:
         raise NnlmError(f"{path}: {problem}; the model is corrupt")
+
+
+def coded_tables_problem(tables: dict) -> str | None:
+    """What is impossible in the tables a coded file's codes index (name -> array,
+    checked finite already), or None: an estimate gives each word p in (0, 1] (<s>, never
+    scored: 0), numerators a - D(a) >= 0, S of 0 or a normal positive number (a denormal
+    one made p infinite), gamma >= 0. The C readers refuse the same (value_codes.h's
+    ``tables_in_range`` and ``probabilities_in_range``)."""
+    for name, a in tables.items():
+        if name == "unigram_p":
+            words = np.delete(a, BOS_ID)
+            if a[BOS_ID] != 0 or not ((words > 0) & (words <= 1)).all():
+                return "unigram_p holds a value outside (0, 1] (0 for <s>)"
+            continue
+        kind = name.rsplit("_", 1)[0]
+        if kind in ("anum", "cgamma") and (a < 0).any():
+            return f"{name} holds a negative value"
+        if kind == "cS" and ((a < 0) | ((a > 0) & (a < SMALLEST_NORMAL))).any():
+            return f"{name} holds a negative or denormal S"
+    return None
 
 
 def _embedded_words(path: Path, blob: np.ndarray, offsets: np.ndarray, V: int) -> list[str]:

@@ -20,6 +20,7 @@
 #include "pointers.h"
 
 #define ESCAPE_BLOCK_SHIFT 9   /* trie_layout.ESCAPE_BLOCK_SHIFT */
+#define VC_BOS_ID 1            /* nnlm.text.specials.BOS_ID: <s>, whose p is 0 */
 
 static const double VC_LN2_HI = 0x1.62e42fee00000p-1, VC_LN2_LO = 0x1.a39ef35793c76p-33,
                     VC_SQRT_HALF = 0x1.6a09e667f3bcdp-1;
@@ -137,6 +138,29 @@ static inline void field_symbols_all(const CodeField *f, uint32_t *out) {
     }
 }
 
+/* Whether a field's tables hold only values an estimate can give (trie_layout's
+ * coded_tables_problem says the same for numpy): numerators a - D(a) finite and >= 0;
+ * S finite and 0 or normal (a denormal S made p infinite), gamma finite and >= 0,
+ * back-offs finite. They are a few thousand symbols: checked whole at opening. */
+static int tables_in_range(const CodeField *f, int numerators) {
+    for (uint64_t i = 0; i < f->n_symbols; i++) {
+        if (numerators) {
+            if (!(f->num[i] >= 0 && isfinite(f->num[i]))) return 0;
+        } else if (!(isfinite(f->S[i]) && (f->S[i] == 0 || f->S[i] >= 0x1p-1022) &&
+                     f->gamma[i] >= 0 && isfinite(f->gamma[i]) && isfinite(f->bow[i]))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether every unigram p is a probability: in (0, 1], but <s>'s (never scored): 0. */
+static int probabilities_in_range(const double *p, uint64_t n, uint64_t bos) {
+    for (uint64_t i = 0; i < n; i++)
+        if (i == bos ? p[i] != 0 : !(p[i] > 0 && p[i] <= 1)) return 0;
+    return 1;
+}
+
 #ifdef Py_PYTHON_H
 /* a buffer of obj: 0 and its start and length in bytes, or -1 (either file's own way of
  * holding the buffers it takes) */
@@ -183,14 +207,14 @@ static int parse_code_field(PyObject *t, int numerators, uint64_t n, CodeField *
     if (numerators) {
         f->escape_logp = b[4];
         f->num = b[5];
-        return (uint64_t)len[4] == 4 * f->n_escapes && (uint64_t)len[5] >= 8 * n_symbols
-            ? 0 : -1;
+        return (uint64_t)len[4] == 4 * f->n_escapes && (uint64_t)len[5] >= 8 * n_symbols &&
+            tables_in_range(f, 1) ? 0 : -1;
     }
     f->S = b[4];
     f->gamma = b[5];
     f->bow = b[6];
     return (uint64_t)len[4] >= 8 * n_symbols && (uint64_t)len[5] >= 8 * n_symbols &&
-           (uint64_t)len[6] >= 4 * n_symbols ? 0 : -1;
+           (uint64_t)len[6] >= 4 * n_symbols && tables_in_range(f, 0) ? 0 : -1;
 }
 #endif
 

@@ -371,7 +371,9 @@ class Coding:
                 del context, sym
                 logp = exact_log(p).astype(np.float32)
                 held = np.flatnonzero(place >= 0)
-                logp[held] = self.section(f"aesc_logp_{j}")[place[held]]
+                escaped = self.section(f"aesc_logp_{j}")[place[held]]
+                kept = ~np.isnan(escaped)  # NaN: no float32 of its own (value_codes.h's
+                logp[held[kept]] = escaped[kept]  # entry_ln reads it the same way)
                 self._logp[j] = logp
                 p_lower = p
         return self._logp[k]
