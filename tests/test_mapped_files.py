@@ -332,3 +332,72 @@ def test_verifying_contexts_are_their_own_across_threads(world):
     leave.set()
     worker.join(10)
     assert [f for f, n in seen["thread"]] == [str(world / "kn3.nnlm")] and not seen["after"]
+
+
+@pytest.mark.parametrize("name", ["kn3.nnlm", "kn3"])
+def test_nnlm_model_and_load_model_verify_by_default(world, tmp_path, name):
+    """The library's two openings check what the commands check (verify=True), and say
+    so; verify=False is nnlm.kenlm's fast opening, which reads only what queries touch."""
+    import shutil
+
+    src = world / name
+    bad = tmp_path / name
+    shutil.copytree(src, bad) if src.is_dir() else shutil.copy(src, bad)
+    trie = _trie_of(bad)
+    _, _, spans = sections_of(trie)
+    at, size = spans["logp_3"]
+    flipped(trie, trie, at + size // 2)
+    for opened in (lambda **kw: nnlm.Model(bad, **kw), lambda **kw: load_model(bad, **kw),
+                   lambda **kw: nnlm.load_model(bad, **kw)):
+        with pytest.raises(NnlmError, match="section logp_3"):
+            opened()
+        opened(verify=False)  # the fast opening: the flip shows only in its numbers
+
+
+def _checks_table() -> dict[str, str]:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs/conventions.md").read_text()
+    table = text.split("<!-- checks-table -->")[1].split("<!-- /checks-table -->")[0]
+    rows = [r.split("|")[1:-1] for r in table.strip().splitlines()[2:]]
+    return {r[0].strip(): r[2].strip().split(" ")[0] for r in rows}
+
+
+def test_the_checks_table_is_the_code(world, tmp_path, capsys):
+    """docs/conventions.md's table of which entry point checks every section: each row's
+    entry point, given a file with one flipped value byte, refuses it (yes) or opens it
+    (no) with its defaults, and does the opposite with the setting the table names."""
+    import inspect
+
+    from nnlm.index import Index, build_index
+
+    table = _checks_table()
+    bad = flipped(world / "kn3.nnlm", tmp_path / "bad.nnlm",
+                  sections_of(world / "kn3.nnlm")[2]["logp_3"][0] + 5)
+    idx = tmp_path / "idx"
+    build_index([world / "toy/train.txt"], idx)
+    data = bytearray((idx / "table.0").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (idx / "table.0").write_bytes(bytes(data))
+    python = {"`nnlm.load_model(path)`": (lambda **kw: load_model(bad, **kw), "verify"),
+              "`nnlm.Model(path)`": (lambda **kw: nnlm.Model(bad, **kw), "verify"),
+              "`nnlm.kenlm.Model(path)`": (lambda **kw: nk.Model(str(bad), **kw), "verify"),
+              "`nnlm.Index.open(path)`": (lambda **kw: Index.open(idx, **kw), "verify")}
+    defaults = {"`nnlm.load_model(path)`": inspect.signature(load_model),
+                "`nnlm.Model(path)`": inspect.signature(nnlm.Model),
+                "`nnlm.kenlm.Model(path)`": inspect.signature(nk.Model.__init__),
+                "`nnlm.Index.open(path)`": inspect.signature(Index.open)}
+    for row, (open_, setting) in python.items():
+        checks = table[row] == "yes"
+        assert defaults[row].parameters[setting].default is checks, row
+        for verify in (checks, not checks):
+            if verify:
+                with pytest.raises((NnlmError, OSError)):
+                    open_(**{setting: verify})
+            else:
+                open_(**{setting: verify})
+    assert table["every command (`eval`, `score`, `mix`, `convert`, ...)"] == "yes"
+    assert main(["eval", str(bad), str(world / "toy/test.txt")]) == 2
+    assert table["`nnlm ngram verify`"] == "yes"
+    assert main(["ngram", "verify", str(bad)]) == 2
+    capsys.readouterr()

@@ -16,6 +16,7 @@ path, so loading an n-gram model never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -117,10 +118,15 @@ _LOADING: list[Path] = []  # model directories being loaded, to catch a cycle of
 LOAD_TRIES = 100  # a model replaced while it is read is read again, at most this often
 
 
-def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
+def load_model(path: str | os.PathLike, strict: bool = False,
+               verify: bool = True) -> LanguageModel:
     """Load any saved nnlm model directory or one-file model, an ARPA file or a KenLM
     binary (``strict``: refuse a file whose distributions sum above 1, which KenLM loads;
-    see :func:`read_arpa`).
+    see :func:`read_arpa`). ``verify`` (the default, as every command does): check every
+    section of nnlm's mapped files against its CRC-32 first, reading the whole file
+    (about a second a GB); ``verify=False`` maps it and checks its header, sizes and
+    small tables only, as :mod:`nnlm.kenlm` opens by default. docs/conventions.md has
+    the table of which entry point checks what.
 
     A directory read while another process replaces it (an atomic swap between reading
     config.json and the arrays) is read again from the start, as long as each new try
@@ -129,7 +135,11 @@ def load_model(path: str | os.PathLike, strict: bool = False) -> LanguageModel:
     not change meanwhile. The loaded model carries ``source_id``: the model_id of its
     config.json (None for an ARPA file), which mixtures record for their components.
     """
-    path = Path(path)
+    with verifying() if verify else contextlib.nullcontext():
+        return _load(Path(path), strict)
+
+
+def _load(path: Path, strict: bool) -> LanguageModel:
     from .ngram.store.trie_map import is_trie_file, load_trie_file
 
     if is_trie_file(path):  # a one-file model

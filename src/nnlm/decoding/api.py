@@ -110,16 +110,17 @@ class Advance:
 
 
 class Model:
-    """KenLM's ``Model`` over any nnlm model (a path, or a loaded LanguageModel)."""
+    """KenLM's ``Model`` over any nnlm model (a path, or a loaded LanguageModel).
+    ``verify`` (the default, as the commands): a mapped file's sections are checked
+    against their checksums at opening (:func:`nnlm.load_model`)."""
 
-    def __init__(self, path_or_model, config=None):
+    def __init__(self, path_or_model, config=None, verify: bool = True):
         if isinstance(path_or_model, LanguageModel):
             self.lm = path_or_model
             self.path = None
         elif isinstance(path_or_model, (str, os.PathLike)):
-
             self.path = os.fspath(path_or_model)
-            self.lm = load_model(path_or_model)
+            self.lm = load_model(path_or_model, verify=verify)
         else:
             raise DecoderTypeError(f"nnlm.Model takes a path or a loaded LanguageModel, not "
                                    f"{type(path_or_model).__name__}")

@@ -486,6 +486,7 @@ class Model:
         self._serial = next(_serials)
         self._cache: OrderedDict = OrderedDict()  # networks: state -> distribution
         self._pending: dict = {}  # networks: states written, not computed yet (ordered)
+        self._verify = bool(verify)
         if verify:
             from ..ngram.store.trie_layout import verifying
 
@@ -538,7 +539,7 @@ class Model:
             from ..models import load_model
 
             try:
-                self._model = load_model(self._text)
+                self._model = load_model(self._text, verify=self._verify)
             except NnlmError as e:
                 raise OSError(f"Cannot read model '{self._text}' ({e})") from None
         return self._model
