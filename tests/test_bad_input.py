@@ -4,8 +4,11 @@ what was meant."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import re
 
+import numpy as np
 import pytest
 
 from conftest import toy_text, write
@@ -144,3 +147,74 @@ def test_a_backoff_weight_on_the_highest_order_is_warned_about(tmp_path, capsys)
     assert main(["eval", str(arpa), str(text)]) == 0
     assert any("top.arpa:12: 1 of its 2-grams (the highest order) carry a back-off" in w
                for w in warnings_of(capsys))
+
+
+# -- the Python API as strict as the command line ------------------------------------------
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(max_steps=-1), "max_steps=-1"), (dict(threads=0), "threads=0"),
+    (dict(m=True), "m=True"), (dict(order=10**9), "order=1000000000"),
+    (dict(h=8.0), "h=8.0"), (dict(h=-1), "h=-1"), (dict(dropout_x=1.0), "dropout_x=1.0"),
+    (dict(m="8"), "m='8'"), (dict(context="nope"), "context='nope'"),
+    (dict(epochs=np.float64(1.5)), "epochs="), (dict(lr=float("nan")), "lr=nan")])
+def test_nnlm_train_refuses_what_the_cli_refuses_before_training(kwargs, match):
+    """Every setting is checked against the declaration the command line's flags are made
+    from, before any work: one line naming it."""
+    import nnlm
+
+    settings = {"max_steps": 1, "threads": 1, **kwargs}
+    with pytest.raises(nnlm.NnlmError, match=re.escape(match)) as e:
+        nnlm.train(["a b c"] * 10, ["a b"], preset="tiny", **settings)
+    assert "\n" not in str(e.value)
+
+
+def test_numpy_integers_are_integers(tmp_path):
+    import nnlm
+
+    lm = nnlm.train(["a b c", "b c a"] * 10, ["a b"], preset="tiny", h=np.int64(8),
+                    m=np.int32(4), epochs=np.int64(1), max_steps=np.int64(1),
+                    threads=np.int64(1), output=tmp_path / "m")
+    assert lm.model.config.h == 8 and type(lm.model.config.h) is int
+    assert nnlm.load_model(tmp_path / "m").model.config.m == 4
+    kn = nnlm.train(["a b c", "b c a"] * 10, order=np.int64(2), discount_fallback=True)
+    assert kn.order == 2
+
+
+def test_the_cli_flags_are_the_librarys_declarations():
+    from nnlm.cli.main import build_parser
+    from nnlm.neural.settings import ARCH_SETTINGS, RUN_SETTINGS
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    flags = {a.dest: a for a in train._actions if a.option_strings}
+    for name, setting in {**ARCH_SETTINGS, **RUN_SETTINGS}.items():
+        action = flags.get(name)
+        if action is None or setting.kind in (bool, str):
+            continue
+        for value, ok in ((setting.low, not setting.low_open), (setting.high,
+                                                                not setting.high_open)):
+            if value is None:
+                continue
+            text = str(int(value) if setting.kind is int else value)
+            try:
+                action.type(text)
+                took = True
+            except argparse.ArgumentTypeError:
+                took = False
+            assert took == ok, (name, value)
+
+
+@pytest.mark.parametrize("lines", [["the cat is walking in the bedroom"] * 200,
+                                   "varied"])
+def test_a_short_run_of_a_fresh_network_is_not_called_divergent(lines):
+    """A network stopped after two updates scores about a uniform model, a little above
+    |V| as often as below: that is not divergence (a diverging run scores far past it)."""
+    import random
+
+    import nnlm
+
+    if lines == "varied":
+        rng = random.Random(0)
+        words = [f"w{i}" for i in range(80)]
+        lines = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(200)]
+    lm = nnlm.train(lines, valid=lines[:20], preset="deep", max_steps=2, epochs=1,
+                    threads=1)
+    assert lm.order > 1

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import nnlm
-import nnlm.kenlm as nk
 from conftest import toy_world
 from nnlm.base import sysmem
 from nnlm.base.errors import NnlmError

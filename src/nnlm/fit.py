@@ -52,7 +52,7 @@ def _sentences(texts) -> list[list[str]]:
 
 
 def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
-          method: str = "kn", order: int = 3, preset: str | None = None,
+          method: str = "kn", order: int | None = None, preset: str | None = None,
           output: str | os.PathLike | None = None, min_count: int = 1,
           discount_fallback: bool | Sequence[float] = False, k: float = 1.0,
           alpha: float | None = None, discount: float | None = None,
@@ -63,13 +63,13 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
     Count-based: ``method`` one of :data:`nnlm.ngram.METHODS`: "kn" (modified
     Kneser-Ney), "interpolated" (its weights fitted on ``valid``), "class", "addk" (with
     ``k``) or "stupid" (Stupid Backoff with ``alpha``: scores, not probabilities), of
-    ``order`` n, or "infgram" (Kneser-Ney below, an index of ``texts`` above, with
-    ``discount``). Neural: ``preset`` (e.g. "mlp1",
-    "tiny"; see ``nnlm train --help``), which needs ``valid`` sentences for early
-    stopping; ``train_options`` are the network's settings over its preset's (``m``,
-    ``h``, ``context``, ``history``, ``far_spans``, ``word_dropout``, ...) and the training
-    settings (``epochs``, ``lr``, ``batch_size``, ``seed``, ...): the keywords of every
-    architecture and training flag of ``nnlm train``.
+    ``order`` n (default 3; with a ``preset``, the network's n), or "infgram"
+    (Kneser-Ney below, an index of ``texts`` above, with ``discount``). Neural:
+    ``preset`` (e.g. "mlp1", "tiny"; see ``nnlm train --help``), which needs ``valid``
+    sentences for early stopping; ``train_options`` are the network's settings over its
+    preset's (``m``, ``h``, ``context``, ``history``, ``far_spans``, ``word_dropout``, ...)
+    and the training settings (``epochs``, ``lr``, ``batch_size``, ``seed``, ...): the
+    keywords of every architecture and training flag of ``nnlm train``.
     ``output``: also save the model there (a new directory).
     """
     sentences = _sentences(texts)
@@ -79,13 +79,15 @@ def train(texts: Iterable[str | Sequence[str]] | os.PathLike, valid=None, *,
         if train_options:
             raise NnlmError(f"{', '.join(train_options)}: training settings of a "
                             "network; give preset= to train one")
-        model = _ngram(sentences, valid, method, order, min_count, discount_fallback, k,
-                       alpha, discount)
+        model = _ngram(sentences, valid, method, 3 if order is None else order, min_count,
+                       discount_fallback, k, alpha, discount)
         if output is not None:
             from .models import save_model
 
             save_model(model, output)
         return model
+    if order is not None:
+        train_options = {**train_options, "order": order}
     return _network(sentences, valid, preset, output, min_count, max_steps, threads,
                     verbose, train_options)
 

@@ -4,6 +4,7 @@ naming the argument, as ``name=value``, never a failure deep inside numpy or tor
 numpy's integers are integers (``np.int64(8)`` is taken as 8); ``True`` is not an
 integer, ``8.0`` is not an integer, NaN and infinities are not numbers.
 
+    >>> import numpy as np
     >>> integer(np.int64(8), "h", low=0)
     8
     >>> number(float("nan"), "lm_weight")
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import math
 import numbers
-
-import numpy as np  # noqa: F401 (the doctest's)
 
 from .errors import NnlmError
 

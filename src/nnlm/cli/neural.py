@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from ..base.argtypes import (
-    fraction,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -19,6 +18,7 @@ from ..base.argtypes import (
 )
 from ..base.errors import NnlmError, a
 from ..neural.parallel.heartbeat import WORKER_TIMEOUT
+from ..neural.settings import ARCH_SETTINGS, RUN_SETTINGS
 from .common import (
     OBJECTIVES,
     PRESET_NAMES,
@@ -33,6 +33,14 @@ from .common import (
     load_model_as,
 )
 from .flags import as_flags
+
+
+def setting_type(name: str):
+    """The argparse type of a network or run setting, made from the declaration the
+    library checks its callers against (:data:`nnlm.neural.settings.ARCH_SETTINGS`)."""
+    s = {**ARCH_SETTINGS, **RUN_SETTINGS}[name]
+    return ranged(s.kind, s.low, s.high, s.low_open, s.high_open,
+                  name="integer" if s.kind is int else "number")
 
 
 def add_parsers(sub) -> None:
@@ -98,36 +106,36 @@ def add_parsers(sub) -> None:
                     "--lr, --clip, --epochs and --patience may change (say, to recover from a "
                     "divergence); the change is logged and noted in metrics.csv")
     arch = tr.add_argument_group("architecture (override the preset)")
-    arch.add_argument("--order", type=ranged(int, 2, 4097), metavar="N",
+    arch.add_argument("--order", type=setting_type("order"), metavar="N",
                       help="n: condition on N-1 words (the lstm: at most the last N-1 words "
                       "of the line; 1025 by default)")
-    arch.add_argument("--m", type=positive_int, metavar="M",
+    arch.add_argument("--m", type=setting_type("m"), metavar="M",
                       help="feature vector size (columns of C)")
-    arch.add_argument("--h", type=nonnegative_int, metavar="H",
+    arch.add_argument("--h", type=setting_type("h"), metavar="H",
                       help="hidden units (0: no hidden layer)")
     arch.add_argument("--direct", action=argparse.BooleanOptionalAction, default=None,
                       help="direct connections W from x to the output")
     arch.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                       help="U = C: the output layer reuses the word features (needs h = m, "
                            "--no-direct; fewer parameters, often lower perplexity)")
-    arch.add_argument("--history", type=ranged(int, 0, 1024), metavar="S",
+    arch.add_argument("--history", type=setting_type("history"), metavar="S",
                       help="also read the S words of the line before the window: averaged "
                       "(deep, see --far) or through FOFE codes (--context fofe)")
-    arch.add_argument("--context", choices=["window", "fofe"],
+    arch.add_argument("--context", choices=ARCH_SETTINGS["context"].choices,
                       help="nplm: x holds the window's words (the paper), or in each slot the "
                       "FOFE code of the history up to that word (Zhang et al. 2015)")
-    arch.add_argument("--fofe-alpha", type=ranged(float, 0, 1, low_open=True, high_open=True),
+    arch.add_argument("--fofe-alpha", type=setting_type("fofe_alpha"),
                       metavar="A", help="FOFE's forgetting factor, in (0, 1) (default 0.7)")
-    arch.add_argument("--far", choices=["learned", "mean", "fofe", "none"],
+    arch.add_argument("--far", choices=ARCH_SETTINGS["far"].choices,
                       help="deep: how the --history words become one vector: learned weights "
                       "per distance, the plain mean, a FOFE code, or none (--history 0)")
-    arch.add_argument("--far-spans", type=ranged(int, 1, 16), metavar="K",
+    arch.add_argument("--far-spans", type=setting_type("far_spans"), metavar="K",
                       help="deep: average the --history words in K spans, the nearest "
                       "shortest and each twice the last, instead of as one (default 1)")
-    arch.add_argument("--layers", type=ranged(int, 0, 64), metavar="L",
+    arch.add_argument("--layers", type=setting_type("layers"), metavar="L",
                       help="deep: residual blocks above the first hidden layer; lstm: "
                       "stacked LSTM layers (at least 1)")
-    arch.add_argument("--span", type=ranged(int, 1, 4096), metavar="T",
+    arch.add_argument("--span", type=setting_type("span"), metavar="T",
                       help="lstm: training reads each line in pieces of at most T words, "
                       "each from a zero state (default 256)")
     arch.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
@@ -137,26 +145,27 @@ def add_parsers(sub) -> None:
     arch.add_argument("--energy-v", choices=["shared", "per-word"],
                       help="energy preset: one v for all words, or one per target word (the "
                       "paper's suggestion: as many parameters as U)")
-    arch.add_argument("--dropout-x", type=fraction, metavar="P", help="dropout on x, in [0, 1)")
-    arch.add_argument("--dropout-h", type=fraction, metavar="P",
+    arch.add_argument("--dropout-x", type=setting_type("dropout_x"), metavar="P",
+                      help="dropout on x, in [0, 1)")
+    arch.add_argument("--dropout-h", type=setting_type("dropout_h"), metavar="P",
                       help="dropout on the hidden layer, in [0, 1)")
-    arch.add_argument("--word-dropout", type=fraction, metavar="P",
+    arch.add_argument("--word-dropout", type=setting_type("word_dropout"), metavar="P",
                       help="deep: in training, each context word becomes <unk> with chance "
                       "P (blank noising, Xie et al. 2017), in [0, 1)")
-    arch.add_argument("--dropout-e", type=fraction, metavar="P",
+    arch.add_argument("--dropout-e", type=setting_type("dropout_e"), metavar="P",
                       help="lstm: embedding dropout, each word's whole vector C_w dropped "
                       "with chance P for a batch, in [0, 1)")
-    arch.add_argument("--dropout-w", type=fraction, metavar="P",
+    arch.add_argument("--dropout-w", type=setting_type("dropout_w"), metavar="P",
                       help="lstm: DropConnect on the recurrent weights W_hh (AWD-LSTM), "
                       "in [0, 1)")
-    arch.add_argument("--dropout-l", type=fraction, metavar="P",
+    arch.add_argument("--dropout-l", type=setting_type("dropout_l"), metavar="P",
                       help="lstm: dropout between stacked layers (default: --dropout-h)")
     arch.add_argument("--locked", action=argparse.BooleanOptionalAction, default=None,
                       help="lstm: one dropout mask a line piece, kept over its words "
                       "(variational dropout)")
-    arch.add_argument("--ar", type=nonnegative_float, metavar="ALPHA",
+    arch.add_argument("--ar", type=setting_type("ar"), metavar="ALPHA",
                       help="lstm: activation regularization, ALPHA mean(a_t^2) (>= 0)")
-    arch.add_argument("--tar", type=nonnegative_float, metavar="BETA",
+    arch.add_argument("--tar", type=setting_type("tar"), metavar="BETA",
                       help="lstm: temporal activation regularization, BETA "
                       "mean((a_t - a_{t-1})^2) (>= 0)")
     opt = tr.add_argument_group("optimization (override the preset)")
@@ -205,7 +214,7 @@ def add_parsers(sub) -> None:
     obj.add_argument("--selfnorm-alpha", type=nonnegative_float, metavar="A",
                      help="selfnorm: weight of (log Z)^2 (default: 0.1)")
     sl = tr.add_argument_group("short-list (Schwenk 2007)")
-    sl.add_argument("--shortlist", type=positive_int, metavar="K",
+    sl.add_argument("--shortlist", type=setting_type("shortlist"), metavar="K",
                     help="the network predicts only the K most frequent words (the specials "
                     "included) and one 'elsewhere' output; the n-gram model scores the rest")
     sl.add_argument("--shortlist-backoff", type=Path, metavar="MODEL",
@@ -215,7 +224,8 @@ def add_parsers(sub) -> None:
     run_group.add_argument("--threads", type=positive_int, default=None,
                            help="torch threads (default: all cores)")
     add_device_argument(run_group)
-    run_group.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+    run_group.add_argument("--max-steps", type=setting_type("max_steps"), default=None,
+                           metavar="N",
                            help="stop (and checkpoint) after N updates in all")
     run_group.add_argument("--checkpoint-every", type=nonnegative_int, default=500, metavar="N",
                            help="save the training state every N updates (default: 500; 0: "

@@ -20,17 +20,90 @@ The classes that compute them are in ``objectives.py``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 
+from ..base.checks import integer, number
 from ..base.errors import NnlmError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+@dataclass(frozen=True)
+class Setting:
+    """One numeric or switch setting as both the command line and the library take it:
+    its type and range (ends closed unless ``low_open``/``high_open``). ``nnlm train``'s
+    flags are made from these, and :func:`check_settings` checks a library caller's
+    values against the same, so the two cannot drift."""
+
+    kind: type  # int, float or bool
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()  # str settings: one of these
+
+
+def _fraction() -> Setting:  # dropout: [0, 1)
+    return Setting(float, 0, 1, high_open=True)
+
+
 # the network's settings a run may give over its preset's (``nnlm train``'s architecture
 # flags, ``nnlm.train``'s keywords): each is a field of some network's config
-ARCH_FIELDS = ("order", "m", "h", "direct", "tied", "dropout_x", "dropout_h", "word_dropout",
-               "shortlist", "history", "context", "fofe_alpha", "far", "far_spans", "layers",
-               "residual", "layer_norm", "span", "v_per_word", "dropout_e", "dropout_w",
-               "dropout_l", "locked", "ar", "tar")
+ARCH_SETTINGS = {
+    "order": Setting(int, 2, 4097), "m": Setting(int, 1), "h": Setting(int, 0),
+    "direct": Setting(bool), "tied": Setting(bool), "dropout_x": _fraction(),
+    "dropout_h": _fraction(), "word_dropout": _fraction(), "shortlist": Setting(int, 1),
+    "history": Setting(int, 0, 1024), "context": Setting(str, choices=("window", "fofe")),
+    "fofe_alpha": Setting(float, 0, 1, low_open=True, high_open=True),
+    "far": Setting(str, choices=("learned", "mean", "fofe", "none")),
+    "far_spans": Setting(int, 1, 16), "layers": Setting(int, 0, 64),
+    "residual": Setting(bool), "layer_norm": Setting(bool), "span": Setting(int, 1, 4096),
+    "v_per_word": Setting(bool), "dropout_e": _fraction(), "dropout_w": _fraction(),
+    "dropout_l": _fraction(), "locked": Setting(bool), "ar": Setting(float, 0),
+    "tar": Setting(float, 0)}
+ARCH_FIELDS = tuple(ARCH_SETTINGS)
+# how a run is run (``nnlm train``'s run flags, ``nnlm.train``'s keywords)
+RUN_SETTINGS = {"max_steps": Setting(int, 1), "threads": Setting(int, 1),
+                "checkpoint_every": Setting(int, 0), "min_count": Setting(int, 1),
+                "max_size": Setting(int, 4), "workers": Setting(int, 1),
+                "worker_timeout": Setting(float, 0, low_open=True)}
+
+
+def check_setting(name: str, value, setting: Setting):
+    """``value`` of the setting ``name`` as its kind (numpy's integers are integers, an
+    int is taken as a float; True is not an int, 8.0 not an int), in range; one line
+    naming it otherwise."""
+    if setting.kind is bool:
+        if not isinstance(value, bool):
+            raise NnlmError(f"{name}={value!r}: True or False")
+        return value
+    if setting.kind is str:
+        if value not in setting.choices:
+            raise NnlmError(f"{name}={value!r}: choose from {', '.join(setting.choices)}")
+        return value
+    if setting.kind is int:
+        value = integer(value, name)
+    else:
+        value = number(value, name)
+    low_ok = setting.low is None or (value > setting.low if setting.low_open
+                                     else value >= setting.low)
+    high_ok = setting.high is None or (value < setting.high if setting.high_open
+                                       else value <= setting.high)
+    if not (low_ok and high_ok):
+        lo = "(-inf" if setting.low is None else \
+            f"{'(' if setting.low_open else '['}{setting.low:g}"
+        hi = "inf)" if setting.high is None else \
+            f"{setting.high:g}{')' if setting.high_open else ']'}"
+        raise NnlmError(f"{name}={value!r} is not in {lo}, {hi}")
+    return value
+
+
+def check_settings(values: dict, table: dict) -> dict:
+    """Every given (not None) value of ``values`` checked against ``table``'s setting of
+    its name (:func:`check_setting`); names outside the table pass as they are."""
+    return {k: check_setting(k, v, table[k]) if k in table and v is not None else v
+            for k, v in values.items()}
+
+
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -89,8 +162,10 @@ class TrainConfig:
                             f"{', '.join(OBJECTIVES)}")
         for name, kind, low, high in TRAIN_RANGES:
             value = getattr(self, name)
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
+            if kind in (int, float) and isinstance(value, numbers.Real) and \
+                    not isinstance(value, bool) and (kind is float or
+                                                     isinstance(value, numbers.Integral)):
+                value = kind(value)  # numpy's numbers as Python's (config.json holds them)
                 setattr(self, name, value)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise NnlmError(f"{name}={value!r}: should be {kind.__name__}")

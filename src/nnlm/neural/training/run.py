@@ -33,7 +33,13 @@ from ..parallel.hogwild import Hogwild
 from ..parallel.schemes import scheme_for
 from ..presets import PRESETS, RECIPES, resolved
 from ..runtime import available_cores, native_bf16, prepare_process, resolve_device
-from ..settings import TrainConfig, check_objective_settings
+from ..settings import (
+    ARCH_SETTINGS,
+    RUN_SETTINGS,
+    TrainConfig,
+    check_objective_settings,
+    check_settings,
+)
 from .train import Trainer, output_counts
 
 DEFAULT_PRESET = "mlp1"
@@ -77,7 +83,11 @@ class TrainJob:
 
     def __post_init__(self):
         self.outdir = Path(self.outdir)
-        self.arch, self.train = dict(self.arch or {}), dict(self.train or {})
+        self.arch = check_settings(dict(self.arch or {}), ARCH_SETTINGS)
+        self.train = dict(self.train or {})
+        for name, value in check_settings({k: getattr(self, k) for k in RUN_SETTINGS},
+                                          RUN_SETTINGS).items():
+            setattr(self, name, value)  # as the command line's flags check them
 
 
 def resolve(preset: str | None, arch: dict, train: dict,

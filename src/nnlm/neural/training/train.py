@@ -226,10 +226,17 @@ class Trainer:
                 n = min(len(valid), self.SANITY_TOKENS)
                 self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
             nll = self.scheme.mean_nll(self.lm, *self._sanity)
-        limit = math.log(self.model.config.vocab_size) + 1
-        if not nll <= limit:  # NaN fails too
-            self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
-                           f"than a uniform model's {limit - 1:.4g}")
+        if not self.sane_perplexity(math.exp(min(nll, 700.0)) if nll == nll else nll):
+            self._diverged(f"the weights score {nll:.4g} nats per validation token, more "
+                           "than one nat worse than a uniform model's "
+                           f"{math.log(self.model.config.vocab_size):.4g}")
+
+    def sane_perplexity(self, ppl: float) -> bool:
+        """Whether a validation perplexity is one a training run can have: finite and at
+        most e times a uniform model's |V| (one nat per token worse). A network that has
+        barely started scores about |V|, a little above it as often as below; a run that
+        diverges scores far past it, or inf, or NaN (which fails the test too)."""
+        return ppl <= math.e * self.model.config.vocab_size
 
     def evaluate(self, stream: Stream) -> float:
         """Exact perplexity (full normalization) of the current model on ``stream``; under
@@ -367,8 +374,9 @@ class Trainer:
             return
         with self.averaged_weights():
             ppl = self.evaluate(valid)
-            if not (math.isfinite(ppl) and ppl <= self.model.config.vocab_size):
-                self._diverged(f"validation perplexity {ppl:.4g}")
+            if not self.sane_perplexity(ppl):
+                self._diverged(f"validation perplexity {ppl:.4g}, more than e times a uniform "
+                               f"model's {self.model.config.vocab_size:,}")
             self.checkpoint.write_model(self)
         self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
@@ -381,9 +389,9 @@ class Trainer:
     def _validate_epoch(self, valid: Stream, words_per_second: float) -> None:
         cfg, st = self.config, self.state
         valid_ppl = self.evaluate(valid)
-        if not (math.isfinite(valid_ppl) and valid_ppl <= self.model.config.vocab_size):
-            self._diverged(f"validation perplexity {valid_ppl:.4g}, a uniform model scores "
-                           f"{self.model.config.vocab_size:,}")
+        if not self.sane_perplexity(valid_ppl):
+            self._diverged(f"validation perplexity {valid_ppl:.4g}, more than e times a "
+                           f"uniform model's {self.model.config.vocab_size:,}")
         # the running training loss per token; a perplexity over V only under the full
         # softmax without a short-list (whose network predicts K + 1 outputs)
         train_loss = st.train_nll / max(st.train_tokens, 1)

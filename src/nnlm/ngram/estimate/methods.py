@@ -22,6 +22,7 @@ The methods (Chen & Goodman 1998 survey all but the last two):
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -76,6 +77,8 @@ class NgramJob:
         if self.cluster is not None and not method.distributed:
             raise NnlmError(f"cluster= estimates method=kn (modified Kneser-Ney) only; "
                             f"method={self.method} runs in one process (drop cluster=)")
+        if isinstance(self.order, numbers.Integral) and not isinstance(self.order, bool):
+            self.order = int(self.order)  # numpy's integers are integers
         if not (isinstance(self.order, int) and 1 <= self.order <= method.max_order):
             raise NnlmError(f"order={self.order!r}: method={self.method} takes an order "
                             f"between 1 and {method.max_order}")
