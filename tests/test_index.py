@@ -553,3 +553,14 @@ def test_docs_are_distinct_documents(world, capsys):
     assert main(["index", "docs", str(index.path), "a", "--limit", "2", "--json"]) == 0
     docs = json.loads(capsys.readouterr().out)["documents"]
     assert len(docs) == 2 and docs[0]["doc"] != docs[1]["doc"]
+
+
+def test_build_warns_when_the_vocabulary_shares_no_word_with_the_text(world, tmp_path,
+                                                                      capsys):
+    _, text, _ = world
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<unk>\n<s>\n</s>\nzebra\nquokka\n")
+    assert main(["index", "build", str(text), "-o", str(tmp_path / "idx"), "--vocab",
+                 str(vocab)]) == 0
+    err = capsys.readouterr().err
+    assert "none of its" in err and "<unk>" in err

@@ -98,3 +98,25 @@ def test_a_vocabulary_nemos_encoding_cannot_hold_is_refused(world, monkeypatch):
     monkeypatch.setattr(spm.SentencePieceProcessor, "GetPieceSize", lambda self: 60000)
     with pytest.raises(NnlmError, match="NeMo's encoding"):
         SubwordTokenizer(world / "spm.model", "nemo")
+
+
+@pytest.mark.parametrize("pair", [("bpen", "kn3"), ("bpe", "bpen"), ("kn3", "bpe")])
+def test_merge_refuses_models_that_tokenize_differently(world, tmp_path, capsys, pair):
+    """A subword model and a word model (or two encodings of one tokenizer) predict
+    different units: their union would be one vocabulary of both and no tokenizer."""
+    a, b = (str(world / name) for name in pair)
+    assert main(["ngram", "merge", a, b, "--weights", "0.5", "0.5",
+                 "-o", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tokeniz" in err[0]
+    assert not (tmp_path / "m").exists()
+
+
+def test_merging_one_tokenization_keeps_its_tokenizer(world, tmp_path, capsys):
+    from nnlm.models import load_model
+
+    assert main(["ngram", "merge", str(world / "bpe"), str(world / "bpe"), "--weights",
+                 "0.5", "0.5", "-o", str(tmp_path / "m")]) == 0
+    merged = load_model(tmp_path / "m")
+    assert merged.vocab.tokenizer is not None
+    assert merged.vocab.split("the cat") == load_model(world / "bpe").vocab.split("the cat")

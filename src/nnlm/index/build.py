@@ -34,7 +34,7 @@ from pydivsufsort import divsufsort
 from ..base.errors import NnlmError
 from ..base.progress import progress_bar
 from ..text import word_blocks
-from ..text.corpus import count_words
+from ..text.corpus import count_words, warn_unknown_share_of
 from ..text.fileio import atomic_path, iter_line_blocks
 from ..text.specials import BOS_ID, EOS_ID, UNK_ID
 from ..text.vocab import Vocabulary
@@ -144,11 +144,26 @@ def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | 
     if documents not in DOCUMENTS:
         raise NnlmError(f"documents={documents!r}: choose from {', '.join(DOCUMENTS)}")
     texts = [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
+    fixed = vocab is not None
     if vocab is None:
         vocab = Vocabulary.from_counts(count_words(texts), min_count)
-    encoded = (block for path in texts for block in encode_documents(path, vocab))
     size = sum(os.path.getsize(p) if os.path.isfile(p) else 0 for p in texts)
-    return _write_index(encoded, size, vocab, documents, memory, workers, Path(output))
+    if not fixed:
+        encoded = (block for path in texts for block in encode_documents(path, vocab))
+        return _write_index(encoded, size, vocab, documents, memory, workers, Path(output))
+    seen = {str(path): [0, 0] for path in texts}  # tokens, of them <unk>: per text
+
+    def counted(path):
+        for block in encode_documents(path, vocab):
+            seen[str(path)][0] += len(block[0])
+            seen[str(path)][1] += int(np.count_nonzero(block[0] == UNK_ID))
+            yield block
+
+    out = _write_index((b for path in texts for b in counted(path)), size, vocab, documents,
+                       memory, workers, Path(output))
+    for path, (n, unknown) in seen.items():
+        warn_unknown_share_of(n, unknown, path)
+    return out
 
 
 def _write_index(encoded, size: int | None, vocab: Vocabulary, documents: str, memory: int,

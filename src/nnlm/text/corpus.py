@@ -142,7 +142,13 @@ def warn_unknown_share(stream: Stream, path, what: str = "--vocab",
     ``<unk>``."""
     ids = np.asarray(stream.ids)
     n = int(np.count_nonzero(ids != EOS_ID))  # the text's own words, not the </s> added
-    unknown = int(np.count_nonzero(ids == UNK_ID)) if n else 0
+    warn_unknown_share_of(n, int(np.count_nonzero(ids == UNK_ID)) if n else 0, path, what,
+                          limit)
+
+
+def warn_unknown_share_of(n: int, unknown: int, path, what: str = "--vocab",
+                          limit: float = 0.5) -> None:
+    """:func:`warn_unknown_share` from counts: ``unknown`` of a text's ``n`` tokens."""
     if n and unknown > limit * n:
         known = "none" if unknown == n else f"only {1 - unknown / n:.1%}"
         warn(f"{path}: {known} of its {n:,} tokens are words of {what}, and every other "

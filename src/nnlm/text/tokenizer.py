@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..base.digest import sha256_hex
 from ..base.errors import NnlmError
 
 NEMO_TOKEN_OFFSET = 100  # NeMo's DEFAULT_TOKEN_OFFSET: token id i is written chr(i + 100)
@@ -62,6 +63,14 @@ class SubwordTokenizer:
         """The tokens of one line of text, spelled as the model's words."""
         spell = self._spell
         return [spell[i] for i in self.processor.EncodeAsIds(line)]
+
+    def identity(self) -> tuple[str, str]:
+        """(encoding, SHA-256 of the SentencePiece file): two tokenizers with the same
+        identity split every text into the same tokens, spelled the same."""
+        if not hasattr(self, "_identity"):
+            with open(self.path, "rb") as f:
+                self._identity = (self.encoding, sha256_hex(f.read()))
+        return self._identity
 
     def config(self) -> dict:
         """What a model directory records of it (the file is copied beside)."""

@@ -35,6 +35,25 @@ from ..store.levels import NgramLevel
 from .prune import renormalize
 
 
+def common_tokenizer(models: Sequence[BackoffNgram]):
+    """The one tokenizer every model reads text through (None: words split on spaces);
+    models that tokenize otherwise predict different units and are not merged."""
+    def described(m) -> tuple:
+        tok = getattr(m.vocab, "tokenizer", None)
+        return ("words",) if tok is None else tok.identity()
+
+    kinds = [described(m) for m in models]
+    for i, kind in enumerate(kinds[1:], start=2):
+        if kind != kinds[0]:
+            def name(k):
+                return "words split on spaces" if k == ("words",) else \
+                    f"a SentencePiece tokenizer ({k[0]} encoding, {k[1][:12]})"
+            raise NnlmError(f"merge: model 1 reads {name(kinds[0])}, model {i} "
+                            f"{name(kind)}: their units differ, and a merged model would "
+                            "mix them; merge models of one tokenization")
+    return getattr(models[0].vocab, "tokenizer", None)
+
+
 def union_vocabulary(models: Sequence[BackoffNgram]) -> tuple[Vocabulary, list[np.ndarray]]:
     """The union of the models' vocabularies (the first model's ids kept, new words after
     them in order of appearance) and, per model, each of its word ids' union id."""
@@ -97,7 +116,9 @@ def merge_backoff(models: Sequence[BackoffNgram], weights: Sequence[float]) -> B
         given = " ".join(f"{w:g}" for w in weights)
         raise NnlmError(f"merge: {len(models)} weights in [0, 1] summing to 1, one per model, "
                         f"not {given}")
+    tokenizer = common_tokenizer(models)
     vocab, maps = union_vocabulary(models)
+    vocab.tokenizer = tokenizer
     V = len(vocab)
     inverses = []
     for ids in maps:
