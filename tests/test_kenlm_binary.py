@@ -82,6 +82,41 @@ def test_a_probing_file_through_the_kenlm_drop_in():
         assert ours.score(line) == pytest.approx(arpa.score(line), abs=1e-4)
 
 
+@pytest.mark.parametrize("name", ["test_nounk.probing.bin", "test_nounk.trie.bin"])
+def test_a_closed_vocabulary_binary_opens_as_kenlm_opens_it(name, tmp_path, capsys):
+    """Built from an ARPA file without <unk> (KenLM's lm/test_nounk.arpa): KenLM adds
+    <unk> as word 0 and keeps the ARPA's unigram count in a probing file's header. Every
+    load path opens it and scores as the kenlm module does (the oracle, where installed;
+    the ARPA file it was built from otherwise)."""
+    import nnlm
+    import nnlm.kenlm
+    from nnlm.cli import main
+
+    path = FIXTURES / name
+    model = quiet_load(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arpa = nnlm.kenlm.Model(str(FIXTURES / "test_nounk.arpa"))
+    ours = nnlm.kenlm.Model(str(path))
+    for line in LINES:
+        assert ours.score(line) == pytest.approx(arpa.score(line), abs=1e-4)
+        assert nnlm.Model(model).score(line) == pytest.approx(arpa.score(line), abs=1e-4)
+    try:
+        import kenlm
+    except ImportError:
+        kenlm = None
+    if kenlm is not None:
+        theirs = kenlm.Model(str(path))
+        for line in LINES:
+            assert list(ours.full_scores(line)) == list(theirs.full_scores(line))
+            np.testing.assert_allclose(scores(model, [line]),
+                                       [s[0] for s in theirs.full_scores(line)], atol=1e-5)
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(LINES) + "\n")
+    assert main(["eval", str(path), str(text)]) == 0
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("argv", [["{tmp}/out.arpa"], ["{tmp}/m"]])
 def test_a_probing_file_cannot_be_converted_and_says_why(tmp_path, capsys, argv):
     from nnlm.cli import main

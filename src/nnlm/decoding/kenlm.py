@@ -311,7 +311,9 @@ def _open_kenlm_binary(text: str, serial: int):
                 return None
             words_at, uni_at, uni_size = layout.end, layout.unigrams, 16
         V, order = header["counts"][0], header["order"]
-        words = kh._words(text, data, words_at, V)
+        probing = header["model_type"] in (0, 1)
+        words = kh._words(text, data, words_at, V, probing)
+        V = len(words)  # a probing file of a closed vocabulary: <unk> added (kh._words)
         index = {w: i for i, w in enumerate(words)}
         if len(index) != V or words[0] != "<unk>" or "<s>" not in index or \
                 "</s>" not in index:

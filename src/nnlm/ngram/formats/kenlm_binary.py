@@ -303,7 +303,8 @@ def _read_probing(path: Path, data: bytes, header: dict, start: int):
     for k, (offset, _, n) in enumerate(layout["orders"], start=2):
         arrays.append(np.frombuffer(data, longest if k == order else middle, n, offset))
     pos = layout["words"]
-    words = _words(path, data, pos, V)
+    words = _words(path, data, pos, V, probing=True)
+    V = len(words)  # the header's count, or one more: <unk> added to a closed vocabulary
     if len(set(words)) != len(words):
         raise NnlmError(f"{path}: a word appears twice in its vocabulary")
     vocab = Vocabulary([*SPECIALS, *(w for w in words if w not in SPECIALS)])

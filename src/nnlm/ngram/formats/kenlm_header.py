@@ -64,13 +64,18 @@ def _check_words_kept(path: Path, header: dict) -> None:
                         "them: rebuild it from its ARPA file")
 
 
-def _words(path: Path, data: bytes, at: int, count: int) -> list[str]:
-    """The vocabulary's words stored after the search structure, in id order."""
+def _words(path: Path, data: bytes, at: int, count: int, probing: bool = False) -> list[str]:
+    """The vocabulary's words stored after the search structure, in id order. A probing
+    file built from an ARPA file without ``<unk>`` (a closed vocabulary) holds one word
+    more than its header's unigram count, which stays the ARPA's: KenLM adds ``<unk>``
+    as word 0 and sizes its unigram table ``count + 1`` for it (``probing``: allowed)."""
     blob = data[at:]
     if not blob.startswith(b"<unk>\0"):
         raise NnlmError(f"{path}: the words at the end of this KenLM binary file are missing "
                         "or misplaced (it may be truncated, or built without its vocabulary)")
     parts = blob.split(b"\0")
+    if probing and len(parts) > count + 1 and parts[count] and not any(parts[count + 1:]):
+        count += 1  # <unk> added to a closed vocabulary
     if len(parts) < count or any(parts[count:]):
         raise NnlmError(f"{path}: has {len(parts) - 1:,} words at its end, its header says "
                         f"{count:,}; the file is truncated or damaged")
