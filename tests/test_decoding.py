@@ -141,8 +141,11 @@ def test_every_decoder_api_refuses_the_same_bad_input_in_one_line(kn):
                 m.BaseScore(a, bad, b)
             with pytest.raises(TypeError):
                 m.BaseScore(bad, "w1", b)
-        with pytest.raises(ValueError, match="context only|may not"):
-            m.BaseScore(a, "<s>", b)
+        if name == "nnlm.Model":  # nnlm's face predicts no <s>
+            with pytest.raises(ValueError, match="context only|may not"):
+                m.BaseScore(a, "<s>", b)
+        else:  # kenlm's scores it as a word: its stored -99 (tests/test_kenlm_module.py)
+            assert m.BaseScore(a, "<s>", b) <= -99
         with pytest.raises(UnicodeEncodeError):  # a lone surrogate is no UTF-8
             m.score("w1 \ud800 w2")
         other = nnlm.Model(model) if name == "nnlm.Model" else type(m)(model)

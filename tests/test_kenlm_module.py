@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import nnlm
 import nnlm.kenlm as nk
 from conftest import toy_text
 from nnlm.cli import main
@@ -528,3 +529,33 @@ def test_a_library_users_warnings_are_one_line_each(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 3 and len(set(lines)) == 3, done.stderr
     assert all(line.startswith("nnlm: warning: ") for line in lines), done.stderr
+
+
+@pytest.mark.parametrize("source", ["arpa", "dir", "nnlm"])
+def test_s_as_a_word_scores_as_kenlm_scores_it(toy_arpa, query_path, source, tmp_path):
+    """kenlm scores "<s>" where a decoder asks for it (an alphabet that can spell it):
+    its stored log10 p of -99 plus the context's back-offs, length 1, and a state after
+    it; nnlm.kenlm does the same on every path (nnlm.Model keeps refusing it: nnlm's own
+    face predicts no <s>)."""
+    kenlm = pytest.importorskip("kenlm")
+    arpa, _ = toy_arpa
+    path = {"arpa": arpa, "dir": arpa.parent / "kn4", "nnlm": tmp_path / "kn4.nnlm"}[source]
+    if source == "nnlm":
+        assert main(["ngram", "convert", str(arpa.parent / "kn4"), str(path)]) == 0
+    ours, theirs = _quiet_model(path), kenlm.Model(str(arpa))
+    for sentence in ("the <s> cat", "<s>", "<s> <s> the", "the cat <s>"):
+        assert [(round(p, 3), n, o) for p, n, o in ours.full_scores(sentence)] == \
+            [(round(p, 3), n, o) for p, n, o in theirs.full_scores(sentence)], sentence
+        assert ours.score(sentence) == pytest.approx(theirs.score(sentence), abs=1e-3)
+        assert ours.score(sentence, bos=False) == pytest.approx(
+            theirs.score(sentence, bos=False), abs=1e-3)
+    for begin in ("BeginSentenceWrite", "NullContextWrite"):
+        s1, s2, o1, o2 = nk.State(), kenlm.State(), nk.State(), kenlm.State()
+        getattr(ours, begin)(s1)
+        getattr(theirs, begin)(s2)
+        assert ours.BaseScore(s1, "<s>", o1) == pytest.approx(theirs.BaseScore(s2, "<s>", o2),
+                                                              abs=1e-4)
+        assert ours.BaseScore(o1, "the", nk.State()) == pytest.approx(
+            theirs.BaseScore(o2, "the", kenlm.State()), abs=1e-4)
+    with pytest.raises(ValueError, match="<s>"):
+        nnlm.Model(arpa.parent / "kn4").score("the <s> cat")

@@ -988,13 +988,7 @@ static int32_t scored_word_id(const QueryObject *q, PyObject *word) {
                      "%s)", Py_TYPE(word)->tp_name);
         return -2;
     }
-    int32_t w = word_id(q, word);
-    if (w == q->bos) {
-        PyErr_SetString(PyExc_ValueError, "<s> is context only and is never scored; use "
-                        "BeginSentenceWrite");
-        return -2;
-    }
-    return w;
+    return word_id(q, word);  /* <s> too: kenlm scores it as a word (its stored -99) */
 }
 
 static PyObject *Query_BaseScore(QueryObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -1140,12 +1134,7 @@ static PyObject *run_sentence(QueryObject *self, const char *text, Py_ssize_t si
         if (i < size) {
             Py_ssize_t start = i;
             while (i < size && !is_space(text[i])) i++;
-            w = bytes_id(self, text + start, i - start);
-            if (w == self->bos) {
-                PyErr_SetString(PyExc_ValueError, "<s> is context only and is never scored; "
-                                "never include it in a sentence (bos=True conditions on it)");
-                goto fail;
-            }
+            w = bytes_id(self, text + start, i - start);  /* <s>: a word, as kenlm's */
             oov = w == self->unk;
         } else if (eos) {
             w = self->eos;

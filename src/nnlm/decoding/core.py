@@ -34,6 +34,9 @@ from ..text.stream import seen_lengths
 _serials = itertools.count(1)  # each core's own: a State remembers which one wrote it
 
 
+KENLM_BOS_LOG10 = -99.0  # the log10 p KenLM stores for <s>, which it scores as a word
+
+
 class DecoderTypeError(ArgumentTypeError):
     """A decoder call given a value of the wrong type (one line)."""
 
@@ -85,9 +88,10 @@ class DecoderCore:
         self.null_context = bool(getattr(lm, "null_context", False))
 
     # -- the checks ----------------------------------------------------------------------
-    def word_id(self, word, ids: bool = False) -> int:
+    def word_id(self, word, ids: bool = False, bos: bool = False) -> int:
         """The id of ``word`` (``<unk>``'s if unknown); with ``ids``, an int is taken as
-        an id, which must be one of the vocabulary's."""
+        an id, which must be one of the vocabulary's. ``<s>`` is refused unless ``bos``
+        (the kenlm module scores it as a word: :meth:`scores`' ``kenlm_bos``)."""
         if isinstance(word, str):
             wid = self.index.get(word, UNK_ID)
         elif ids and isinstance(word, (int, np.integer)) and not isinstance(word, bool):
@@ -99,17 +103,17 @@ class DecoderCore:
             want = "str or a word id" if ids else "str"
             raise DecoderTypeError(f"Argument 'word' has incorrect type (expected {want}, "
                                    f"got {type(word).__name__})")
-        if wid == BOS_ID:
+        if wid == BOS_ID and not bos:
             raise DecoderValueError(f"{BOS} is context only and is never scored; use "
                                     "BeginSentenceWrite")
         return wid
 
-    def sentence_ids(self, sentence, eos_inside: bool = True) -> list[int]:
-        """The ids of a sentence's words (:func:`sentence_words`). ``<s>`` is refused;
-        so is ``</s>`` unless ``eos_inside`` (kenlm scores it as a word)."""
+    def sentence_ids(self, sentence, eos_inside: bool = True, bos: bool = False) -> list[int]:
+        """The ids of a sentence's words (:func:`sentence_words`). ``<s>`` is refused
+        unless ``bos``, ``</s>`` unless ``eos_inside`` (kenlm scores both as words)."""
         words = sentence_words(sentence)
         ids = [self.index.get(w, UNK_ID) for w in words]
-        if BOS_ID in ids or (not eos_inside and EOS in words):
+        if (BOS_ID in ids and not bos) or (not eos_inside and EOS in words):
             special = BOS if BOS_ID in ids else EOS
             raise DecoderValueError(f"{special} may not appear in a sentence: bos=True "
                                     f"conditions on {BOS} and eos=True predicts {EOS}")
@@ -150,11 +154,12 @@ class DecoderCore:
         k = self.k
         return list(((pad,) * k + tuple(words))[len(words):]) if k else []
 
-    def scores(self, contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray,
-                                                                        np.ndarray]:
+    def scores(self, contexts: np.ndarray, targets: np.ndarray, kenlm_bos: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
         """float64 log10 p and the n-gram length of each (context row, target): the
         back-off model's longest stored match, or for any other model the words of the
-        line it saw, plus one."""
+        line it saw, plus one. ``kenlm_bos``: a target ``<s>`` scores as KenLM scores it,
+        its unigram's -99 plus the context's back-offs (a network's: -99)."""
         contexts = np.asarray(contexts, np.int64).reshape(len(targets), self.k)
         targets = np.asarray(targets, np.int64)
         self.check_contexts(contexts)
@@ -164,7 +169,14 @@ class DecoderCore:
         else:
             logp = lm.target_logprobs(contexts, targets)
             length = seen_lengths(contexts, self.order)
-        return np.asarray(logp, np.float64) * LOG10_E, np.asarray(length, np.int64)
+        log10 = np.asarray(logp, np.float64) * LOG10_E
+        length = np.asarray(length, np.int64)
+        if kenlm_bos and np.any(targets == BOS_ID):  # KenLM: <s>'s stored -99, backed off
+            rows = np.flatnonzero(targets == BOS_ID)
+            log10[rows] = KENLM_BOS_LOG10 + (lm.backoff_sums(contexts[rows]) * LOG10_E
+                                             if hasattr(lm, "backoff_sums") else 0.0)
+            length[rows] = 1
+        return log10, length
 
     def kept(self, histories: list[tuple[int, ...]], contexts: np.ndarray,
              targets: np.ndarray) -> list[tuple[int, ...]]:

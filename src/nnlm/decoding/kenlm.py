@@ -52,6 +52,8 @@ from ..base.compiled import extension
 from ..base.errors import NnlmError
 from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 
+KENLM_BOS_LOG10 = -99.0  # decoding.core's: what KenLM scores <s> as a word (numpy-free)
+
 # numpy loads with the first model that needs it: a back-off model's trie file, opened
 # by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
 LOG10_E = math.log10(math.e)  # nnlm.lm's
@@ -602,10 +604,10 @@ class Model:
         core = self._core
         core.own(in_state, State, name="in_state")
         core.own(out_state, State, name="out_state")
-        wid = core.word_id(word)
+        wid = core.word_id(word, bos=True)  # <s> too, as kenlm scores it
         words = in_state._words
         if not self._backoff:  # a network: its distribution after this state, cached
-            score = self._distribution(words)[wid]
+            score = self._distribution(words)[wid] if wid != BOS_ID else KENLM_BOS_LOG10
             after = (words + (wid,))[-self._k:] if self._k else ()
             out_state._words = after
             out_state._owner = self._serial
@@ -615,7 +617,7 @@ class Model:
             return FullScoreReturn(score, self._lm.order, wid == UNK_ID)
         contexts = self._contexts([words])
         targets = np.array([wid], np.int64)
-        logp, length = core.scores(contexts, targets)
+        logp, length = core.scores(contexts, targets, kenlm_bos=True)
         out_state._words = core.kept([words], contexts, targets)[0]
         out_state._owner = self._serial
         return FullScoreReturn(np.float32(logp[0]), length[0], wid == UNK_ID)
@@ -656,7 +658,7 @@ class Model:
         import numpy as np
 
         core = self._core
-        ids = core.sentence_ids(sentence)  # kenlm's split; <s> refused
+        ids = core.sentence_ids(sentence, bos=True)  # kenlm's split; <s> a word, as kenlm
         targets = ids + [EOS_ID] if eos else ids
         if not targets:
             return iter(())
@@ -665,7 +667,7 @@ class Model:
         history = [pad] * k + targets
         contexts = np.array([history[i:i + k] for i in range(len(targets))],
                             np.int64).reshape(len(targets), k)
-        logp, length = core.scores(contexts, np.array(targets, np.int64))
+        logp, length = core.scores(contexts, np.array(targets, np.int64), kenlm_bos=True)
         logp = logp.astype(np.float32)
         oov = [w == UNK_ID for w in ids] + ([False] if eos else [])
         return iter([(float(p), int(n), o) for p, n, o in zip(logp, length, oov)])

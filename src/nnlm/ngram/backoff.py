@@ -119,6 +119,22 @@ class BackoffNgram(LanguageModel):
     def target_logprobs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         return self.target_logprobs_and_orders(contexts, targets)[0]
 
+    def backoff_sums(self, contexts: np.ndarray) -> np.ndarray:
+        """The log back-off weights every stored suffix of each context adds to a word
+        stored after none of them (what KenLM adds to ``<s>``'s unigram score when a
+        decoder scores ``<s>`` as a word)."""
+        contexts = np.asarray(contexts, np.int64)
+        out = np.zeros(len(contexts))
+        if self.order == 1:
+            return out
+        last = contexts[:, -1]
+        rows = np.flatnonzero(last >= 0)
+        out[rows] += self.unigram_log_bow[last[rows]]
+        for j, (rows, ids) in enumerate(
+                self._extend(last, lambda j, rows: contexts[rows, -j], self.order - 1), start=2):
+            out[rows] += self.levels[j - 2].log_bow[ids]
+        return out
+
     def matched_orders(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Length of the longest stored n-gram ending in each target (KenLM's ngram_length)."""
         return self.target_logprobs_and_orders(contexts, targets)[1]
