@@ -16,13 +16,13 @@ from importlib import resources
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..base.errors import NnlmError, a
 from ..base.version import __version__
 from . import schemas as s
 from . import work
-from .indexes import ServedIndex, infini_gram_answer, nnlm_next
+from .indexes import ServedIndex, infini_gram_answer, infini_gram_request, nnlm_next
 from .registry import ServedModel
 from .work import RequestError
 
@@ -312,20 +312,7 @@ def add_index_routes(app: FastAPI, indexes: dict[str, ServedIndex], settings: Se
         the rules of nnlm's own index endpoints (:class:`~.schemas.InfiniGramRequest`);
         errors in infini-gram's shape, {"error": ...}, 400 (404: no such index)."""
         try:
-            try:
-                body = json.loads(await request.body())
-            except RecursionError:
-                raise RequestError(None, "the body is nested too deeply") from None
-            except (ValueError, UnicodeDecodeError):
-                raise RequestError(None, "the body: a JSON object") from None
-            if not isinstance(body, dict):
-                raise RequestError(None, "the body: a JSON object")
-            try:
-                req = s.InfiniGramRequest.model_validate(body)
-            except ValidationError as e:
-                first = e.errors()[0]
-                where = ".".join(map(str, first.get("loc", ()))) or "body"
-                raise RequestError(where, f"{where}: {first.get('msg', 'invalid')}") from None
+            req = infini_gram_request(await request.body())
             x = served(req.index if req.index is not None else req.corpus)
             return FastJSON(await run(infini_gram_answer, x.index, req))
         except RequestError as e:

@@ -10,9 +10,12 @@ opened again, checked whole, or answers 503 until it can be.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from ..base.errors import NnlmError
 from ..index import Index
@@ -91,6 +94,26 @@ def _ntd(index: Index, prompt: list, support: int) -> dict:
     return {"prompt_cnt": nxt.count, "approx": False, "result_by_token_id": {
         str(t): {"token": w, "cont_cnt": c, "prob": c / max(nxt.count, 1)}
         for (t, c), w in zip(top, words)}}
+
+
+def infini_gram_request(raw: bytes) -> InfiniGramRequest:
+    """A body of infini-gram's API, checked (:class:`~.schemas.InfiniGramRequest`): a
+    RequestError naming the first field that is wrong, never an exception of the parser
+    (100,000 nested brackets are a RecursionError there)."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise RequestError(None, "the body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError(None, "the body: a JSON object") from None
+    if not isinstance(body, dict):
+        raise RequestError(None, "the body: a JSON object")
+    try:
+        return InfiniGramRequest.model_validate(body)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first.get("loc", ()))) or "body"
+        raise RequestError(where, f"{where}: {first.get('msg', 'invalid')}") from None
 
 
 def infini_gram_answer(index: Index, req: InfiniGramRequest) -> dict:
