@@ -41,27 +41,7 @@ if which in ("nnlm", "shim0"):
 
 from pyctcdecode import build_ctcdecoder  # noqa: E402 - after the kenlm module is chosen
 
-LABELS = ["", " ", "'"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
-INDEX = {c: i for i, c in enumerate(LABELS)}
-
-
-def logits_for(line: str, rng) -> np.ndarray:
-    frames = []
-    previous = None
-    for ch in line:
-        if ch not in INDEX:
-            continue
-        if ch == previous:
-            frames.append(0)  # a blank between repeated characters
-        frames += [INDEX[ch]] * int(rng.integers(2, 4))
-        previous = ch
-    probs = rng.uniform(0, 0.3, size=(len(frames), len(LABELS)))
-    for t, k in enumerate(frames):
-        probs[t, k] += rng.uniform(0.6, 1.5)
-        probs[t, int(rng.integers(len(LABELS)))] += rng.uniform(0, 0.6)  # confusions
-    probs /= probs.sum(axis=1, keepdims=True)
-    return np.log(probs).astype(np.float32)
-
+from ctc_logits import LABELS, logits_for  # noqa: E402 - beside this script
 
 lines = [x.strip().lower() for x in open(text, encoding="utf-8") if x.strip()][:n]
 rng = np.random.default_rng(0)

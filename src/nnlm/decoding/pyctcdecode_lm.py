@@ -66,6 +66,17 @@ from .whole_line import WholeLine, reads_whole_line
 MODEL_NAME = "nnlm_model"  # the model's copy in a saved decoder's language-model folder
 
 
+def unigrams_of(model) -> list[str]:
+    """The words of a model (a path or a loaded model), specials left out: pyctcdecode's
+    ``unigrams=``, which ``build_ctcdecoder`` cannot read from a binary file itself
+    (without them it decodes with no word list, far worse: see docs/guide/decoders.md).
+
+    Good: ``build_ctcdecoder(labels, "runs/kn5.bin", unigrams=unigrams_of("runs/kn5.bin"))``.
+    """
+    lm = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+    return [w for w in lm.vocab.words if w not in (BOS, EOS, UNK)]
+
+
 def _weights(alpha, beta, unk_score_offset) -> tuple[float, float, float]:
     """The three numbers of pyctcdecode's score, finite (a NaN made every score NaN)."""
     return (number(alpha, "alpha"), number(beta, "beta"),
@@ -83,7 +94,7 @@ class PyctcdecodeLM(LanguageModel):
         self.source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         lm = load_model(model) if self.source is not None else model
         if unigrams is None:
-            unigrams = [w for w in lm.vocab.words if w not in (BOS, EOS, UNK)]
+            unigrams = unigrams_of(lm)
         whole = reads_whole_line(lm)
         scorer = WholeLine(lm) if whole else kenlm.Model(lm)
         self._new_state = WholeLine.State if whole else kenlm.State
