@@ -105,6 +105,14 @@ def toy_world(w):
     return w
 
 
+def directory_bytes(path) -> dict:
+    """Every file of a model directory, name -> bytes: two saves of one model compare
+    equal this way."""
+    from pathlib import Path
+
+    return {p.name: p.read_bytes() for p in sorted(Path(path).iterdir()) if p.is_file()}
+
+
 def trie_file_parts(path) -> tuple[dict, bytes]:
     """A trie file's header (its binding, which names one saved model, left out) and the
     bytes of its sections: two files of the same model compare equal this way."""

@@ -104,3 +104,29 @@ def test_mix_cli_saves_a_model_that_eval_and_score_use(tmp_path, capsys):
                     mixture.vocab)).perplexity > 1
     code = main(["mix", "--valid", v, str(tmp_path / "moved/kn"), "-o", str(tmp_path / "x")])
     assert code == 2
+
+
+def test_the_same_estimate_is_the_same_directory_and_its_mixture_keeps_loading(tmp_path):
+    """An n-gram model's id comes from its content: training it again (the README's KenLM
+    section rewrites runs/kn5 with --arpa) writes the same bytes, so a mixture built on
+    it keeps loading; an estimate that differs gets another id, and the mixture refuses
+    it."""
+    from conftest import directory_bytes
+
+    write(tmp_path / "train.txt", "\n".join(" ".join(x) for x in corpus(0)) + "\n")
+    write(tmp_path / "other.txt", "\n".join(" ".join(x) for x in corpus(2)) + "\n")
+    write(tmp_path / "valid.txt", "\n".join(" ".join(x) for x in corpus(1, 80)) + "\n")
+    t, v = str(tmp_path / "train.txt"), str(tmp_path / "valid.txt")
+    kn = ["ngram", "train", t, "--order", "3", "--discount-fallback", "-o"]
+    assert main([*kn, str(tmp_path / "kn")]) == 0
+    assert main(["ngram", "train", t, "--method", "addk", "--order", "2", "-o",
+                 str(tmp_path / "addk")]) == 0
+    assert main(["mix", "--valid", v, str(tmp_path / "kn"), str(tmp_path / "addk"),
+                 "-o", str(tmp_path / "mix")]) == 0
+    before = directory_bytes(tmp_path / "kn")
+    assert main([*kn, str(tmp_path / "kn"), "--arpa", str(tmp_path / "kn.arpa")]) == 0
+    assert directory_bytes(tmp_path / "kn") == before
+    assert main(["eval", str(tmp_path / "mix"), v]) == 0
+    assert main(["ngram", "train", str(tmp_path / "other.txt"), "--order", "3",
+                 "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0
+    assert main(["eval", str(tmp_path / "mix"), v]) == 2  # another estimate: refused

@@ -54,6 +54,25 @@ def array_binding(kind: str, vocab_fingerprint: str, config: dict, model_id: str
     return sha256_hex(text.encode("utf-8"))[:16]
 
 
+class ContentBinding:
+    """The binding of a model whose one array file is a trie, made from what the file
+    holds: its ``model_id`` is a hash of the kind, the vocabulary, the config and every
+    section's CRC-32 (which the writer computes anyway), so that the same estimate saved
+    twice, or written by a cluster's workers instead of one process, is the same
+    directory byte for byte, and what was built on it (a mixture) keeps loading. Called
+    by the trie writer once its sections are written, before its header."""
+
+    def __init__(self, kind: str, vocab_fingerprint: str, config: dict):
+        self.kind, self.vocab_fingerprint, self.config = kind, vocab_fingerprint, config
+        self.model_id: str | None = None
+
+    def __call__(self, checksums: dict[str, int]) -> str:
+        text = json.dumps([self.kind, self.vocab_fingerprint, self.config,
+                           sorted(checksums.items())], sort_keys=True)
+        self.model_id = sha256_hex(text.encode("utf-8"))[:16]
+        return array_binding(self.kind, self.vocab_fingerprint, self.config, self.model_id)
+
+
 def header_binding(header: dict) -> str | None:
     """The binding a model directory's array files must carry (None: a format-1 model,
     saved before bindings existed, loads unchecked)."""

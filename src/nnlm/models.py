@@ -27,6 +27,7 @@ from .base import magic
 from .base.errors import NnlmError, warn
 from .lm import LanguageModel
 from .model_files import (
+    ContentBinding,
     array_binding,
     check_model_output,
     load_vocab_for,
@@ -77,12 +78,16 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     tokenizer = getattr(model.vocab, "tokenizer", None)
     if tokenizer is not None:  # a subword model reads text through its own copy
         config = {**config, "tokenizer": tokenizer.config()}
+    by_content = getattr(model, "bound_by_content", False)  # one trie: its id from it
+    binding = ContentBinding(model.kind, model.vocab.fingerprint, config) if by_content \
+        else array_binding(model.kind, model.vocab.fingerprint, config, model_id)
     with atomic_path(path) as tmp:
         tmp.mkdir()
         if tokenizer is not None:
             shutil.copyfile(tokenizer.path, tmp / tokenizer.config()["file"])
-        model.save_files(tmp, array_binding(model.kind, model.vocab.fingerprint, config,
-                                            model_id), save_model)
+        model.save_files(tmp, binding, save_model)
+        if by_content:
+            model_id = binding.model_id
         model.vocab.save(tmp / "vocab.txt")
         write_header(tmp, model.kind, model.vocab, config, model_id)
     return path

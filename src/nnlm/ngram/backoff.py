@@ -342,6 +342,7 @@ class BackoffNgram(LanguageModel):
     store_quantize: tuple[int, int] | None = None
     store_compress: bool = False
     value_inputs: dict | None = None
+    bound_by_content = True  # one trie file: save_model derives its id from it
 
     def save_files(self, directory: Path, binding: str, save) -> None:
         """The model as ``ngrams.trie`` (mapped when loaded: float32, quantized, or its

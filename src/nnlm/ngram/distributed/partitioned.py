@@ -173,7 +173,9 @@ class StreamedKneserNey:
     def num_ngrams(self) -> list[int]:
         return list(self.source.counts)
 
-    def save_files(self, directory: Path, binding: str, save) -> None:
+    bound_by_content = True  # the one-process model's file and id, byte for byte
+
+    def save_files(self, directory: Path, binding, save) -> None:
         write_trie(self.source, Path(directory) / FILE_NAME, binding)
 
 

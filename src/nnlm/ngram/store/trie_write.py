@@ -174,13 +174,15 @@ def _mapped_coded(model) -> bool:
     return bool(levels) and getattr(levels[0], "coding", None) is not None
 
 
-def write_trie(model, path: str | os.PathLike, binding: str,
+def write_trie(model, path: str | os.PathLike, binding,
                quantize: tuple[int, int] | None = None, standalone: bool = False,
                compress: bool = False) -> int:
     """Write the back-off ``model`` (or a source of its sections in pieces: see
     :class:`WholeModel`) as a trie file at ``path`` (inside a directory that
     :func:`nnlm.text.fileio.atomic_path` stages). Returns the file's size in bytes.
-    ``standalone``: a model in one file, its vocabulary and settings inside (what
+    ``binding``: the model directory's (a str), or a function of the sections' CRC-32s
+    that gives it (:class:`nnlm.model_files.ContentBinding`). ``standalone``: a model in
+    one file, its vocabulary and settings inside (what
     pyctcdecode and other KenLM clients want: they copy one file with the decoder).
 
     Streams: each section goes to the file as soon as it is made, and a section made in
@@ -214,6 +216,8 @@ def write_trie(model, path: str | os.PathLike, binding: str,
             table[name], sums[name] = _write_section(f, a, offset)
             offset += -(-table[name][1] // ALIGN) * ALIGN
         f.truncate(start + offset)
+        if callable(binding):  # made from the sections (model_files.ContentBinding)
+            binding = binding(sums)
         header = {"order": n, "vocab_size": len(source.vocab), "counts": source.counts,
                   "binding": binding, **meta, "quantize": list(quantize) if quantize else None,
                   "unk_extends": source.unk_extends, "sections": table, "checksums": sums}
