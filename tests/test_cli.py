@@ -317,3 +317,38 @@ def test_shell_completion_completes_commands_options_and_choices(tmp_path, capsy
     assert done.stdout.splitlines() == list(cases.values()), done.stdout
     assert main(["completion", "zsh"]) == 0
     assert "bashcompinit" in capsys.readouterr().out
+
+
+# -- papercuts a new user met ---------------------------------------------------------------
+@pytest.mark.parametrize("argv, meant", [
+    (["eval", "m", "t.txt", "--bf1"], "--bf16"), (["ngram", "train", "t.txt", "--ord", "3",
+                                                   "-o", "m"], "--order"),
+    (["train", "t.txt", "--valid", "v.txt", "-o", "m", "--epoch", "2"], "--epochs")])
+def test_an_option_is_never_taken_by_a_prefix_of_its_name(argv, meant, capsys):
+    """argparse took --bf1 as --bf16 (and an n-gram model's signature then said bf16):
+    a prefix is an unrecognized argument, and the option meant is suggested."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unrecognized arguments" in err[0] and meant in err[0]
+
+
+def test_a_failed_prepare_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("NNLM_NO_DOWNLOAD", "1")
+    assert main(["prepare", "brown", str(tmp_path / "data" / "brown")]) == 2
+    assert not (tmp_path / "data").exists()
+    assert main(["prepare", "toy", str(tmp_path / "data" / "toy")]) == 0
+    assert sorted(p.name for p in (tmp_path / "data" / "toy").iterdir()) == [
+        "test.txt", "train.txt", "valid.txt"]
+    capsys.readouterr()
+
+
+def test_models_say_what_they_are(tmp_path):
+    import nnlm
+
+    kn = nnlm.train(["a b c", "b a c"] * 5, order=3, discount_fallback=True,
+                    output=tmp_path / "kn")
+    assert repr(kn) == "<KneserNey kn: order 3, |V| = 6, n-grams 6 / 7 / 6>"
+    assert repr(nnlm.load_model(tmp_path / "kn")).endswith(f"from {tmp_path / 'kn'}>")
+    net = nnlm.train(["a b c", "b a c"] * 5, ["a b"], preset="tiny", max_steps=1, threads=1)
+    assert "parameters" in repr(net) and repr(net).startswith("<")

@@ -14,9 +14,9 @@ from nnlm.base.interrupts import StopOnInterrupt, Terminated
 from nnlm.text.toyworld import toy_world
 
 
-def _terminate_when(proc: subprocess.Popen, ready) -> None:
+def _terminate_when(proc: subprocess.Popen, ready) -> str:
     """Send SIGTERM once ``ready()`` (polled) says the command is mid-work: it must exit
-    143 with one line, no traceback."""
+    143 with one line, no traceback. Returns its standard error."""
     try:
         deadline = time.monotonic() + 120
         while not ready() and proc.poll() is None and time.monotonic() < deadline:
@@ -28,6 +28,7 @@ def _terminate_when(proc: subprocess.Popen, ready) -> None:
         proc.kill()
     assert proc.returncode == 143, err
     assert "nnlm: terminated" in err and "Traceback" not in err
+    return err
 
 
 def _deliver(signum) -> None:
@@ -74,7 +75,9 @@ def test_sigterm_stops_a_background_training_run_with_its_checkpoint(tmp_path):
         [*args, "--epochs", "500", "--patience", "500"], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    _terminate_when(proc, lambda: "epoch 1:" in proc.stdout.readline())
+    err = _terminate_when(proc, lambda: "epoch 1:" in proc.stdout.readline())
+    said = [x for x in err.splitlines() if x.startswith("nnlm: terminated")]
+    assert len(said) == 1 and f"kept in {out}" in said[0] and "--resume" in said[0], err
     resumed = subprocess.run([*args, "--epochs", "500", "--patience", "500", "--resume",
                               "--max-steps", "1"], env=env, capture_output=True, text=True,
                              timeout=120)

@@ -24,6 +24,7 @@ Bad: averaging ``exp(-mean)`` over sentences: short sentences would weigh as muc
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -52,6 +53,31 @@ class LanguageModel(ABC):
 
     vocab: Vocabulary
     order: int
+
+    def __repr__(self) -> str:
+        """What the model is, at a glance: its kind, n, |V|, its n-grams or parameters
+        where it knows them, and the file it came from.
+
+        >>> import nnlm
+        >>> nnlm.train(["a b", "b a"] * 5, method="kn", order=2, discount_fallback=True)
+        <KneserNey kn: order 2, |V| = 5, n-grams 5 / 6>
+        """
+        parts = [f"order {self.order}", f"|V| = {len(self.vocab):,}"]
+        counts = getattr(self, "num_ngrams", None)
+        if callable(counts):
+            try:
+                parts.append("n-grams " + " / ".join(f"{c:,}" for c in counts()))
+            except (AttributeError, TypeError, ValueError, NotImplementedError):
+                pass
+        net = getattr(self, "model", None)
+        params = getattr(getattr(net, "config", None), "num_parameters", None)
+        if callable(params):
+            parts.append(f"{params():,} parameters")
+        source = getattr(self, "loaded_from", None)
+        if isinstance(source, (str, os.PathLike)):
+            parts.append(f"from {os.fspath(source)}")
+        kind = getattr(self, "kind", "model")
+        return f"<{type(self).__name__} {kind}: {', '.join(parts)}>"
 
     @abstractmethod
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:

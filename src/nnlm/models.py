@@ -141,7 +141,9 @@ def load_model(path: str | os.PathLike, strict: bool = False,
     config.json (None for an ARPA file), which mixtures record for their components.
     """
     with verifying() if verify else contextlib.nullcontext():
-        return _load(Path(path), strict)
+        model = _load(Path(path), strict)
+    model.loaded_from = Path(path)  # for its repr
+    return model
 
 
 def _load(path: Path, strict: bool) -> LanguageModel:

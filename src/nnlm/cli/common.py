@@ -42,9 +42,11 @@ class Parser(argparse.ArgumentParser):
     A negative number in scientific notation (``--threshold -1e-7``) or with a unit
     (``--memory -5M``, ``-10%``) is a value, not an option: argparse's own pattern knows
     only ``-1`` and ``-0.5``, so such a value got "expected one argument" instead of the
-    option's range error."""
+    option's range error. An option is never taken by a prefix of its name (argparse's
+    default took ``--bf1`` as ``--bf16``)."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # --bf1 is no --bf16: a typo is an error
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(
             r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?([A-Za-z]{1,3}|%)?$")

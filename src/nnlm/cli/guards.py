@@ -20,7 +20,17 @@ def output_lock(path: str | os.PathLike) -> Iterator[None]:
     second nnlm process writing the same output stops with a clear error instead of
     silently replacing the first one's result."""
     path = Path(path)
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     make_parent(path)
+    try:
+        yield from _locked(path)
+    finally:  # folders made for an output that was never written go again (a failed
+        for folder in made:  # prepare brown left an empty one); deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty one
+
+
+def _locked(path: Path) -> Iterator[None]:
     lock = path.parent / f".{path.name}{TEMP_TAG}lock"
     while True:
         try:

@@ -121,6 +121,27 @@ def _bare_group(parser: argparse.ArgumentParser, argv: list[str]):
                          for a in parser._actions) else None
 
 
+def _note(interrupt: KeyboardInterrupt, command) -> str:
+    note = str(interrupt)
+    return f"; {as_flags(note, command)}" if note else ""
+
+
+def unknown_arguments(command: argparse.ArgumentParser, extra: list[str]) -> None:
+    """argparse's "unrecognized arguments" from the command that was given them, with
+    the option a mistyped one was likely meant to be (``--bf1``: ``--bf16``)."""
+    import difflib
+
+    options = [s for a in command._actions for s in a.option_strings if s.startswith("--")]
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    for word in extra:
+        close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6) \
+            if word.startswith("--") else []
+        if close:
+            message += f"; did you mean {close[0]}?"
+            break
+    command.error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     bare = _bare_group(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
@@ -128,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         bare.print_help()
         return 0
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser, with the option meant if one is close
+            unknown_arguments(getattr(args, "command_parser", parser), extra)
     except SystemExit as e:  # --help, --version, or a bad option (one line, exit 2)
         return e.code if isinstance(e.code, int) else 2
     if getattr(args, "log_every", None) is not None:  # worker processes inherit it
@@ -159,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"nnlm: error: {error}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("nnlm: terminated", file=sys.stderr)
+    except Terminated as e:  # a note: what a long run kept, and how to go on
+        print(f"nnlm: terminated{_note(e, command)}", file=sys.stderr)
         return 143
-    except KeyboardInterrupt:
-        print("nnlm: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"nnlm: interrupted{_note(e, command)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

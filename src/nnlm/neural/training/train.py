@@ -250,9 +250,21 @@ class Trainer:
         Ctrl-C stops it after the current update, always (see :mod:`nnlm.base.interrupts`);
         the last checkpoint is kept."""
         self.ensure_ready(train)
-        with StopOnInterrupt() as self.interrupt, self.scheme.running(self, train):
-            result = self._fit(train, valid, max_steps, checkpoint_every)
+        try:
+            with StopOnInterrupt() as self.interrupt, self.scheme.running(self, train):
+                result = self._fit(train, valid, max_steps, checkpoint_every)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: say what was kept (main prints)
+            raise type(e)(self._kept_note()) from None
         return self.scheme.finish(result, self.log)
+
+    def _kept_note(self) -> str:
+        """What an interrupted run leaves, as the interrupt's message."""
+        saved = self.checkpoint.saved_step() if self.is_main else None
+        if saved is None:
+            return (f"stopped at update {self.state.step}, before any checkpoint; nothing to "
+                    "resume from")
+        return (f"stopped at update {self.state.step}; its checkpoint of update {saved} is "
+                f"kept in {self.outdir}: continue with the same command and resume=True")
 
     def _fit(self, train: Stream, valid: Stream, max_steps: int | None,
              checkpoint_every: int) -> dict:
