@@ -63,6 +63,19 @@ def test_generate_checks_its_sizes(kn3, monkeypatch):
     assert len(generate(kn3, n=np.int64(2), seed=np.int64(1))) == 2
 
 
+def test_a_dynamic_evaluation_segment_past_memory_is_refused(world, monkeypatch):
+    from nnlm.neural.adaptation.dynamic import DynamicSettings, dynamic_logprobs
+    from nnlm.text.stream import Stream
+
+    lm = load_model(world / "nplm")
+    stream = Stream.from_lines([["the", "cat"]] * 5, lm.vocab)
+    monkeypatch.setattr(sysmem, "available_memory", lambda: 1 << 30)
+    with pytest.raises(NnlmError, match="segment=1000000000"):
+        dynamic_logprobs(lm, stream, DynamicSettings(lr=0.1, decay=0.0, segment=10**9))
+    scores, _ = dynamic_logprobs(lm, stream, DynamicSettings(lr=0.1, decay=0.0, segment=4))
+    assert np.isfinite(scores).all()
+
+
 # -- numbers and types ---------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, match", [
     (dict(lm_weight=math.nan), "lm_weight=nan"), (dict(lm_weight=math.inf), "lm_weight=inf"),

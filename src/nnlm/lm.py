@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .base.checks import integer
 from .base.errors import NnlmError
 from .base.progress import progress_bar
 from .generate import generate
@@ -102,6 +103,7 @@ class LanguageModel(ABC):
     def logprobs(self, stream: Stream, batch_size: int = 1 << 16) -> np.ndarray:
         """float64, one natural-log probability per predicted token of ``stream``
         (with progress, on a terminal or in the log, when it takes a while)."""
+        batch_size = integer(batch_size, "batch_size", 1)
         out = np.empty(len(stream), dtype=np.float64)
         lo = 0
         batches = stream.batches(self.order, batch_size)

@@ -33,6 +33,7 @@ import torch
 
 from ...base.errors import warn
 from ...base.progress import progress_bar
+from ...base.sysmem import check_allocation
 from ...text.stream import Stream
 from .hidden import line_slots, lines_hidden, target_logprobs
 
@@ -61,6 +62,17 @@ class DynamicSettings:
 
     def to_dict(self) -> dict:
         return {"lr": self.lr, "decay": self.decay, "segment": self.segment, "rule": self.rule}
+
+
+SEGMENT_BYTES_PER_WORD = 16  # a segment's slots: logits, their softmax and gradient (float32)
+
+
+def check_segment(lm, segment: int) -> None:
+    """A segment of ``segment`` tokens is one forward and backward pass: its |V|-wide
+    outputs must fit in memory (a segment of 10^9 tokens is refused, not allocated)."""
+    check_allocation(segment * len(lm.vocab) * SEGMENT_BYTES_PER_WORD,
+                     f"dynamic evaluation with segment={segment} over {len(lm.vocab):,} "
+                     "words", "give a smaller segment (tokens a step)")
 
 
 def segments(stream: Stream, tokens: int) -> list[np.ndarray]:
@@ -95,6 +107,7 @@ def gradient_rms(lm, stream: Stream, segment: int,
     """MS: per parameter of ``lm``'s network (in ``parameters()`` order), the root mean
     square over ``stream``'s segments of the gradient of a segment's mean NLL, with the
     trained weights."""
+    check_segment(lm, segment)
     view, params = _learner(lm)
     sums = [torch.zeros_like(p) for p in params]
     parts = segments(stream, segment)
@@ -169,6 +182,7 @@ def dynamic_logprobs(lm, stream: Stream, settings: DynamicSettings, keep_hidden:
     """(log p of every slot, float64; z of every slot as it was scored, or None): the
     text scored in order with a copy of ``lm``'s network that takes a step after each
     segment (see the module docstring)."""
+    check_segment(lm, settings.segment)
     view, params = _learner(lm)
     rule = _Rule(settings, params)
     before = [p.detach().clone() for p in params]  # the weights before the last step
