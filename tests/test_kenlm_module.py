@@ -607,3 +607,33 @@ def test_the_pyctcdecode_recipes_decode_as_kenlm_does(toy_arpa, tmp_path, page):
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1]) == theirs
+
+
+@pytest.mark.slow
+def test_pyctcdecodes_class_refuses_weights_that_are_not_numbers(toy_arpa):
+    """alpha, beta and unk_score_offset NaN or infinite (at construction or through
+    pyctcdecode's reset_params) are one line naming them: a NaN made every score NaN."""
+    if not PYCTC.exists():
+        pytest.skip("no pyctcdecode environment: run `make pyctcdecode-env`")
+    arpa, _ = toy_arpa
+    script = (
+        "import math, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "from nnlm.decoding.pyctcdecode_lm import PyctcdecodeLM\n"
+        "from nnlm.base.errors import NnlmError\n"
+        f"lm = PyctcdecodeLM({str(arpa)!r})\n"
+        "bad = 0\n"
+        "for name in ('alpha', 'beta', 'unk_score_offset'):\n"
+        "    for value in (math.nan, math.inf, 'x'):\n"
+        "        for make in (lambda: PyctcdecodeLM(lm._kenlm_model._lm, **{name: value}),\n"
+        "                     lambda: lm.reset_params(**{name: value})):\n"
+        "            try:\n"
+        "                make()\n"
+        "            except NnlmError as e:\n"
+        "                bad += name in str(e) and '\\n' not in str(e)\n"
+        "lm.reset_params(alpha=0.7)\n"
+        "print(bad, lm.alpha)\n")
+    done = subprocess.run([str(PYCTC), "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["18", "0.7"]
