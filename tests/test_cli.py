@@ -252,8 +252,8 @@ def test_every_command_that_runs_a_network_takes_the_same_speed_flags(tmp_path, 
 def test_eval_signs_what_made_its_number(tmp_path, capsys, monkeypatch):
     """eval's JSON (and its text) carries a signature in sacrebleu's manner: nnlm's version,
     the model's identity, the vocabulary's and the scored tokens' fingerprints, how it
-    scored. The same tokens read from stdin sign the same; another save of the model, or
-    another text, signs differently."""
+    scored. The same tokens read from stdin sign the same, and so does the same estimate
+    saved again; another estimate, or another text, signs differently."""
     import io
     import json
 
@@ -279,9 +279,13 @@ def test_eval_signs_what_made_its_number(tmp_path, capsys, monkeypatch):
     assert other_text["text_fingerprint"] != first["text_fingerprint"]
     assert main(["ngram", "train", str(tmp_path / "toy/train.txt"), "--order", "2",
                  "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0  # saved again
+    same = signed(tmp_path / "kn", valid)  # the same estimate: the same identity
+    assert same["signature"] == first["signature"]
+    assert main(["ngram", "train", str(tmp_path / "toy/test.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(tmp_path / "kn")]) == 0  # another one
     again = signed(tmp_path / "kn", valid)
     assert again["model_identity"] != first["model_identity"]
-    assert again["perplexity"] == first["perplexity"]
+    assert again["perplexity"] != first["perplexity"]
     capsys.readouterr()
     assert main(["eval", str(tmp_path / "kn"), str(valid)]) == 0
     assert f"signature:   {again['signature']}" in capsys.readouterr().out

@@ -150,6 +150,10 @@ def test_a_swap_between_config_and_arrays_is_read_again_whole(world, tmp_path, m
         copy(world / part, tmp_path / part)
     original = models.load_model(world / name)
     model = models.save_model(original, tmp_path / name)  # a model, not a training run
+    # a model whose id comes from its content saves the same directory again: the swap
+    # that makes a stale header then is another estimate, in turns with the original
+    other = models.load_model(world / "kn3") if original.bound_by_content else original
+    versions = [other, original]
     real_load_dir = models._load_dir
     swaps = {"left": 3}
     saved_ids = []
@@ -157,7 +161,7 @@ def test_a_swap_between_config_and_arrays_is_read_again_whole(world, tmp_path, m
     def swap_then_load(path, header):
         if swaps["left"] > 0 and Path(path) == model:
             swaps["left"] -= 1
-            models.save_model(original, model)  # a new model_id: the old header is stale
+            models.save_model(versions[swaps["left"] % 2], model)  # the old header: stale
             saved_ids.append(json.loads((model / "config.json").read_text())["model_id"])
             assert saved_ids[-1] != header["model_id"]
         return real_load_dir(path, header)
@@ -166,7 +170,7 @@ def test_a_swap_between_config_and_arrays_is_read_again_whole(world, tmp_path, m
     loaded = models.load_model(model)
     assert swaps["left"] == 0 and loaded.source_id == saved_ids[-1]
     sentence = " ".join(original.vocab.words[4:9])
-    assert loaded.sentence_logprob(sentence) == original.sentence_logprob(sentence)
+    assert loaded.sentence_logprob(sentence) == versions[0].sentence_logprob(sentence)
 
     swaps["left"] = 10**6  # replaced at every try
     monkeypatch.setattr(models, "LOAD_TRIES", 4)

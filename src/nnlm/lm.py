@@ -54,6 +54,9 @@ class LanguageModel(ABC):
 
     vocab: Vocabulary
     order: int
+    # whether save_model derives the model's id from its one trie file's content (the
+    # back-off models: nnlm.model_files.ContentBinding), or draws a new one a save
+    bound_by_content = False
 
     def __repr__(self) -> str:
         """What the model is, at a glance: its kind, n, |V|, its n-grams or parameters
