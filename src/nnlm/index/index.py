@@ -355,31 +355,40 @@ class Index:
         ranges = self._ranges(batch)
         out = []
         for i in range(len(batch)):
-            found: dict[int, Document] = {}
+            found: list[Document] = []
+            seen: set[int] = set()
             for s, (lo, hi) in enumerate(ranges):
                 at, end = int(lo[i]), int(hi[i])
                 step = limit
                 while at < end and len(found) < limit:  # a document may hold many matches
                     take = min(end - at, step)
-                    for d in self._documents(s, at, take):
-                        if len(found) < limit:
-                            found.setdefault(d.doc, d)
+                    found += self._documents(s, at, take, seen, limit - len(found))
                     at, step = at + take, min(step * 4, 1 << 20)
-            out.append(list(found.values()))
+            out.append(found)
         return out
 
-    def _documents(self, s: int, lo: int, take: int) -> list[Document]:
+    def _documents(self, s: int, lo: int, take: int, seen: set[int], most: int
+                   ) -> list[Document]:
+        """The documents of shard ``s``'s table entries lo .. lo+take-1 not in ``seen``
+        (each once, at its first match there; at most ``most``), added to ``seen``."""
         shard = self.shards[s]
         at = table_entries(shard.table, shard.ptr, lo, lo + take)
         docs = np.searchsorted(shard.docs.astype(np.int64), at, side="right") - 1
+        docs, first = np.unique(docs, return_index=True)
+        order = np.argsort(first)  # in the table's order
         tokens = np.frombuffer(shard.text, f"<u{self.width}")
         ends = np.r_[shard.docs.astype(np.int64), len(shard.text)] // self.width
         out = []
-        for a, d in zip(at.tolist(), docs.tolist()):
+        for d, a in zip(docs[order].tolist(), at[first[order]].tolist()):
+            number = int(self._first_doc[s] + d)
+            if number in seen:
+                continue
+            if len(out) == most:
+                break
+            seen.add(number)
             ids = tokens[ends[d] + 1:ends[d + 1]].tolist()
             words = None
             if self.vocab is not None:
                 words = [w for w in self.words(ids) if w not in (BOS, EOS)]
-            out.append(Document(int(self._first_doc[s] + d),
-                                int(a // self.width - ends[d] - 1), ids, words))
+            out.append(Document(number, int(a // self.width - ends[d] - 1), ids, words))
         return out
