@@ -350,7 +350,6 @@ def test_quantized_model_is_smaller_and_close(tmp_path, kn4, lookups):
 def test_a_model_saved_before_the_trie_still_loads(tmp_path, kn4, monkeypatch):
     model, test = kn4
     monkeypatch.setattr(BackoffNgram, "save_files", LanguageModel.save_files)
-    monkeypatch.setattr(BackoffNgram, "bound_by_content", False)  # arrays.npz: bound by id
     save_model(model, tmp_path / "old")
     assert (tmp_path / "old" / "arrays.npz").exists()
     monkeypatch.undo()

@@ -89,10 +89,16 @@ def check_binding(path: Path, found: str | None, expected: str | None) -> None:
                         "two models or edited by hand. Retrain or restore it")
 
 
-def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding: str) -> None:
-    """``arrays`` as an .npz file at ``path``, with ``binding`` inside."""
+def write_arrays(path: Path, arrays: dict[str, np.ndarray], binding) -> None:
+    """``arrays`` as an .npz file at ``path``, with ``binding`` inside (a str, or a
+    :class:`ContentBinding`, given each array's CRC-32)."""
+    import zlib
+
     import numpy as np  # here: reading a config.json imports no numpy (nnlm.kenlm)
 
+    if callable(binding):
+        binding = binding({name: zlib.crc32(np.ascontiguousarray(a).data)
+                           for name, a in arrays.items()})
     np.savez(path, **arrays, **{BINDING_KEY: np.frombuffer(binding.encode(), np.uint8)})
 
 
