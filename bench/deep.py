@@ -1,4 +1,4 @@
-"""What each ingredient of the ``deep`` preset buys (issue 30): the preset trained with
+"""What each ingredient of the ``deep`` preset buys: the preset trained with
 one ingredient taken out or changed at a time, on Brown v1, at an equal budget.
 
     python bench/deep.py run   --data data/brown [--epochs 3] [--only deep,no_far,...]

@@ -235,7 +235,7 @@ REMEDIES = {  # name: (preset, objective, extra training settings)
 
 
 def bench_remedies(vocab, train, valid, seconds: float = 3.0) -> list[dict]:
-    """The output-layer remedies on the GPU (issue: NCE, self-normalization, LBL): training
+    """The output-layer remedies on the GPU (NCE, self-normalization, LBL): training
     words/s at batch 256 as nnlm train runs them (graphed where the gradients are dense),
     and scoring words/s: exact (fp32, bf16) and self-normalized (raw y_w, no sum)."""
     rows = [_bench_remedy(name, vocab, train, valid, seconds) for name in REMEDIES]

@@ -1,4 +1,4 @@
-"""The LSTM in a decoder and in bulk (issue 30): what its state cache buys.
+"""The LSTM in a decoder and in bulk: what its state cache buys.
 
     python bench/lstm_decoder.py runs/lstm --data data/brown --out bench/results/lstm_decoder.json
 

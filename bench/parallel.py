@@ -1,4 +1,4 @@
-"""Parallel training schemes on Brown v1 (issue 10), one run, JSON out: one process with 2
+"""Parallel training schemes on Brown v1, one run, JSON out: one process with 2
 threads against asynchronous workers (Hogwild), synchronous data-parallel ranks and
 output-parallel ranks under torchrun, each on the whole machine; and the ceiling of any
 data-parallel scheme here, two one-thread processes that train at once and share nothing.

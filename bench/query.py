@@ -7,7 +7,7 @@ Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one
 
 * load: ``nnlm.ngram.read_arpa`` against ``kenlm.Model`` on the same file, in this
   process and in a fresh one (start and imports included);
-* per call (issue 27): ``nnlm.kenlm`` against the kenlm module, ``BaseScore`` and
+* per call: ``nnlm.kenlm`` against the kenlm module, ``BaseScore`` and
   ``BaseFullScore`` word by word through the test sentences and ``score`` a sentence;
   and ``BaseScore`` on the binary files decoders load: nnlm's one-file model (float32,
   and its values coded as counts: ``--compress``) against build_binary's trie and

@@ -16,7 +16,7 @@ have).
 The in-process reference is the library on the same requests, one after another, in
 this process: ``score_sentences`` per request, the work the server does for one
 (measured before and after the servers, as this machine's speed drifts; the ratios use
-the mean). The issue's goal is the server at 8 clients at half that rate or more for the KN 5-gram.
+the mean). The goal is the server at 8 clients at half that rate or more for the KN 5-gram.
 Never run by the tests (it binds a port and takes minutes).
 """
 

@@ -10,7 +10,7 @@ of it: nnlm's trie (float32, --compress: the values as the counts they come from
 read whole, with a hash index built at first use) and, when KenLM's build_binary is on
 the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie (each also through
 ``nnlm.kenlm``, which reads them where they lie). Then, for each, in a fresh
-process, one at a time (issue 26's goals):
+process, one at a time (the store's goals):
 
 - the file's size, and bytes per n-gram;
 - opening: load and the first query, in the process (best of 3 processes);

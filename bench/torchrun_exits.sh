@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32, class 8: does a normal torchrun run exit cleanly, every time?
+# Does a normal torchrun run exit cleanly, every time?
 # Runs `torchrun --nproc-per-node 2 -m nnlm train ... --max-steps 100` on the toy world
 # N times (default 20) and counts runs that exit non-zero or print a traceback,
 # "terminate called" or SIGABRT. Usage: bash bench/torchrun_exits.sh [N]

@@ -1,4 +1,4 @@
-"""The decoder API (issue 13): KenLM's Python conventions over every model kind, checked
+"""The decoder API: KenLM's Python conventions over every model kind, checked
 against the kenlm module itself and against nnlm's own whole-sentence scores."""
 
 import math

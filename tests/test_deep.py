@@ -1,4 +1,4 @@
-"""The long-context feed-forward networks (issue 30): the deep network of Sun & Iyyer (2021)
+"""The long-context feed-forward networks: the deep network of Sun & Iyyer (2021)
 and FOFE contexts (Zhang et al. 2015), against finite differences, brute-force encodings
 of the history, distributions that sum to one, save/load, exact resumption, the decoder
 API and the command line."""

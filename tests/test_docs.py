@@ -191,3 +191,19 @@ def test_no_user_facing_page_tells_the_development_history():
              for i, line in enumerate(page.read_text().splitlines(), 1)
              if words.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_no_docstring_or_comment_tells_the_development_history():
+    """Code says why, not which issue or session asked for it: a reader of the
+    repository cannot resolve "issue 27" or "session 21" (another project's issue, such
+    as numba's or kenlm's, can be looked up and may be named)."""
+    history = re.compile(r"(?<!numba )(?<!kenlm )\b(issue #?\d+|session \d+|the issue'?s?\b)",
+                         re.I)
+    code = [*ROOT.glob("src/nnlm/**/*.py"), *ROOT.glob("src/nnlm/**/*.[ch]"),
+            *ROOT.glob("tests/*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("bench/*.sh"),
+            ROOT / "Makefile", ROOT / ".ci/run"]
+    found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+             for path in code if path.name != "test_docs.py"
+             for i, line in enumerate(path.read_text().splitlines(), 1)
+             if history.search(line)]
+    assert not found, "\n".join(found)

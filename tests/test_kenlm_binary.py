@@ -183,7 +183,7 @@ def test_damaged_binaries_are_named(tmp_path, damage, message):
 @pytest.mark.slow
 def test_brown_kn5_binaries_score_as_the_kenlm_module(brown_dir, tmp_path):
     """Brown's KN5 through the layouts build_binary writes: the numbers kenlm gives for
-    the same file, token by token, to 1e-5 (issue 26)."""
+    the same file, token by token, to 1e-5 (the goal of the mapped store)."""
     kenlm = pytest.importorskip("kenlm")
     build_binary = shutil.which("build_binary")
     if build_binary is None:

@@ -1,4 +1,4 @@
-"""Issue 27: every ARPA file the kenlm module loads loads here, with KenLM's numbers.
+"""Every ARPA file the kenlm module loads loads here, with KenLM's numbers.
 
 Oracles: the scores KenLM's own C++ tests expect on its lm/test.arpa (lm/model_test.cc,
 ``Continuation`` and ``Blanks``), and the kenlm module itself where it is installed.

@@ -1,4 +1,4 @@
-"""Issue 27: ``nnlm.kenlm`` is the kenlm module's API, checked against the kenlm module.
+"""``nnlm.kenlm`` is the kenlm module's API, checked against the kenlm module.
 
 The oracle is kenlm itself where it is installed (scores, n-gram lengths, oov flags, and
 which states are equal), and kenlm's own python/example.py, which must run unchanged but

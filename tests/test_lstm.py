@@ -1,4 +1,4 @@
-"""The recurrent g (issue 30): an LSTM over the line. Checked against finite differences,
+"""The recurrent g: an LSTM over the line. Checked against finite differences,
 an LSTM written out in numpy (the oracle for every scoring path: whole lines, windows of
 contexts, lines longer than the window, training pieces), distributions that sum to one,
 nnlm.Model's states, save/load, exact resumption, mixtures and the command line."""

@@ -266,7 +266,7 @@ def load_neural_tensors(path):
 
 # -- divergence ----------------------------------------------------------------------
 def test_a_diverging_run_stops_clearly_and_keeps_the_last_good_checkpoint(toy, tmp_path):
-    """Issue 12: the state kept after a divergence must be sane, not the diverging step.
+    """The state kept after a divergence must be sane, not the diverging step.
     A sane start (3 updates), then --resume with an absurd --lr (allowed on resume)."""
     data, out = toy / "data", tmp_path / "m"
     args = dict(preset="tiny", checkpoint_every=1, threads=1, log=lambda s: None)

@@ -468,7 +468,7 @@ def test_a_large_arpa_section_with_misaligned_lines_is_refused_not_misread(tmp_p
 
 def test_an_arpa_file_without_unk_scores_oov_words_as_kenlm_does(tmp_path):
     """KenLM substitutes log10 p(<unk>) = -100 for a file that lists no <unk>, and says so;
-    nnlm must give its per-token numbers (issue 13) and warn."""
+    nnlm must give its per-token numbers (a decoder compares them) and warn."""
     from nnlm.base.errors import NnlmWarning
 
     lines = zipf_corpus()
@@ -491,7 +491,7 @@ def test_an_arpa_file_without_unk_scores_oov_words_as_kenlm_does(tmp_path):
 def test_a_pruned_arpa_file_loads_and_scores_as_kenlm_does(tmp_path):
     """Pruned files (SRILM -prune) lack n-grams that higher orders use as suffix. KenLM
     adds them with the probability of backing off and weight 1; nnlm must give its
-    per-token numbers to 1e-5 (issue 13), and warn. (KenLM refuses a missing context;
+    per-token numbers to 1e-5, and warn. (KenLM refuses a missing context;
     nnlm adds those the same way.)"""
     from nnlm.base.errors import NnlmWarning
 

@@ -513,7 +513,7 @@ def test_convert_refuses_with_one_line(tmp_path, kn4, capsys, argv, message):
 
 @pytest.mark.slow
 def test_the_mapped_brown_kn5_equals_the_in_memory_one(brown_dir, tmp_path):
-    """Issue 26: per token on Brown's test text, the trie (and its ARPA round trip)
+    """Per token on Brown's test text, the trie (and its ARPA round trip)
     against the model as estimated, in float64 with the hash index."""
     from nnlm.text.corpus import read_corpus, read_stream
 

@@ -1,4 +1,4 @@
-"""Parallel training (issue 10): synchronous data-parallel and the paper's parameter-parallel
+"""Parallel training: synchronous data-parallel and the paper's parameter-parallel
 output layer against one process, in float64 with 2 processes on gloo; Hogwild workers;
 torchrun end to end; a rank that dies; the bad-input cases.
 
@@ -105,7 +105,7 @@ def test_data_parallel_matches_one_process_in_float64(optimizer, objective):
     # exact but for the order of summation; under NCE with the paper's SGD a noise row
     # that the batch shares is gathered (and so weight-decayed) once per rank instead of
     # once per batch: (P - 1) eps lambda more decay on those rows. The loss curve stays
-    # within 1e-5 (the issue asks for 1e-4), single weights drift by up to 1e-3
+    # within 1e-5 (the goal is 1e-4), single weights drift by up to 1e-3
     nce_sgd = (optimizer, objective) == ("sgd", "nce")
     for losses, final in ranks:
         assert len(losses) == steps
@@ -352,7 +352,7 @@ def test_two_hosts_over_a_veth_pair(toy_files, tmp_path):
     assert _test_nll(out, toy_files) > 0  # an ordinary model that loads and scores
 
 
-# -- issue 32, classes 6 and 8: workers that never outlive or hang their run -----------------
+# -- workers that never outlive or hang their run ------------------------------------------
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (from /proc)."""
     out = []

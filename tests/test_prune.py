@@ -1,4 +1,4 @@
-"""Pruning back-off models (issue 13): counts (lmplz --prune) and relative entropy
+"""Pruning back-off models: counts (lmplz --prune) and relative entropy
 (Stolcke 1998), checked by brute force: full distributions still sum to 1, and each
 n-gram's entropy increase equals P(h) KL(p(.|h) || p'(.|h)) computed from the
 distributions of the model with that n-gram actually removed."""

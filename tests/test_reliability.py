@@ -1,4 +1,4 @@
-"""Issue 12: every bad input is a clean error, no wrong number, no lost data.
+"""Every bad input is a clean error, no wrong number, no lost data.
 
 A table of cases, each run through the CLI's ``main()`` in-process. Every case asserts
 
@@ -328,7 +328,7 @@ ARPA_CASES = [
     _arpa_case("duplicate unigram", _dup_unigram, "appears twice"),
     _arpa_case("duplicate bigram", _dup_bigram, "appears twice"),
     _arpa_case("predicts <s>", _predict_bos, "<s> is only context"),
-    # issue 27: what KenLM loads loads, with a warning; --strict refuses it
+    # what KenLM loads loads, with a warning; --strict refuses it
     _arpa_case("unigrams above 1", _heavy_unigrams, None, expect="ok",
                warns="unigram probabilities sum to [\\d.]+, more than 1"),
     _arpa_case("unigrams above 1 strict", _heavy_unigrams, "sum to", extra=["--strict"]),
@@ -560,7 +560,7 @@ def _empty(w, t):
     (t / "empty.txt").write_text("")
 
 
-FEATURE_CASES = [  # issue 11: embeddings, unknown words, the energy network
+FEATURE_CASES = [  # embeddings, unknown words, the energy network
     Case("embed n-gram model", argv=lambda w, t: ["embed", w / "kn3", w / "toy/test.txt", "-o",
                                                   t / "e.npy"],
          match="no word feature vectors C"),
@@ -602,7 +602,7 @@ FEATURE_CASES = [  # issue 11: embeddings, unknown words, the energy network
     Case("energy-v bad value", **tr(["--preset", "energy", "--energy-v", "some"])),
 ]
 
-# -- issue 32, class 0: an output replaces only a model nnlm wrote of its family ----------------
+# -- an output replaces only a model nnlm wrote of its family -------------------------------
 def _thesis(w, t):
     """A folder of the user's own files, with a subfolder."""
     (t / "out" / "sub").mkdir(parents=True)
@@ -711,7 +711,7 @@ DATA_LOSS_CASES = _data_loss_cases() + [
                                                  setup=_mixture_of_copies, expect="ok")),
 ]
 
-# -- issue 32, classes 1, 4, 9: sizes, ARPA headers, small ones ----------------------------
+# -- sizes, ARPA headers, small ones --------------------------------------------------------
 GAP_HEAD = "\\data\\\nngram 1=3\nngram 2=1\n{more}\n\\1-grams:\n-1\t<unk>\n-99\t<s>\t0\n" \
     "-0.5\t</s>\n\n\\2-grams:\n-0.2\t<s> </s>\n\n{sections}\\end\\\n"
 
@@ -770,7 +770,7 @@ SIZE_AND_SMALL_CASES = [
                                            w / "toy/test.txt"], match="<s> may not occur"),
 ]
 
-# -- issue 32, classes 3 and 7: no non-finite number is ever printed -----------------------
+# -- no non-finite number is ever printed ---------------------------------------------------
 def _huge_biases(w, t):
     copy(w / "nplm", t / "m")
     safetensors_with(t / "m/model.safetensors",
@@ -921,6 +921,6 @@ def test_any_edit_of_an_arpa_number_is_refused_or_harmless(world, tmp_path, data
 
 
 def test_the_table_is_broad():
-    """The issue asks for the count: tried, clean errors, correct outputs."""
+    """The count of cases: tried, clean errors, correct outputs."""
     errors = sum(c.expect == "error" for c in ALL_CASES)
     assert len(ALL_CASES) >= 120 and errors >= 100

@@ -50,7 +50,7 @@ def test_python_api_generate_strings_and_boundaries(world):
         model.generate(1, seed=-1)
 
 
-# -- compressed files and standard input (issue 13, on the same reader) ---------------------
+# -- compressed files and standard input, on the same reader --------------------------------
 def _stdin(monkeypatch, data: bytes):
     import io
     import sys
@@ -113,7 +113,7 @@ def test_a_corrupt_compressed_file_is_one_line(world, tmp_path, capsys, suffix):
 
 
 def test_a_reader_racing_a_writer_reads_one_whole_model(world, tmp_path):
-    """Issue 32: a model loaded while another process replaces it again and again loads
+    """A model loaded while another process replaces it again and again loads
     whole every time (old or new), never "mixed from two models"."""
     import subprocess
     import sys
@@ -188,7 +188,7 @@ def test_closed_standard_input_is_one_line(world, capsys, monkeypatch):
         check_outcome(code, *capsys.readouterr(), "error", "standard input is closed")
 
 
-# -- issue 32, class 2: every JSON file nnlm reads back, in random variants ------------------
+# -- every JSON file nnlm reads back, in random variants ------------------------------------
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,

@@ -20,7 +20,7 @@ def test_dependencies_pull_in_networks_trigram_and_kn5():
 def test_every_paper_row_has_the_papers_numbers():
     assert len(ROWS) == 21 and all(r.paper[2] for r in ROWS)
     by = {r.name: r for r in ROWS}
-    assert round(by["mlp1"].paper[2] / by["kn5"].paper[2], 3) == 0.835  # as the issue says
+    assert round(by["mlp1"].paper[2] / by["kn5"].paper[2], 3) == 0.835  # the paper's ratio
 
 
 def test_reproduce_writes_report_results_and_plot_and_resumes(tmp_path):

@@ -1,4 +1,4 @@
-"""`nnlm rescore` (issue 13): Moses and plain n-best lists, re-ranked by score + weighted LM
+"""`nnlm rescore`: Moses and plain n-best lists, re-ranked by score + weighted LM
 and word penalty; the LM column checked against the model's own sentence scores."""
 
 import math
@@ -75,7 +75,7 @@ def test_bad_nbest_lines_are_one_line_errors(kn, tmp_path, capsys, text, match):
 
 
 def test_a_fixed_vocabulary_lets_models_of_different_text_be_mixed(kn, tmp_path, capsys):
-    """--vocab (issue 13): a model trained on other text with another model's vocab.txt
+    """--vocab: a model trained on other text with another model's vocab.txt
     has the same ids, so the two mix; a word list fixes ids in its own order."""
     toy = kn.parent / "toy"
     assert main(["ngram", "train", str(toy / "valid.txt"), "--vocab", str(kn / "vocab.txt"),

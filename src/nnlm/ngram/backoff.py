@@ -47,7 +47,7 @@ def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
 # stays low. Measured on a 10M-token KN5 scoring 1.4M tokens: 2^17 ran as fast as 2^20
 # (3.5-3.6M tokens/s) and peaked at 181 MB of the process against 286. Smaller batches
 # cost speed where the model is large: each order's lookups for a whole batch run
-# together while its arrays are in cache (session 21, the 10M KN5 trie: 2.9-4.1M tokens/s
+# together while its arrays are in cache (measured on the 10M KN5 trie: 2.9-4.1M tokens/s
 # at 2^14 against 3.8-4.8M at 2^17; the in-memory hash indexes from ARPA, Brown KN5:
 # 5.3-5.5M against 7.1-7.3M). Only Brown-sized tries gain (6.2-6.8M against 5.8-5.9M,
 # and 9 MB less), which is not worth a rule.
