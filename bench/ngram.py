@@ -27,7 +27,7 @@ from nnlm.interpolation import fit_bucket_weights
 from nnlm.lm import evaluation_from_logprobs
 from nnlm.ngram import ClassNgram, DeletedInterpolation, KneserNey, exchange_clustering
 
-KENLM_REFERENCE = {  # lmplz (modified KN, defaults) on the same files, measured once with KenLM built from source
+KENLM_REFERENCE = {  # lmplz (modified KN, defaults) on the same files, measured once
     "kn3": {"test": 190.0, "valid": 199.9}, "kn4": {"test": 189.1, "valid": 199.1},
     "kn5": {"test": 188.7, "valid": 198.8}, "lmplz_kn5_seconds": 2.0,
     "query_tokens_per_second": 3e6,
