@@ -594,7 +594,8 @@ static int kenlm_trie_level(QueryObject *self, Level *L, PyObject *t, int top) {
     if (word_bits < 1 || word_bits > 32 || inline_bits > 57 || (top && inline_bits) ||
         total != word_bits + L->kvalue_bits + inline_bits || prob_bits > 25 || bow_bits > 25)
         return -1;
-    if (!(L->kbits = take(self, bits, 1, &n_bits)) ||
+    /* (n + 1) * total bits must not wrap: n comes from the file's header */
+    if (n >= (UINT64_MAX - 7) / total - 1 || !(L->kbits = take(self, bits, 1, &n_bits)) ||
         (uint64_t)n_bits < ((n + 1) * total + 7) / 8 + 8)
         return -1;
     if (quant) {

@@ -25,6 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* entry() and the patterns read little-endian integers in place: refuse to build
+ * elsewhere (nnlm.index.search's numpy path then answers, in the file's byte order) */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "nnlm.index._suffix reads infini-gram's little-endian files in place"
+#endif
+
 typedef struct {
     const uint8_t *text;
     int64_t size;         /* bytes of text */
@@ -35,7 +41,7 @@ typedef struct {
 
 static inline int64_t entry(const Shard *s, int64_t i) {
     uint64_t v = 0;
-    memcpy(&v, s->table + i * s->ptr, (size_t)s->ptr);  /* little-endian machines only */
+    memcpy(&v, s->table + i * s->ptr, (size_t)s->ptr);  /* little-endian: checked above */
     return (int64_t)v;
 }
 
