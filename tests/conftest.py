@@ -29,6 +29,18 @@ def brown_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """The toy world's splits (nnlm.text.toyworld, seed 0) in ``root/data``, a folder of
+    each test module's own (the networks' tests train into it)."""
+    from nnlm.text.corpus import write_splits
+    from nnlm.text.toyworld import toy_world
+
+    root = tmp_path_factory.mktemp("toy")
+    write_splits(root / "data", toy_world(seed=0))
+    return root
+
+
 def zipf_corpus(seed=0, n_sentences=300, n_words=40, max_words=11):
     """Lines of w0..w{n_words-1}, Zipf-distributed, each word often followed by a fixed
     successor (so that higher orders matter): the n-gram tests' small corpus."""

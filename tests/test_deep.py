@@ -178,16 +178,6 @@ def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
         assert lengths == [min(i + 2, lm.order) for i in range(len(text[0].split()) + 1)]
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from nnlm.text.corpus import write_splits
-    from nnlm.text.toyworld import toy_world
-
-    root = tmp_path_factory.mktemp("toydeep")
-    write_splits(root / "data", toy_world(seed=0))
-    return root
-
-
 DEEP_TOY = {"order": 3, "m": 8, "h": 16, "history": 6, "layers": 1}
 
 

@@ -263,16 +263,6 @@ def test_loading_refuses_non_finite_weights(tmp_path):
 
 
 # -- the toy world: every objective trains -----------------------------------------------
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from nnlm.text.corpus import write_splits
-    from nnlm.text.toyworld import toy_world
-
-    root = tmp_path_factory.mktemp("toyfamily")
-    write_splits(root / "data", toy_world(seed=0))
-    return root
-
-
 def train_toy(toy, name, arch=None, train=None, preset="tiny", **kw):
     data = toy / "data"
     train_from_files(data / "train.txt", data / "valid.txt", toy / name, preset=preset,

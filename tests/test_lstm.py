@@ -200,16 +200,6 @@ def test_whole_line_scores_for_kenlm_api_decoders_are_the_lines_scores():
         scorer.NullContextWrite(History())
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from nnlm.text.corpus import write_splits
-    from nnlm.text.toyworld import toy_world
-
-    root = tmp_path_factory.mktemp("toylstm")
-    write_splits(root / "data", toy_world(seed=0))
-    return root
-
-
 LSTM_TOY = {"m": 8, "h": 16, "span": 8}
 LSTM_TRAIN = {"epochs": 2, "batch_size": 96, "bf16": False}
 

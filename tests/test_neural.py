@@ -189,15 +189,10 @@ def test_a_tiny_model_overfits_a_tiny_corpus(tmp_path):
 
 # -- the toy world -------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    from nnlm.text.corpus import write_splits
-    from nnlm.text.toyworld import toy_world
-
-    root = tmp_path_factory.mktemp("toy")
-    write_splits(root / "data", toy_world(seed=0))
-    train_from_files(root / "data/train.txt", root / "data/valid.txt", root / "tiny",
+def toy(toy):  # conftest's splits, with a tiny network trained on them
+    train_from_files(toy / "data/train.txt", toy / "data/valid.txt", toy / "tiny",
                      preset="tiny", train={"epochs": 4}, threads=1, log=lambda s: None)
-    return root
+    return toy
 
 
 def test_nplm_generalises_to_held_out_pairs_where_counts_cannot(toy):
