@@ -267,7 +267,7 @@ def train_toy(toy, name, arch=None, train=None, preset="tiny", **kw):
     data = toy / "data"
     train_from_files(data / "train.txt", data / "valid.txt", toy / name, preset=preset,
                      arch=arch or {}, train={"epochs": 6, **(train or {})}, threads=1,
-                     log=lambda s: None, **kw)
+                     log=lambda s: None, load=load_model, save=save_model, **kw)
     lm = load_model(toy / name)
     return lm, evaluate(lm, read_stream(data / "test.txt", lm.vocab)).perplexity
 

@@ -111,7 +111,7 @@ def _ngram(sentences, valid, method, order, min_count, discount_fallback, k, alp
 
 def _network(sentences, valid, preset, output, min_count, max_steps, threads, verbose,
              options) -> LanguageModel:
-    from .models import load_model
+    from .models import load_model, save_model
     from .neural.training.run import train_from_files
 
     if valid is None:
@@ -135,6 +135,7 @@ def _network(sentences, valid, preset, output, min_count, max_steps, threads, ve
             files.append(path)
         outdir = Path(output) if output is not None else Path(tmp) / "model"
         train_from_files(files[0], files[1], outdir, preset=preset, arch=arch, train=options,
+                         load=load_model, save=save_model,
                          shortlist_backoff=backoff,
                          max_steps=max_steps, threads=threads, min_count=min_count,
                          log=print if verbose else (lambda *a, **k: None))

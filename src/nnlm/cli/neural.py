@@ -319,6 +319,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train(args) -> None:
+    from ..models import load_model, save_model
     from ..neural.settings import ARCH_FIELDS, TRAIN_FIELDS
     from ..neural.training.run import train_from_files
 
@@ -333,7 +334,7 @@ def cmd_train(args) -> None:
                      vocab=fixed_vocabulary(args),
                      shortlist_backoff=args.shortlist_backoff, workers=args.workers,
                      worker_timeout=args.worker_timeout or WORKER_TIMEOUT,
-                     output_parallel=args.output_parallel,
+                     output_parallel=args.output_parallel, load=load_model, save=save_model,
                      log=lambda message: print(as_flags(message, args.command_parser)))
 
 

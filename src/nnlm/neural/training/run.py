@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...base.errors import NnlmError
 from ...model_files import check_model_output, load_vocab_for, read_header
-from ...models import load_model
 from ...text.corpus import count_words, read_stream, warn_same_text, warn_unknown_share
 from ...text.fileio import atomic_write_text
 from ...text.vocab import Vocabulary
@@ -80,6 +80,16 @@ class TrainJob:
     workers: int = 1
     output_parallel: bool = False
     worker_timeout: float = WORKER_TIMEOUT
+    # nnlm.load_model and nnlm.save_model, handed down by whoever stands above the model
+    # registry (training stands below it): a short-list run reads and keeps its n-gram model
+    load: Callable | None = None
+    save: Callable | None = None
+
+    def load_model(self, path):
+        if self.load is None:
+            raise NnlmError("shortlist_backoff= is read with nnlm.load_model: give the "
+                            "job load=nnlm.load_model (nnlm.train and nnlm train do)")
+        return self.load(path)
 
     def __post_init__(self):
         self.outdir = Path(self.outdir)
@@ -166,7 +176,7 @@ def _settings(job: TrainJob) -> tuple:
             if job.shortlist_backoff is None:
                 raise NnlmError(f"shortlist={shortlist} needs shortlist_backoff=MODEL: an "
                                 "n-gram model for the words outside the list")
-            backoff = load_model(job.shortlist_backoff)
+            backoff = job.load_model(job.shortlist_backoff)
             check_backoff(backoff, vocab, shortlist)
             arch["output_size"] = shortlist + 1
         elif job.shortlist_backoff is not None:
@@ -196,7 +206,8 @@ def _settings(job: TrainJob) -> tuple:
                         f"{', '.join(k + '=' for k in RESUMABLE)} may change on resume; "
                         "otherwise train into a new directory")
     train = {**saved_train, **{k: new for k, (_, new) in changes.items()}}
-    backoff = load_model(job.outdir / BACKOFF_DIR) if saved_arch.get("output_size") else None
+    backoff = job.load_model(job.outdir / BACKOFF_DIR) if saved_arch.get("output_size") \
+        else None
     return saved_preset, saved_arch, train, vocab, backoff, header, changes
 
 
@@ -237,7 +248,7 @@ def _train(job: TrainJob, device, world, log) -> dict:
         scheme = scheme_for(world, job.output_parallel)
     trainer = Trainer.build(vocab, model_config, train_config, outdir, preset=name, log=log,
                       device=device, train_counts=output_counts(train_stream, model_config),
-                      backoff=backoff, scheme=scheme)
+                      backoff=backoff, scheme=scheme, save=job.save)
     if job.resume:
         trainer.load_state(header)
         if changes:

@@ -34,7 +34,6 @@ from ...base.interrupts import StopOnInterrupt
 from ...base.progress import progress_bar
 from ...lm import LanguageModel
 from ...model_files import array_binding, new_model_id
-from ...models import save_model
 from ...text.stream import Stream
 from ...text.vocab import Vocabulary
 from ..batches import SlotPlan, epoch_plan
@@ -85,8 +84,10 @@ class Trainer:
     def __init__(self, parts: Parts, vocab: Vocabulary, config: TrainConfig, outdir: Path,
                  scheme: SingleProcess, *, preset: str | None = None,
                  log: Callable[[str], None] = print, device: torch.device | str = "cpu",
-                 backoff: LanguageModel | None = None, model_id: str | None = None):
+                 backoff: LanguageModel | None = None, model_id: str | None = None,
+                 save: Callable | None = None):
         self.parts, self.scheme, self.vocab, self.config = parts, scheme, vocab, config
+        self.save_model = save  # nnlm.save_model, handed down: a short-list's n-gram model
         self.outdir, self.log, self.checkpoint = Path(outdir), log, RunCheckpoint(outdir)
         self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
@@ -103,7 +104,7 @@ class Trainer:
               device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
               backoff: LanguageModel | None = None, model_id: str | None = None,
               world: World | None = None, output_parallel: bool = False,
-              scheme: SingleProcess | None = None) -> Trainer:
+              scheme: SingleProcess | None = None, save: Callable | None = None) -> Trainer:
         """A trainer with its parts built from the settings (:mod:`.parts`): the network,
         objective and optimizer, laid out for ``scheme`` (default: the one this process
         was started for, ``world`` and ``output_parallel``)."""
@@ -111,7 +112,7 @@ class Trainer:
         scheme = scheme if scheme is not None else scheme_for(world, output_parallel)
         parts = build_parts(model_config, config, device, scheme, train_counts)
         return cls(parts, vocab, config, outdir, scheme, preset=preset, log=log,
-                   device=device, backoff=backoff, model_id=model_id)
+                   device=device, backoff=backoff, model_id=model_id, save=save)
 
     # the parts, by name (the schemes and the CUDA graph use them)
     model = property(lambda self: self.parts.model)
@@ -274,7 +275,10 @@ class Trainer:
             self.checkpoint.write_header(self)
             self.vocab.save(self.outdir / "vocab.txt")
             if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
-                save_model(self.backoff, self.outdir / BACKOFF_DIR)
+                if self.save_model is None:
+                    raise NnlmError("a short-list run saves its n-gram model beside the "
+                                    "network: give the trainer save=nnlm.save_model")
+                self.save_model(self.backoff, self.outdir / BACKOFF_DIR)
         self.scheme.reseed(self.config.seed, self.state.step)
         self.scheme.load_kernels(self.optimizer)
         while st.epoch < cfg.epochs and st.bad_epochs < cfg.patience:
