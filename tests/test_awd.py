@@ -20,7 +20,7 @@ from test_family import (
     assert_resume_is_exact,
     randomized,
 )
-from test_lstm import LSTM_TOY, LSTM_TRAIN, TEXT, numpy_logprobs, toy  # noqa: F401
+from test_lstm import LSTM_TOY, LSTM_TRAIN, TEXT, numpy_logprobs
 
 AWD = {"dropout_x": 0.3, "dropout_h": 0.4, "dropout_e": 0.2, "dropout_w": 0.5,
        "dropout_l": 0.25, "locked": True, "ar": 2.0, "tar": 1.0}
