@@ -337,8 +337,13 @@ def test_an_option_is_never_taken_by_a_prefix_of_its_name(argv, meant, capsys):
 
 
 def test_a_failed_prepare_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))
-    monkeypatch.setenv("NNLM_NO_DOWNLOAD", "1")
+    from nnlm.base.errors import NnlmError
+    from nnlm.text import corpus
+
+    def no_brown(**kw):  # as on a machine without Brown and offline
+        raise NnlmError("the Brown corpus is not installed and could not be downloaded")
+
+    monkeypatch.setattr(corpus, "prepare_brown", no_brown)
     assert main(["prepare", "brown", str(tmp_path / "data" / "brown")]) == 2
     assert not (tmp_path / "data").exists()
     assert main(["prepare", "toy", str(tmp_path / "data" / "toy")]) == 0
