@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nnlm.ngram.estimate.counts import lookup
+from nnlm.base.sorted_keys import lookup
 from nnlm.ngram.store.hashindex import HashIndex
 
 

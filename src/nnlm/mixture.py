@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .base.errors import NnlmError
+from .base.sorted_keys import lookup_counts
 from .interpolation import fit_shifted_weights, frequency_bucket
 from .lm import LanguageModel, check_normalized_scores, logsumexp
 from .model_files import (
@@ -33,7 +34,6 @@ from .model_files import (
     write_arrays,
     write_header,
 )
-from .ngram.estimate.counts import lookup_counts
 from .text.fileio import atomic_path
 from .text.stream import Stream
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...base.sorted_keys import lookup_counts
 from ...lm import LanguageModel
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, Vocabulary
 from ..store.levels import expand_ranges
-from .counts import lookup_counts
 
 
 class AddK(LanguageModel):

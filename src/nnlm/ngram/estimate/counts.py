@@ -224,19 +224,3 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
             ids = new_ids
             release_free_memory()
     return tables
-
-
-def lookup_counts(keys: np.ndarray, counts: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """counts[i] where keys[i] == query, 0 where the query is absent."""
-    pos = lookup(keys, queries)
-    return np.where(pos >= 0, counts[np.maximum(pos, 0)], 0) if len(keys) else np.zeros(
-        len(queries), counts.dtype)
-
-
-def lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Index of each query in the sorted ``keys``, or -1 where absent."""
-    if len(keys) == 0:
-        return np.full(len(queries), -1, dtype=np.int64)
-    pos = np.searchsorted(keys, queries)
-    pos_c = np.minimum(pos, len(keys) - 1)
-    return np.where(keys[pos_c] == queries, pos_c, -1)

@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from ...base.errors import NnlmError
+from ...base.sorted_keys import lookup_counts
 from ...interpolation import fit_bucket_weights, frequency_bucket
 from ...lm import LanguageModel
 from ...text.stream import Stream
 from ...text.vocab import BOS_ID, Vocabulary
 from ..store.levels import expand_ranges
-from .counts import lookup_counts
 
 
 def _pack(contexts: np.ndarray, V: int) -> np.ndarray:
