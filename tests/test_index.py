@@ -564,3 +564,26 @@ def test_build_warns_when_the_vocabulary_shares_no_word_with_the_text(world, tmp
                  str(vocab)]) == 0
     err = capsys.readouterr().err
     assert "none of its" in err and "<unk>" in err
+
+
+def test_the_longest_suffix_is_found_alike_by_both_searches(world, monkeypatch):
+    """Every suffix counted at once (short queries) or a binary search on the length
+    (where every suffix would hold the square of a query's length): the same lengths,
+    equal to brute force; a query of 20,000 tokens is answered without its square."""
+    import nnlm.index.index as index_module
+
+    _, _, index = world
+    stream = _stream(index)
+    rng = np.random.default_rng(11)
+    queries = [[int(t) for t in rng.integers(3, 10, size=int(rng.integers(0, 14)))]
+               for _ in range(120)] + _queries(stream, index.separator, rng, 60)
+
+    def brute(q):
+        return max(k for k in range(len(q) + 1) if _brute(stream, q[len(q) - k:]))
+
+    at_once = index.longest_suffix(queries).tolist()
+    monkeypatch.setattr(index_module, "SUFFIX_TOKENS", 0)
+    assert index.longest_suffix(queries).tolist() == at_once == [brute(q) for q in queries]
+    monkeypatch.undo()
+    long = [3, 4] * 10_000 + index.encode("a b c")
+    assert index.longest_suffix([long])[0] == brute(long[-40:])

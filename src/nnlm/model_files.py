@@ -55,12 +55,12 @@ def array_binding(kind: str, vocab_fingerprint: str, config: dict, model_id: str
 
 
 class ContentBinding:
-    """The binding of a model whose one array file is a trie, made from what the file
-    holds: its ``model_id`` is a hash of the kind, the vocabulary, the config and every
-    section's CRC-32 (which the writer computes anyway), so that the same estimate saved
-    twice, or written by a cluster's workers instead of one process, is the same
-    directory byte for byte, and what was built on it (a mixture) keeps loading. Called
-    by the trie writer once its sections are written, before its header."""
+    """The binding of a model with one array file, made from what the file holds: its
+    ``model_id`` is a hash of the kind, the vocabulary, the config and every section's
+    CRC-32 (which the trie writer computes anyway; ``write_arrays`` too), so that the
+    same estimate saved twice, or written by a cluster's workers instead of one process,
+    is the same directory byte for byte, and what was built on it (a mixture) keeps
+    loading. Called by the writer once its sections are written, before its header."""
 
     def __init__(self, kind: str, vocab_fingerprint: str, config: dict):
         self.kind, self.vocab_fingerprint, self.config = kind, vocab_fingerprint, config

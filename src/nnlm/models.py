@@ -78,7 +78,7 @@ def save_model(model: LanguageModel, path: str | os.PathLike) -> Path:
     tokenizer = getattr(model.vocab, "tokenizer", None)
     if tokenizer is not None:  # a subword model reads text through its own copy
         config = {**config, "tokenizer": tokenizer.config()}
-    by_content = model.bound_by_content  # one trie file: the model's id from its content
+    by_content = model.bound_by_content  # the model's id from its content, once written
     binding = ContentBinding(model.kind, model.vocab.fingerprint, config) if by_content \
         else array_binding(model.kind, model.vocab.fingerprint, config, model_id)
     with atomic_path(path) as tmp:

@@ -83,13 +83,15 @@ def _as_ids(index, queries: list[str]) -> list:
         return queries
     out = []
     for q in queries:
-        try:
-            out.append([int(t, 10) for t in q.split()])
-        except ValueError:
-            bad = next(t for t in q.split() if not t.lstrip("-").isdigit())
-            raise NnlmError(f"{index.path}: an index of token ids without words; query "
-                            f"{q!r}: {bad!r} is not a token id (give integers, e.g. "
-                            "\"1234 5678\")") from None
+        ids = []
+        for t in q.split():
+            try:
+                ids.append(int(t, 10))
+            except ValueError:
+                raise NnlmError(f"{index.path}: an index of token ids without words; query "
+                                f"{q!r}: {t!r} is not a token id (give integers, e.g. "
+                                "\"1234 5678\")") from None
+        out.append(ids)
     return out
 
 

@@ -56,9 +56,9 @@ class State:
     __slots__ = ("words", "_owner")
 
     def __init__(self, words: tuple[int, ...] = ()):
-        self.words = tuple(integer(w, "State words") for w in words)  # ids: checked
-        self._owner = 0  # the model that wrote it (0: fresh)   # against a model's
-        # vocabulary where it is scored (DecoderCore.check_contexts)
+        # ids, checked against a model's vocabulary where scored (check_contexts)
+        self.words = tuple(integer(w, "State words") for w in words)
+        self._owner = 0  # the model that wrote it (0: fresh)
 
     @classmethod
     def _written(cls, words: tuple[int, ...], owner: int) -> State:

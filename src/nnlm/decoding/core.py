@@ -28,13 +28,10 @@ import numpy as np
 
 from ..base.checks import ArgumentTypeError, ArgumentValueError
 from ..lm import LOG10_E
-from ..text.specials import BOS, BOS_ID, EOS, NO_WORD, UNK_ID
+from ..text.specials import BOS, BOS_ID, EOS, KENLM_BOS_LOG10, NO_WORD, UNK_ID
 from ..text.stream import seen_lengths
 
 _serials = itertools.count(1)  # each core's own: a State remembers which one wrote it
-
-
-KENLM_BOS_LOG10 = -99.0  # the log10 p KenLM stores for <s>, which it scores as a word
 
 
 class DecoderTypeError(ArgumentTypeError):

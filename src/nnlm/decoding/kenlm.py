@@ -50,9 +50,7 @@ from collections import OrderedDict
 
 from ..base.compiled import extension
 from ..base.errors import NnlmError
-from ..text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
-
-KENLM_BOS_LOG10 = -99.0  # decoding.core's: what KenLM scores <s> as a word (numpy-free)
+from ..text.specials import BOS_ID, EOS_ID, KENLM_BOS_LOG10, NO_WORD, UNK_ID
 
 # numpy loads with the first model that needs it: a back-off model's trie file, opened
 # by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own

@@ -148,9 +148,6 @@ def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | 
     if vocab is None:
         vocab = Vocabulary.from_counts(count_words(texts), min_count)
     size = sum(os.path.getsize(p) if os.path.isfile(p) else 0 for p in texts)
-    if not fixed:
-        encoded = (block for path in texts for block in encode_documents(path, vocab))
-        return _write_index(encoded, size, vocab, documents, memory, workers, Path(output))
     seen = {str(path): [0, 0] for path in texts}  # tokens, of them <unk>: per text
 
     def counted(path):
@@ -161,7 +158,7 @@ def build_index(texts: Sequence, output: str | os.PathLike, vocab: Vocabulary | 
 
     out = _write_index((b for path in texts for b in counted(path)), size, vocab, documents,
                        memory, workers, Path(output))
-    for path, (n, unknown) in seen.items():
+    for path, (n, unknown) in seen.items() if fixed else ():  # a vocabulary for another text
         warn_unknown_share_of(n, unknown, path)
     return out
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base.checks import integer
 from ..base.errors import NnlmError
 from ..base.threads import usable_cores
 from ..text.specials import BOS, EOS
@@ -31,6 +32,7 @@ from .search import find, followers, table_entries
 MISSING = -1  # the id of a word outside the vocabulary: no pattern holding it occurs
 MAX_QUERY_TOKENS = 1 << 16  # a longer query is refused (a whole document is shorter)
 PARALLEL_QUERIES = 64  # a batch this large is searched on every usable core
+SUFFIX_TOKENS = 1 << 20  # ids in a batch of every suffix; past it, a binary search
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
@@ -42,16 +44,6 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     if key not in _POOLS:
         _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="nnlm-index")
     return _POOLS[key]
-
-
-def _check_count(name: str, value, optional: bool = False) -> None:
-    """A count argument of a query (``top_k``, ``limit``): a positive integer (None where
-    ``optional``: all), as the command line and the server take it."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise NnlmError(f"{name}={value!r}: a positive integer"
-                        + (" (or None: all)" if optional else ""))
 
 
 @dataclass
@@ -98,6 +90,30 @@ class Batch:
         where = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
             np.arange(int(lengths.sum()))
         return Batch.of(self.ids[where], lengths)
+
+    def longest_occurring(self, count) -> np.ndarray:
+        """Per query, the length of its longest suffix that occurs (``count``: the
+        index's counts of a batch). A longer suffix occurs only where the shorter ones
+        do, so for short queries every suffix is counted in one batch, and where that
+        would hold more than ``SUFFIX_TOKENS`` ids (the square of a query's length) the
+        length is found by a binary search, all queries in lockstep, one batch a round."""
+        n = np.diff(self.offsets)
+        ends = self.offsets[1:]
+        if int(((n + 1) * (n + 2) // 2).sum()) <= SUFFIX_TOKENS:
+            # query i's suffix of k tokens is ids[end_i - k : end_i], every k at once
+            owner = np.repeat(np.arange(len(self)), n + 1)
+            k = np.concatenate([np.arange(m, -1, -1) for m in n.tolist()]) if len(n) else n
+            found = count(self.slices(ends[owner] - k, ends[owner])) > 0
+            length = np.zeros(len(self), np.int64)
+            np.maximum.at(length, owner[found], k[found])
+            return length
+        low, high = np.zeros(len(self), np.int64), n.astype(np.int64)  # occurs / may
+        while (todo := np.flatnonzero(low < high)).size:
+            mid = (low[todo] + high[todo] + 1) // 2
+            found = count(self.slices(ends[todo] - mid, ends[todo])) > 0
+            low[todo[found]] = mid[found]
+            high[todo[~found]] = mid[~found] - 1
+        return low
 
 
 @dataclass
@@ -306,7 +322,7 @@ class Index:
     def next(self, queries, top_k: int | None = None) -> list[Next] | Next:
         """What follows each query: its count and the tokens after it with theirs (the
         ``top_k`` most frequent; all by default). A single string: one :class:`Next`."""
-        _check_count("top_k", top_k, optional=True)
+        top_k = None if top_k is None else integer(top_k, "top_k", 1)  # None: all
         if isinstance(queries, str):
             return self.next([queries], top_k)[0]
         batch = self._batch(queries)
@@ -316,19 +332,11 @@ class Index:
         """The ∞-gram of each context (Liu et al. 2024): its longest suffix that occurs
         followed by a token (``suffix_length``, 0: the empty context, every token), with
         what follows that suffix."""
-        _check_count("top_k", top_k, optional=True)
+        top_k = None if top_k is None else integer(top_k, "top_k", 1)  # None: all
         if isinstance(queries, str):
             return self.infgram([queries], top_k)[0]
         batch = self._batch(queries)
-        n = np.diff(batch.offsets)
-        # every suffix of every query, longest first: query i's suffix of k tokens is
-        # ids[end_i - k : end_i]; a longer one occurs only where the shorter ones do
-        owner = np.repeat(np.arange(len(batch)), n + 1)
-        k = np.concatenate([np.arange(m, -1, -1) for m in n.tolist()]) if len(n) else n
-        suffixes = batch.slices(batch.offsets[1:][owner] - k, batch.offsets[1:][owner])
-        found = self._count_ids(suffixes) > 0
-        length = np.zeros(len(batch), np.int64)
-        np.maximum.at(length, owner[found], k[found])
+        length = batch.longest_occurring(self._count_ids)
         out: list[Next | None] = [None] * len(batch)
         todo = np.arange(len(batch))
         while len(todo):
@@ -345,10 +353,15 @@ class Index:
             todo = np.array(again, np.int64)
         return out
 
+    def longest_suffix(self, queries) -> np.ndarray:
+        """Per query, the length of its longest suffix that occurs at all (int64; a
+        suffix seen only at documents' ends counts: infini-gram's ∞-gram context)."""
+        return self._batch(queries).longest_occurring(self._count_ids)
+
     def docs(self, queries, limit: int = 10) -> list[list[Document]] | list[Document]:
         """Up to ``limit`` distinct documents holding each query (in the suffix array's
         order), each with the offset of its first match met there."""
-        _check_count("limit", limit)
+        limit = integer(limit, "limit", 1)
         if isinstance(queries, str):
             return self.docs([queries], limit)[0]
         batch = self._batch(queries, allow_empty=False)

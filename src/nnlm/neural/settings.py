@@ -80,21 +80,10 @@ def check_setting(name: str, value, setting: Setting):
         if value not in setting.choices:
             raise NnlmError(f"{name}={value!r}: choose from {', '.join(setting.choices)}")
         return value
-    if setting.kind is int:
-        value = integer(value, name)
-    else:
-        value = number(value, name)
-    low_ok = setting.low is None or (value > setting.low if setting.low_open
-                                     else value >= setting.low)
-    high_ok = setting.high is None or (value < setting.high if setting.high_open
-                                       else value <= setting.high)
-    if not (low_ok and high_ok):
-        lo = "(-inf" if setting.low is None else \
-            f"{'(' if setting.low_open else '['}{setting.low:g}"
-        hi = "inf)" if setting.high is None else \
-            f"{setting.high:g}{')' if setting.high_open else ']'}"
-        raise NnlmError(f"{name}={value!r} is not in {lo}, {hi}")
-    return value
+    if setting.kind is int:  # (integer settings have closed ends)
+        return integer(value, name, setting.low, setting.high)
+    return number(value, name, setting.low, setting.high, setting.low_open,
+                  setting.high_open)
 
 
 def check_settings(values: dict, table: dict) -> dict:

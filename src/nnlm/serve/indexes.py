@@ -69,17 +69,11 @@ def _query(index: Index, req: InfiniGramRequest) -> list:
     return index.vocab.split(req.query)
 
 
-def _words(index: Index, ids) -> list:
-    return index.words(ids)
-
-
 def _longest_suffix(index: Index, prompt: list) -> int:
     """infini-gram's ∞-gram context: the longest suffix of ``prompt`` that occurs at all
     (a suffix seen only at documents' ends included; nnlm's own ∞-gram model needs one
     followed by a token)."""
-    counts = index.count([prompt[len(prompt) - k:] for k in range(len(prompt), 0, -1)])
-    found = [len(prompt) - i for i, c in enumerate(counts.tolist()) if c > 0]
-    return found[0] if found else 0
+    return int(index.longest_suffix([prompt])[0])
 
 
 def _ntd(index: Index, prompt: list, support: int) -> dict:
@@ -90,7 +84,7 @@ def _ntd(index: Index, prompt: list, support: int) -> dict:
     if nxt.count > nxt.total:
         counts[EOS_ID] = counts.get(EOS_ID, 0) + nxt.count - nxt.total
     top = sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))[:support]
-    words = _words(index, [t for t, _ in top])
+    words = index.words([t for t, _ in top])
     return {"prompt_cnt": nxt.count, "approx": False, "result_by_token_id": {
         str(t): {"token": w, "cont_cnt": c, "prob": c / max(nxt.count, 1)}
         for (t, c), w in zip(top, words)}}
@@ -153,7 +147,7 @@ def infini_gram_answer(index: Index, req: InfiniGramRequest) -> dict:
     out["latency"] = (time.perf_counter() - start) * 1000
     out["token_ids"] = ids
     out["tokens"] = ([str(t) for t in query] if req.query_ids is None
-                     else _words(index, ids))
+                     else index.words(ids))
     return out
 
 
@@ -163,7 +157,7 @@ def _document(index: Index, doc, needle: int, shown: int) -> dict:
     tokens = doc.tokens[:shown]
     cut = [tokens[:doc.offset], tokens[doc.offset:doc.offset + needle],
            tokens[doc.offset + needle:]]
-    spans = [[" ".join(map(str, _words(index, part))), mark]
+    spans = [[" ".join(map(str, index.words(part))), mark]
              for part, mark in zip(cut, (None, "0", None)) if part]
     return {"doc_ix": doc.doc, "doc_len": len(doc.tokens), "disp_len": len(tokens),
             "metadata": "", "token_ids": tokens, "spans": spans}
@@ -178,4 +172,4 @@ def nnlm_next(served: ServedIndex, query: str, k: int, infgram: bool) -> dict:
     return {"index": served.name, "query": query, "count": nxt.count, "total": nxt.total,
             "suffix_length": nxt.suffix_length,
             "next": [{"word": str(w), "count": int(c), "prob": int(c) / max(nxt.total, 1)}
-                     for w, c in zip(_words(index, nxt.tokens), nxt.counts)]}
+                     for w, c in zip(index.words(nxt.tokens), nxt.counts)]}

@@ -227,10 +227,10 @@ class Trainer:
                 n = min(len(valid), self.SANITY_TOKENS)
                 self._sanity = (valid.contexts(self.lm.order, np.arange(n)), valid.ids[:n])
             nll = self.scheme.mean_nll(self.lm, *self._sanity)
-        if not self.sane_perplexity(math.exp(min(nll, 700.0)) if nll == nll else nll):
-            self._diverged(f"the weights score {nll:.4g} nats per validation token, more "
-                           "than one nat worse than a uniform model's "
-                           f"{math.log(self.model.config.vocab_size):.4g}")
+        limit = math.log(self.model.config.vocab_size) + 1  # sane_perplexity's, in nats
+        if not nll <= limit:  # NaN fails too
+            self._diverged(f"the weights score {nll:.4g} nats per validation token, worse "
+                           f"than a uniform model's {limit - 1:.4g} by more than one")
 
     def sane_perplexity(self, ppl: float) -> bool:
         """Whether a validation perplexity is one a training run can have: finite and at

@@ -38,20 +38,19 @@ from .prune import renormalize
 def common_tokenizer(models: Sequence[BackoffNgram]):
     """The one tokenizer every model reads text through (None: words split on spaces);
     models that tokenize otherwise predict different units and are not merged."""
-    def described(m) -> tuple:
-        tok = getattr(m.vocab, "tokenizer", None)
-        return ("words",) if tok is None else tok.identity()
-
-    kinds = [described(m) for m in models]
+    tokenizers = [getattr(m.vocab, "tokenizer", None) for m in models]
+    kinds = [None if t is None else t.identity() for t in tokenizers]
     for i, kind in enumerate(kinds[1:], start=2):
         if kind != kinds[0]:
-            def name(k):
-                return "words split on spaces" if k == ("words",) else \
-                    f"a SentencePiece tokenizer ({k[0]} encoding, {k[1][:12]})"
-            raise NnlmError(f"merge: model 1 reads {name(kinds[0])}, model {i} "
-                            f"{name(kind)}: their units differ, and a merged model would "
+            raise NnlmError(f"merge: model 1 reads {_reads(kinds[0])}, model {i} "
+                            f"{_reads(kind)}: their units differ, and a merged model would "
                             "mix them; merge models of one tokenization")
-    return getattr(models[0].vocab, "tokenizer", None)
+    return tokenizers[0]
+
+
+def _reads(identity) -> str:
+    return "words split on spaces" if identity is None else \
+        f"a SentencePiece tokenizer ({identity[0]} encoding, {identity[1][:12]})"
 
 
 def union_vocabulary(models: Sequence[BackoffNgram]) -> tuple[Vocabulary, list[np.ndarray]]:
