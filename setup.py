@@ -11,9 +11,11 @@ still succeeds and each answers from its Python or numpy path, slower."""
 
 from setuptools import Extension, setup
 
-# the trie's level tuple, run pointers, values and vocabulary hash table, read by both
+# each storage layout's reader (its level tuple, run pointers, values, vocabulary table)
 HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
-           "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/level_spec.h",
+           "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/trie_level.h",
+           "src/nnlm/ngram/store/hash_level.h", "src/nnlm/ngram/store/take_bytes.h",
+           "src/nnlm/ngram/formats/kenlm_probing.h", "src/nnlm/ngram/formats/kenlm_trie.h",
            "src/nnlm/ngram/store/value_codes.h"]
 # value_codes.h repeats numpy's float64 sums one by one: no fused multiply-adds
 EXACT = ["-O3", "-ffp-contract=off"]

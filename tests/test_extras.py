@@ -142,7 +142,8 @@ def test_python_m_build_gives_an_sdist_and_a_wheel_with_the_compiled_parts(tmp_p
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"src/nnlm/decoding/_kenlm_query.c", "src/nnlm/ngram/store/_trie.c",
             "src/nnlm/text/_words.c", "src/nnlm/ngram/formats/_arpa_lines.c",
-            "src/nnlm/ngram/store/level_spec.h", "src/nnlm/ngram/store/pointers.h",
+            "src/nnlm/ngram/store/trie_level.h", "src/nnlm/ngram/store/pointers.h",
+            "src/nnlm/ngram/formats/kenlm_trie.h", "src/nnlm/ngram/formats/kenlm_probing.h",
             "LICENSE", "README.md"} <= names
     with zipfile.ZipFile(wheel) as z:
         inside = z.namelist()

@@ -100,7 +100,7 @@ def test_a_closed_vocabulary_binary_opens_as_kenlm_opens_it(name, tmp_path, caps
     ours = nnlm.kenlm.Model(str(path))
     for line in LINES:
         assert ours.score(line) == pytest.approx(arpa.score(line), abs=1e-4)
-        assert nnlm.Model(model).score(line) == pytest.approx(arpa.score(line), abs=1e-4)
+        assert nnlm.Decoder(model).score(line) == pytest.approx(arpa.score(line), abs=1e-4)
     try:
         import kenlm
     except ImportError:
@@ -148,7 +148,7 @@ def boundaries(path):
     quantization tables, unigrams, each order's arrays, the words."""
     data = path.read_bytes()
     header, start = kenlm_binary.read_header(path, data)
-    layout = kenlm_binary._Layout(path, data, header, start)
+    layout = kenlm_header.TrieLayout(path, data, header, start)
     cuts = {8, 60, 100, start, layout.search, layout.unigrams, layout.end, layout.end + 3}
     for level in [*layout.middles, layout.longest]:
         cuts |= {level.base, level.base + level.size // 2, level.base + level.size}
@@ -252,5 +252,5 @@ def test_a_kenlm_binary_opens_where_it_lies_without_numpy(name):
     ours = nnlm.kenlm.Model(str(FIXTURES / name))
     for line in LINES:
         for (a, n, o), (b, m, p) in zip(ours.full_scores(line),
-                                        nnlm.Model(loaded).full_scores(line)):
+                                        nnlm.Decoder(loaded).full_scores(line)):
             assert (n, o) == (m, p) and a == pytest.approx(b, abs=1e-4)

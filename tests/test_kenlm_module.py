@@ -74,9 +74,8 @@ def query_path(request, monkeypatch):
     """Both per-call paths of nnlm.kenlm: the compiled queries, and the Python one that
     networks use (and back-off models where no C compiler built the extension)."""
     if request.param == "python":
-        monkeypatch.setattr(nk, "_query", lambda lm, serial: None)
-        monkeypatch.setattr(nk, "_open_mapped", lambda text, serial: None)
-        monkeypatch.setattr(nk, "_open_kenlm_binary", lambda text, serial: None)
+        monkeypatch.setattr(nk, "_model_query", lambda lm, serial: None)
+        monkeypatch.setattr(nk, "_open_file", lambda text, serial: None)
     elif nk._fast is None:
         pytest.skip("the compiled queries were not built (no C compiler at install)")
     return request.param
@@ -182,7 +181,7 @@ print(json.dumps({"numpy": "numpy" in sys.modules, "torch": "torch" in sys.modul
 def test_a_trie_file_opens_without_numpy(toy_arpa, tmp_path, form):
     """A decoder's process that opens a trie file through nnlm.kenlm imports neither numpy
     nor torch and never loads the model (what keeps it as small as kenlm's own process:
-    bench/store.py), and its numbers are those of the model loaded whole."""
+    bench/ngram/store.py), and its numbers are those of the model loaded whole."""
     from nnlm.models import convert, load_model
 
     path, sentences = toy_arpa
@@ -535,7 +534,7 @@ def test_a_library_users_warnings_are_one_line_each(tmp_path):
 def test_s_as_a_word_scores_as_kenlm_scores_it(toy_arpa, query_path, source, tmp_path):
     """kenlm scores "<s>" where a decoder asks for it (an alphabet that can spell it):
     its stored log10 p of -99 plus the context's back-offs, length 1, and a state after
-    it; nnlm.kenlm does the same on every path (nnlm.Model keeps refusing it: nnlm's own
+    it; nnlm.kenlm does the same on every path (nnlm.Decoder keeps refusing it: nnlm's own
     face predicts no <s>)."""
     kenlm = pytest.importorskip("kenlm")
     arpa, _ = toy_arpa
@@ -558,7 +557,7 @@ def test_s_as_a_word_scores_as_kenlm_scores_it(toy_arpa, query_path, source, tmp
         assert ours.BaseScore(o1, "the", nk.State()) == pytest.approx(
             theirs.BaseScore(o2, "the", kenlm.State()), abs=1e-4)
     with pytest.raises(ValueError, match="<s>"):
-        nnlm.Model(arpa.parent / "kn4").score("the <s> cat")
+        nnlm.Decoder(arpa.parent / "kn4").score("the <s> cat")
 
 
 def _python_blocks(page: Path, needle: str) -> list[str]:

@@ -105,6 +105,72 @@ def test_the_model_families_do_not_import_each_other():
             assert not any(t.startswith("nnlm.ngram") for t in targets), name
 
 
+# -- private names ------------------------------------------------------------------------
+def private_names_crossing_folders() -> set[tuple[str, str, str]]:
+    """(module, name, owner) for each private name (one underscore) that a module takes
+    from a module in another folder, by ``from owner import _name`` or ``owner._name``:
+    a folder's private names are its own, so that a change inside a folder (a storage
+    layout's reader, say) stays there."""
+    modules = _modules()
+
+    def folder(name):
+        return name if modules[name][1] else name.rsplit(".", 1)[0]
+
+    def private(name):
+        return name.startswith("_") and not name.startswith("__")
+
+    found = set()
+    for name, (path, _) in modules.items():
+        here = folder(name)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    full = f"{target}.{alias.name}"
+                    owner = full if full in modules else target
+                    if full in modules:
+                        aliases[alias.asname or alias.name] = full
+                    if owner in modules and private(alias.name) and folder(owner) != here:
+                        found.add((name, alias.name, owner))
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname or a.name: a.name for a in node.names
+                                if a.name in modules})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    node.value.id in aliases and private(node.attr):
+                owner = aliases[node.value.id]
+                if folder(owner) != here:
+                    found.add((name, node.attr, owner))
+    return found
+
+
+def test_no_private_name_crosses_a_folder():
+    assert private_names_crossing_folders() == set()
+
+
+def test_the_private_name_finder_sees_both_forms(tmp_path, monkeypatch):
+    """The finder is not vacuous: a module that takes another folder's private name, in
+    either form, is found."""
+    import nnlm.decoding
+
+    spy = Path(nnlm.decoding.__file__).parent / "_spy_for_test.py"
+    spy.write_text("from ..ngram.store.trie import _native\n"
+                   "from ..ngram.store import trie\n"
+                   "x = trie._lazy_thing\n", encoding="utf-8")
+    try:
+        found = private_names_crossing_folders()
+    finally:
+        spy.unlink()
+    assert ("nnlm.decoding._spy_for_test", "_native", "nnlm.ngram.store.trie") in found
+    assert ("nnlm.decoding._spy_for_test", "_lazy_thing", "nnlm.ngram.store.trie") in found
+
+
 # -- rooms and floors ---------------------------------------------------------------------
 MAX_FLOORS = 12
 

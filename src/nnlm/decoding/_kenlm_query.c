@@ -3,9 +3,10 @@
  * KenLM's Python module answers BaseScore in about 0.4 us; a Python implementation
  * spends 50-100 us making arrays and objects per call. This module keeps the model's
  * numbers as KenLM does (log10 in float32, a flag per n-gram saying whether it can
- * extend) and looks n-grams up in nnlm's own hash indexes (nnlm.ngram.store.hashindex:
- * open addressing, Fibonacci hashing, linear probing) over the arrays it is given,
- * without copying them and without making a Python object per call beyond the result.
+ * extend) and reads each order where its numbers lie, in whichever layout that is, over
+ * the buffers it is given, without copying them and without making a Python object per
+ * call beyond the result. Each layout is read by the header beside the code that owns it
+ * (see Level below); this file holds the API and the walk.
  *
  * The algorithm is KenLM's (lm/model.cc, FullScore and ResumeScore; Heafield 2011):
  * a State holds the last words, most recent first, and the log10 back-off weight of each
@@ -13,12 +14,11 @@
  * n-grams are stored, takes the longest one's probability, adds the back-off weights of
  * the context n-grams longer than it, and keeps in the new state only as many words as
  * the longest stored n-gram ending in w that can still extend ("right state
- * minimization"). Stored n-grams of order k are keyed by (id of their (k-1)-word suffix)
- * * |V| + (their first word), as in nnlm.ngram.backoff.
+ * minimization").
  *
- * Types: State and FullScoreReturn (kenlm's), and Query, the model: built once from
- * numpy arrays by nnlm.kenlm, which keeps them alive. The buffers are read-only views;
- * the model must not change under a Query.
+ * Types: State and FullScoreReturn (kenlm's), and Query, the model: built once from a
+ * spec (nnlm.ngram.store.query_spec.QuerySpec) by nnlm.kenlm, which keeps it alive. The
+ * buffers are read-only views; the model must not change under a Query.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,14 +27,13 @@
 #include <string.h>
 #include "structmember.h"
 
-#include "../ngram/store/level_spec.h"
-#include "../ngram/store/pointers.h"
-#include "../ngram/store/value_codes.h"
-#include "../ngram/store/values.h"
+#include "../ngram/formats/kenlm_probing.h"
+#include "../ngram/formats/kenlm_trie.h"
+#include "../ngram/store/hash_level.h"
+#include "../ngram/store/trie_level.h"
 #include "../ngram/store/vocab_hash.h"
 
 #define MAX_ORDER 12
-#define GOLDEN 0x9E3779B97F4A7C15ULL
 
 /* -- State ---------------------------------------------------------------------------- */
 typedef struct {
@@ -240,48 +239,22 @@ static PyTypeObject FullScoreType = {
 };
 
 /* -- Query ---------------------------------------------------------------------------- */
+/* One order k >= 2 in any of the layouts the queries read, each read by the header
+ * beside the code that writes or reads the layout: nnlm's in-memory hash index
+ * (ngram/store/hash_level.h), nnlm's mapped trie, its values as floats or coded as counts
+ * (ngram/store/trie_level.h, shared with the bulk scorer _trie.c), and KenLM's probing and
+ * trie binaries where they lie (ngram/formats/kenlm_probing.h, kenlm_trie.h). Each level
+ * tuple names its layout in its first item. */
+typedef enum { HASH_LEVEL = 1, TRIE_LEVEL, PROBING_LEVEL, KENLM_TRIE_LEVEL } LevelKind;
+
 typedef struct {
-    int trie;                /* 0: nnlm's hash index and packed entries; 1: a mapped trie */
-    /* hash index mode */
-    const int64_t *slot_keys, *slot_values;
-    uint64_t mask;
-    int bits;
-    const float *pb;         /* per n-gram: log10 probability, then (below the top order)
-                                its log10 back-off, whose -0.0 says "cannot extend" (KenLM's
-                                kNoExtensionBackoff): one cache line holds both */
-    int stride;              /* 2 below the top order, 1 at it */
-    /* trie mode (nnlm.ngram.store.trie): bit-packed words, the run pointers (either
-       layout of pointers.h), the order's table if it has one, the values where they lie
-       (back-offs' zeros signed as KenLM's) */
-    const uint64_t *words, *tslots;
-    Pointers parents;        /* order k-1's run pointers (ngram/store/pointers.h) */
-    uint64_t word_bits, wmask, n, n_parents, slot_bits, smask, n_slots;
-    Values logp, bow;
-    /* coded trie mode (the same trie, its values coded as counts: value_codes.h): the
-       entries' numerators and their codes as contexts (below the top order) */
-    int coded;
-    CodeField ca, cc;
-    /* probing mode (a KenLM probing file where it lies): buckets of itemsize bytes, each
-       (uint64 hash of the n-gram, float32 log10 p whose sign bit is a flag, then below
-       the top order the float32 log10 back-off), empty where the hash is 0; kid: each
-       word's id in KenLM's vocabulary, which its hashes combine */
-    int probing;
-    const char *ptable;
-    uint64_t buckets;
-    Py_ssize_t itemsize;
-    const int64_t *kid;
-    /* KenLM trie mode (a KenLM trie file where it lies): per entry, total bits: the word,
-       then the value fields (floats: 31 bits of p's magnitude, then 32 of the back-off;
-       quantized: the back-off's code, then p's), then (below the top order) the low bits of
-       the pointer into the next order, whose high bits, with array-compressed pointers,
-       come from a sorted table (ArrayBhiksha); order 2's parents are the unigram records
-       (float p, float b, uint64 next) */
-    int ktrie;
-    const uint8_t *kbits, *kuni;
-    uint64_t kn, ktotal, kword_bits, kvalue_bits, kprob_bits, kbow_bits, kinline, kn_offsets;
-    int kquant;
-    const float *kprob_c, *kbow_c;
-    const uint64_t *koffsets;
+    LevelKind kind;
+    union {
+        HashLevel hash;
+        TrieLevel trie;
+        ProbingLevel probing;
+        KenlmTrieLevel kenlm;
+    } as;
 } Level;
 
 typedef struct {
@@ -300,9 +273,7 @@ typedef struct {
     /* a trie of coded values: the words' p in float64, their codes as contexts, and each
        word's symbol decoded at opening */
     int coded;
-    const double *uni_p;
-    CodeField uc;
-    uint32_t *uni_sym;
+    CodedUnigrams uni;
     Level levels[MAX_ORDER]; /* levels[k] for order k >= 2 */
     Py_buffer buffers[24 * MAX_ORDER + 16];  /* MAX_BUFFERS */
     int ready;               /* __init__ ran: a second call is refused (it would leak) */
@@ -314,7 +285,7 @@ static PyTypeObject QueryType;
 static void Query_dealloc(QueryObject *self) {
     PyMem_Free(self->table);
     PyMem_Free(self->own_pb);
-    PyMem_Free(self->uni_sym);
+    PyMem_Free(self->uni.sym);
     for (int i = 0; i < self->n_buffers; i++) PyBuffer_Release(&self->buffers[i]);
     Py_XDECREF(self->index);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -390,130 +361,7 @@ static inline int32_t bytes_id(const QueryObject *q, const char *p, Py_ssize_t n
     return id < 0 ? q->unk : (int32_t)id;
 }
 
-/* -- the mapped trie: see nnlm/ngram/store/_trie.c, whose layout this reads ---------- */
 #define LOG10_E 0.43429448190325182765
-
-/* the entry of (word, then the (k-1)-gram parent), or -1 */
-static inline int64_t trie_find(const Level *L, uint64_t parent, uint64_t word, uint64_t V) {
-    if (parent >= L->n_parents) return -1;
-    uint64_t a, b;
-    pointers_pair(&L->parents, parent, &a, &b);
-    if (b > L->n) b = L->n;
-    if (a >= b) return -1;
-    if (L->tslots) {
-        uint64_t key = parent * V + word;
-        uint64_t pos = (((key * GOLDEN) >> 32) * L->n_slots) >> 32;
-        for (uint64_t tries = 0; tries < L->n_slots; tries++) {
-            uint64_t v = unpack(L->tslots, L->slot_bits, L->smask, pos);
-            if (!v) return -1;
-            if (v - 1 >= a && v - 1 < b &&
-                unpack(L->words, L->word_bits, L->wmask, v - 1) == word)
-                return (int64_t)(v - 1);
-            if (++pos == L->n_slots) pos = 0;
-        }
-        return -1;
-    }
-    uint64_t base = a, len = b - a;
-    while (len > 1) {
-        uint64_t half = len >> 1;
-        base = unpack(L->words, L->word_bits, L->wmask, base + half) < word ? base + half : base;
-        len -= half;
-    }
-    uint64_t found = unpack(L->words, L->word_bits, L->wmask, base);
-    if (found < word && ++base < b) found = unpack(L->words, L->word_bits, L->wmask, base);
-    return base < b && found == word ? (int64_t)base : -1;
-}
-
-static inline float value_at(const Values *v, uint64_t i) {
-    return (float)(value_ln(v, i) * LOG10_E);
-}
-
-static int take_values(QueryObject *self, Values *v, PyObject *values, PyObject *centers,
-                       long long bits, uint64_t n) {
-    Py_ssize_t itemsize = bits ? 8 : 4, count, n_centers = 0;
-    const void *data;
-    if (bits < 0 || bits > 25 || !(data = take(self, values, itemsize, &count))) return -1;
-    v->bits = (uint64_t)bits;
-    v->mask = mask_of(v->bits);
-    v->values = bits ? NULL : data;
-    v->codes = bits ? data : NULL;
-    v->centers = NULL;
-    if (bits && !(v->centers = take(self, centers, 4, &n_centers))) return -1;
-    v->n_centers = (uint64_t)n_centers;
-    return values_sizes_ok(v->bits, n, (uint64_t)(count * itemsize),
-                           (uint64_t)n_centers * 4) ? 0 : -1;
-}
-
-/* a level of a mapped trie: ("trie", words, word_bits, pointers, n_parents, n, slots,
- * slot_bits, n_slots, logp, logp_centers, logp_bits, bow, bow_centers, bow_bits), with
- * pointers = (kind, data, exceptions, bits, n_exceptions) as run_pointers' c_spec()
- * gives them; slots and (at the top order) bow may be empty bytes */
-static int trie_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower,
-                      int coded) {
-    LevelSpec s;
-    if (parse_level_spec(t, &s) < 0) return -1;
-    unsigned long long wb = s.word_bits, pbits = s.pointer_bits, n_exc = s.n_exceptions,
-        npar = s.n_parents, n = s.n, sbits = s.slot_bits, nslots = s.n_slots;
-    int linear = s.linear;
-    PyObject *words = s.words, *data = s.data, *exceptions = s.exceptions, *slots = s.slots;
-    Py_ssize_t count, data_count, exc_count = 0;
-    L->trie = 1;
-    L->word_bits = wb; L->wmask = mask_of(wb);
-    L->n = n; L->n_parents = npar;
-    if (wb < 1 || wb > 64 || (int64_t)npar != n_lower) return -1;
-    if (!(L->words = take(self, words, 8, &count)) ||
-        !packed_fits(n, wb, 8 * (uint64_t)count)) return -1;
-    Pointers *P = &L->parents;
-    P->linear = linear != 0;
-    P->bits = pbits; P->mask = mask_of(pbits);
-    P->n_blocks = P->linear ? (npar >> LINE_SHIFT) + 1 : 0;
-    P->n_exceptions = n_exc;
-    if (!(P->data = take(self, data, 8, &data_count))) return -1;
-    if (P->linear && !(P->exceptions = take(self, exceptions, 8, &exc_count))) return -1;
-    if (!pointers_sizes_ok(P, npar + 1, 8 * (uint64_t)data_count, 8 * (uint64_t)exc_count))
-        return -1;
-    L->tslots = NULL;
-    if (PyObject_Length(slots) > 0) {
-        L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
-        if (sbits < 1 || sbits > 64 || nslots == 0 ||
-            !(L->tslots = take(self, slots, 8, &count)) ||
-            !packed_fits(nslots, sbits, 8 * (uint64_t)count)) return -1;
-    }
-    if (coded) return 0;
-    if (take_values(self, &L->logp, s.logp, s.logp_centers, s.logp_bits, n) < 0) return -1;
-    if (!top && take_values(self, &L->bow, s.bow, s.bow_centers, s.bow_bits, n) < 0)
-        return -1;
-    return 0;
-}
-
-/* a trie level of coded values: ("coded", the trie tuple, numerators, contexts (None at
- * the top), the unigrams' p, their contexts), as trie_layout.coded_spec gives it; order
- * 2's also fills the Query's unigram part and decodes each word's symbol */
-static int coded_level(QueryObject *self, Level *L, PyObject *t, int top, int64_t n_lower,
-                       int first) {
-    if (trie_level(self, L, PyTuple_GET_ITEM(t, 1), top, n_lower, 1) < 0 ||
-        parse_code_field(PyTuple_GET_ITEM(t, 2), 1, L->n, &L->ca, take_bytes, self) < 0 ||
-        (!top && parse_code_field(PyTuple_GET_ITEM(t, 3), 0, L->n, &L->cc, take_bytes,
-                                  self) < 0))
-        return -1;
-    L->coded = 1;
-    if (!first) return self->coded ? 0 : -1;
-    const void *p;
-    Py_ssize_t len;
-    if (take_bytes(self, PyTuple_GET_ITEM(t, 4), &p, &len) < 0 || len != 8 * self->V ||
-        !probabilities_in_range(p, (uint64_t)self->V, (uint64_t)self->bos) ||
-        parse_code_field(PyTuple_GET_ITEM(t, 5), 0, (uint64_t)self->V, &self->uc, take_bytes,
-                         self) < 0)
-        return -1;
-    if (!(self->uni_sym = PyMem_Malloc((size_t)self->V * sizeof(uint32_t)))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    field_symbols_all(&self->uc, self->uni_sym);
-    self->uni_p = p;
-    self->coded = 1;
-    return 0;
-}
 
 /* uni_pb from a trie file's two float32 unigram sections, (natural-log p, natural-log
  * back-off whose sign of zero says whether the word extends), as nnlm.kenlm's numpy path
@@ -558,63 +406,59 @@ static int unigram_entries(QueryObject *self, PyObject *pair) {
     return 0;
 }
 
-/* A KenLM probing order: ("probing", table bytes, itemsize, buckets, kid) */
-static int probing_level(QueryObject *self, Level *L, PyObject *t, int top) {
-    PyObject *tag, *table, *kid;
-    Py_ssize_t itemsize, n_table, n_kid;
-    unsigned long long buckets;
-    if (!PyArg_ParseTuple(t, "OOnKO", &tag, &table, &itemsize, &buckets, &kid)) return -1;
-    L->probing = 1;
-    if (itemsize < (top ? 12 : 16) || buckets < 1 || !(L->ptable = take(self, table, 1,
-                                                                          &n_table)) ||
-        (uint64_t)n_table != (uint64_t)itemsize * buckets ||
-        !(L->kid = take(self, kid, 8, &n_kid)) || n_kid != self->V)
-        return -1;
-    for (int64_t i = 0; i < self->V; i++)
-        if (L->kid[i] < 0) return -1;
-    L->buckets = buckets;
-    L->itemsize = itemsize;
-    return 0;
+/* the entries of order k, which the order above points into */
+static uint64_t level_entries(const Level *L) {
+    switch (L->kind) {
+    case HASH_LEVEL: return L->as.hash.n;
+    case TRIE_LEVEL: return L->as.trie.n;
+    case KENLM_TRIE_LEVEL: return L->as.kenlm.n;
+    default: return 0;
+    }
 }
 
-/* A KenLM trie order: ("kenlm-trie", bits, n, total, word_bits, quantized, prob_bits,
- * bow_bits, prob_centers, bow_centers, inline_bits, offsets, unigram records) */
-static int kenlm_trie_level(QueryObject *self, Level *L, PyObject *t, int top) {
-    PyObject *tag, *bits, *pc, *bc, *offsets, *uni;
-    unsigned long long n, total, word_bits, prob_bits, bow_bits, inline_bits;
-    int quant;
-    Py_ssize_t n_bits, n_pc = 0, n_bc = 0, n_off = 0, n_uni = 0;
-    if (!PyArg_ParseTuple(t, "OOKKKiKKOOKOO", &tag, &bits, &n, &total, &word_bits, &quant,
-                          &prob_bits, &bow_bits, &pc, &bc, &inline_bits, &offsets, &uni))
+/* order k from its tagged tuple, each layout by its own header; orders of one model
+ * agree (a coded trie is coded from order 2 up; a KenLM trie's orders chain, order 2
+ * from the unigram records) */
+static int take_level(QueryObject *self, int k, PyObject *t) {
+    Level *L = &self->levels[k];
+    int top = k == self->order;
+    PyObject *tag = PyTuple_Check(t) && PyTuple_GET_SIZE(t) > 0 ? PyTuple_GET_ITEM(t, 0) : NULL;
+    if (!tag || !PyUnicode_Check(tag)) {
+        PyErr_Format(PyExc_TypeError, "order %d: a tuple whose first item names its layout", k);
         return -1;
-    L->ktrie = 1;
-    L->kn = n; L->ktotal = total; L->kword_bits = word_bits; L->kquant = quant;
-    L->kprob_bits = prob_bits; L->kbow_bits = bow_bits; L->kinline = inline_bits;
-    L->kvalue_bits = quant ? prob_bits + (top ? 0 : bow_bits) : (top ? 31 : 63);
-    if (word_bits < 1 || word_bits > 32 || inline_bits > 57 || (top && inline_bits) ||
-        total != word_bits + L->kvalue_bits + inline_bits || prob_bits > 25 || bow_bits > 25)
-        return -1;
-    /* (n + 1) * total bits must not wrap: n comes from the file's header */
-    if (n >= (UINT64_MAX - 7) / total - 1 || !(L->kbits = take(self, bits, 1, &n_bits)) ||
-        (uint64_t)n_bits < ((n + 1) * total + 7) / 8 + 8)
-        return -1;
-    if (quant) {
-        if (!(L->kprob_c = take(self, pc, 4, &n_pc)) || (uint64_t)n_pc != (1ULL << prob_bits))
+    }
+    const char *name = PyUnicode_AsUTF8(tag);
+    if (!name) return -1;
+    if (!strcmp(name, "hash")) {
+        L->kind = HASH_LEVEL;
+        return hash_level_take(t, top, &L->as.hash, take_bytes, self);
+    }
+    if (!strcmp(name, "trie") || !strcmp(name, "coded")) {
+        L->kind = TRIE_LEVEL;
+        uint64_t n_lower = k == 2 ? (uint64_t)self->V : level_entries(&self->levels[k - 1]);
+        if (trie_level_take(t, top, n_lower, &L->as.trie, take_bytes, self) < 0) return -1;
+        if (k == 2 && L->as.trie.coded) {
+            if (coded_unigrams_take(t, (uint64_t)self->V, (uint64_t)self->bos, &self->uni,
+                                    take_bytes, self) < 0)
+                return -1;
+            self->coded = 1;
+        }
+        return L->as.trie.coded == self->coded ? 0 : -1;
+    }
+    if (!strcmp(name, "probing")) {
+        L->kind = PROBING_LEVEL;
+        return probing_level_take(t, top, self->V, &L->as.probing, take_bytes, self);
+    }
+    if (!strcmp(name, "kenlm-trie")) {
+        L->kind = KENLM_TRIE_LEVEL;
+        if (kenlm_trie_level_take(t, top, self->V, &L->as.kenlm, take_bytes, self) < 0)
             return -1;
-        if (!top && (!(L->kbow_c = take(self, bc, 4, &n_bc)) ||
-                     (uint64_t)n_bc != (1ULL << bow_bits)))
-            return -1;
+        /* order 2 reads the unigram records; each order above, the one below it */
+        return k == 2 ? (L->as.kenlm.unigrams ? 0 : -1)
+                      : (self->levels[k - 1].kind == KENLM_TRIE_LEVEL ? 0 : -1);
     }
-    L->koffsets = NULL;
-    if (PyObject_Length(offsets) > 0) {
-        if (!(L->koffsets = take(self, offsets, 8, &n_off))) return -1;
-        L->kn_offsets = (uint64_t)n_off;
-    }
-    L->kuni = NULL;
-    if (PyObject_Length(uni) > 0) {
-        if (!(L->kuni = take(self, uni, 1, &n_uni)) || n_uni < 16 * (self->V + 2)) return -1;
-    }
-    return 0;
+    PyErr_Format(PyExc_ValueError, "order %d: no layout named '%s'", k, name);
+    return -1;
 }
 
 static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
@@ -662,52 +506,8 @@ static int Query_init(QueryObject *self, PyObject *args, PyObject *kwds) {
     } else if (!(self->uni_pb = take(self, uni_pb, 4, &n)) || n != 2 * V) {
         goto bad_size;
     }
-    for (Py_ssize_t i = 0; i < n_levels; i++) {
-        PyObject *t = PyList_GET_ITEM(levels, i);
-        Level *L = &self->levels[i + 2];
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 13 &&
-            PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {  /* ("kenlm-trie", ...) */
-            if (kenlm_trie_level(self, L, t, i + 2 == self->order) < 0) goto bad_size;
-            if (i == 0 && !L->kuni) goto bad_size;  /* order 2 needs the unigram records */
-            if (i > 0 && !self->levels[i + 1].ktrie) goto bad_size;
-            continue;
-        }
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 5 &&
-            PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {  /* ("probing", ...) */
-            if (probing_level(self, L, t, i + 2 == self->order) < 0) goto bad_size;
-            continue;
-        }
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 15) {
-            if (self->coded || trie_level(self, L, t, i + 2 == self->order, i == 0 ? V :
-                                          (int64_t)self->levels[i + 1].n, 0) < 0)
-                goto bad_size;
-            continue;
-        }
-        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 6) {  /* ("coded", ...) */
-            if ((i > 0 && !self->coded) ||
-                coded_level(self, L, t, i + 2 == self->order, i == 0 ? V :
-                            (int64_t)self->levels[i + 1].n, i == 0) < 0)
-                goto bad_size;
-            continue;
-        }
-        PyObject *keys, *values, *pb;
-        int bits;
-        Py_ssize_t entries;
-        if (!PyArg_ParseTuple(t, "OOinO", &keys, &values, &bits, &entries, &pb)) return -1;
-        if (entries < 0) goto bad_size;
-        L->n = (uint64_t)entries;
-        Py_ssize_t slots, m;
-        if (!(L->slot_keys = take(self, keys, 8, &slots))) return -1;
-        if (!(L->slot_values = take(self, values, 8, &n)) || n != slots) goto bad_size;
-        if (bits < 1 || bits > 62 || ((Py_ssize_t)1 << bits) != slots) goto bad_size;
-        L->bits = bits;
-        L->mask = ((uint64_t)1 << bits) - 1;
-        L->stride = i + 2 < self->order ? 2 : 1;
-        if (!(L->pb = take(self, pb, 4, &m)) || m != L->stride * entries) goto bad_size;
-        for (Py_ssize_t j = 0; j < slots; j++)  /* every value must index an entry */
-            if (L->slot_keys[j] != -1 && (L->slot_values[j] < 0 || L->slot_values[j] >= entries))
-                goto bad_size;
-    }
+    for (Py_ssize_t i = 0; i < n_levels; i++)
+        if (take_level(self, (int)i + 2, PyList_GET_ITEM(levels, i)) < 0) goto bad_size;
     return 0;
 bad_size:
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "array sizes do not agree");
@@ -721,95 +521,84 @@ static inline int extends(float backoff) {
     return bits != 0x80000000u;
 }
 
-static inline int64_t find(const Level *L, int64_t key) {
-    uint64_t pos = ((uint64_t)key * GOLDEN) >> (64 - L->bits);
-    for (;;) {
-        int64_t k = L->slot_keys[pos];
-        if (k == key) return L->slot_values[pos];
-        if (k == -1) return -1;
-        pos = (pos + 1) & L->mask;
-    }
-}
+/* A walk up the orders for one word: the entry found at the order below (the word's id
+ * at order 1), a probing file's hash of the n-gram so far, and a coded model's p carried
+ * in float64 with the symbols of the contexts (value_codes.h) */
+typedef struct {
+    int64_t id;
+    uint64_t hash;
+    double p64;
+    float escaped;
+    const uint32_t *ctx;            /* the in-state's contexts' symbols */
+    uint32_t out_ctx[MAX_ORDER - 1];
+} Walk;
 
-/* KenLM's probing lookup: the slot holding ``hash`` (linear probing from hash mod the
- * table's size; a key of 0 is an empty bucket), or -1 */
-static inline int64_t probe(const Level *L, uint64_t hash) {
-    uint64_t pos = hash % L->buckets;
-    for (uint64_t tries = 0; tries < L->buckets; tries++) {
-        uint64_t key;
-        memcpy(&key, L->ptable + pos * L->itemsize, 8);
-        if (key == hash) return (int64_t)pos;
-        if (key == 0) return -1;
-        if (++pos == L->buckets) pos = 0;
-    }
-    return -1;
-}
-
-/* len (<= 57) bits at bit offset ``bit`` of a little-endian bit stream (KenLM pads its
- * arrays with 8 bytes, so the 8-byte read stays inside) */
-static inline uint64_t read_bits(const uint8_t *base, uint64_t bit, uint64_t len) {
-    uint64_t v;
-    memcpy(&v, base + (bit >> 3), 8);
-    return (v >> (bit & 7)) & (len >= 64 ? ~0ULL : ((1ULL << len) - 1));
-}
-
-/* Where entry i of KenLM trie order L points into the next order */
-static inline uint64_t ktrie_child(const Level *L, uint64_t i) {
-    uint64_t low = read_bits(L->kbits, i * L->ktotal + L->kword_bits + L->kvalue_bits,
-                             L->kinline);
-    if (!L->koffsets) return low;
-    uint64_t lo = 0, hi = L->kn_offsets;  /* the last table entry <= i: the high bits */
-    while (lo < hi) {
-        uint64_t mid = (lo + hi) / 2;
-        if (L->koffsets[mid] <= i) lo = mid + 1; else hi = mid;
-    }
-    return ((lo ? lo - 1 : 0) << L->kinline) | low;
-}
-
-/* The entry of order k (L) holding ``word`` among the children of entry ``parent`` of
- * order k - 1 (the unigram records' pointers when k == 2), or -1 */
-static inline int64_t ktrie_find(const QueryObject *q, int k, uint64_t parent, uint64_t word) {
+/* the entry of order k holding the n-gram (before, then the n-gram walk->id found at
+ * order k - 1, whose last word is w), or -1 */
+static inline int64_t level_find(const QueryObject *q, int k, Walk *walk, int32_t w,
+                                 int32_t before) {
     const Level *L = &q->levels[k];
-    uint64_t begin, end;
-    if (k == 2) {
-        memcpy(&begin, L->kuni + 16 * parent + 8, 8);
-        memcpy(&end, L->kuni + 16 * (parent + 1) + 8, 8);
-    } else {
-        const Level *P = &q->levels[k - 1];
-        begin = ktrie_child(P, parent);
-        end = ktrie_child(P, parent + 1);
+    switch (L->kind) {
+    case TRIE_LEVEL:
+        return trie_level_find(&L->as.trie, (uint64_t)walk->id, (uint64_t)before,
+                               (uint64_t)q->V);
+    case KENLM_TRIE_LEVEL:
+        return kenlm_trie_level_find(&L->as.kenlm, k == 2 ? NULL : &q->levels[k - 1].as.kenlm,
+                                     (uint64_t)walk->id, (uint64_t)before);
+    case PROBING_LEVEL: {
+        const int64_t *kid = L->as.probing.kid;
+        walk->hash = probing_combine(k == 2 ? (uint64_t)kid[w] : walk->hash,
+                                     (uint64_t)kid[before]);
+        return probing_level_find(&L->as.probing, walk->hash);
     }
-    if (end > L->kn) end = L->kn;
-    while (begin < end) {  /* a run's words are sorted */
-        uint64_t mid = begin + (end - begin) / 2;
-        uint64_t w = read_bits(L->kbits, mid * L->ktotal, L->kword_bits);
-        if (w == word) return (int64_t)mid;
-        if (w < word) begin = mid + 1; else end = mid;
+    default:
+        return hash_level_find(&L->as.hash, walk->id * q->V + before);
     }
-    return -1;
 }
 
-/* log10 p (and, below the top order, the back-off) of entry e of KenLM trie order L */
-static inline float ktrie_values(const Level *L, uint64_t e, int top, float *backoff) {
-    uint64_t at = e * L->ktotal + L->kword_bits;
-    if (L->kquant) {
-        if (top) return L->kprob_c[read_bits(L->kbits, at, L->kprob_bits)];
-        *backoff = L->kbow_c[read_bits(L->kbits, at, L->kbow_bits)];
-        return L->kprob_c[read_bits(L->kbits, at + L->kbow_bits, L->kprob_bits)];
+/* a coded order's step: p carried up from its numerator and its context's S and gamma
+ * (value_codes.h), its escape noted, and below the top its back-off and context symbol */
+static inline void coded_step(const QueryObject *q, int k, uint64_t e, int top,
+                              float *backoff, Walk *walk) {
+    const TrieLevel *L = &q->levels[k].as.trie;
+    int64_t escape, unused;
+    uint64_t sa = field_symbol(&L->a, e, &escape);
+    const CodeField *C = k == 2 ? &q->uni.c : &q->levels[k - 1].as.trie.c;
+    uint32_t sc = walk->ctx[k - 2];
+    double Sh = NAN, gamma = NAN;
+    if (sc < C->n_symbols) {
+        Sh = C->S[sc];
+        gamma = C->gamma[sc];
     }
-    uint32_t pbits = (uint32_t)read_bits(L->kbits, at, 31) | 0x80000000u;  /* always < 0 */
-    float p;
-    memcpy(&p, &pbits, 4);
+    walk->p64 = chain_p(L->a.num[sa], Sh, gamma, walk->p64);
+    walk->escaped = escape >= 0 ? L->a.escape_logp[escape] : NAN;
     if (!top) {
-        uint32_t bbits = (uint32_t)read_bits(L->kbits, at + 31, 32);
-        memcpy(backoff, &bbits, 4);
+        uint64_t so = field_symbol(&L->c, e, &unused);
+        *backoff = (float)(L->c.bow[so] * LOG10_E);
+        walk->out_ctx[k - 1] = (uint32_t)so;
     }
-    return p;
 }
 
-/* KenLM's CombineWordHash: the hash of an n-gram extended one word to the left */
-static inline uint64_t combine(uint64_t node, uint64_t word) {
-    return (node * 8978948897894561157ULL) ^ ((word + 1) * 17894857484156487943ULL);
+/* log10 p of entry e of order k and, below the top order, its log10 back-off (a coded
+ * model's p is carried in walk and read when the walk ends) */
+static inline float level_values(const QueryObject *q, int k, uint64_t e, int top,
+                                 float *backoff, Walk *walk) {
+    const Level *L = &q->levels[k];
+    switch (L->kind) {
+    case TRIE_LEVEL:
+        if (L->as.trie.coded) {
+            coded_step(q, k, e, top, backoff, walk);
+            return NAN;
+        }
+        if (!top) *backoff = (float)(value_ln(&L->as.trie.bow, e) * LOG10_E);
+        return (float)(value_ln(&L->as.trie.logp, e) * LOG10_E);
+    case KENLM_TRIE_LEVEL:
+        return kenlm_trie_level_values(&L->as.kenlm, e, top, backoff);
+    case PROBING_LEVEL:
+        return probing_level_values(&L->as.probing, e, top, backoff);
+    default:
+        return hash_level_values(&L->as.hash, e, backoff);
+    }
 }
 
 /* a coded model: the symbols of in's contexts (the context of length i + 1 at order
@@ -822,20 +611,23 @@ static const uint32_t *in_contexts(const QueryObject *q, const StateObject *in,
     for (int i = 0; i < in->length; i++) {
         found[i] = UINT32_MAX;
         if (i == 0) {
-            if (id >= 0 && id < q->V) found[0] = q->uni_sym[id];
+            if (id >= 0 && id < q->V) found[0] = q->uni.sym[id];
             continue;
         }
-        const Level *L = &q->levels[i + 1];
-        if (id < 0 || i + 1 >= q->order || !L->coded ||
-            (id = trie_find(L, (uint64_t)id, (uint64_t)in->words[i], (uint64_t)q->V)) < 0)
+        if (id < 0 || i + 1 >= q->order) break;
+        const TrieLevel *L = &q->levels[i + 1].as.trie;
+        if ((id = trie_level_find(L, (uint64_t)id, (uint64_t)in->words[i], (uint64_t)q->V)) < 0)
             break;
         int64_t unused;
-        found[i] = (uint32_t)field_symbol(&L->cc, (uint64_t)id, &unused);
+        found[i] = (uint32_t)field_symbol(&L->c, (uint64_t)id, &unused);
     }
     return found;
 }
 
-/* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length */
+/* log10 p(w | in) as KenLM's FullScore; fills out (if not NULL) and the n-gram length.
+ * The walk: w, (c1 w), (c2 c1 w), ... as far as the n-grams are stored; the longest
+ * one's p, plus the back-offs of the context n-grams longer than it; the state keeps the
+ * words of the longest n-gram ending in w that can still extend. */
 static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
                         StateObject *out, int *length) {
     float prob = q->uni_pb[2 * w];
@@ -843,100 +635,27 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
     float out_backoff[MAX_ORDER - 1];
     out_backoff[0] = q->uni_pb[2 * w + 1];
     int keep = extends(out_backoff[0]) ? 1 : 0;
-    int64_t id = w;
-    uint64_t hash = 0;
-    /* a coded model carries p in float64 up the orders (value_codes.h) */
-    double p64 = 0;
-    float escaped = NAN;
-    uint32_t out_ctx[MAX_ORDER - 1], found_ctx[MAX_ORDER - 1];
-    const uint32_t *ctx = NULL;
+    uint32_t found_ctx[MAX_ORDER - 1];
+    Walk walk = {.id = w, .escaped = NAN};
     if (q->coded) {
-        p64 = q->uni_p[w];
-        out_ctx[0] = q->uni_sym[w];
-        ctx = in_contexts(q, in, found_ctx);
+        walk.p64 = q->uni.p[w];
+        walk.out_ctx[0] = q->uni.sym[w];
+        walk.ctx = in_contexts(q, in, found_ctx);
     }
     for (int j = 0; j < in->length && j + 2 <= q->order; j++) {
-        int k = j + 2;
-        const Level *L = &q->levels[k];
-        if (L->coded) {
-            int64_t pos = trie_find(L, (uint64_t)id, (uint64_t)in->words[j], (uint64_t)q->V);
-            if (pos < 0) break;
-            id = pos;
-            int64_t escape, unused;
-            uint64_t sa = field_symbol(&L->ca, (uint64_t)pos, &escape);
-            const CodeField *C = k == 2 ? &q->uc : &q->levels[k - 1].cc;
-            uint32_t sc = ctx[j];
-            double Sh = NAN, gamma = NAN;
-            if (sc < C->n_symbols) {
-                Sh = C->S[sc];
-                gamma = C->gamma[sc];
-            }
-            p64 = chain_p(L->ca.num[sa], Sh, gamma, p64);
-            escaped = escape >= 0 ? L->ca.escape_logp[escape] : NAN;
-            ngram_length = k;
-            if (k < q->order) {
-                uint64_t so = field_symbol(&L->cc, (uint64_t)pos, &unused);
-                out_backoff[k - 1] = (float)(L->cc.bow[so] * LOG10_E);
-                out_ctx[k - 1] = (uint32_t)so;
-                if (extends(out_backoff[k - 1])) keep = k;
-            }
-            continue;
-        }
-        if (L->ktrie) {  /* KenLM's trie file, where it lies */
-            int64_t pos = ktrie_find(q, k, (uint64_t)id, (uint64_t)in->words[j]);
-            if (pos < 0) break;
-            id = pos;
-            float bo = 0;
-            prob = ktrie_values(L, (uint64_t)pos, k == q->order, &bo);
-            ngram_length = k;
-            if (k < q->order) {
-                out_backoff[k - 1] = bo;
-                if (extends(bo)) keep = k;
-            }
-            continue;
-        }
-        if (L->probing) {  /* KenLM's probing file: the n-gram's hash, its bucket */
-            hash = combine(k == 2 ? (uint64_t)L->kid[w] : hash,
-                           (uint64_t)L->kid[in->words[j]]);
-            int64_t pos = probe(L, hash);
-            if (pos < 0) break;
-            const char *e = L->ptable + (uint64_t)pos * L->itemsize;
-            float p;
-            memcpy(&p, e + 8, 4);
-            prob = -fabsf(p);  /* the sign bit is KenLM's "independent left" flag */
-            ngram_length = k;
-            if (k < q->order) {
-                memcpy(&out_backoff[k - 1], e + 12, 4);
-                if (extends(out_backoff[k - 1])) keep = k;
-            }
-            continue;
-        }
-        if (L->trie) {
-            int64_t pos = trie_find(L, (uint64_t)id, (uint64_t)in->words[j], (uint64_t)q->V);
-            if (pos < 0) break;
-            id = pos;
-            prob = value_at(&L->logp, (uint64_t)pos);
-            ngram_length = k;
-            if (k < q->order) {  /* -0.0: cannot extend (the trie keeps KenLM's signs) */
-                out_backoff[k - 1] = value_at(&L->bow, (uint64_t)pos);
-                if (extends(out_backoff[k - 1])) keep = k;
-            }
-            continue;
-        }
-        int64_t pos = find(L, id * q->V + in->words[j]);
+        int k = j + 2, top = k == q->order;
+        int64_t pos = level_find(q, k, &walk, w, in->words[j]);
         if (pos < 0) break;
-        id = pos;
-        const float *e = L->pb + L->stride * pos;
-        prob = e[0];
+        walk.id = pos;
+        float backoff = 0;
+        prob = level_values(q, k, (uint64_t)pos, top, &backoff, &walk);
         ngram_length = k;
-        if (k < q->order) {
-            out_backoff[k - 1] = e[1];
-            if (extends(e[1])) keep = k;
+        if (!top) {
+            out_backoff[k - 1] = backoff;
+            if (extends(backoff)) keep = k;
         }
     }
-    if (q->coded && ngram_length >= 2) {
-        prob = (float)(entry_ln(p64, escaped) * LOG10_E);
-    }
+    if (q->coded && ngram_length >= 2) prob = (float)(entry_ln(walk.p64, walk.escaped) * LOG10_E);
     for (int i = ngram_length - 1; i < in->length; i++) prob += in->backoff[i];
     *length = ngram_length;
     if (out) {
@@ -948,7 +667,7 @@ static float score_word(const QueryObject *q, const StateObject *in, int32_t w,
         out->length = keep;
         out->owner = q->serial;
         out->ctx_length = q->coded ? keep : 0;
-        if (q->coded) memcpy(out->ctx, out_ctx, sizeof(uint32_t) * keep);
+        if (q->coded) memcpy(out->ctx, walk.out_ctx, sizeof(uint32_t) * keep);
     }
     return prob;
 }
@@ -1094,7 +813,7 @@ static void begin(const QueryObject *q, StateObject *s) {
     s->words[0] = q->bos;
     s->backoff[0] = q->uni_pb[2 * q->bos + 1];
     s->ctx_length = q->coded ? 1 : 0;
-    if (q->coded) s->ctx[0] = q->uni_sym[q->bos];
+    if (q->coded) s->ctx[0] = q->uni.sym[q->bos];
 }
 
 static PyObject *Query_BeginSentenceWrite(QueryObject *self, PyObject *state) {

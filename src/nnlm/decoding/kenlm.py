@@ -52,10 +52,10 @@ from ..base.compiled import extension
 from ..base.errors import NnlmError
 from ..text.specials import BOS_ID, EOS_ID, KENLM_BOS_LOG10, NO_WORD, UNK_ID
 
-# numpy loads with the first model that needs it: a back-off model's trie file, opened
-# by :func:`_open_mapped`, never does, so such a process is as small as kenlm's own
+# numpy loads with the first model that needs it: a back-off model's trie file or a
+# KenLM binary, opened by :func:`_open_file`, never does, so such a process is as small
+# as kenlm's own
 LOG10_E = math.log10(math.e)  # nnlm.lm's
-MAPPED_KINDS = ("kn", "backoff")  # scored as saved: KenLM's back-off, nothing of their own
 
 CACHE_BYTES = 256 << 20  # networks: next-word distributions kept per State (LRU)
 PENDING_ROWS = 512  # networks on a GPU: written States computed with the next miss, at most
@@ -149,285 +149,45 @@ else:
     MAX_ORDER = 1 << 30
 
 
-def _query(lm, serial: int):
-    """The compiled queries of a back-off model (None where there are none): KenLM's
-    numbers (log10 in float32, an extension flag per n-gram) over the model's own hash
-    indexes, which this builds if scoring has not yet, or over a mapped trie's arrays
-    where they lie (nnlm.ngram.store.trie: no index, no copy)."""
-    if _fast is None or not hasattr(lm, "state_lengths") or lm.order > _fast.MAX_ORDER \
-            or not getattr(lm, "normalized", True):  # Stupid Backoff: its own penalty
-        return None
-    import numpy as np
-
-    from ..ngram.store.levels import NgramLevel
-    from ..ngram.store.trie import TrieLevel
-
-    def c_spec(level, top):  # a KenLM probing file's tables, queried where they lie
-        spec = getattr(level, "c_spec", None)
-        return spec(top) if spec is not None and not isinstance(level, TrieLevel) else None
-
-    if not all(isinstance(level, NgramLevel) or c_spec(level, False) is not None
-               for level in lm.levels):
-        return None
-    from ..ngram.store.hashindex import HashIndex
-
-    def log10(a):
-        return np.asarray(a, np.float64) * LOG10_E
-
-    def entries(logp, log_bow=None, ext=None):
-        """float32 (p) or (p, b) per entry, b's sign of zero saying whether it extends."""
-        if log_bow is None:
-            return np.ascontiguousarray(log10(logp), np.float32)
-        pb = np.empty((len(logp), 2), np.float32)
-        pb[:, 0] = log10(logp)
-        pb[:, 1] = np.where(ext, log10(log_bow) + 0.0, -0.0)  # + 0.0: -0.0 becomes +0.0
-        return pb
-
-    levels = []
-    for k, level in enumerate(lm.levels, start=2):
-        if (spec := c_spec(level, k == lm.order)) is not None:
-            levels.append(spec)
-            continue
-        if isinstance(level, TrieLevel) and getattr(lm, "signed_backoffs", False) and \
-                (spec := level.c_spec(k == lm.order)) is not None:  # read where it lies
-            levels.append(spec)
-            continue
-        if level._index is None:
-            level._index = HashIndex(level.keys)
-        index = level._index
-        top = k == lm.order
-        levels.append((index.slot_keys, index.slot_values, index.bits, len(level),
-                       entries(level.logp) if top else
-                       entries(level.logp, level.log_bow, lm.extends(k))))
-    uni_logp = np.asarray(lm.unigram_logp, np.float64).copy()
-    uni_logp[BOS_ID] = -99.0 / LOG10_E  # never scored (refused), as KenLM's <s>: finite
-    uni_pb = entries(uni_logp, lm.unigram_log_bow, lm.extends(1))
-    words = getattr(lm.vocab, "mapped_sections", None)
-    if words is not None:  # a trie file's own words and table (store.vocab_table)
-        return _fast.Query(serial, None, words[0], words[1], len(lm.vocab), BOS_ID, EOS_ID,
-                           UNK_ID, uni_pb, levels, words[2])
-    from ..ngram.store.vocab_table import word_bytes
-
-    try:  # the words' bytes, for sentences split and looked up without Python strings
-        blob, offsets = word_bytes(lm.vocab.words)
-    except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
-        return None
-    return _fast.Query(serial, lm.vocab.index, blob, offsets, len(lm.vocab),
-                       BOS_ID, EOS_ID, UNK_ID, uni_pb, levels)
+def _query(spec, serial: int):
+    """The compiled queries of a back-off model from its spec
+    (:class:`nnlm.ngram.store.query_spec.QuerySpec`): (queries, word index, order)."""
+    query = _fast.Query(serial, spec.index if spec.lookup_index else None, spec.blob,
+                        spec.offsets, spec.vocab_size, spec.bos, spec.eos, spec.unk,
+                        spec.unigrams, spec.levels,
+                        *(() if spec.slots is None else (spec.slots,)))
+    return query, spec.index, spec.order
 
 
-def _open_mapped(text: str, serial: int):
-    """(compiled queries, word index, order) of the back-off model at ``text`` read
-    straight from its trie file, without numpy and without loading the model: a one-file
-    model (``.nnlm``) or a model directory whose ``ngrams.trie`` holds its vocabulary.
-    The file passes the same checks as :func:`nnlm.ngram.store.trie_map.map_trie`'s
-    (:mod:`nnlm.ngram.store.trie_layout`, the vocabulary's CRC-32, the unigrams' and
-    code tables' numbers). None for anything else, or for a file that fails a check:
-    then :func:`nnlm.models.load_model` opens it, and names what is wrong."""
+def _open_file(text: str, serial: int):
+    """(compiled queries, word index, order) of a back-off model read straight from its
+    file where it lies, without numpy and without loading the model: nnlm's trie file
+    (:func:`nnlm.ngram.store.query_spec.open_trie_spec`) or a KenLM binary
+    (:func:`nnlm.ngram.formats.kenlm_query_spec.open_kenlm_spec`). None for anything
+    else, or for a file that fails a check: then :func:`nnlm.models.load_model` opens it,
+    and names what is wrong."""
     if _fast is None:
         return None
-    from pathlib import Path
+    from ..ngram.formats.kenlm_query_spec import open_kenlm_spec
+    from ..ngram.store.query_spec import open_trie_spec
 
-    from ..ngram.store import trie_layout as layout
-
-    path = Path(text)
-    try:
-        if path.is_dir():
-            from ..model_files import header_binding, read_header
-
-            header = read_header(path)
-            if header["nnlm_model"] not in MAPPED_KINDS:
-                return None
-            trie, binding = path / layout.FILE_NAME, header_binding(header)
-            vocab_size, order = header["vocab_size"], header["config"].get("order")
-            if binding is None or not trie.is_file():
-                return None
-        elif path.is_file():  # not a trie file (an ARPA file, KenLM's): NnlmError below
-            head = layout.read_trie_header(path)[0]
-            model = head.get("model")
-            if not (isinstance(model, dict) and model.get("kind") in MAPPED_KINDS
-                    and isinstance(model.get("config"), dict)):
-                return None
-            trie, binding = path, layout.STANDALONE
-            vocab_size, order = head["vocab_size"], model["config"].get("order")
-        else:
-            return None
-        header, section = layout.map_sections(trie, binding, vocab_size)
-        n, counts = header["order"], header["counts"]
-        if "vocab" not in header or n != order or not 2 <= n <= _fast.MAX_ORDER:
-            return None
-        words, offsets, slots = (section(f"vocab_{x}") for x in ("words", "offsets", "slots"))
-        if layout.vocab_problem(words, offsets, header["vocab"]["crc32"]):
-            return None  # (offsets that decrease: the compiled queries refuse them)
-        ok = math.isfinite if header["quantize"] is None else (lambda x: x < math.inf)
-        for key, coding in header["values"].items():  # the code tables, as map_trie's
-            if coding is not None and not all(map(ok, section(
-                    "{}_centers_{}".format(*key.rsplit("_", 1))))):
-                return None
-        # values coded as counts: their tables' ranges are checked by the C reader
-        # (value_codes.h's tables_in_range), which refuses what numpy's map_trie refuses
-        levels = [_level_spec(header, k, section) for k in range(2, n + 1)]
-        query = _fast.Query(serial, None, words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
-                            (section("unigram_logp"), section("unigram_log_bow")), levels,
-                            slots)
-        trie_c = extension("nnlm.ngram.store._trie")
-        if trie_c is None:  # the words' table needs it (the queries were built, so it is)
-            return None
-        return query, trie_c.WordIndex(slots, words, offsets), n
-    except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError, ImportError):
-        return None  # load_model reads it, or says in one line what is wrong with it
-
-
-def _open_kenlm_binary(text: str, serial: int):
-    """(compiled queries, word index, order) of a KenLM binary file (build_binary's probing
-    default, or any of its four trie layouts) read where it lies: the file mapped, its
-    header and layout checked (:mod:`nnlm.ngram.formats.kenlm_header`), its tables handed
-    to the C queries in place; no numpy, no model, as nnlm's own trie files open. Word
-    ids are KenLM's. None for anything else, or for a file that fails a check: then
-    :func:`nnlm.models.load_model` opens it, and names what is wrong."""
-    if _fast is None:
+    spec = open_trie_spec(text, _fast.MAX_ORDER) or open_kenlm_spec(text, _fast.MAX_ORDER)
+    if spec is None:
         return None
-    import mmap
-
-    from ..ngram.formats import kenlm_header as kh
-
     try:
-        with open(text, "rb") as f:
-            if f.read(len(kh.MAGIC)) != kh.MAGIC:
-                return None
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        header, start = kh.read_header(text, data)
-        if header["model_type"] not in kh.MODEL_TYPES or header["order"] > _fast.MAX_ORDER:
-            return None
-        if header["model_type"] in (0, 1):
-            layout = kh.probing_layout(text, data, header, start)
-            words_at, (uni_at, uni_size) = layout["words"], layout["unigrams"]
-        else:
-            kh._check_words_kept(text, header)
-            if header["search_version"] != kh.TRIE_VERSION or header["order"] < 2:
-                return None
-            layout = kh._Layout(text, data, header, start)
-            if len(data) < layout.end:
-                return None
-            words_at, uni_at, uni_size = layout.end, layout.unigrams, 16
-        V, order = header["counts"][0], header["order"]
-        probing = header["model_type"] in (0, 1)
-        words = kh._words(text, data, words_at, V, probing)
-        V = len(words)  # a probing file of a closed vocabulary: <unk> added (kh._words)
-        index = {w: i for i, w in enumerate(words)}
-        if len(index) != V or words[0] != "<unk>" or "<s>" not in index or \
-                "</s>" not in index:
-            return None
-        view = memoryview(data)
-        if header["model_type"] in (0, 1):
-            levels = _probing_levels(view, layout, V)
-        else:
-            levels = _trie_levels(view, layout, header, uni_at)
-        query = _fast.Query(serial, index, *_word_blob(words), V, index["<s>"],
-                            index["</s>"], 0, _unigram_pb(view, uni_at, uni_size, V,
-                                                         index["<s>"],
-                                                         header["model_type"] in (0, 1)),
-                            levels)
-        return query, index, order
-    except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError):
+        return _query(spec, serial)
+    except (ValueError, TypeError):  # sizes that do not agree: load_model says what
         return None
 
 
-def _word_blob(words: list[str]):
-    """The words' UTF-8 bytes end to end, and where each begins (int64)."""
-    import array
-
-    encoded = [w.encode("utf-8") for w in words]
-    offsets = array.array("q", [0])
-    for w in encoded:
-        offsets.append(offsets[-1] + len(w))
-    return b"".join(encoded), offsets
-
-
-def _unigram_pb(view, at: int, size: int, V: int, bos: int, flagged: bool):
-    """float32 (log10 p, log10 back-off) per word from KenLM's unigram records (a probing
-    file's p carries a flag in its sign bit: its value is always the negative one)."""
-    import array
-
-    uni = array.array("f")
-    uni.frombytes(view[at:at + V * size])
-    stride = size // 4
-    pb = array.array("f", bytes(8 * V))
-    pb[0::2] = array.array("f", [-abs(p) for p in uni[0::stride]]) if flagged \
-        else uni[0::stride]
-    pb[1::2] = uni[1::stride]  # the back-off's sign of zero says whether the word extends
-    pb[2 * bos] = -99.0  # never scored, as KenLM's <s>
-    return pb
-
-
-def _probing_levels(view, layout: dict, V: int) -> list:
-    import array
-
-    kid = array.array("q", range(V))  # KenLM's ids are the queries' own
-    return [("probing", view[o:o + n * item], item, n, kid) for o, item, n in layout["orders"]]
-
-
-def _trie_levels(view, layout, header: dict, uni_at: int) -> list:
-    """Each order of a KenLM trie file as the compiled queries take it (the bit-packed
-    entries, the quantizer's centers, the array-compressed pointers' table: where they
-    lie)."""
-    counts, order = header["counts"], header["order"]
-    uni = view[uni_at:uni_at + 16 * (counts[0] + 2)]
-    per = (1 << layout.bow_bits) + (1 << layout.prob_bits)
-
-    def centers(k, top):
-        if not layout.quantized:
-            return b"", b""
-        probs = layout.tables + 4 * per * (order - 2 if top else k - 2)
-        bows = probs + 4 * (1 << layout.prob_bits)
-        return (view[probs:probs + 4 * (1 << layout.prob_bits)].cast("f"),
-                b"" if top else view[bows:bows + 4 * (1 << layout.bow_bits)].cast("f"))
-
-    levels = []
-    for m in layout.middles:
-        offsets = view[m.offsets_at:m.offsets_at + 8 * m.n_offsets].cast("Q") \
-            if layout.array else b""
-        levels.append(("kenlm-trie", view[m.base:m.base + m.size], m.n, m.total,
-                       layout.word_bits, int(layout.quantized), layout.prob_bits,
-                       layout.bow_bits, *centers(m.k, False), m.inline, offsets,
-                       uni if m.k == 2 else b""))
-    top = layout.longest
-    levels.append(("kenlm-trie", view[top.base:top.base + top.size], top.n, top.total,
-                   layout.word_bits, int(layout.quantized), layout.prob_bits,
-                   layout.bow_bits, *centers(order, True), 0, b"",
-                   uni if order == 2 else b""))
-    return levels
-
-
-def _level_spec(header: dict, k: int, section) -> tuple:
-    """Order k of a trie file as the compiled queries take it (``_kenlm_query.c``'s
-    trie_level: the sections where they lie)."""
-    from ..ngram.store.trie_layout import width
-
-    counts = header["counts"]
-    spec = header["pointers"][k - 2]  # order k-1's run pointers into order k
-    if spec[0] == "packed":
-        pointers = (0, section(f"child_{k - 1}"), b"", spec[1], 0)
-    else:
-        pointers = (1, section(f"child_lines_{k - 1}"), section(f"child_exceptions_{k - 1}"),
-                    width(counts[k - 1]), spec[1])
-
-    def values(name):
-        if name == "log_bow" and k == header["order"]:
-            return b"", b"", 0
-        coding = header["values"].get(f"{name}_{k}")
-        if coding is None:
-            return section(f"{name}_{k}"), b"", 0
-        return section(f"{name}_codes_{k}"), section(f"{name}_centers_{k}"), coding[0]
-
-    n_slots, slot_bits = header["slots"].get(str(k), (0, 0))
-    trie = ("trie", section(f"word_{k}"), header["word_bits"], pointers, counts[k - 2],
-            counts[k - 1], section(f"slots_{k}") if n_slots else b"", slot_bits, n_slots)
-    if "coded" in header:  # values coded as counts (nnlm.ngram.store.value_codes)
-        from ..ngram.store.trie_layout import coded_spec
-
-        return coded_spec(header, section, k, trie + (b"", b"", 0, b"", b"", 0))
-    return trie + (*values("logp"), *values("log_bow"))
+def _model_query(lm, serial: int):
+    """The compiled queries of a loaded back-off model (None where there are none: no
+    compiler, a network, Stupid Backoff's own penalty, an order above the queries')."""
+    if _fast is None or not hasattr(lm, "query_spec") or lm.order > _fast.MAX_ORDER \
+            or not getattr(lm, "normalized", True):
+        return None
+    spec = lm.query_spec()
+    return None if spec is None else _query(spec, serial)[0]
 
 
 class LoadMethod:
@@ -504,8 +264,7 @@ class Model:
             self._text = text.decode("utf-8") if isinstance(text, bytes) else text
             self.path = os.path.abspath(self._text).encode("utf-8")
             self._model = None
-            opened = _open_mapped(self._text, self._serial) or \
-                _open_kenlm_binary(self._text, self._serial)
+            opened = _open_file(self._text, self._serial)
         else:
             from ..lm import LanguageModel
 
@@ -520,13 +279,13 @@ class Model:
             self._order = lm.order
             self._index = lm.vocab.index
             self._backoff = hasattr(lm, "state_lengths")  # null context, minimized states
-            self._fast = _query(lm, self._serial)
+            self._fast = _model_query(lm, self._serial)
         self._k = self._order - 1
         self._queue_rows = not self._backoff and _on_gpu(self._lm)
         if self._k > MAX_ORDER - 1:
             raise ValueError(f"order {self._order}: the kenlm API holds at most "
                              f"{MAX_ORDER - 1} words of state; for a model that reads "
-                             "the whole line (deep, lstm, infgram) use nnlm.Model, whose "
+                             "the whole line (deep, lstm, infgram) use nnlm.Decoder, whose "
                              "states hold any number of words (an LSTM's: its hidden "
                              "state)")
         if self._fast is not None:  # the per-call methods, straight to C
@@ -565,7 +324,7 @@ class Model:
     # -- states --------------------------------------------------------------------------
     @functools.cached_property
     def _core(self):
-        """The checks, lookups and scores nnlm.Model shares (:mod:`nnlm.decoding.core`),
+        """The checks, lookups and scores nnlm.Decoder shares (:mod:`nnlm.decoding.core`),
         over the loaded model: the path of networks, of KenLM's probing files, and of
         back-off models where no C compiler built the compiled queries (numpy's side:
         imported only here)."""

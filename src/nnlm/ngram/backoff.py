@@ -24,13 +24,15 @@ from ..base.errors import NnlmError
 from ..lm import LanguageModel
 from ..model_files import header_binding, load_vocab_for
 from ..text.stream import Stream
-from ..text.vocab import BOS_ID, UNK_ID, Vocabulary
-from .store import trie as trie_store  # its _native: read at call time (a switch)
-from .store.levels import NgramLevel, backoff_arrays_problem, expand_ranges
+from ..text.vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
+from .store import trie as trie_store
+from .store.levels import LOG10_E, NgramLevel, backoff_arrays_problem, expand_ranges, log10_entries
+from .store.query_spec import QuerySpec
 from .store.trie import FILE_NAME, TrieLevel
 from .store.trie_map import map_trie, read_trie_header
 from .store.trie_write import write_trie
 from .store.values import extension_of
+from .store.vocab_table import word_bytes
 
 
 def _positions(offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -183,6 +185,39 @@ class BackoffNgram(LanguageModel):
                 cache[k][UNK_ID] = True
         return cache[k]
 
+    def query_spec(self) -> QuerySpec | None:
+        """The model as nnlm.kenlm's compiled queries take it (KenLM's numbers: log10 in
+        float32, an extension flag per n-gram): each order in its own layout, where it
+        lies (a mapped trie's arrays, a KenLM probing file's buckets) or through the
+        order's hash index (built here if scoring has not yet). None where an order is
+        none of these."""
+        levels = []
+        for k, level in enumerate(self.levels, start=2):
+            top = k == self.order
+            spec = None
+            if not isinstance(level, NgramLevel):  # KenLM's probing buckets, or nothing
+                if not hasattr(level, "c_spec"):
+                    return None
+                spec = level.c_spec(top)
+            elif isinstance(level, TrieLevel) and getattr(self, "signed_backoffs", False):
+                spec = level.c_spec(top)  # where it lies; None: numbers set in memory
+            levels.append(spec if spec is not None else
+                          level.hash_spec(None if top else self.extends(k)))
+        uni_logp = np.asarray(self.unigram_logp, np.float64).copy()
+        uni_logp[BOS_ID] = -99.0 / LOG10_E  # never scored, as KenLM's <s>: finite
+        unigrams = log10_entries(uni_logp, self.unigram_log_bow, self.extends(1))
+        words = getattr(self.vocab, "mapped_sections", None)
+        if words is not None:  # a trie file's own words and table (store.vocab_table)
+            return QuerySpec(words[0], words[1], len(self.vocab), BOS_ID, EOS_ID, UNK_ID,
+                             unigrams, levels, self.order, self.vocab.index, words[2],
+                             lookup_index=False)
+        try:  # the words' bytes, for sentences split and looked up without Python strings
+            blob, offsets = word_bytes(self.vocab.words)
+        except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries
+            return None
+        return QuerySpec(blob, offsets, len(self.vocab), BOS_ID, EOS_ID, UNK_ID, unigrams,
+                         levels, self.order, self.vocab.index)
+
     def state_lengths(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """How many of the last words (target included) a decoder's state must keep after
         each target: the length of the longest stored n-gram ending in it that can still
@@ -241,7 +276,7 @@ class BackoffNgram(LanguageModel):
         """:meth:`_score_run` in one compiled call (``store._trie.score_run``: the same
         lookups and sums, without numpy's passes between them), where every order is a
         mapped trie's as the file holds it; else None."""
-        native = trie_store._native
+        native = trie_store.compiled_loops()
         if native is None or not self.levels or \
                 not all(isinstance(level, TrieLevel) for level in self.levels):
             return None

@@ -71,7 +71,7 @@ def estimate_kn(client, shards: Sequence, order: int, vocab: Vocabulary,
 
     ``partitions``: how many last-word ranges (default: one a worker). ``stats``: a dict
     that receives, per pass, the seconds to its end, this process's peak memory by then
-    and the bytes its tasks hand to others (for bench/distributed.py; measuring them
+    and the bytes its tasks hand to others (for bench/ngram/distributed.py; measuring them
     costs a task per result). ``arpa``: also write the model there as an ARPA
     file, streamed from the workers (:func:`stream_arpa`). ``save``: called with the
     model as a :class:`~.partitioned.StreamedKneserNey` (its file written from the

@@ -60,13 +60,13 @@ from .partitioned import (
 # what the process holds besides the work: the interpreter, numpy and the compiled kernels
 BASE_BYTES = 256 << 20
 # a shard's counting: bytes a token (the ids, the per-position arrays and the tables, 37
-# measured on bench/synthetic.py's text), a fixed part (its tables and pieces grow faster
+# measured on bench/ngram/synthetic.py's text), a fixed part (its tables and pieces grow faster
 # than its tokens in small shards) and its chunk's temporaries
 SHARD_BYTES_PER_TOKEN, SHARD_FIXED_BYTES = 40, 64 << 20
 # bytes an n-gram of one partition's largest step (merging and interpolating: the tables,
 # adjusted counts, word rows, context groups and answers)
 PARTITION_BYTES_PER_NGRAM = 200
-# n-grams a token, planned for: bench/synthetic.py's text has 1.1 at 10M tokens, 0.6 at
+# n-grams a token, planned for: bench/ngram/synthetic.py's text has 1.1 at 10M tokens, 0.6 at
 # 50M and 0.2 at 1B (the partitions are cut before the n-grams are counted)
 NGRAMS_PER_TOKEN = 1.2
 # the in-memory estimator's peak: the interpreter and kernels, and per token the ids and

@@ -55,11 +55,11 @@ from .arpa_read import assemble
 from .kenlm_header import (
     MODEL_TYPES,
     TRIE_VERSION,
-    _check_words_kept,
-    _Layout,
-    _words,
+    TrieLayout,
+    check_words_kept,
     probing_layout,
     read_header,
+    read_words,
 )
 
 
@@ -102,20 +102,20 @@ def read_kenlm_binary(path: str | os.PathLike, strict: bool = False):
     if header["search_version"] != TRIE_VERSION:
         raise NnlmError(f"{path}: KenLM trie version {header['search_version']}; nnlm reads "
                         f"version {TRIE_VERSION}")
-    _check_words_kept(path, header)
+    check_words_kept(path, header)
     counts, order = header["counts"], header["order"]
     if order < 2 or counts[0] < 1:
         raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
-    layout = _Layout(path, data, header, start)
+    layout = TrieLayout(path, data, header, start)
     if len(data) < layout.end:
         raise NnlmError(f"{path}: truncated ({len(data):,} bytes; its header says the model "
                         f"takes {layout.end:,} before the words)")
-    words = _words(path, data, layout.end, counts[0])
+    words = read_words(path, data, layout.end, counts[0])
     tables = _read_trie(path, data, layout, counts)
     return _to_model(path, words, tables, order, strict)
 
 
-def _read_trie(path: Path, data: bytes, layout: _Layout, counts: list[int]) -> dict:
+def _read_trie(path: Path, data: bytes, layout: TrieLayout, counts: list[int]) -> dict:
     """Per order: log10 probabilities, back-offs, each entry's word and its parent (the
     entry one order down whose run holds it)."""
     V = counts[0]
@@ -303,7 +303,7 @@ def _read_probing(path: Path, data: bytes, header: dict, start: int):
     for k, (offset, _, n) in enumerate(layout["orders"], start=2):
         arrays.append(np.frombuffer(data, longest if k == order else middle, n, offset))
     pos = layout["words"]
-    words = _words(path, data, pos, V, probing=True)
+    words = read_words(path, data, pos, V, probing=True)
     V = len(words)  # the header's count, or one more: <unk> added to a closed vocabulary
     if len(set(words)) != len(words):
         raise NnlmError(f"{path}: a word appears twice in its vocabulary")

@@ -58,13 +58,13 @@ def read_header(path: Path, data: bytes) -> tuple[dict, int]:
     return fields, _align8(start + 8 * order)
 
 
-def _check_words_kept(path: Path, header: dict) -> None:
+def check_words_kept(path: Path, header: dict) -> None:
     if not header["has_words"]:
         raise NnlmError(f"{path}: a KenLM binary file built without its words; nnlm needs "
                         "them: rebuild it from its ARPA file")
 
 
-def _words(path: Path, data: bytes, at: int, count: int, probing: bool = False) -> list[str]:
+def read_words(path: Path, data: bytes, at: int, count: int, probing: bool = False) -> list[str]:
     """The vocabulary's words stored after the search structure, in id order. A probing
     file built from an ARPA file without ``<unk>`` (a closed vocabulary) holds one word
     more than its header's unigram count, which stays the ARPA's: KenLM adds ``<unk>``
@@ -104,7 +104,7 @@ def probing_layout(path: Path, data, header: dict, start: int) -> dict:
     if header["search_version"] != PROBING_VERSION:
         raise NnlmError(f"{path}: KenLM probing version {header['search_version']}; nnlm reads "
                         f"version {PROBING_VERSION}")
-    _check_words_kept(path, header)
+    check_words_kept(path, header)
     if order < 2:
         raise NnlmError(f"{path}: a KenLM binary of order {order}; KenLM writes orders >= 2")
     mult = header["probing_multiplier"]
@@ -140,7 +140,7 @@ def required_bits(max_value: int) -> int:
     return int(max_value).bit_length()
 
 
-class _Layout:
+class TrieLayout:
     """Where each part of a trie file lies, from its counts and bit widths."""
 
     def __init__(self, path: Path, data: bytes, header: dict, start: int):

@@ -22,8 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "level_spec.h"
 #include "pointers.h"
+#include "trie_level.h"
 #include "value_codes.h"
 #include "values.h"
 #include "vocab_hash.h"
@@ -31,7 +31,6 @@
 #ifndef GROUP
 #define GROUP 8
 #endif
-#define GOLDEN 0x9E3779B97F4A7C15ULL
 #ifndef AHEAD
 #define AHEAD 4
 #endif
@@ -40,22 +39,7 @@ static inline void prefetch_field(const uint64_t *data, uint64_t bits, uint64_t 
     __builtin_prefetch(data + ((i * bits) >> 6));
 }
 
-typedef struct {          /* order k >= 2 of the trie */
-    const uint64_t *words;
-    Pointers parents;                 /* the run pointers of order k-1 (pointers.h) */
-    uint64_t word_bits, wmask, n, n_parents;
-    const uint64_t *slots;            /* the order's table, or NULL */
-    uint64_t slot_bits, smask, n_slots;
-} Level;
-
-static int level_buffers_ok(const Level *L, Py_ssize_t words_len, Py_ssize_t data_len,
-                            Py_ssize_t exceptions_len, Py_ssize_t slots_len) {
-    return L->word_bits >= 1 && L->word_bits <= 64 &&
-           packed_fits(L->n, L->word_bits, (uint64_t)words_len) &&
-           pointers_sizes_ok(&L->parents, L->n_parents + 1, data_len, exceptions_len) &&
-           (!slots_len || (L->slot_bits >= 1 && L->slot_bits <= 64 && L->n_slots > 0 &&
-                           packed_fits(L->n_slots, L->slot_bits, (uint64_t)slots_len)));
-}
+typedef TrieLevel Level;  /* order k >= 2 of the trie (trie_level.h) */
 
 /* [lo, end) of the runs of the pairs (p[i], w[i]), i < size <= GROUP (empty where the
  * pair is not valid), clamped to the order */
@@ -89,8 +73,7 @@ static void group_find(const Level *L, uint64_t V, int size, const int64_t *p,
             out[i] = -1;
             ok[i] = p[i] >= 0 && w[i] >= 0 && (uint64_t)p[i] < L->n_parents;
             if (!ok[i]) continue;
-            uint64_t key = (uint64_t)p[i] * V + (uint64_t)w[i];
-            pos[i] = (((key * GOLDEN) >> 32) * L->n_slots) >> 32;
+            pos[i] = trie_home_slot(L, (uint64_t)p[i], (uint64_t)w[i], V);
             pointers_prefetch(&L->parents, (uint64_t)p[i]);
             prefetch_field(L->slots, L->slot_bits, pos[i]);
         }
@@ -163,10 +146,9 @@ static void find_many(const Level *L, uint64_t V, Py_ssize_t m, const int64_t *q
         for (Py_ssize_t i = a0; i < a1; i++) {
             if (q[i] < 0 || x[i] < 0 || (uint64_t)q[i] >= L->n_parents) continue;
             pointers_prefetch(&L->parents, (uint64_t)q[i]);
-            if (L->slots) {
-                uint64_t key = (uint64_t)q[i] * V + (uint64_t)x[i];
-                prefetch_field(L->slots, L->slot_bits, (((key * GOLDEN) >> 32) * L->n_slots) >> 32);
-            }
+            if (L->slots)
+                prefetch_field(L->slots, L->slot_bits,
+                               trie_home_slot(L, (uint64_t)q[i], (uint64_t)x[i], V));
         }
         /* the group two on: its lines have arrived; ask for what exceptions need */
         Py_ssize_t e0 = g + 2 * GROUP, e1 = e0 + GROUP < m ? e0 + GROUP : m;
@@ -212,7 +194,8 @@ static PyObject *find(PyObject *self, PyObject *args) {
     L.slot_bits = slot_bits; L.smask = mask_of(slot_bits); L.n_slots = n_slots;
     Py_ssize_t m = qb.len / 8;
     if (ob.len != qb.len || xb.len != qb.len || V == 0 ||
-        !level_buffers_ok(&L, wb.len, pb[0].len, pb[1].len, sb.len)) {
+        !trie_level_sizes_ok(&L, (uint64_t)wb.len, (uint64_t)pb[0].len, (uint64_t)pb[1].len,
+                             (uint64_t)sb.len)) {
         PyErr_SetString(PyExc_ValueError, "find: buffers do not match the sizes given");
         goto done;
     }
@@ -242,130 +225,37 @@ done:
 #define VALUE_AHEAD 16  /* entries ahead whose value is asked for (a load that misses) */
 #endif
 
-typedef struct {
-    Level level;
-    Values logp, bow;
-    int coded;                /* the values are counts' codes (value_codes.h): */
-    CodeField a, c;           /* the entries' numerators, their codes as contexts */
-} ScoredLevel;
-
-typedef struct {              /* a coded model's unigrams: p in float64, codes as contexts */
-    const double *p;
-    CodeField c;
-    uint32_t *sym;            /* each word's symbol as a context, decoded once a run */
-} CodedUnigrams;
-
-static int take_buffer(PyObject *obj, Py_buffer *held, int *n_held, const void **out,
-                       Py_ssize_t *len) {
-    if (PyObject_GetBuffer(obj, &held[*n_held], PyBUF_C_CONTIGUOUS) < 0) return -1;
-    *out = held[*n_held].buf;
-    *len = held[*n_held].len;
-    (*n_held)++;
-    return 0;
-}
-
-static int take_values_of(PyObject *values, PyObject *centers, long long bits, uint64_t n,
-                          Values *v, Py_buffer *held, int *n_held) {
-    const void *data, *table = NULL;
-    Py_ssize_t len, table_len = 0;
-    if (bits < 0 || take_buffer(values, held, n_held, &data, &len) < 0) return -1;
-    if (bits && take_buffer(centers, held, n_held, &table, &table_len) < 0) return -1;
-    if (!values_sizes_ok((uint64_t)bits, n, (uint64_t)len, (uint64_t)table_len)) return -1;
-    v->bits = (uint64_t)bits;
-    v->mask = mask_of(v->bits);
-    v->values = bits ? NULL : data;
-    v->codes = bits ? data : NULL;
-    v->centers = table;
-    v->n_centers = (uint64_t)table_len / 4;
-    return 0;
-}
+typedef TrieLevel ScoredLevel;  /* an order with its values (trie_level.h) */
 
 typedef struct {
     Py_buffer *held;
     int *n_held;
 } Holder;
 
+/* a buffer of any item size, held until the run ends (trie_level.h's TakeBytes) */
 static int take_bytes(void *ctx, PyObject *obj, const void **out, Py_ssize_t *bytes) {
     Holder *h = ctx;
     if (*h->n_held >= MAX_ORDER * BUFFERS_PER_LEVEL) return -1;
-    return take_buffer(obj, h->held, h->n_held, out, bytes);
-}
-
-static int scored_trie(PyObject *t, int top, uint64_t n_lower, int coded, ScoredLevel *S,
-                       Py_buffer *held, int *n_held);
-
-/* one order as nnlm.ngram.store.trie.TrieLevel.c_spec gives it (the tuple that
- * _kenlm_query.c's trie_level reads), or a coded order ("coded", that tuple, numerators,
- * contexts (None at the top), the unigrams' p, their codes as contexts); -1 with no
- * exception set where it does not fit. A coded order 2 fills U. */
-static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
-                        CodedUnigrams *U, Py_buffer *held, int *n_held) {
-    memset(S, 0, sizeof *S);
-    if (!(PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 6))
-        return scored_trie(t, top, n_lower, 0, S, held, n_held);
-    Holder h = {held, n_held};
-    S->coded = 1;
-    if (scored_trie(PyTuple_GET_ITEM(t, 1), top, n_lower, 1, S, held, n_held) < 0 ||
-        parse_code_field(PyTuple_GET_ITEM(t, 2), 1, S->level.n, &S->a, take_bytes, &h) < 0 ||
-        (!top && parse_code_field(PyTuple_GET_ITEM(t, 3), 0, S->level.n, &S->c, take_bytes,
-                                  &h) < 0))
-        return -1;
-    if (U && !U->p) {
-        const void *p;
-        Py_ssize_t len;
-        if (take_bytes(&h, PyTuple_GET_ITEM(t, 4), &p, &len) < 0) {
-            PyErr_Clear();
-            return -1;
-        }
-        /* order 2's parents are the words: n_lower = V */
-        if ((uint64_t)len != 8 * n_lower || !probabilities_in_range(p, n_lower, VC_BOS_ID) ||
-            parse_code_field(PyTuple_GET_ITEM(t, 5), 0, n_lower, &U->c, take_bytes, &h) < 0)
-            return -1;
-        U->p = p;
-    }
+    Py_buffer *view = &h->held[*h->n_held];
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    (*h->n_held)++;
+    *out = view->buf;
+    *bytes = view->len;
     return 0;
 }
 
-static int scored_trie(PyObject *t, int top, uint64_t n_lower, int coded, ScoredLevel *S,
-                       Py_buffer *held, int *n_held) {
-    LevelSpec s;
-    if (parse_level_spec(t, &s) < 0) {
+/* one order as its spec tuple gives it (trie_level.h); a coded order 2 fills U too; -1
+ * with no exception set where it does not fit */
+static int scored_level(PyObject *t, int top, uint64_t n_lower, ScoredLevel *S,
+                        CodedUnigrams *U, Py_buffer *held, int *n_held) {
+    Holder h = {held, n_held};
+    if (trie_level_take(t, top, n_lower, S, take_bytes, &h) < 0 ||
+        (S->coded && U && !U->p &&  /* order 2's parents are the words: n_lower = V */
+         coded_unigrams_take(t, n_lower, VC_BOS_ID, U, take_bytes, &h) < 0)) {
         PyErr_Clear();
         return -1;
     }
-    unsigned long long wb = s.word_bits, pbits = s.pointer_bits, n_exc = s.n_exceptions,
-        npar = s.n_parents, n = s.n, sbits = s.slot_bits, nslots = s.n_slots;
-    int linear = s.linear;
-    PyObject *words = s.words, *data = s.data, *exceptions = s.exceptions, *slots = s.slots;
-    Level *L = &S->level;
-    const void *buf;
-    Py_ssize_t wlen, data_len, exceptions_len, slots_len;
-    memset(L, 0, sizeof *L);
-    if (npar != n_lower || take_buffer(words, held, n_held, &buf, &wlen) < 0) goto bad;
-    L->words = buf;
-    L->word_bits = wb; L->wmask = mask_of(wb);
-    L->n = n; L->n_parents = npar;
-    L->parents.linear = linear != 0;
-    L->parents.bits = pbits; L->parents.mask = mask_of(pbits);
-    L->parents.n_blocks = linear ? (npar >> LINE_SHIFT) + 1 : 0;
-    L->parents.n_exceptions = n_exc;
-    if (take_buffer(data, held, n_held, &buf, &data_len) < 0) goto bad;
-    L->parents.data = buf;
-    if (take_buffer(exceptions, held, n_held, &buf, &exceptions_len) < 0) goto bad;
-    L->parents.exceptions = buf;
-    if (take_buffer(slots, held, n_held, &buf, &slots_len) < 0) goto bad;
-    L->slots = slots_len ? buf : NULL;
-    L->slot_bits = sbits; L->smask = mask_of(sbits); L->n_slots = nslots;
-    if (!level_buffers_ok(L, wlen, data_len, exceptions_len, slots_len)) goto bad;
-    if (coded) return 0;
-    if (take_values_of(s.logp, s.logp_centers, s.logp_bits, n, &S->logp, held, n_held) < 0)
-        goto bad;
-    if (!top && take_values_of(s.bow, s.bow_centers, s.bow_bits, n, &S->bow, held, n_held) < 0)
-        goto bad;
     return 0;
-bad:
-    PyErr_Clear();
-    return -1;
 }
 
 /* a context's float32 log back-off from its symbol (UINT32_MAX: not found, a damaged
@@ -451,7 +341,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
                          "sizes given", k + 2);
             goto done;
         }
-        n_lower = S[k].level.n;
+        n_lower = S[k].n;
     }
     int coded = S[0].coded;
     /* the rows still extending and their entries (two generations: ids and out), the
@@ -464,12 +354,10 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
     logp = PyMem_Malloc(sizeof(double) * (size_t)m);
     if (coded) {  /* each row's p carried in float64, and its escape's float32 or NaN */
         chain = PyMem_Malloc((size_t)m * (sizeof(double) + sizeof(float)));
-        U.sym = PyMem_Malloc((size_t)V * sizeof(uint32_t));
-        if (!chain || !U.sym) {
+        if (!chain) {
             PyErr_NoMemory();
             goto done;
         }
-        field_symbols_all(&U.c, U.sym);
     }
     if (!scratch || !length || !logp) {
         PyErr_NoMemory();
@@ -503,7 +391,7 @@ static PyObject *score_run(PyObject *self, PyObject *args) {
                 int64_t g = rows[c] + a;
                 x[c] = pos[g] >= back && g >= back ? ids[g - back] : bos;
             }
-            find_many(&S[j].level, V, active, found, x, out);
+            find_many(&S[j], V, active, found, x, out);
             const Values *P = &S[j].logp, *B = j + 1 < n_levels ? &S[j].bow : NULL;
             float *bows_j = bows + (size_t)j * m;
             Py_ssize_t kept = 0;

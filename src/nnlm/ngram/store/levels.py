@@ -10,6 +10,8 @@ offer the same interface over their own layouts, so the model above them
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...text.vocab import BOS_ID
@@ -25,6 +27,20 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     rows = np.repeat(np.arange(len(lo)), sizes)
     positions = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
     return rows, positions
+
+
+LOG10_E = math.log10(math.e)  # nnlm.lm's
+
+
+def log10_entries(logp, log_bow=None, extends=None) -> np.ndarray:
+    """float32 log10 p per entry, or (p, b) pairs whose b's sign of zero says whether the
+    entry extends (KenLM's kNoExtensionBackoff is -0.0)."""
+    if log_bow is None:
+        return np.ascontiguousarray(np.asarray(logp, np.float64) * LOG10_E, np.float32)
+    pb = np.empty((len(logp), 2), np.float32)
+    pb[:, 0] = np.asarray(logp, np.float64) * LOG10_E
+    pb[:, 1] = np.where(extends, np.asarray(log_bow, np.float64) * LOG10_E + 0.0, -0.0)
+    return pb
 
 
 class NgramLevel:
@@ -62,12 +78,26 @@ class NgramLevel:
         """Where each context's entries start in :attr:`by_prefix` (one more than contexts)."""
         return self._grouped()[1]
 
-    def find(self, queries: np.ndarray) -> np.ndarray:
-        """Index of each key in ``queries`` (-1 where absent), by a hash index built on
-        first use (scoring is dominated by these lookups)."""
+    @property
+    def hash_index(self) -> HashIndex:
+        """The order's hash index over its keys, built on first use (scoring is dominated
+        by its lookups)."""
         if self._index is None:
             self._index = HashIndex(self.keys)
-        return self._index.lookup(queries)
+        return self._index
+
+    def find(self, queries: np.ndarray) -> np.ndarray:
+        """Index of each key in ``queries`` (-1 where absent)."""
+        return self.hash_index.lookup(queries)
+
+    def hash_spec(self, extends: np.ndarray | None) -> tuple:
+        """The order as nnlm.kenlm's compiled queries read it (``hash_level.h``): its hash
+        index and one float32 entry per n-gram, log10 p and, below the top order
+        (``extends`` given: :meth:`BackoffNgram.extends`), log10 back-off whose -0.0 says
+        the n-gram cannot extend."""
+        index = self.hash_index
+        return ("hash", index.slot_keys, index.slot_values, index.bits, len(self),
+                log10_entries(self.logp, None if extends is None else self.log_bow, extends))
 
     def first_and_suffix(self, ids: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
         """g1 and id(g2..gk) (one order down) of the entries ``ids``."""

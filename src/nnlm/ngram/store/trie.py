@@ -138,7 +138,7 @@ class TrieLevel(NgramLevel):
 
     def c_spec(self, top: bool) -> tuple | None:
         """The order as the C loops take it (``_trie.score_run``, and nnlm.kenlm's
-        compiled queries: ``_kenlm_query.c``'s trie_level), read where it lies: ("trie",
+        compiled queries; both read it by ``trie_level.h``), where it lies: ("trie",
         words, word_bits, run pointers, n_parents, n, slots, slot_bits, n_slots, then
         (values, centers, bits) of logp and of log_bow (bits 0: float32; the top order's
         back-offs empty)). None where the numbers are not the file's (set in memory, not
@@ -297,3 +297,9 @@ class TrieLevel(NgramLevel):
 
 # the C loops, or None (no compiler, or NNLM_NO_C=1): the numpy search above does the work
 _native = extension("nnlm.ngram.store._trie")
+
+
+def compiled_loops():
+    """The compiled lookup and scoring loops (``_trie.c``), or None (no compiler, or
+    NNLM_NO_C=1): read at each call, so that a switch set later is seen."""
+    return _native

@@ -84,7 +84,7 @@ HASHED_ORDERS_CODED = (2,)
 # n-gram costs without it: on a minority order (Brown KN5's bigrams and trigrams, 11%
 # and 25%) it buys 11% of bulk speed for 16% of the file; on a KN3 the bigrams are a
 # third and the trigrams the rest, and tables would make the file 1.43x KenLM's trie
-# (bench/vocab.py's model). The top order is looked up least (only where every lower
+# (bench/ngram/vocab.py's model). The top order is looked up least (only where every lower
 # order matched).
 HASHED_SHARE = 0.3
 

@@ -162,9 +162,7 @@ static int probabilities_in_range(const double *p, uint64_t n, uint64_t bos) {
 }
 
 #ifdef Py_PYTHON_H
-/* a buffer of obj: 0 and its start and length in bytes, or -1 (either file's own way of
- * holding the buffers it takes) */
-typedef int (*TakeBytes)(void *ctx, PyObject *obj, const void **out, Py_ssize_t *bytes);
+#include "take_bytes.h"
 
 /* One field as value_codes.Coding.field_spec gives it: numerators (codes, bits,
  * n_symbols, flags, block, escapes, escapes' float32, num) or contexts (codes, bits,
