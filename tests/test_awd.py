@@ -124,9 +124,9 @@ def test_scoring_ignores_the_regularizers_and_saves_and_loads(tmp_path):
     back = load_model(tmp_path / "awd")
     assert back.model.config == net.config and back.model.config.locked
     assert np.array_equal(back.logprobs(stream), whole)
-    from nnlm.decoding import Model
+    from nnlm.decoding import Decoder
 
-    decoder = Model(tmp_path / "awd")  # the decoder API's states: whole-text numbers
+    decoder = Decoder(tmp_path / "awd")  # the decoder API's states: whole-text numbers
     scores = [p for line in TEXT for p, _, _ in decoder.full_scores(line)]
     assert np.allclose(np.array(scores) * np.log(10), whole, atol=1e-5)
     old = {k: v for k, v in net.config.to_dict().items()

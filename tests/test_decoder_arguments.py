@@ -1,6 +1,6 @@
 """Every argument of the decoders checked in one line naming it: sizes against memory
 before anything is allocated, numbers finite, types as documented, States of either
-face (``nnlm.Model``'s and ``nnlm.kenlm``'s) holding only the model's ids."""
+face (``nnlm.Decoder``'s and ``nnlm.kenlm``'s) holding only the model's ids."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_the_beams_merge_needs_no_square_of_the_beam(kn3, monkeypatch):
     what the one-at-a-time reference does."""
     lp = frames(kn3, 3, seed=4)
     fast = beam_search(lp, kn3, beam=200)
-    slow = reference_beam_search(lp.numpy(), nnlm.Model(kn3), beam=200)
+    slow = reference_beam_search(lp.numpy(), nnlm.Decoder(kn3), beam=200)
     assert [h.words for h in fast[:20]] == [h.words for h in slow[:20]]
     assert [h.score for h in fast[:20]] == pytest.approx([h.score for h in slow[:20]])
 
@@ -85,7 +85,7 @@ def test_a_dynamic_evaluation_segment_past_memory_is_refused(world, monkeypatch)
     (dict(lm_weight="0.5"), "lm_weight='0.5'")])
 def test_beam_search_arguments_are_one_line(kn3, kwargs, match):
     for search in (beam_search, lambda lp, lm, **kw: reference_beam_search(
-            lp, nnlm.Model(lm), **kw)):
+            lp, nnlm.Decoder(lm), **kw)):
         with pytest.raises(NnlmError, match=match) as e:
             search(frames(kn3), kn3, **kwargs)
         assert "\n" not in str(e.value)
@@ -106,10 +106,10 @@ def test_beam_search_log_probs(kn3):
 # -- hand-made States, on both faces -------------------------------------------------------
 @pytest.mark.parametrize("words", [(10**6, 10**6), (-5, -5), (0, 10**9)])
 def test_a_hand_made_state_outside_the_vocabulary_is_refused(kn3, words):
-    model = nnlm.Model(kn3)
-    for call in (lambda: model.advance([nnlm.State(words)]),
-                 lambda: model.advance([nnlm.State(words)], ["the"]),
-                 lambda: model.BaseScore(nnlm.State(words), "the", nnlm.State())):
+    model = nnlm.Decoder(kn3)
+    for call in (lambda: model.advance([nnlm.DecoderState(words)]),
+                 lambda: model.advance([nnlm.DecoderState(words)], ["the"]),
+                 lambda: model.BaseScore(nnlm.DecoderState(words), "the", nnlm.DecoderState())):
         with pytest.raises(NnlmError, match="not in the vocabulary") as e:
             call()
         assert isinstance(e.value, ValueError)
@@ -118,13 +118,13 @@ def test_a_hand_made_state_outside_the_vocabulary_is_refused(kn3, words):
 def test_state_words_are_ids(kn3):
     for words in (("the", "cat"), (1.5, 2.0), (True, 1)):
         with pytest.raises(NnlmError, match="State words"):
-            nnlm.State(words)
-    assert nnlm.State((np.int64(1), 2)).words == (1, 2)
+            nnlm.DecoderState(words)
+    assert nnlm.DecoderState((np.int64(1), 2)).words == (1, 2)
 
 
 def test_next_words_state_checks_row_and_word(kn3):
-    model = nnlm.Model(kn3)
-    start = nnlm.State()
+    model = nnlm.Decoder(kn3)
+    start = nnlm.DecoderState()
     model.BeginSentenceWrite(start)
     rows = model.advance([start])
     for row, word, match in ((0, 10**9, "word="), (5, 3, "row="), (-1, 3, "row="),
@@ -150,7 +150,7 @@ def test_whole_line_checks_words_and_histories(world):
         with pytest.raises(NnlmError, match="not ids of the model"):
             whole.BaseScore(bad, "the", History())
     with pytest.raises(NnlmError, match="'state'"):
-        whole.BaseScore(nnlm.State(), "the", History())
+        whole.BaseScore(nnlm.DecoderState(), "the", History())
 
 
 @pytest.mark.parametrize("name", ["kn3", "nplm"])

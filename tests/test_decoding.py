@@ -2,6 +2,7 @@
 against the kenlm module itself and against nnlm's own whole-sentence scores."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def kn(tmp_path_factory):
 def test_full_scores_score_and_perplexity_equal_kenlms(kn):
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
     model, arpa = kn
-    theirs, ours = kenlm.Model(str(arpa)), nnlm.Model(arpa)
+    theirs, ours = kenlm.Model(str(arpa)), nnlm.Decoder(arpa)
     for s in SENTENCES:
         for bos, eos in ((True, True), (False, True), (True, False), (False, False)):
             a = list(theirs.full_scores(s, bos=bos, eos=eos))
@@ -42,20 +43,21 @@ def test_full_scores_score_and_perplexity_equal_kenlms(kn):
 def test_state_api_walks_a_sentence_like_kenlm(kn):
     kenlm = pytest.importorskip("kenlm", reason="the kenlm module is not installed")
     model, arpa = kn
-    for mod, m in ((kenlm, kenlm.Model(str(arpa))), (nnlm, nnlm.Model(arpa))):
-        a, b = mod.State(), mod.State()
+    for state, m in ((kenlm.State, kenlm.Model(str(arpa))),
+                     (nnlm.DecoderState, nnlm.Decoder(arpa))):
+        a, b = state(), state()
         m.BeginSentenceWrite(a)
         total = 0.0
         for w in ["w1", "w2", "zebra", "w3", "</s>"]:
             total += m.BaseScore(a, w, b)
             a, b = b, a
-        if mod is kenlm:
+        if state is kenlm.State:
             want = total
         else:
             assert total == pytest.approx(want, abs=1e-4)
     # null context: the unigram level
-    m = nnlm.Model(arpa)
-    s, out = nnlm.State(), nnlm.State()
+    m = nnlm.Decoder(arpa)
+    s, out = nnlm.DecoderState(), nnlm.DecoderState()
     m.NullContextWrite(s)
     assert m.BaseScore(s, "w1", out) == pytest.approx(model.unigram_logp[model.vocab.index["w1"]]
                                                       / math.log(10))
@@ -70,11 +72,11 @@ def test_states_recombine_and_advance_is_batched_and_exact():
     kn = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
     net = NPLM.new(vocab, order=4, m=6, h=5, direct=True)
     for lm in (kn, net, Mixture([kn, net])):
-        m = nnlm.Model(lm)
+        m = nnlm.Decoder(lm)
         sentences = [s.split() for s in SENTENCES if s]
         states = []
         for _ in sentences:
-            st = nnlm.State()
+            st = nnlm.DecoderState()
             m.BeginSentenceWrite(st)
             states.append(st)
         totals = np.zeros(len(sentences))
@@ -89,7 +91,7 @@ def test_states_recombine_and_advance_is_batched_and_exact():
         want = [lm.logprobs(Stream.from_lines([s], vocab)).sum() / math.log(10)
                 for s in sentences]
         assert np.allclose(totals, want, atol=1e-6)
-        a, b = nnlm.State(), nnlm.State()
+        a, b = nnlm.DecoderState(), nnlm.DecoderState()
         m.BeginSentenceWrite(a)
         m.BeginSentenceWrite(b)
         assert a == b and hash(a) == hash(b) and len({a, b}) == 1
@@ -99,26 +101,26 @@ def test_decoder_api_bad_input(kn):
     from nnlm.neural.nplm_lm import NPLM
 
     model, arpa = kn
-    m = nnlm.Model(arpa)
+    m = nnlm.Decoder(arpa)
     with pytest.raises(NnlmError, match="<s> may not"):
         m.score("<s> w1")
     with pytest.raises(NnlmError, match="context only"):
-        m.BaseScore(nnlm.State(), "<s>", nnlm.State())
-    neural = nnlm.Model(NPLM.new(model.vocab, order=3, m=4, h=3))
+        m.BaseScore(nnlm.DecoderState(), "<s>", nnlm.DecoderState())
+    neural = nnlm.Decoder(NPLM.new(model.vocab, order=3, m=4, h=3))
     with pytest.raises(NnlmError, match="no null context"):
         neural.score("w1", bos=False)
     with pytest.raises(NnlmError, match="states but"):
-        m.advance([nnlm.State()], ["w1", "w2"])
+        m.advance([nnlm.DecoderState()], ["w1", "w2"])
     with pytest.raises(NnlmError, match="no such"):
-        nnlm.Model(write(arpa.parent / "x", "").parent / "nothing")
+        nnlm.Decoder(write(arpa.parent / "x", "").parent / "nothing")
 
 
-# -- one decoder API, one set of checks: nnlm.Model and both paths of nnlm.kenlm ---------
+# -- one decoder API, one set of checks: nnlm.Decoder and both paths of nnlm.kenlm ---------
 def _apis(lm, arpa):
     """(name, model, State type) for each face a decoder may use over ``lm``."""
     import nnlm.kenlm as nk
 
-    out = [("nnlm.Model", nnlm.Model(lm), nnlm.State),
+    out = [("nnlm.Decoder", nnlm.Decoder(lm), nnlm.DecoderState),
            ("nnlm.kenlm python", nk.Model(lm), nk.State)]
     out[1][1]._fast = None  # its Python path (networks, probing files): the shared core
     for name in ("BaseScore", "BaseFullScore", "BeginSentenceWrite", "NullContextWrite",
@@ -141,26 +143,26 @@ def test_every_decoder_api_refuses_the_same_bad_input_in_one_line(kn):
                 m.BaseScore(a, bad, b)
             with pytest.raises(TypeError):
                 m.BaseScore(bad, "w1", b)
-        if name == "nnlm.Model":  # nnlm's face predicts no <s>
+        if name == "nnlm.Decoder":  # nnlm's face predicts no <s>
             with pytest.raises(ValueError, match="context only|may not"):
                 m.BaseScore(a, "<s>", b)
         else:  # kenlm's scores it as a word: its stored -99 (tests/test_kenlm_module.py)
             assert m.BaseScore(a, "<s>", b) <= -99
         with pytest.raises(UnicodeEncodeError):  # a lone surrogate is no UTF-8
             m.score("w1 \ud800 w2")
-        other = nnlm.Model(model) if name == "nnlm.Model" else type(m)(model)
+        other = nnlm.Decoder(model) if name == "nnlm.Decoder" else type(m)(model)
         s = state_type()
         other.BeginSentenceWrite(s)
         with pytest.raises(ValueError, match="another model"):
             m.BaseScore(s, "w1", b)
-        if name == "nnlm.Model":  # the errors are nnlm's too: one line for a CLI
+        if name == "nnlm.Decoder":  # the errors are nnlm's too: one line for a CLI
             with pytest.raises(NnlmError):
                 m.score(None)
             for bad_id in (-1, len(model.vocab), True):
                 with pytest.raises((ValueError, TypeError)):
-                    m.advance([nnlm.State()], [bad_id])
-            assert m.advance([nnlm.State()], [model.vocab.index["w1"]]).log10[0] == \
-                pytest.approx(m.advance([nnlm.State()], ["w1"]).log10[0])
+                    m.advance([nnlm.DecoderState()], [bad_id])
+            assert m.advance([nnlm.DecoderState()], [model.vocab.index["w1"]]).log10[0] == \
+                pytest.approx(m.advance([nnlm.DecoderState()], ["w1"]).log10[0])
 
 
 def test_every_decoder_api_splits_as_kenlm_and_takes_utf8_bytes(kn):
@@ -178,7 +180,7 @@ def test_every_decoder_api_splits_as_kenlm_and_takes_utf8_bytes(kn):
 
 
 def test_a_fresh_state_is_the_start_of_a_sentence_on_every_model_kind():
-    """nnlm.Model: a fresh State() is <s> on every kind; nnlm.kenlm (kenlm's rule): the
+    """nnlm.Decoder: a fresh State() is <s> on every kind; nnlm.kenlm (kenlm's rule): the
     null context on back-off models, and <s> on a network, which has no null context."""
     import nnlm.kenlm as nk
     from nnlm.neural.nplm_lm import NPLM
@@ -187,13 +189,31 @@ def test_a_fresh_state_is_the_start_of_a_sentence_on_every_model_kind():
     kn3 = KneserNey(vocab, 3, discount_fallback=True).fit(stream)
     net = NPLM.new(vocab, order=3, m=4, h=3)
     for lm in (kn3, net):
-        m = nnlm.Model(lm)
-        begun, out = nnlm.State(), nnlm.State()
+        m = nnlm.Decoder(lm)
+        begun, out = nnlm.DecoderState(), nnlm.DecoderState()
         m.BeginSentenceWrite(begun)
-        assert m.BaseScore(nnlm.State(), "w1", out) == m.BaseScore(begun, "w1", out)
+        assert m.BaseScore(nnlm.DecoderState(), "w1", out) == m.BaseScore(begun, "w1", out)
         k = nk.Model(lm)
         fresh, begun, null, out = nk.State(), nk.State(), nk.State(), nk.State()
         k.BeginSentenceWrite(begun)
         k.NullContextWrite(null)
         want = k.BaseScore(begun if lm is net else null, "w1", out)
         assert k.BaseScore(fresh, "w1", out) == want
+
+
+def test_the_old_names_are_the_new_classes_with_a_warning_at_the_callers_line():
+    """nnlm.Model and nnlm.State, this face's names before nnlm.kenlm's Model and State
+    stood beside it, are the renamed classes for one release, each access warned where the
+    caller wrote it."""
+    import nnlm.decoding
+    import nnlm.decoding.api as api
+
+    for module in (nnlm, nnlm.decoding, api):
+        for old, new in (("Model", nnlm.Decoder), ("State", nnlm.DecoderState)):
+            with pytest.warns(DeprecationWarning, match=f"nnlm.{old} is now nnlm.{new.__name__}"
+                              ) as caught:
+                assert getattr(module, old) is new
+            assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from nnlm.decoding.api import Decoder, DecoderState  # noqa: F401 - no warning

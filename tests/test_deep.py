@@ -11,7 +11,7 @@ import torch
 
 from nnlm import Stream, Vocabulary, evaluate, load_model, read_stream, save_model
 from nnlm.cli import main
-from nnlm.decoding import Model
+from nnlm.decoding import Decoder
 from nnlm.neural.networks.context import fofe_codes, present
 from nnlm.neural.networks.deep import DeepConfig, DeepNetwork
 from nnlm.neural.networks.network import NPLMConfig, NPLMNetwork
@@ -156,7 +156,7 @@ def test_word_dropout_blanks_context_words_in_training_only():
 
 
 def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
-    """Save/load round trip, and nnlm.Model's states (the last n - 1 + S words) giving the
+    """Save/load round trip, and nnlm.Decoder's states (the last n - 1 + S words) giving the
     same numbers as scoring the whole text at once."""
     text = ["a b c d e f a b c", "f e", "a b c d e f a b c d e f a"]
     stream = Stream.from_lines([line.split() for line in text], VOCAB)
@@ -169,7 +169,7 @@ def test_deep_and_fofe_models_save_load_and_score_as_the_decoder_api(tmp_path):
         assert back.order == lm.order and back.model.config == lm.model.config
         whole = lm.logprobs(stream)
         assert np.array_equal(back.logprobs(stream), whole)
-        model = Model(tmp_path / name)
+        model = Decoder(tmp_path / name)
         scores = [s for line in text for s in model.full_scores(line)]
         assert np.allclose(np.array([p for p, _, _ in scores]) / math.log10(math.e), whole,
                            atol=1e-5), name

@@ -1,4 +1,4 @@
-"""The batched whole-vocabulary step: ``nnlm.Model.advance(states)`` and the tensor forms
+"""The batched whole-vocabulary step: ``nnlm.Decoder.advance(states)`` and the tensor forms
 of :mod:`nnlm.decoding.dense`, each against ``BaseScore`` word by word (the per-call
 path, an independent implementation of the back-off rule), on every state along
 held-out lines; rows that sum to 1; CUDA against the CPU where a GPU is present."""
@@ -22,16 +22,16 @@ def world(tmp_path_factory):
     return toy_world(tmp_path_factory.mktemp("dense"))
 
 
-def states_along(model: nnlm.Model, lines: list[str]) -> list[nnlm.State]:
+def states_along(model: nnlm.Decoder, lines: list[str]) -> list[nnlm.DecoderState]:
     """Every state a left-to-right decoder meets on ``lines``: the start, then the state
     after each word."""
     out = []
     for line in lines:
-        state = nnlm.State()
+        state = nnlm.DecoderState()
         model.BeginSentenceWrite(state)
         out.append(state)
         for word in line.split():
-            nxt = nnlm.State()
+            nxt = nnlm.DecoderState()
             model.BaseScore(state, word, nxt)
             out.append(nxt)
             state = nxt
@@ -40,21 +40,21 @@ def states_along(model: nnlm.Model, lines: list[str]) -> list[nnlm.State]:
 
 @pytest.mark.parametrize("name", ["kn3", "kn3.arpa", "nplm"])
 def test_every_word_at_every_state_equals_base_score(world, name):
-    model = nnlm.Model(world / name)
+    model = nnlm.Decoder(world / name)
     lines = (world / "toy/valid.txt").read_text().splitlines()[:6]
     states = states_along(model, lines)
     step = model.advance(states)
     words = model.vocab.words
     assert step.log10.shape == (len(states), len(words))
     for b, state in enumerate(states):
-        expected = [model.BaseScore(state, w, nnlm.State()) if w != "<s>" else -np.inf
+        expected = [model.BaseScore(state, w, nnlm.DecoderState()) if w != "<s>" else -np.inf
                     for w in words]
         np.testing.assert_allclose(step.log10[b], expected, atol=1e-5, rtol=0)
     total = np.exp(np.logaddexp.reduce(step.log10 * np.log(10), axis=1))
     np.testing.assert_allclose(total, 1.0, atol=1e-6)
     # the state after a kept (row, word) is the per-call path's
     b, w = len(states) // 2, int(np.argmax(step.log10[len(states) // 2]))
-    out = nnlm.State()
+    out = nnlm.DecoderState()
     model.BaseScore(states[b], words[w], out)
     assert step.state(b, w) == out
 
@@ -64,7 +64,7 @@ def test_the_tensor_back_off_step_equals_the_numpy_rows(world, name):
     """float64 tensors give the numpy rows to 1e-12 (same arithmetic), float32 to 1e-5;
     a null-context row (KenLM's NullContext) is the unigram row."""
     lm = load_model(world / name)
-    model = nnlm.Model(lm)
+    model = nnlm.Decoder(lm)
     states = states_along(model, (world / "toy/valid.txt").read_text().splitlines()[:10])
     contexts = np.array([s.words for s in states], np.int64)
     contexts = np.vstack([contexts, np.full((1, lm.order - 1), NO_WORD)])
@@ -101,11 +101,11 @@ def test_bad_input_is_one_line(world):
         step.advance(torch.tensor([[1, len(lm.vocab)]]))
     with pytest.raises(NnlmError, match="not a back-off"):
         TensorBackoff(load_model(world / "nplm"))
-    other = nnlm.Model(world / "kn3.arpa")
-    state = nnlm.State()
+    other = nnlm.Decoder(world / "kn3.arpa")
+    state = nnlm.DecoderState()
     other.BeginSentenceWrite(state)
     with pytest.raises(NnlmError, match="another model"):
-        nnlm.Model(lm).advance([state])
+        nnlm.Decoder(lm).advance([state])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -140,7 +140,7 @@ def test_the_batched_beam_search_decodes_what_the_per_call_search_decodes(world,
     from nnlm.decoding.ctc import beam_search, reference_beam_search
 
     lm = load_model(world / name)
-    model = nnlm.Model(lm)
+    model = nnlm.Decoder(lm)
     step = tensor_lm(lm) if name == "nplm" else TensorBackoff(lm, dtype=torch.float64)
     for seed in range(4):
         lp = _emissions(len(lm.vocab), 10, seed)
@@ -165,7 +165,7 @@ def test_the_language_model_changes_what_is_decoded(world):
     collapsed = [w for i, w in enumerate(greedy) if w != V and (i == 0 or w != greedy[i - 1])]
     assert plain.words == collapsed
     fused = beam_search(lp, step, beam=8, lm_weight=2.0)[0]
-    model = nnlm.Model(lm)
+    model = nnlm.Decoder(lm)
 
     def lm_score(words):
         return model.score(" ".join(lm.vocab.words[w] for w in words)) * np.log(10)
@@ -208,7 +208,7 @@ def test_the_tensor_mixture_step_equals_the_mixtures_rows(world, tmp_path):
                 "-o", str(tmp_path / "mix")]) == 0
     mix = load_model(tmp_path / "mix")
     assert mix.buckets is not None
-    model = nnlm.Model(mix)
+    model = nnlm.Decoder(mix)
     states = states_along(model, (world / "toy/valid.txt").read_text().splitlines()[:4])
     contexts = np.array([s.words for s in states], np.int64)
     step = tensor_lm(mix)
@@ -229,8 +229,8 @@ def test_a_batch_over_memory_is_refused_before_allocating(world, monkeypatch):
         TensorBackoff(lm).advance(contexts)
     with pytest.raises(NnlmError, match="advance fewer states at a time"):
         net.advance(contexts)
-    model = nnlm.Model(lm)
-    state = nnlm.State()
+    model = nnlm.Decoder(lm)
+    state = nnlm.DecoderState()
     model.BeginSentenceWrite(state)
     with pytest.raises(NnlmError, match="advance over 64 states"):
         model.advance([state] * 64)

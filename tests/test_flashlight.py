@@ -89,7 +89,7 @@ def test_nnlms_lm_decodes_what_flashlights_kenlm_decodes(world, name):
         return
     import nnlm
 
-    model = nnlm.Model(world / name)
+    model = nnlm.Decoder(world / name)
     for seed, line in enumerate(lines[:4]):
         em = spelled_emissions(line.split(), letters, seed)
         best = lexicon_decoder(ours, words, letters, lm_weight=1.0).decode(
@@ -112,7 +112,7 @@ def test_the_adapters_scores_are_the_models(world):
     lm = FlashlightLM(world / "kn3", Dictionary(words))
     if nnlm.kenlm._fast is not None:  # the back-off score runs in C (no Python frame)
         assert isinstance(lm.score, functools.partial)
-    model = nnlm.Model(world / "kn3")
+    model = nnlm.Decoder(world / "kn3")
     state = lm.start(False)
     total = 0.0
     sentence = (world / "toy/valid.txt").read_text().split("\n")[0].split()

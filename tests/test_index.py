@@ -252,7 +252,7 @@ def test_scores_equal_the_distributions_and_beat_nothing_worse(model):
 
 
 def test_save_load_and_the_decoder_states_score_as_the_whole_text(model, tmp_path):
-    from nnlm.decoding import Model
+    from nnlm.decoding import Decoder
 
     m, train = model
     m.order = 64
@@ -262,7 +262,7 @@ def test_save_load_and_the_decoder_states_score_as_the_whole_text(model, tmp_pat
     whole = loaded.logprobs(train)
     assert np.allclose(whole, m.logprobs(train))
     sentence = " ".join(m.vocab.decode(train.ids[train.offsets[3]:train.offsets[4] - 1]))
-    dec = Model(tmp_path / "inf")
+    dec = Decoder(tmp_path / "inf")
     per_word = [s[0] for s in dec.full_scores(sentence)]
     assert np.allclose(np.array(per_word) / np.log10(np.e),
                        whole[train.offsets[3]:train.offsets[4]], atol=1e-6)

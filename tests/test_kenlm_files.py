@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nnlm import Model
+from nnlm import Decoder
 from nnlm.base.errors import NnlmError
 from nnlm.ngram import read_arpa
 
@@ -25,7 +25,7 @@ SENTENCES = ["looking on a little the biarritz not_found more .", "looking on a 
 def _load(path, **kwargs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = Model(read_arpa(path, **kwargs))
+        model = Decoder(read_arpa(path, **kwargs))
     return model, [str(w.message) for w in caught]
 
 

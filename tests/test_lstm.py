@@ -1,7 +1,7 @@
 """The recurrent g: an LSTM over the line. Checked against finite differences,
 an LSTM written out in numpy (the oracle for every scoring path: whole lines, windows of
 contexts, lines longer than the window, training pieces), distributions that sum to one,
-nnlm.Model's states, save/load, exact resumption, mixtures and the command line."""
+nnlm.Decoder's states, save/load, exact resumption, mixtures and the command line."""
 
 import math
 
@@ -11,7 +11,7 @@ import torch
 
 from nnlm import Stream, evaluate, load_model, read_stream, save_model
 from nnlm.cli import main
-from nnlm.decoding import Model, State
+from nnlm.decoding import Decoder, DecoderState
 from nnlm.neural.networks.lstm import LSTMConfig, LSTMNetwork
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.segments import SpanPlan, pieces, spans
@@ -143,7 +143,7 @@ def test_an_epoch_plan_visits_every_slot_once_in_batches_within_the_budget():
 
 
 def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
-    """Save/load round trip; nnlm.Model's full_scores and a chain of BaseScore calls give
+    """Save/load round trip; nnlm.Decoder's full_scores and a chain of BaseScore calls give
     the numbers of scoring whole lines; the n-gram length is the words seen plus one."""
     lm = NeuralLM(VOCAB, lstm(layers=2))
     save_model(lm, tmp_path / "lstm")
@@ -152,21 +152,21 @@ def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
     stream = Stream.from_lines([line.split() for line in TEXT], VOCAB)
     whole = lm.logprobs(stream)
     assert np.array_equal(back.logprobs(stream), whole)
-    model = Model(tmp_path / "lstm")
+    model = Decoder(tmp_path / "lstm")
     scores = [s for line in TEXT for s in model.full_scores(line)]
     assert np.allclose(np.array([p for p, _, _ in scores]) / math.log10(math.e), whole,
                        atol=1e-5)
     assert [n for _, n, _ in model.full_scores(TEXT[0])] == list(range(2, 12))
-    state, out, total = State(), State(), 0.0
+    state, out, total = DecoderState(), DecoderState(), 0.0
     model.BeginSentenceWrite(state)
     for word in [*TEXT[3].split(), "</s>"]:
         total += model.BaseScore(state, word, out)
-        state, out = out, State()
+        state, out = out, DecoderState()
     lo, hi = stream.offsets[3], stream.offsets[4]
     assert math.isclose(total, whole[lo:hi].sum() * math.log10(math.e), abs_tol=1e-5)
-    import nnlm.kenlm  # kenlm's State holds a few words: it points to nnlm.Model
+    import nnlm.kenlm  # kenlm's DecoderState holds a few words: it points to nnlm.Decoder
 
-    with pytest.raises(ValueError, match="use nnlm.Model"):
+    with pytest.raises(ValueError, match="use nnlm.Decoder"):
         nnlm.kenlm.Model(tmp_path / "lstm")
 
 
@@ -252,16 +252,16 @@ def test_lstm_refusals_are_one_line(toy, tmp_path, capsys):
 
 
 def test_a_decoder_continues_each_hypothesis_from_its_parents_state():
-    """nnlm.Model's hypotheses that grow by a word are one LSTM step each (the state cache
+    """nnlm.Decoder's hypotheses that grow by a word are one LSTM step each (the state cache
     holds one entry per prefix), give the numbers of reading each prefix whole, and a
     change of the weights drops the cached states."""
     lm = NeuralLM(VOCAB, lstm(layers=2))
-    model = Model(lm)
+    model = Decoder(lm)
     widths = []  # words read by each call into the LSTM
     read = lm.model.read_states
     lm.model.read_states = lambda inputs, *a: (widths.append(inputs.shape[1]), read(inputs, *a))[1]
     words = TEXT[3].split()
-    start = State()
+    start = DecoderState()
     model.BeginSentenceWrite(start)
     beams = [start, start]
     for w in words[:6]:
@@ -275,12 +275,12 @@ def test_a_decoder_continues_each_hypothesis_from_its_parents_state():
     whole = lm.logprobs(Stream.from_lines([words[:6]], VOCAB))[:6].sum() * math.log10(math.e)
     state, total = start, 0.0
     for w in words[:6]:
-        out = State()
+        out = DecoderState()
         total += model.BaseScore(state, w, out)
         state = out
     assert math.isclose(total, whole, abs_tol=1e-5)
     with torch.no_grad():
         lm.model.C.mul_(2.0)  # new weights: the cached states no longer apply
-    after = Model(lm).score(" ".join(words[:6]), eos=False)
+    after = Decoder(lm).score(" ".join(words[:6]), eos=False)
     assert math.isclose(after, lm.logprobs(Stream.from_lines([words[:6]], VOCAB))[:6].sum()
                         * math.log10(math.e), abs_tol=1e-5)

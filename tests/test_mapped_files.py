@@ -117,7 +117,7 @@ def test_a_header_byte_cannot_switch_the_checksums_off(world, coded, tmp_path, c
         assert main([str(a) for a in argv]) == 2, argv
         assert "checksum" in one_error_line(capsys.readouterr().err)
     for opened in (lambda: nk.Model(str(bad), verify=True), lambda: nk.Model(str(bad)),
-                   lambda: nnlm.Model(str(bad)), lambda: load_model(bad)):
+                   lambda: nnlm.Decoder(str(bad)), lambda: load_model(bad)):
         with pytest.raises((OSError, NnlmError), match="checksum"):
             opened()
 
@@ -347,7 +347,7 @@ def test_nnlm_model_and_load_model_verify_by_default(world, tmp_path, name):
     _, _, spans = sections_of(trie)
     at, size = spans["logp_3"]
     flipped(trie, trie, at + size // 2)
-    for opened in (lambda **kw: nnlm.Model(bad, **kw), lambda **kw: load_model(bad, **kw),
+    for opened in (lambda **kw: nnlm.Decoder(bad, **kw), lambda **kw: load_model(bad, **kw),
                    lambda **kw: nnlm.load_model(bad, **kw)):
         with pytest.raises(NnlmError, match="section logp_3"):
             opened()
@@ -380,11 +380,11 @@ def test_the_checks_table_is_the_code(world, tmp_path, capsys):
     data[len(data) // 2] ^= 0x01
     (idx / "table.0").write_bytes(bytes(data))
     python = {"`nnlm.load_model(path)`": (lambda **kw: load_model(bad, **kw), "verify"),
-              "`nnlm.Model(path)`": (lambda **kw: nnlm.Model(bad, **kw), "verify"),
+              "`nnlm.Decoder(path)`": (lambda **kw: nnlm.Decoder(bad, **kw), "verify"),
               "`nnlm.kenlm.Model(path)`": (lambda **kw: nk.Model(str(bad), **kw), "verify"),
               "`nnlm.Index.open(path)`": (lambda **kw: Index.open(idx, **kw), "verify")}
     defaults = {"`nnlm.load_model(path)`": inspect.signature(load_model),
-                "`nnlm.Model(path)`": inspect.signature(nnlm.Model),
+                "`nnlm.Decoder(path)`": inspect.signature(nnlm.Decoder),
                 "`nnlm.kenlm.Model(path)`": inspect.signature(nk.Model.__init__),
                 "`nnlm.Index.open(path)`": inspect.signature(Index.open)}
     for row, (open_, setting) in python.items():

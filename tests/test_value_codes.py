@@ -327,7 +327,7 @@ def test_impossible_table_values_are_refused_at_opening(tmp_path, estimate, caps
     model, _ = estimate
     saved_pair(model, tmp_path)
     _with_section(tmp_path / "c" / "ngrams.trie", name, change)
-    for opened in (lambda: load_model(tmp_path / "c"), lambda: nnlm.Model(tmp_path / "c"),
+    for opened in (lambda: load_model(tmp_path / "c"), lambda: nnlm.Decoder(tmp_path / "c"),
                    lambda: kenlm.Model(str(tmp_path / "c"))):
         with pytest.raises((NnlmError, OSError), match=match):
             opened()
@@ -354,5 +354,5 @@ def test_escapes_of_0xff_give_finite_numbers_on_every_path(tmp_path, estimate):
     mapped = load_model(tmp_path / "c")
     assert np.isfinite(mapped.logprobs(test)).all()
     line = "w1 w2 w3 w4 w5 w6"
-    scores = [kenlm.Model(str(tmp_path / "c")).score(line), nnlm.Model(mapped).score(line)]
+    scores = [kenlm.Model(str(tmp_path / "c")).score(line), nnlm.Decoder(mapped).score(line)]
     assert all(np.isfinite(scores)) and scores[0] == pytest.approx(scores[1], abs=1e-4)

@@ -10,7 +10,8 @@ baselines, behind one small interface.
 
 Importing nnlm imports nothing heavy: each name loads its module when first used (numpy
 with the first model, torch with the first network).
-``nnlm.Model`` and ``nnlm.State`` speak KenLM's Python API (see :mod:`nnlm.decoding`);
+``nnlm.Decoder`` and ``nnlm.DecoderState`` speak KenLM's method names with nnlm's
+conventions (see :mod:`nnlm.decoding`; kenlm's own API is ``nnlm.kenlm``);
 ``nnlm.Index`` counts n-grams of any length in a corpus (see :mod:`nnlm.index`).
 """
 
@@ -20,7 +21,7 @@ from .base.version import __version__  # noqa: F401 - nnlm.__version__
 # file imports neither numpy nor torch: the kenlm module's drop-in then costs a process
 # no more than kenlm's own.
 _LAZY = {"count_words": "nnlm.text.corpus", "read_stream": "nnlm.text.corpus",
-         "Model": "nnlm.decoding.api", "State": "nnlm.decoding.api",
+         "Decoder": "nnlm.decoding.api", "DecoderState": "nnlm.decoding.api",
          "Index": "nnlm.index.index", "build_index": "nnlm.index.build",
          "NnlmError": "nnlm.base.errors", "train": "nnlm.fit", "Evaluation": "nnlm.lm",
          "LanguageModel": "nnlm.lm", "evaluate": "nnlm.lm", "load_model": "nnlm.models",
@@ -34,7 +35,7 @@ _LAZY = {"count_words": "nnlm.text.corpus", "read_stream": "nnlm.text.corpus",
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:  # the names for type checkers and editors; never run
     from .base.errors import NnlmError
-    from .decoding.api import Model, State
+    from .decoding.api import Decoder, DecoderState
     from .fit import train
     from .index.build import build_index
     from .index.index import Index
@@ -52,6 +53,8 @@ if TYPE_CHECKING:  # the names for type checkers and editors; never run
 def __getattr__(name):
     import importlib
 
+    if name in ("Model", "State"):  # renamed: a DeprecationWarning each time, no cache
+        return importlib.import_module("nnlm.decoding.api").renamed(name)
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
@@ -69,8 +72,7 @@ def __dir__():
 
 
 __all__ = [
-    "AddK", "Evaluation", "Index", "LanguageModel", "Model", "NPLM", "NPLMConfig", "NeuralLM",
-    "NnlmError",
-    "State", "Stream", "TrainConfig", "Trainer", "Vocabulary",
+    "AddK", "Decoder", "DecoderState", "Evaluation", "Index", "LanguageModel", "NPLM",
+    "NPLMConfig", "NeuralLM", "NnlmError", "Stream", "TrainConfig", "Trainer", "Vocabulary",
     "build_index", "count_words", "evaluate", "load_model", "read_stream", "save_model", "train",
 ]

@@ -1,6 +1,6 @@
 """What both decoder APIs stand on: one set of checks, one lookup, one scorer.
 
-nnlm has two faces for a decoder: :class:`nnlm.Model` (:mod:`nnlm.decoding`, nnlm's
+nnlm has two faces for a decoder: :class:`nnlm.Decoder` (:mod:`nnlm.decoding`, nnlm's
 conventions: float64 log10, a state of the last n-1 word ids that starts at ``<s>``)
 and :mod:`nnlm.kenlm` (the kenlm module's exact behaviour: float32, minimized states,
 the null context). Both present a :class:`DecoderCore` over the loaded model, so that

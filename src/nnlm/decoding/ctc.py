@@ -38,7 +38,7 @@ import torch
 from ..base.checks import ArgumentTypeError, ArgumentValueError, integer, number
 from ..base.sysmem import check_allocation
 from ..text.specials import BOS_ID, EOS_ID
-from .api import State
+from .api import DecoderState
 from .dense import next_contexts, tensor_lm
 
 LN10 = math.log(10.0)
@@ -226,14 +226,14 @@ def reference_beam_search(log_probs: np.ndarray, model, beam: int = 8,
                           lm_weight: float = 0.5, word_bonus: float = 0.0
                           ) -> list[Hypothesis]:
     """:func:`beam_search` one hypothesis and one word at a time, with a dict of prefixes
-    and ``model.BaseScore`` (an :class:`nnlm.Model`) per extension: its oracle."""
+    and ``model.BaseScore`` (an :class:`nnlm.Decoder`) per extension: its oracle."""
 
     V = len(model.vocab)
     log_probs, beam, lm_weight, word_bonus = _checked(log_probs, beam, lm_weight,
                                                       word_bonus, V)
     log_probs = log_probs.cpu().numpy()
     blank = V
-    start = State()
+    start = DecoderState()
     model.BeginSentenceWrite(start)
     # prefix -> [sb, sl, lm_sum (weighted), state]
     beam_now = {(): [0.0, -math.inf, 0.0, start]}
@@ -250,7 +250,7 @@ def reference_beam_search(log_probs: np.ndarray, model, beam: int = 8,
                 if v == BOS_ID:
                     continue
                 acoustic = (sb if prefix and v == prefix[-1] else best) + frame[v]
-                out = State()
+                out = DecoderState()
                 lp = model.BaseScore(state, words[v], out) * LN10
                 offer(prefix + (v,), -math.inf, acoustic, lm + lm_weight * lp if lm_weight else lm,
                       out)
@@ -263,7 +263,7 @@ def reference_beam_search(log_probs: np.ndarray, model, beam: int = 8,
         beam_now = dict(kept)
     out = []
     for prefix, (sb, sl, lm, state) in beam_now.items():
-        eos = model.BaseScore(state, "</s>", State()) * LN10
+        eos = model.BaseScore(state, "</s>", DecoderState()) * LN10
         final_lm = lm + lm_weight * eos if lm_weight else lm
         score = max(sb, sl) + final_lm + word_bonus * len(prefix)
         out.append(Hypothesis(list(prefix), score, max(sb, sl),

@@ -100,7 +100,7 @@ class TensorBackoff:
         if not hasattr(model, "levels") or not hasattr(model, "unigram_log_bow"):
             raise NnlmError(f"{a(getattr(model, 'kind', 'unknown'))} model is not a back-off "
                             "n-gram model; use TensorNetwork for a network, or "
-                            "nnlm.Model.advance for any model")
+                            "nnlm.Decoder.advance for any model")
         self.device = torch.device(device)
         self.dtype = dtype
         self.order = model.order

@@ -22,7 +22,7 @@ its KenLM keeps them; each maps to the nnlm State it stands for.
   runs one batched forward pass for all of them (a step's hypotheses are created in one
   step and scored from in the next). On the CPU that does not pay: on Brown, about 1 in
   4 queued states is ever scored from (670 rows computed for 171 read), and the decode
-  took the same time (``bench/flashlight_lm.py``).
+  took the same time (``bench/decoding/flashlight_lm.py``).
 
 The maps are cleared at ``start``, which the decoder calls once per utterance.
 """

@@ -11,7 +11,7 @@ suffix (its count, its distinct next tokens) is read once a history and kept wit
 every word scored after it is a lookup. Both are kept for the histories used last (an
 LRU of ``capacity``).
 
-Through ``nnlm.Model`` on Brown's test text (``runs/inf5``, KN5 below): 94 us a word
+Through ``nnlm.Decoder`` on Brown's test text (``runs/inf5``, KN5 below): 94 us a word
 scored once a state, 53 us a word when a decoder scores eleven words a state (KN5's own
 part, 35 us).
 """

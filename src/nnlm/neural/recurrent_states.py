@@ -1,7 +1,7 @@
 """A recurrent network's state after each line prefix a decoder has asked about, so that
 the next word costs one step instead of a read of the whole prefix.
 
-``nnlm.Model`` (and generation) hand a model the words of each hypothesis, as for every
+``nnlm.Decoder`` (and generation) hand a model the words of each hypothesis, as for every
 model. For the LSTM those words name a hidden state: the state after reading them from
 the line's ``<s>``. This cache keeps that state for the prefixes it has seen (least
 recently used first out), so a hypothesis that grows by one word is continued from its

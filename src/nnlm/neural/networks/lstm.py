@@ -14,7 +14,7 @@ The words it reads are the line's, from its ``<s>``, and at most the last n - 1 
 reach back to the line's ``<s>`` (a line longer than n - 1 words) is read from its first
 word with a zero state. That is the model every path computes:
 
-- a batch of contexts (``Stream.contexts``, ``nnlm.Model``'s states, generation): each
+- a batch of contexts (``Stream.contexts``, ``nnlm.Decoder``'s states, generation): each
   row's words of the line are read, left-aligned, and the state after the last one
   gives z (:meth:`LSTMNetwork.hidden_input` on a tensor);
 - a batch of :class:`~nnlm.neural.networks.spans.Spans` (training, and scoring a whole
@@ -23,7 +23,7 @@ word with a zero state. That is the model every path computes:
 
 Because the state starts at zero at the line's ``<s>`` and nothing reads before it,
 scoring line by line and scoring through contexts give the same numbers (the tests check
-it, through ``nnlm.Model`` too).
+it, through ``nnlm.Decoder`` too).
 
 The regularizers of Merity, Keskar & Socher (2018), *Regularizing and Optimizing LSTM
 Language Models* (AWD-LSTM), each off by default and on in the ``awd`` preset; all act in
