@@ -22,7 +22,7 @@ Network Language Models*), which keeps the network from leaning on any one conte
 of them as one. ``residual`` and ``layer_norm`` switch the two ingredients off for the
 ablations; ``tied`` shares C between reading and predicting words (Press & Wolf 2017).
 Every choice of the ``deep`` preset is documented with the ablation that justified it
-(docs/deep.md, bench/deep.py).
+(docs/deep.md, bench/neural/deep.py).
 """
 
 from __future__ import annotations

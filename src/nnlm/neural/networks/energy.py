@@ -37,8 +37,8 @@ from .output import gather_rows
 BLOCK_ELEMENTS: int | None = None  # (row, candidate, unit) values per block; None: the
 # device's own below (tests set a small one to walk several blocks)
 CPU_BLOCK = 1 << 20  # 4 MB in float32: the fastest of 2^14 ... 2^22 measured, one
-# thread, B = 256, |V| = 14,118, h = 50 (bench/energy.py speed)
-CUDA_BLOCK = 1 << 26  # 256 MB: a GPU wants few, large blocks (bench/energy.py speed
+# thread, B = 256, |V| = 14,118, h = 50 (bench/neural/energy.py speed)
+CUDA_BLOCK = 1 << 26  # 256 MB: a GPU wants few, large blocks (bench/neural/energy.py speed
 # --device cuda)
 
 
@@ -153,7 +153,7 @@ def _exponentials(a: torch.Tensor, G: torch.Tensor):
     """exp(2a), exp(2G), or None where they are not safe to multiply, and on a GPU. There
     the values are memory-bound, not transcendental-bound, so R = sigmoid(-2 (a + G)) costs
     no more than the product form (an H100 trained the energy step at 46,100 words/s this
-    way against 40,000 with exponentials; bench/energy.py speed --device cuda), and the
+    way against 40,000 with exponentials; bench/neural/energy.py speed --device cuda), and the
     range check would read a value back to the host, which a CUDA graph cannot capture."""
     if a.is_cuda:
         return None, None
@@ -247,7 +247,7 @@ class EnergyNetwork(Network):
         H_t = self.H[:, :m]
         if rows is None:
             G = self.C @ H_t.t()  # (|V|, h): H_t C(j) for every word, once
-            y = energy_logits(a, G, self.v)  # float32: bf16 measured slower (bench/energy.py)
+            y = energy_logits(a, G, self.v)  # float32: bf16 is slower (bench/neural/energy.py)
             return y - (self.b + ctx_bias[:, None]) + self.mask
         flat = rows.reshape(-1)
         c = gather_rows(self.C, flat, sparse) @ H_t.t()  # (K', h)

@@ -16,7 +16,7 @@ single-process ``Trainer.train_step``, so every objective and optimizer works:
   update old, and the updates take turns. On mlp1's first epoch on Brown, moments per
   worker (each seeing every other batch) cost 2.2% validation perplexity, and shared
   moments updated without the lock 6-30% (concurrent read-modify-writes of the same
-  moments); a gradient one update old costs nothing (``bench/staleness.py`` simulates
+  moments); a gradient one update old costs nothing (``bench/neural/staleness.py`` simulates
   each departure in one process). Checkpoints hold the shared moments. The run's log
   ends with the share of the workers' time spent waiting for the lock and holding it
   (mlp1, 400 updates: 0.5% and 8.4%). Each worker loads its compiled updates (numba)
@@ -50,12 +50,13 @@ from ..allocator import keep_freed_memory
 from ..batches import batches
 from ..optim import PaperSGD
 from .heartbeat import STARTUP_SECONDS, WORKER_TIMEOUT, Heartbeats, die_with_parent
-from .schemes import SingleProcess
+from .run_view import RunView, WorkerSetup
+from .schemes import Scheme
 
 POLL_SECONDS = 1.0  # how often the coordinator checks that its workers are alive
 
 
-class Hogwild(SingleProcess):
+class Hogwild(Scheme):
     """The coordinator's side of the scheme: it starts ``workers`` processes on the
     trainer's shared parameters, hands each span of batches to them and waits; it
     validates and writes, as one process does. Each worker must finish an update every
@@ -78,9 +79,9 @@ class Hogwild(SingleProcess):
 
     # -- the workers ---------------------------------------------------------------------
     @contextlib.contextmanager
-    def running(self, trainer, train: Stream):
-        self.trainer = trainer
-        self._start(trainer, train)
+    def running(self, run: RunView, train: Stream):
+        self.run = run
+        self._start(run, train)
         finished = False
         try:
             yield
@@ -88,18 +89,12 @@ class Hogwild(SingleProcess):
         finally:
             self._stop(kill=not finished)
 
-    def _start(self, trainer, train: Stream) -> None:
+    def _start(self, run: RunView, train: Stream) -> None:
         ctx = mp.get_context("spawn")
-        # what each worker builds its own single-process trainer from: the coordinator's
-        # own builder (passed by reference: this scheme never imports training/)
-        setup = {"make_trainer": type(trainer).build, "vocab": trainer.vocab,
-                 "model_config": trainer.model.config, "config": trainer.config,
-                 "outdir": trainer.outdir, "preset": trainer.preset,
-                 "device": "cpu", "train_counts": trainer.train_counts,
-                 "model_id": trainer.model_id}
-        shared = {name: p.data for name, p in trainer.model.named_parameters()}
+        setup = run.worker_setup  # each worker builds its own one-process trainer from it
+        shared = {name: p.data for name, p in run.model.named_parameters()}
         # Adam's moments: one shared set; the paper's SGD: its state (the decay scale)
-        opt = trainer.optimizer
+        opt = run.optimizer
         opt_state = opt.share_memory() if hasattr(opt, "share_memory") else opt.state()
         # a run killed by SIGKILL leaves its queues' semaphores to multiprocessing's
         # resource tracker, which frees them and would print a warning saying so
@@ -131,7 +126,7 @@ class Hogwild(SingleProcess):
         results = [None] * self.workers
         since = time.monotonic()
         while any(r is None for r in results):
-            self.trainer.interrupt.check()  # Ctrl-C: the workers are killed on the way out
+            self.run.check_interrupt()  # Ctrl-C: the workers are killed on the way out
             try:
                 rank, result = self._outbox.get(timeout=POLL_SECONDS)
             except queue.Empty:
@@ -150,7 +145,7 @@ class Hogwild(SingleProcess):
             raise NnlmError(f"worker {rank} of {self.workers} (pid {self._procs[rank].pid}) has "
                             f"not finished an update for {seconds:.0f} s (stopped, stuck or "
                             f"starved; the limit is worker_timeout={timeout:g}); the run is "
-                            f"stopped and the last checkpoint in {self.trainer.checkpoint.folder}"
+                            f"stopped and the last checkpoint in {self.run.checkpoint_folder}"
                             " is kept: continue with resume=True")
 
     def _stop(self, kill: bool) -> None:
@@ -180,16 +175,16 @@ class Hogwild(SingleProcess):
     def load_kernels(self, optimizer) -> None:
         """Nothing: the coordinator never updates; each worker loads its own kernels."""
 
-    def train_span(self, trainer, train: Stream, plan, until: int, bar,
+    def train_span(self, run: RunView, train: Stream, plan, until: int, bar,
                    started: float, words_at_start: int) -> None:
         """Hand batches step_in_epoch .. until-1 to the workers (batch i to worker i mod P;
         each draws the epoch's ``plan`` itself, from the same seed) and wait for all of
         them (Adam's moments are shared; under the paper's SGD worker 0 returns its state
         for checkpoints)."""
-        trainer.interrupt.check()
-        st = trainer.state
+        run.check_interrupt()
+        st = run.counters
         first = st.step_in_epoch
-        lr = _lr_state(trainer.optimizer)
+        lr = _lr_state(run.optimizer)
         for inbox in self._inboxes:
             inbox.put((st.epoch, first, until, st.step, lr))
         results = self._wait()
@@ -199,7 +194,7 @@ class Hogwild(SingleProcess):
             for key, seconds in result["seconds"].items():
                 self.lock_seconds[key] += seconds
         if "optimizer" in results[0]:
-            trainer.optimizer.load_state(*results[0]["optimizer"])
+            run.optimizer.load_state(*results[0]["optimizer"])
         st.step += until - first
         st.step_in_epoch = until
         bar.update(until - first)
@@ -219,7 +214,7 @@ class Hogwild(SingleProcess):
                 how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                        else f"exit status {code}")
                 raise NnlmError(f"worker {rank} of {self.workers} died ({how}); the last "
-                                f"checkpoint in {self.trainer.checkpoint.folder} is kept: "
+                                f"checkpoint in {self.run.checkpoint_folder} is kept: "
                                 "continue with resume=True")
 
 
@@ -244,7 +239,7 @@ def _set_lr_state(optimizer, lr: dict) -> None:
             g["lr"] = value
 
 
-def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
+def _worker(rank: int, workers: int, setup: WorkerSetup, shared: dict, opt_state, lock,
             train: Stream, inbox, outbox, beats: Heartbeats, parent: int) -> None:
     """One Hogwild worker: a Trainer whose parameters are the shared ones. It beats after
     every update and dies with its coordinator (see :mod:`nnlm.neural.parallel.heartbeat`)."""
@@ -254,8 +249,7 @@ def _worker(rank: int, workers: int, setup: dict, shared: dict, opt_state, lock,
     torch.set_num_threads(1)
     keep_freed_memory()
     try:
-        make_trainer = setup.pop("make_trainer")
-        trainer = make_trainer(**setup, log=lambda message: None)
+        trainer = setup.make(log=lambda message: None)
         params = dict(trainer.model.named_parameters())
         for name, tensor in shared.items():
             params[name].data = tensor

@@ -13,6 +13,7 @@ what differs is owned here:
 
 The schemes are those of Bengio et al. (2003), section 3:
 
+- :class:`Scheme`: what every scheme answers, each answer one process's by default;
 - :class:`SingleProcess`: one process (its threads are torch's);
 - :class:`DataParallel`: synchronous data-parallel ranks of a torchrun job, each computing
   the gradient of its share of every batch, summed over ranks (``distributed.py``);
@@ -40,12 +41,15 @@ from ..objectives import Objective
 from ..optim import clip_gradients, scale_gradients
 from .distributed import GradientSync, World, shard_range
 from .output_parallel import OutputShard
+from .run_view import RunView
 
 EVAL_BATCH = 4096  # rows a rank scores at once under the output-parallel scheme
 
 
-class SingleProcess:
-    """One process trains on every batch whole; it logs and writes."""
+class Scheme:
+    """What a parallel scheme owns in a run (see the module docstring); each method's
+    default is what one process does, which trains on every batch whole and logs and
+    writes. Schemes are chosen in one place, :func:`.choice.choose_scheme`."""
 
     world: World | None = None
     is_main = True
@@ -161,14 +165,14 @@ class SingleProcess:
 
     # -- the run -----------------------------------------------------------------------
     @contextlib.contextmanager
-    def running(self, trainer, train: Stream):
-        """Around the whole of ``trainer.fit`` (where workers start and stop)."""
+    def running(self, run: RunView, train: Stream):
+        """Around the whole of a trainer's fit (where workers start and stop)."""
         yield
 
-    def train_span(self, trainer, train: Stream, plan, until: int, bar,
+    def train_span(self, run: RunView, train: Stream, plan, until: int, bar,
                    started: float, words_at_start: int) -> None:
         """Train batches step_in_epoch .. until-1 of the epoch's ``plan``."""
-        trainer.train_batches(train, plan, until, bar, started, words_at_start)
+        run.train_batches(train, plan, until, bar, started, words_at_start)
 
     def finish(self, result: dict, log) -> dict:
         """The run's result, with what the scheme measured."""
@@ -180,7 +184,11 @@ class SingleProcess:
         optimizer.load_kernels()
 
 
-class DataParallel(SingleProcess):
+class SingleProcess(Scheme):
+    """One process trains on every batch whole; it logs and writes."""
+
+
+class DataParallel(Scheme):
     """Synchronous data-parallel ranks of a torchrun job: each trains on its share of
     every batch and the gradients are summed over ranks; rank 0 logs and writes."""
 
@@ -309,12 +317,3 @@ class OutputParallel(DataParallel):
     def record(self) -> dict:
         return {"size": self.world.size, "output_parallel": True}
 
-
-def scheme_for(world: World | None, output_parallel: bool = False) -> SingleProcess:
-    """The scheme of a process started alone or as one rank of a torchrun job."""
-    if world is None or world.size <= 1:
-        if output_parallel:
-            raise NnlmError("output_parallel splits the output layer over the ranks of a "
-                            "torchrun job; start with torchrun --nproc-per-node P")
-        return SingleProcess()
-    return OutputParallel(world) if output_parallel else DataParallel(world)

@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...base.errors import NnlmError
+from ...lm import LanguageModel
 from ...model_files import check_model_output, load_vocab_for, read_header
 from ...text.corpus import count_words, read_stream, warn_same_text, warn_unknown_share
 from ...text.fileio import atomic_write_text
 from ...text.vocab import Vocabulary
 from ..networks.registry import NETWORKS, network_config
 from ..nplm_lm import BACKOFF_DIR, check_backoff
+from ..parallel.choice import choose_scheme
 from ..parallel.distributed import close_world, init_world, launched_by_torchrun
 from ..parallel.heartbeat import WORKER_TIMEOUT
-from ..parallel.hogwild import Hogwild
-from ..parallel.schemes import scheme_for
 from ..presets import PRESETS, RECIPES, resolved
 from ..runtime import available_cores, native_bf16, prepare_process, resolve_device
 from ..settings import (
@@ -159,9 +159,22 @@ def check_parallel(workers: int, output_parallel: bool, device="cpu") -> None:
                         "more workers than cores only take turns")
 
 
-def _settings(job: TrainJob) -> tuple:
-    """(preset name, network settings, training settings, vocabulary, short-list back-off,
-    the saved header, changes on resume) of a new run, or of the run being resumed."""
+@dataclass
+class RunSettings:
+    """What a new run starts from, or what the run being resumed continues with."""
+
+    preset: str | None  # the preset's name
+    arch: dict  # the network's settings
+    train: dict  # the training settings
+    vocab: Vocabulary
+    backoff: LanguageModel | None  # a short-list's n-gram model
+    header: dict | None = None  # the checkpoint's config.json, on resume
+    changes: dict = field(default_factory=dict)  # setting -> (saved, now), on resume
+
+
+def _settings(job: TrainJob) -> RunSettings:
+    """The settings of a new run, or of the run being resumed (checked against the
+    checkpoint's: only :data:`RESUMABLE` ones may change)."""
     arch, train = dict(job.arch), dict(job.train)
     shortlist = arch.pop("shortlist", None)
     if not job.resume:
@@ -181,7 +194,7 @@ def _settings(job: TrainJob) -> tuple:
             arch["output_size"] = shortlist + 1
         elif job.shortlist_backoff is not None:
             raise NnlmError("shortlist_backoff= goes with shortlist=K")
-        return name, arch, train, vocab, backoff, None, {}
+        return RunSettings(name, arch, train, vocab, backoff)
     header = read_header(job.outdir)
     vocab = load_vocab_for(job.outdir, header)
     if job.vocab is not None and job.vocab != vocab:
@@ -208,7 +221,7 @@ def _settings(job: TrainJob) -> tuple:
     train = {**saved_train, **{k: new for k, (_, new) in changes.items()}}
     backoff = job.load_model(job.outdir / BACKOFF_DIR) if saved_arch.get("output_size") \
         else None
-    return saved_preset, saved_arch, train, vocab, backoff, header, changes
+    return RunSettings(saved_preset, saved_arch, train, vocab, backoff, header, changes)
 
 
 def _train(job: TrainJob, device, world, log) -> dict:
@@ -216,7 +229,8 @@ def _train(job: TrainJob, device, world, log) -> dict:
         log = _quiet
     outdir = job.outdir
     asked_bf16 = job.train.get("bf16") is True  # bf16 given, not a preset's default
-    name, arch, train, vocab, backoff, header, changes = _settings(job)
+    run = _settings(job)
+    name, arch, train, vocab, backoff = run.preset, run.arch, run.train, run.vocab, run.backoff
     try:
         model_config = network_config({**arch, "vocab_size": len(vocab)})
         train_config = TrainConfig(**train)
@@ -241,18 +255,14 @@ def _train(job: TrainJob, device, world, log) -> dict:
     warn_same_text(job.train_path, job.valid_path)
     if world is not None:  # every rank has checked the inputs before rank 0 writes
         world.barrier("checking the inputs")
-    if job.workers > 1:
-
-        scheme = Hogwild(job.workers, job.worker_timeout)
-    else:
-        scheme = scheme_for(world, job.output_parallel)
+    scheme = choose_scheme(world, job.output_parallel, job.workers, job.worker_timeout)
     trainer = Trainer.build(vocab, model_config, train_config, outdir, preset=name, log=log,
                       device=device, train_counts=output_counts(train_stream, model_config),
                       backoff=backoff, scheme=scheme, save=job.save)
     if job.resume:
-        trainer.load_state(header)
-        if changes:
-            apply_resume_changes(trainer, changes)
+        trainer.load_state(run.header)
+        if run.changes:
+            apply_resume_changes(trainer, run.changes)
         st, cfg = trainer.state, trainer.config
         if st.epoch >= cfg.epochs or st.bad_epochs >= cfg.patience:
             why = (f"finished its {cfg.epochs} epochs" if st.epoch >= cfg.epochs else

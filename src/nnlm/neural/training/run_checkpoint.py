@@ -24,12 +24,17 @@ from pathlib import Path
 import torch
 
 from ...base.errors import NnlmError
+from ...lm import LanguageModel
 from ...model_files import write_header
 from ...text.fileio import atomic_path
 from ...text.jsonfiles import Fields, Float, Int, Optional, read_json
 from ..networks.checkpoint import read_safetensors, save_safetensors, write_tensors
+from ..networks.network import Network
+from ..parallel.schemes import Scheme
+from ..settings import TrainConfig
 from .averaging import WeightAverage
 from .metrics_log import write_metrics
+from .parts import Parts
 
 # state/trainer.json, as save writes it: checked field by field when read back
 TRAINER_JSON = {
@@ -58,11 +63,13 @@ class TrainState:
 
 
 class RunCheckpoint:
-    """The ``state/`` folder of the run in ``outdir``."""
+    """The ``state/`` folder of the run in ``outdir``, and the run's other files, written
+    under ``scheme`` (which gathers tensors over ranks; its main process writes)."""
 
-    def __init__(self, outdir: Path):
+    def __init__(self, outdir: Path, scheme: Scheme):
         self.outdir = Path(outdir)
         self.folder = self.outdir / "state"
+        self.scheme = scheme
 
     def exists(self) -> bool:
         return (self.folder / "trainer.json").exists()
@@ -87,63 +94,67 @@ class RunCheckpoint:
                     "world": layout}
             (tmp / "trainer.json").write_text(json.dumps(info, indent=1) + "\n")
 
-    def capture(self, run, trainer: dict, before_write=None) -> None:
-        """Save ``run``'s state (a trainer: its parts, scheme, average and binding;
-        ``trainer``, the loop's counters): the whole model and the optimizer gathered
+    def capture(self, parts: Parts, counters: TrainState, *, device: torch.device,
+                binding: str, average: WeightAverage | None, before_write=None) -> None:
+        """Save the run's state: the whole network and the optimizer of ``parts`` gathered
         over the ranks, which every rank calls, then written by rank 0 with the
-        generators. ``before_write`` runs on every rank after the gathers (the trainer
-        reseeds there)."""
-        model = run.scheme.full_tensors(run.model)
-        opt_info, tensors = run.optimizer.state()
-        tensors = run.scheme.gather_optimizer(
+        generators, ``average``'s weights and the loop's ``counters``. ``before_write``
+        runs on every rank after the gathers (the trainer reseeds there)."""
+        scheme = self.scheme
+        model = scheme.full_tensors(parts.model)
+        opt_info, tensors = parts.optimizer.state()
+        tensors = scheme.gather_optimizer(
             {k: v.detach().contiguous().cpu() for k, v in tensors.items()})
         if before_write is not None:
             before_write()
-        if not run.scheme.is_main:
+        if not scheme.is_main:
             return
-        tensors.update(generator_tensors(run.device, run.objective))
-        if run.average is not None:
-            tensors.update(run.average.tensors(run.model))
-        self.save(binding=run.binding, model=model, optimizer_info=opt_info,
-                  optimizer=tensors, trainer=trainer, layout=run.scheme.record())
+        tensors.update(generator_tensors(device, parts.objective))
+        if average is not None:
+            tensors.update(average.tensors(parts.model))
+        self.save(binding=binding, model=model, optimizer_info=opt_info, optimizer=tensors,
+                  trainer=asdict(counters), layout=scheme.record())
 
     # -- the run's other files: config.json, the best weights, metrics -----------------------
-    def write_header(self, run) -> None:
-        """``run``'s config.json: the model's kind and config, its vocabulary's fingerprint,
-        its id and the training settings (rank 0 writes)."""
-        if run.scheme.is_main:
-            write_header(self.outdir, run.lm.kind, run.vocab, run.lm.config(), run.model_id,
-                         train={"preset": run.preset, **asdict(run.config)})
+    def write_header(self, lm: LanguageModel, model_id: str, preset: str | None,
+                     config: TrainConfig) -> None:
+        """config.json: the model's kind and config, its vocabulary's fingerprint, its id
+        and the training settings (rank 0 writes)."""
+        if self.scheme.is_main:
+            write_header(self.outdir, lm.kind, lm.vocab, lm.config(), model_id,
+                         train={"preset": preset, **asdict(config)})
 
-    def write_model(self, run, bias_shift: float = 0.0) -> None:
-        """``run``'s current weights to model.safetensors (every rank calls it; rank 0
+    def write_model(self, model: Network, binding: str, bias_shift: float = 0.0) -> None:
+        """The network's current weights to model.safetensors (every rank calls it; rank 0
         writes); ``bias_shift`` is subtracted from the output biases b (a self-normalized
         network's mean log Z on validation text)."""
-        tensors = run.scheme.full_tensors(run.model)
+        tensors = self.scheme.full_tensors(model)
         if bias_shift:  # the network says which biases move (the energy model's differ)
-            tensors["b"] = run.scheme.shifted_biases(tensors, run.model, bias_shift)
-        if run.scheme.is_main:
-            write_tensors(tensors, self.outdir / "model.safetensors", run.binding)
+            tensors["b"] = self.scheme.shifted_biases(tensors, model, bias_shift)
+        if self.scheme.is_main:
+            write_tensors(tensors, self.outdir / "model.safetensors", binding)
 
-    def write_metrics(self, run) -> None:
+    def write_metrics(self, history: list[dict]) -> None:
         """metrics.csv and the learning curve (rank 0)."""
-        if run.scheme.is_main:
-            write_metrics(run.state.history, self.outdir)
+        if self.scheme.is_main:
+            write_metrics(history, self.outdir)
 
-    def restore(self, run, binding: str | None) -> TrainState:
-        """Put the saved state into ``run`` (a trainer: its network, optimizer, scheme,
-        generators and average), checked to belong to the run of ``binding``; returns
-        the loop's counters. A state that does not fit is one line."""
+    def restore(self, parts: Parts, *, device: torch.device, binding: str | None,
+                average: WeightAverage | None, optimizer_name: str) -> TrainState:
+        """Put the saved state into ``parts`` (the network, optimizer and objective's
+        generator), torch's generators and ``average``, checked to belong to the run of
+        ``binding``; returns the loop's counters. A state that does not fit is one
+        line."""
         info, model_tensors, tensors = self.load(binding)
-        run.model.load_named_tensors(run.scheme.own_tensors(model_tensors),
-                                     str(self.folder / "model.safetensors"))
-        average = run.average or WeightAverage(0.0)  # (a state's average is never the
-        average.restore(run.model, tensors)           # optimizer's, whatever --average)
-        tensors = run.scheme.own_optimizer(info.get("world") or {}, tensors, self.folder,
-                                           run.config.optimizer)
+        parts.model.load_named_tensors(self.scheme.own_tensors(model_tensors),
+                                       str(self.folder / "model.safetensors"))
+        average = average or WeightAverage(0.0)  # (a state's average is never the
+        average.restore(parts.model, tensors)    # optimizer's, whatever --average)
+        tensors = self.scheme.own_optimizer(info.get("world") or {}, tensors, self.folder,
+                                            optimizer_name)
         try:
-            run.optimizer.load_state(info["optimizer"], tensors)
-            restore_generators(tensors, run.device, run.objective)
+            parts.optimizer.load_state(info["optimizer"], tensors)
+            restore_generators(tensors, device, parts.objective)
             return TrainState(**info["trainer"])
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
             raise NnlmError(f"{self.folder}: the saved state does not fit this run "

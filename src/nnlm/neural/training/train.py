@@ -23,7 +23,6 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +39,10 @@ from ..batches import SlotPlan, epoch_plan
 from ..networks.network import NetworkConfig
 from ..nplm_lm import BACKOFF_DIR, NeuralLM
 from ..optim import PaperSGD
+from ..parallel.choice import choose_scheme
 from ..parallel.distributed import World
-from ..parallel.schemes import SingleProcess, scheme_for
+from ..parallel.run_view import RunView, WorkerSetup
+from ..parallel.schemes import Scheme
 from ..segments import SpanPlan
 from ..settings import TrainConfig
 from .averaging import WeightAverage
@@ -82,13 +83,14 @@ class Trainer:
     """
 
     def __init__(self, parts: Parts, vocab: Vocabulary, config: TrainConfig, outdir: Path,
-                 scheme: SingleProcess, *, preset: str | None = None,
+                 scheme: Scheme, *, preset: str | None = None,
                  log: Callable[[str], None] = print, device: torch.device | str = "cpu",
                  backoff: LanguageModel | None = None, model_id: str | None = None,
                  save: Callable | None = None):
         self.parts, self.scheme, self.vocab, self.config = parts, scheme, vocab, config
         self.save_model = save  # nnlm.save_model, handed down: a short-list's n-gram model
-        self.outdir, self.log, self.checkpoint = Path(outdir), log, RunCheckpoint(outdir)
+        self.outdir, self.log = Path(outdir), log
+        self.checkpoint = RunCheckpoint(outdir, scheme)
         self.model_id = model_id or new_model_id()
         self.preset, self.device, self.backoff = preset, torch.device(device), backoff
         self.lm = NeuralLM(vocab, self.model, bf16=config.bf16, backoff=backoff)
@@ -104,12 +106,12 @@ class Trainer:
               device: torch.device | str = "cpu", train_counts: np.ndarray | None = None,
               backoff: LanguageModel | None = None, model_id: str | None = None,
               world: World | None = None, output_parallel: bool = False,
-              scheme: SingleProcess | None = None, save: Callable | None = None) -> Trainer:
+              scheme: Scheme | None = None, save: Callable | None = None) -> Trainer:
         """A trainer with its parts built from the settings (:mod:`.parts`): the network,
         objective and optimizer, laid out for ``scheme`` (default: the one this process
-        was started for, ``world`` and ``output_parallel``)."""
+        was started for, ``world`` and ``output_parallel``: :func:`choose_scheme`)."""
         device = torch.device(device)
-        scheme = scheme if scheme is not None else scheme_for(world, output_parallel)
+        scheme = scheme if scheme is not None else choose_scheme(world, output_parallel)
         parts = build_parts(model_config, config, device, scheme, train_counts)
         return cls(parts, vocab, config, outdir, scheme, preset=preset, log=log,
                    device=device, backoff=backoff, model_id=model_id, save=save)
@@ -151,7 +153,9 @@ class Trainer:
         if header is not None and header.get("format_version", 1) >= 2:
             self.model_id = header["model_id"]
             binding = self.binding
-        self.state = self.checkpoint.restore(self, binding)
+        self.state = self.checkpoint.restore(self.parts, device=self.device, binding=binding,
+                                             average=self.average,
+                                             optimizer_name=self.config.optimizer)
 
     def model_tensors(self) -> dict[str, torch.Tensor]:
         """The whole model's named tensors on the CPU (output-parallel: gathered over the
@@ -161,8 +165,10 @@ class Trainer:
     def save_state(self) -> None:
         """The latest parameters, optimizer and counters, atomically, in CKPT/state/.
         Under torchrun every rank calls it (the gathers) and rank 0 writes."""
-        self.checkpoint.capture(self, asdict(self.state), before_write=lambda: self.scheme.reseed(
-            self.config.seed, self.state.step))
+        self.checkpoint.capture(self.parts, self.state, device=self.device,
+                                binding=self.binding, average=self.average,
+                                before_write=lambda: self.scheme.reseed(self.config.seed,
+                                                                        self.state.step))
 
     # -- the loop ------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -252,11 +258,23 @@ class Trainer:
         the last checkpoint is kept."""
         self.ensure_ready(train)
         try:
-            with StopOnInterrupt() as self.interrupt, self.scheme.running(self, train):
-                result = self._fit(train, valid, max_steps, checkpoint_every)
+            with StopOnInterrupt() as self.interrupt:
+                self._view = self._run_view()
+                with self.scheme.running(self._view, train):
+                    result = self._fit(train, valid, max_steps, checkpoint_every)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: say what was kept (main prints)
             raise type(e)(self._kept_note()) from None
         return self.scheme.finish(result, self.log)
+
+    def _run_view(self) -> RunView:
+        """What the scheme may touch of this run while one fit trains."""
+        setup = WorkerSetup(type(self).build, self.vocab, self.model.config, self.config,
+                            self.outdir, self.preset, self.train_counts, self.model_id)
+        return RunView(self.model, self.optimizer, self.state, self.interrupt.check,
+                       self.checkpoint.folder, setup, self.train_batches)
+
+    def _write_header(self) -> None:
+        self.checkpoint.write_header(self.lm, self.model_id, self.preset, self.config)
 
     def _kept_note(self) -> str:
         """What an interrupted run leaves, as the interrupt's message."""
@@ -272,7 +290,7 @@ class Trainer:
         cfg, st = self.config, self.state
         if self.is_main:
             self.outdir.mkdir(parents=True, exist_ok=True)
-            self.checkpoint.write_header(self)
+            self._write_header()
             self.vocab.save(self.outdir / "vocab.txt")
             if self.backoff is not None and not (self.outdir / BACKOFF_DIR).exists():
                 if self.save_model is None:
@@ -301,7 +319,7 @@ class Trainer:
                                     - st.step % checkpoint_every)
                     if max_steps is not None:
                         until = min(until, st.step_in_epoch + max(max_steps - st.step, 1))
-                    self.scheme.train_span(self, train, plan, until, bar, started,
+                    self.scheme.train_span(self._view, train, plan, until, bar, started,
                                            words_at_start)
                     stop = max_steps is not None and st.step >= max_steps
                     if stop or (checkpoint_every and st.step % checkpoint_every == 0):
@@ -393,7 +411,7 @@ class Trainer:
             if not self.sane_perplexity(ppl):
                 self._diverged(f"validation perplexity {ppl:.4g}, more than e times a uniform "
                                f"model's {self.model.config.vocab_size:,}")
-            self.checkpoint.write_model(self)
+            self.checkpoint.write_model(self.model, self.binding)
         self.log(f"no epoch finished yet: {self.outdir / 'model.safetensors'} holds the weights "
                  f"at update {self.state.step} (validation perplexity {ppl:.2f})")
 
@@ -429,8 +447,9 @@ class Trainer:
         row["valid_log_z"] = log_z
         if improved:
             st.best_valid, st.bad_epochs = valid_ppl, 0
-            self.checkpoint.write_header(self)
-            self.checkpoint.write_model(self, 0.0 if math.isnan(log_z) else log_z)
+            self._write_header()
+            self.checkpoint.write_model(self.model, self.binding,
+                                        0.0 if math.isnan(log_z) else log_z)
         else:
             st.bad_epochs += 1
             if cfg.plateau_decay < 1:
@@ -442,7 +461,7 @@ class Trainer:
             train_text += f", valid log Z {log_z:+.3f}"
         self.log(f"epoch {st.epoch}: {train_text}, valid ppl {valid_ppl:.2f}"
                  f"{' (best)' if improved else ''}, {words_per_second:,.0f} words/s")
-        self.checkpoint.write_metrics(self)
+        self.checkpoint.write_metrics(st.history)
 
     def _decay_lr(self, factor: float) -> None:
         self.optimizer.scale_lr(factor)
