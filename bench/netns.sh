@@ -1,5 +1,5 @@
-# Two "hosts" on one machine: sourced by bench/two_hosts.sh (torchrun) and
-# bench/two_hosts_dask.sh (Dask). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
+# Two "hosts" on one machine: sourced by bench/neural/two_hosts.sh (torchrun) and
+# bench/ngram/two_hosts_dask.sh (Dask). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 #
 #   netns_up PREFIX SUBNET   namespaces PREFIX-h0 and PREFIX-h1 joined by the veth pair
 #                            PREFIX-v0 / PREFIX-v1, with addresses SUBNET.1 and SUBNET.2 /24

@@ -200,7 +200,7 @@ def test_no_docstring_or_comment_tells_the_development_history():
     history = re.compile(r"(?<!numba )(?<!kenlm )\b(issue #?\d+|session \d+|the issue'?s?\b)",
                          re.I)
     code = [*ROOT.glob("src/nnlm/**/*.py"), *ROOT.glob("src/nnlm/**/*.[ch]"),
-            *ROOT.glob("tests/*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("bench/*.sh"),
+            *ROOT.glob("tests/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("bench/**/*.sh"),
             ROOT / "Makefile", ROOT / ".ci/run"]
     found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
              for path in code if path.name != "test_docs.py"

@@ -1,12 +1,12 @@
 """The batched whole-vocabulary step and the beam search on it, against the per-call path.
 
-    python bench/advance.py --model runs/kn5 --data data/brown [--device cuda] [--network]
+    python bench/decoding/advance.py --model runs/kn5 --data data/brown [--device cuda] [--network]
 
 On Brown KN5 (|V| = 14,118), for contexts taken from the test text as a decoder meets
 them:
 - per call: ``BaseScore`` of the compiled ``nnlm.kenlm`` path (the fastest per-call path
   nnlm has; the kenlm module too where it is installed), microseconds an entry of B x V;
-- batched: ``nnlm.Model.advance(states)`` (numpy rows), and ``nnlm.decoding.dense`` (torch,
+- batched: ``nnlm.Decoder.advance(states)`` (numpy rows), and ``nnlm.decoding.dense`` (torch,
   float32) on the CPU and, with ``--device cuda``, on the GPU: nanoseconds an entry and
   the speed-up over the per-call path at B = 1 ... 1024;
 - with ``--network``: the same step for a ``modern``-shaped network (n = 6, m = h = 256,
@@ -23,32 +23,25 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
-from decoders import errors  # bench/decoders.py, beside this script
+from decoders import errors  # bench/decoding/decoders.py, beside this script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
-def timed(fn, seconds: float = 1.0, sync=None) -> float:
-    """Seconds a call, the best of rounds of at least ``seconds`` / 3."""
-    fn()
-    if sync:
-        sync()
-    best = float("inf")
-    for _ in range(3):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            if sync:
-                sync()
-            if time.perf_counter() - t0 >= seconds / 3:
-                break
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best
+def seconds_a_call(fn, seconds: float = 1.0, sync=None) -> float:
+    """Seconds a call, the best of 3 rounds of at least ``seconds`` / 3; ``sync`` (a GPU's
+    synchronize) after every call, as a decoder reads each step's scores."""
+    call = fn if sync is None else (lambda: (fn(), sync()))
+    call()
+    return min(1 / harness.rate(call, seconds / 3) for _ in range(3))
 
 
 def decoder_contexts(lm, path: Path, n: int) -> np.ndarray:
@@ -99,7 +92,7 @@ def main() -> None:
 
     lm = load_model(args.model)
     V = len(lm.vocab)
-    model = nnlm.Model(lm)
+    model = nnlm.Decoder(lm)
     out: dict = {"python": platform.python_version(), "machine": platform.machine(),
                  "torch": torch.__version__, "threads": torch.get_num_threads(),
                  "model": str(args.model), "vocab": V, "order": lm.order}
@@ -117,14 +110,14 @@ def main() -> None:
         for w in words:
             m.BaseScore(s, w, o)
 
-    per_call["nnlm_kenlm_us"] = timed(lambda: sweep(kmodel, nk.State)) / len(words) * 1e6
+    per_call["nnlm_kenlm_us"] = seconds_a_call(lambda: sweep(kmodel, nk.State)) / len(words) * 1e6
     try:
         import kenlm  # the oracle's speed where it is installed
 
         arpa = args.model.with_suffix(".arpa")
         if arpa.exists():
             km = kenlm.Model(str(arpa))
-            per_call["kenlm_us"] = timed(lambda: sweep(km, kenlm.State)) / len(words) * 1e6
+            per_call["kenlm_us"] = seconds_a_call(lambda: sweep(km, kenlm.State)) / len(words) * 1e6
     except ImportError:
         pass
     out["per_call"] = per_call
@@ -138,15 +131,15 @@ def main() -> None:
         ctx = contexts[:B]
         states = []
         for c in ctx:
-            s = nnlm.State(tuple(int(x) for x in c))
+            s = nnlm.DecoderState(tuple(int(x) for x in c))
             states.append(s)
         row = {"B": B}
-        row["numpy_ns"] = timed(lambda s=states: model.advance(s)) / (B * V) * 1e9
+        row["numpy_ns"] = seconds_a_call(lambda s=states: model.advance(s)) / (B * V) * 1e9
         tctx = torch.from_numpy(ctx)
-        row["torch_cpu_ns"] = timed(lambda c=tctx: cpu_step.advance(c)) / (B * V) * 1e9
+        row["torch_cpu_ns"] = seconds_a_call(lambda c=tctx: cpu_step.advance(c)) / (B * V) * 1e9
         if gpu_step is not None:
             gctx = tctx.cuda()
-            row["torch_cuda_ns"] = timed(lambda c=gctx: gpu_step.advance(c),
+            row["torch_cuda_ns"] = seconds_a_call(lambda c=gctx: gpu_step.advance(c),
                                          sync=torch.cuda.synchronize) / (B * V) * 1e9
         for key in [k for k in row if k.endswith("_ns")]:
             row[key.replace("_ns", "_speedup")] = base_ns / row[key]
@@ -168,7 +161,7 @@ def main() -> None:
         for B in (1, 8, 64, 256):
             tctx = torch.from_numpy(net_contexts[:B]).to(args.device)
             sync = torch.cuda.synchronize if args.device == "cuda" else None
-            ns = timed(lambda c=tctx: step.advance(c), sync=sync) / (B * V) * 1e9
+            ns = seconds_a_call(lambda c=tctx: step.advance(c), sync=sync) / (B * V) * 1e9
             nrows.append({"B": B, "device": args.device, "ns": ns})
             print(json.dumps(nrows[-1]), flush=True)
         out["network_step"] = {"preset": "modern", "rows": nrows}
@@ -215,8 +208,7 @@ def main() -> None:
     out["beam_search"] = {"sentences": len(test), "tuned_on": len(dev), "beam": args.beam,
                           "noise": args.noise, "results": decode}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    harness.write_record(args.out, out)
 
 
 if __name__ == "__main__":

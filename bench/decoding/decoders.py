@@ -3,7 +3,7 @@ memory with no LM and with each model, through pyctcdecode, flashlight-text and 
 batched CTC beam search.
 
     make pyctcdecode-env      # pyctcdecode pins numpy below 2: it runs in its own venv
-    python bench/decoders.py --lm KN5=runs/kn5 --lm NPLM=runs/mlp1q \\
+    python bench/decoding/decoders.py --lm KN5=runs/kn5 --lm NPLM=runs/mlp1q \\
         --lm awd=runs/awd --lm awd+KN5=runs/mix_awd_kn5 \\
         --out bench/results/decoders.json --plot docs/decoders.png
 
@@ -43,6 +43,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
@@ -302,13 +305,13 @@ def main() -> None:
             print(f"{kind:12s} {name:10s} WER {100 * r['wer']:5.1f}%  "
                   f"{1000 * r['seconds_a_sentence']:8.1f} ms  {r['peak_rss_mb']:6.0f} MB  "
                   f"(weight {r['lm_weight']}, score {r['word_score']})", flush=True)
-    out = {"command": "python bench/decoders.py " + " ".join(sys.argv[1:]),
+    out = {"command": "python bench/decoding/decoders.py " + " ".join(sys.argv[1:]),
            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
            "noise": ARGS.noise, "word_noise": ARGS.word_noise, "confusions": ARGS.confusions,
            "beam": ARGS.beam, "nnlm_beam": ARGS.nnlm_beam, "rows": rows}
     print(table(rows))
     ARGS.out.parent.mkdir(parents=True, exist_ok=True)
-    ARGS.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(ARGS.out, out)
     if ARGS.plot:
         plot(rows, ARGS.plot)
 
@@ -342,7 +345,7 @@ def parse(argv=None) -> argparse.Namespace:
 if __name__ == "__main__":
     ARGS = parse()
     if ARGS.worker:
-        # bench/pyctcdecode.py would shadow the package of that name
+        # bench/decoding/pyctcdecode.py would shadow the package of that name
         here = Path(__file__).resolve().parent
         sys.path = [p for p in sys.path if Path(p or ".").resolve() != here]
         kind, name, path = ARGS.worker

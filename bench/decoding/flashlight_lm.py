@@ -1,7 +1,7 @@
 """flashlight-text's lexicon decoder with nnlm's KN5 against flashlight's own KenLM class
 on the same model, in one process, rounds alternating.
 
-    python bench/flashlight_lm.py --model runs/kn5 --data data/brown [--sentences 40]
+    python bench/decoding/flashlight_lm.py --model runs/kn5 --data data/brown [--sentences 40]
 
 Brown test sentences are spelled as letter-level CTC emissions (seeded Gaussian noise on
 the logits, the right letter +3: ambiguous enough that the LM decides); both decoders get
@@ -22,7 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from decoders import errors  # bench/decoders.py, beside this script
+from decoders import errors  # bench/decoding/decoders.py, beside this script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def main() -> None:
@@ -106,7 +109,7 @@ def main() -> None:
     out["wer"] = word_error_rates(args, build, words, letters, ours, spelled_emissions)
     print(json.dumps(out, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(args.out, out)
 
 
 def word_error_rates(args, build, words, letters, kn5, spelled_emissions) -> dict:

@@ -1,11 +1,12 @@
 """The LSTM in a decoder and in bulk: what its state cache buys.
 
-    python bench/lstm_decoder.py runs/lstm --data data/brown --out bench/results/lstm_decoder.json
+    python bench/decoding/lstm_decoder.py runs/lstm --data data/brown \\
+        --out bench/results/lstm_decoder.json
 
 In one run, on the first ``--sentences`` lines of the test text (Brown's lines are
 paragraphs; a decoder's sentences are shorter, so lines are cut to ``--words`` words):
 
-* ``BaseScore`` word by word through ``nnlm.Model`` (what a kenlm client does), with the
+* ``BaseScore`` word by word through ``nnlm.Decoder`` (what a kenlm client does), with the
   state cache (each word one LSTM step from its prefix's state) and without it (each word
   a read of its whole prefix): microseconds a call, and the ratio;
 * ``advance`` on a beam of ``--beam`` hypotheses a step (one batched call);
@@ -19,23 +20,27 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
 
 def chain(model, sentences) -> tuple[float, list[float], int]:
     """Seconds, scores and calls for BaseScore word by word through ``sentences``."""
-    from nnlm.decoding import State
+    from nnlm.decoding import DecoderState
 
     scores, calls = [], 0
     t = time.perf_counter()
     for words in sentences:
-        state = State()
+        state = DecoderState()
         model.BeginSentenceWrite(state)
         for w in [*words, "</s>"]:
-            out = State()
+            out = DecoderState()
             scores.append(model.BaseScore(state, w, out))
             state = out
             calls += 1
@@ -55,23 +60,23 @@ def main() -> None:
     import torch
 
     from nnlm import evaluate, load_model, read_stream
-    from nnlm.decoding import Model, State
+    from nnlm.decoding import Decoder, DecoderState
 
     lm = load_model(args.model)
     lines = (args.data / "test.txt").read_text().splitlines()
     sentences = [line.split()[: args.words] for line in lines if line.strip()][: args.sentences]
-    model = Model(lm)
+    model = Decoder(lm)
     chain(model, sentences[:2])  # warm up
     cached, with_cache, calls = chain(model, sentences)
     lm._hidden = lm.model.hidden_input  # every call reads its prefix whole
     try:
-        whole, without_cache, _ = chain(Model(lm), sentences)
+        whole, without_cache, _ = chain(Decoder(lm), sentences)
     finally:
         del lm._hidden
     gap = float(np.max(np.abs(np.array(with_cache) - np.array(without_cache))))
 
     # a beam: B hypotheses extended by the same word list (as a decoder's step would)
-    start = State()
+    start = DecoderState()
     model.BeginSentenceWrite(start)
     beams, steps = [start] * args.beam, 0
     vocab = lm.vocab.words[3:3 + args.beam]
@@ -86,7 +91,7 @@ def main() -> None:
     ppl = evaluate(lm, test).perplexity
     bulk = time.perf_counter() - t
     result = {
-        "command": f"python bench/lstm_decoder.py {args.model} --data {args.data}",
+        "command": f"python bench/decoding/lstm_decoder.py {args.model} --data {args.data}",
         "machine": f"{platform.processor() or platform.machine()}, "
                    f"{torch.get_num_threads()} torch threads",
         "network": lm.model.config.to_dict(),
@@ -98,7 +103,7 @@ def main() -> None:
         "beam": args.beam, "advance_ms_per_step": 1e3 * beam_s,
         "bulk_tokens_per_s": len(test) / bulk, "test_perplexity": ppl,
     }
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_record(args.out, result)
     print(json.dumps(result, indent=1))
 
 

@@ -1,7 +1,7 @@
 """pyctcdecode with the kenlm module against pyctcdecode with nnlm.kenlm, in one run.
 
     make pyctcdecode-env
-    python bench/pyctcdecode.py --data data/brown --out bench/results/pyctcdecode.json
+    python bench/decoding/pyctcdecode.py --data data/brown --out bench/results/pyctcdecode.json
 
 Estimates Brown's KN 5-gram as ARPA (or takes --arpa; with --binary, each module gets
 its own binary of it: KenLM's trie, nnlm's one-file model), then runs
@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
@@ -93,7 +96,7 @@ def main() -> None:
                "save_load_round_trip": b["save_load_round_trip"]}
         print(json.dumps(out, indent=2))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=2) + "\n")
+        harness.write_record(args.out, out, indent=2)
         return
     k, n = best["kenlm"], best["nnlm"]
     out = {"model": str(args.arpa or "KN5 on Brown train"),
@@ -110,7 +113,7 @@ def main() -> None:
            "save_load_round_trip": n["save_load_round_trip"]}
     print(json.dumps(out, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    harness.write_record(args.out, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Test-time adaptation on Brown test: a network static, with the neural cache, with
 dynamic evaluation, with both, and mixed with KN5, as JSON.
 
-    python bench/adaptation.py runs/awd --kn runs/kn5 --data data/brown \\
+    python bench/neural/adaptation.py runs/awd --kn runs/kn5 --data data/brown \\
         [--out bench/results/adaptation.json] [--threads 2] [--device cuda] \\
         [--dynamic-rule rms|sgd]
 
@@ -18,9 +18,9 @@ the command that gives its number. Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -32,6 +32,9 @@ from nnlm.models import load_model
 from nnlm.neural.adaptation import adapt, adapted_mixture_logprobs, choose_settings
 from nnlm.neural.runtime import configure_for_scoring
 from nnlm.text.corpus import read_stream
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def ppl(logprobs) -> float:
@@ -108,8 +111,7 @@ def main() -> None:
            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
            "torch": torch.__version__}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    harness.write_record(args.out, out)
 
 
 if __name__ == "__main__":

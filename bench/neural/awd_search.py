@@ -15,12 +15,12 @@ flags; a run still going at the limit is stopped with Ctrl-C's signal, which kee
 best model and metrics. Writes JSON: each variant's command, its validation curve, its
 best epoch and its test perplexity.
 
-    python bench/awd_search.py --device cuda --seconds 420 --out awd_search.json
-    python bench/awd_search.py --only base stronger --seconds 60    # a CPU smoke run
-    python bench/awd_search.py --ablation --train-tokens 100000 --valid-tokens 50000 \
+    python bench/neural/awd_search.py --device cuda --seconds 420 --out awd_search.json
+    python bench/neural/awd_search.py --only base stronger --seconds 60    # a CPU smoke run
+    python bench/neural/awd_search.py --ablation --train-tokens 100000 --valid-tokens 50000 \
         --parallel 2 --threads 1 --epochs 30 --seconds 1200 \
         --out bench/results/awd_ablation_100k.json
-    python bench/awd_search.py --plot-only bench/results/awd_search_h100.json \
+    python bench/neural/awd_search.py --plot-only bench/results/awd_search_h100.json \
         --plot docs/awd_search.png
 """
 
@@ -35,6 +35,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 STRONGER = ["--dropout-x", "0.5", "--dropout-h", "0.5", "--dropout-w", "0.6",
             "--weight-decay", "0.1", "--average", "0.999", "--plateau-decay", "1.0"]
@@ -221,12 +226,11 @@ def main() -> int:
         results[name] = row
         print(f"{name:18s} epochs {len(epochs):3d}  best valid {row.get('best_valid')}"
               f" (epoch {row.get('best_epoch')})  test {row.get('test_ppl')}", flush=True)
-    Path(a.out).write_text(json.dumps({"device": a.device, "seconds": a.seconds,
-                                       "epochs": a.epochs, "data": a.data,
-                                       "train_tokens": a.train_tokens,
-                                       "valid_tokens": a.valid_tokens,
-                                       "threads": a.threads, "parallel": a.parallel,
-                                       "variants": results}, indent=1) + "\n")
+    harness.write_record(a.out, {"device": a.device, "seconds": a.seconds,
+                                 "epochs": a.epochs, "data": a.data,
+                                 "train_tokens": a.train_tokens,
+                                 "valid_tokens": a.valid_tokens, "threads": a.threads,
+                                 "parallel": a.parallel, "variants": results})
     if a.plot:
         plot(results, a.plot, title_of(vars(a)))
     return 0

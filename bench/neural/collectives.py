@@ -3,7 +3,7 @@ thread each): time of an all-reduce and an all-gather against the message size, 
 t = alpha + bytes / beta. docs/scaling.md's model of each parallel scheme takes alpha and
 beta from here. One run, JSON out:
 
-    python bench/collectives.py --out bench/results/collectives.json
+    python bench/neural/collectives.py --out bench/results/collectives.json
 
 Never run by the tests.
 """
@@ -11,9 +11,9 @@ Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +21,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 SIZES = [16, 256, 4096, 65536, 262144, 1048576, 4194304]  # float32 values
 
@@ -79,8 +84,8 @@ def main() -> None:
         print(f"{op}: alpha {f['alpha_seconds'] * 1e6:.0f} us, "
               f"beta {f['beta_bytes_per_second'] / 1e9:.2f} GB/s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"backend": "gloo", "processes": 2, "rows": rows,
-                                    "fit": fits}, indent=1) + "\n")
+    harness.write_record(args.out, {"backend": "gloo", "processes": 2, "rows": rows,
+                                    "fit": fits})
 
 
 if __name__ == "__main__":

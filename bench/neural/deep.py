@@ -1,9 +1,9 @@
 """What each ingredient of the ``deep`` preset buys: the preset trained with
 one ingredient taken out or changed at a time, on Brown v1, at an equal budget.
 
-    python bench/deep.py run   --data data/brown [--epochs 3] [--only deep,no_far,...]
-    python bench/deep.py table  # the markdown table of docs/deep.md from the JSON
-    python bench/deep.py record --run runs/X --name NAME --command "nnlm train ..." \
+    python bench/neural/deep.py run   --data data/brown [--epochs 3] [--only deep,no_far,...]
+    python bench/neural/deep.py table  # the markdown table of docs/deep.md from the JSON
+    python bench/neural/deep.py record --run runs/X --name NAME --command "nnlm train ..." \
         --out bench/results/deep_full_runs.json   # a full run's curve and test perplexity
 
 ``run`` trains each variant with the preset's recipe (AdamW, dropout, early stopping) for
@@ -34,8 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 VARIANTS: dict[str, tuple[str, dict]] = {
     "deep": ("deep", {}),
@@ -103,7 +107,7 @@ def run(args) -> None:
                          "train_seconds": round(seconds, 1), "resumed": resumed,
                          "log": [line for line in curve if line.startswith("epoch")]}
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        harness.write_record(args.out, results)
         print(f"{name}: test {test:.1f}, valid {valid:.1f}, {seconds / 60:.1f} min", flush=True)
 
 
@@ -145,7 +149,7 @@ def record(args) -> None:
         "test_ppl": round(test, 2), "train_minutes": round(epochs[-1]["elapsed_seconds"] / 60, 1),
         "test_command": f"nnlm eval {args.run} {args.data / 'test.txt'}"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    harness.write_record(args.out, results)
     print(f"{args.name}: best epoch {best['epoch']}, valid {best['valid_ppl']}, test {test:.2f}, "
           f"{results[args.name]['train_minutes']} min")
 

@@ -15,13 +15,12 @@ Representations, each a vector per paragraph:
 - a bag of words reduced to the same size by a Gaussian random projection of the counts;
 - TF-IDF over every word type at full size (the ceiling: nothing thrown away).
 
-    NLTK_DATA=... python bench/embeddings.py runs/mlp1 runs/modern [--out JSON]
+    NLTK_DATA=... python bench/neural/embeddings.py runs/mlp1 runs/modern [--out JSON]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -33,6 +32,9 @@ import torch
 
 from nnlm.models import load_model
 from nnlm.neural.sentence import SentenceEncoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 FOLDS = 5
 STRENGTHS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -157,12 +159,6 @@ def random_projection(texts: list[str], dim: int, seed: int = 0) -> np.ndarray:
     return np.stack([R[i].sum(0) if i else np.zeros(dim, np.float32) for i in ids])
 
 
-def _timed(fn, *a) -> float:
-    t = time.perf_counter()
-    fn(*a)
-    return time.perf_counter() - t
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", type=Path)
@@ -195,7 +191,7 @@ def main() -> None:
     for path in args.models:
         lm = load_model(path)
         lm.embed(sentences[:100])
-        best = min(_timed(lm.embed, sentences) for _ in range(3))
+        best = min(harness.timed(lm.embed, sentences)[1] for _ in range(3))
         speeds[path.name] = {"sentences_per_second": len(sentences) / best,
                              "tokens_per_second": sum(len(x.split()) for x in sentences) / best}
         print(f"{path.name}: {len(sentences) / best:,.0f} Brown sentences/s", file=sys.stderr)
@@ -221,8 +217,7 @@ def main() -> None:
            "embedding_speed": {"threads": args.threads, "lines": len(sentences), **speeds},
            "rows": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    harness.write_record(args.out, out)
 
 
 if __name__ == "__main__":

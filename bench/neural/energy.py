@@ -9,8 +9,8 @@ m = 60, h = 50, B = 256):
 - a training step (forward + backward) under the full softmax, self-normalization and
   NCE (K = 100 shared), v shared and per word, as words/s.
 
-    python bench/energy.py speed [--threads 2] [--out bench/results/energy_speed.json]
-    python bench/energy.py speed --device cuda --out bench/results/energy_speed_cuda.json
+    python bench/neural/energy.py speed [--threads 2] [--out bench/results/energy_speed.json]
+    python bench/neural/energy.py speed --device cuda --out bench/results/energy_speed_cuda.json
 
 On CUDA the block sweep goes up to 2^28 values (1 GB in float32): a GPU wants few,
 large blocks, where a CPU core wants its cache's worth.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -31,21 +31,17 @@ from nnlm.neural.networks import energy
 from nnlm.neural.networks.energy import EnergyConfig, EnergyNetwork
 from nnlm.neural.objectives import NCE, FullSoftmax, SelfNormalized
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
 V, N, M, H, B = 14118, 5, 60, 50, 256
 
 
-def best_of(fn, rounds: int = 3) -> float:
+def fastest_call(fn, rounds: int = 3) -> float:
     """Fastest of ``rounds`` calls after a warm-up; GPU work included (synchronized)."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    fn()
-    sync()
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else None
+    harness.timed(fn, sync=sync)
+    return harness.best_of(rounds, fn, sync)[1]
 
 
 def tanh_blocked(a, G, v, dtype, block: int):
@@ -78,10 +74,10 @@ def speed(args) -> dict:
         for name, dtype in (("torch.tanh fp32", torch.float32),
                             ("torch.tanh bf16", torch.bfloat16)):
             fn = partial(tanh_blocked, a, G, v, dtype, block)
-            kernels.append({"kernel": name, "block": block, "seconds": best_of(fn)})
+            kernels.append({"kernel": name, "block": block, "seconds": fastest_call(fn)})
         energy.BLOCK_ELEMENTS = block
         kernels.append({"kernel": ours, "block": block,
-                        "seconds": best_of(lambda: energy.energy_logits(a, G, v))})
+                        "seconds": fastest_call(lambda: energy.energy_logits(a, G, v))})
     energy.BLOCK_ELEMENTS = None  # back to each device's default
     ref = tanh_blocked(a, G, v, torch.float64, default_block)
     err = float((energy.energy_logits(a, G, v).double() - ref.double()).abs().max())
@@ -102,7 +98,7 @@ def speed(args) -> dict:
             sparse = obj_name.startswith("nce")
             obj = obj.to(dev)
 
-            s = best_of(partial(train_step, net, obj, ctx, tgt, sparse))
+            s = fastest_call(partial(train_step, net, obj, ctx, tgt, sparse))
             steps.append({"objective": obj_name, "v": "per word" if per_word else "shared",
                           "seconds_per_step": s, "words_per_second": B / s})
     return {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
@@ -122,7 +118,7 @@ def main() -> None:
     args = ap.parse_args()
     out = speed(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(args.out, out)
     print(json.dumps(out, indent=1))
 
 

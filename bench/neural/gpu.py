@@ -1,6 +1,7 @@
 """NPLM training and scoring on one GPU, ours against a straightforward PyTorch version.
 
-    python bench/gpu.py --data data/brown --out bench/results/gpu.json [--presets mlp1 modern]
+    python bench/neural/gpu.py --data data/brown --out bench/results/gpu.json \\
+        [--presets mlp1 modern]
         [--profile DIR]
 
 For each preset at its recipe's batch size (256), on CUDA:
@@ -17,7 +18,7 @@ For each preset at its recipe's batch size (256), on CUDA:
   (scored exactly and from raw y_w) and the LBL beside the full softmax;
 - with --shapes, the graphed update's words/s and effective TFLOP/s at |V| = 14,118 and
   100,000 and batches of 256 to 8,192 (random ids): the per-GPU rates of the scaling model
-  (bench/scaling_model.py, docs/scaling.md);
+  (bench/neural/scaling_model.py, docs/scaling.md);
 - with --profile, the 20 busiest operators of 30 of our kernel-by-kernel training steps
   (torch.profiler).
 Times follow a synchronize; each figure is the best of --rounds alternating rounds. Writes
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,9 @@ from nnlm.neural.networks.registry import network_config
 from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.presets import resolved
 from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 CUDA = torch.device("cuda")
 
@@ -65,19 +69,11 @@ class PlainNPLM(nn.Module):
         return y + self.direct(x) if self.direct is not None else y
 
 
-def rate(fn, seconds: float) -> float:
+def gpu_rate(fn, seconds: float) -> float:
     """Calls per second of ``fn`` (GPU work included: synchronized at both ends)."""
     for _ in range(10):
         fn()
-    torch.cuda.synchronize()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        n += 1
-        if n % 50 == 0:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
-    return n / (time.perf_counter() - start)
+    return harness.rate(fn, seconds, sync=torch.cuda.synchronize)
 
 
 def pinned_batches(train, order: int, B: int, count: int = 64) -> list:
@@ -93,7 +89,7 @@ def matmul_tflops(a_shape, b_shape, dtype) -> float:
     a = torch.randn(*a_shape, device=CUDA, dtype=dtype)
     b = torch.randn(*b_shape, device=CUDA, dtype=dtype)
     flops = 2 * a_shape[0] * a_shape[1] * b_shape[1]
-    return flops * rate(lambda: a @ b, 1.0) / 1e12
+    return flops * gpu_rate(lambda: a @ b, 1.0) / 1e12
 
 
 def bench_preset(preset: str, vocab, train, valid, rounds: int, profile: Path | None) -> dict:
@@ -166,10 +162,10 @@ def bench_preset(preset: str, vocab, train, valid, rounds: int, profile: Path | 
     for _ in range(rounds):
         for key, fn in trains.items():
             name = f"train_words_per_second_{key}"
-            out[name] = max(out.get(name, 0.0), B * rate(fn, 3.0))
+            out[name] = max(out.get(name, 0.0), B * gpu_rate(fn, 3.0))
         for key, fn in evals.items():
             name = f"eval_words_per_second_{key}"
-            out[name] = max(out.get(name, 0.0), len(ev_tgt) * rate(fn, 2.0))
+            out[name] = max(out.get(name, 0.0), len(ev_tgt) * gpu_rate(fn, 2.0))
     out["train_speedup_over_plain"] = (out["train_words_per_second_ours"]
                                        / out["train_words_per_second_plain"])
     for key in ("fp32", "bf16"):
@@ -217,7 +213,7 @@ def bench_shape(preset: str, V: int, B: int, seconds: float = 2.0) -> dict:
         if i % 50 == 49:
             graphed.flush()
 
-    wps = B * rate(step, seconds)
+    wps = B * gpu_rate(step, seconds)
     k = mc.h + ((mc.order - 1) * mc.m if mc.direct else 0)
     flops_per_word = 6 * len(vocab) * k + 6 * mc.h * (mc.order - 1) * mc.m
     return {"preset": preset, "vocab": len(vocab), "batch": B, "words_per_second": wps,
@@ -269,13 +265,13 @@ def _bench_remedy(name: str, vocab, train, valid, seconds: float) -> dict:
         trainer.state.step += 1
 
     row = {"name": name, "graphed": graphed is not None,
-           "train_words_per_second": B * rate(step, seconds)}
+           "train_words_per_second": B * gpu_rate(step, seconds)}
     lm = NeuralLM(vocab, trainer.model)
     ctx = ev_ctx[:, ev_ctx.shape[1] - (n - 1):]
     for key, bf16, selfnorm in (("exact_fp32", False, False), ("exact_bf16", True, False),
                                 ("self_normalized", False, True)):
         lm.bf16, lm.self_normalized = bf16, selfnorm
-        row[f"score_words_per_second_{key}"] = len(ev_tgt) * rate(
+        row[f"score_words_per_second_{key}"] = len(ev_tgt) * gpu_rate(
             lambda: lm.target_logprobs(ctx, ev_tgt), 1.5)
     print(json.dumps(row), flush=True)
     return row
@@ -296,7 +292,7 @@ def main():
                          "8,192, for the scaling model")
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("bench/gpu.py: torch sees no CUDA device")
+        raise SystemExit("bench/neural/gpu.py: torch sees no CUDA device")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as on the CPU
     torch.manual_seed(0)
     vocab = Vocabulary.from_counts(count_words(args.data / "train.txt"))
@@ -318,7 +314,7 @@ def main():
         for row in out["shapes"]:
             print(json.dumps(row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    harness.write_record(args.out, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,14 @@
 # the GPU rows of docs/deep.md and docs/results.md. Needs data/brown and runs/kn5 (KN5 of
 # data/brown/train.txt); writes its logs, metrics and JSON under OUT (default runs/gpu_awd).
 #
-#   bash bench/gpu_awd.sh [STEP...]      # steps: smoke train adaptation tests (default: all)
+#   bash bench/neural/gpu_awd.sh [STEP...]      # steps: smoke train adaptation tests (default: all)
 #
 # Each step has a time limit, so the whole script fits a bounded loan of a GPU machine:
 #   smoke       one epoch on 100 kB; stops the script if CUDA training fails
 #   train       the preset's recipe, stopped with Ctrl-C's signal after TRAIN_SECONDS (280)
 #               if it has not stopped itself (it keeps its best model and its metrics);
 #               then the test perplexity
-#   adaptation  bench/adaptation.py on the trained model (ADAPT_SECONDS, 240)
+#   adaptation  bench/neural/adaptation.py on the trained model (ADAPT_SECONDS, 240)
 #   tests       tests/test_cuda.py (TEST_SECONDS, 150)
 # DEVICE=cpu makes a dry run of the script itself.
 set -u
@@ -43,7 +43,7 @@ for step in $STEPS; do
       python3 -m nnlm eval /tmp/awd data/brown/test.txt --device "$DEVICE" --json \
           >"$OUT/awd_test.json" && cat "$OUT/awd_test.json" ;;
     adaptation)
-      timeout "${ADAPT_SECONDS:-240}" python3 bench/adaptation.py /tmp/awd --kn runs/kn5 \
+      timeout "${ADAPT_SECONDS:-240}" python3 bench/neural/adaptation.py /tmp/awd --kn runs/kn5 \
           --data data/brown --device "$DEVICE" --out "$OUT/adaptation_cuda.json" 2>&1 \
           | grep -v "^  " | tail -15 ;;
     tests)

@@ -14,19 +14,23 @@ one process, the LSTM's part, the one-softmax output layer and the K-softmax one
 autocast for the output products, as the preset trains), and writes JSON with each
 part's median and the step's length with K softmaxes over its length with one.
 
-    python bench/mos_cost.py --threads 2 --out bench/results/mos_cost.json
+    python bench/neural/mos_cost.py --threads 2 --out bench/results/mos_cost.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def seconds_of(fn) -> float:
@@ -98,7 +102,7 @@ def main() -> None:
     print(json.dumps(result, indent=1))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
+        harness.write_record(a.out, result)
 
 
 if __name__ == "__main__":

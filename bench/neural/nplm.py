@@ -1,6 +1,6 @@
 """NPLM throughput on Brown, ours against a straightforward PyTorch version, in one run.
 
-    python bench/nplm.py --data data/brown --out bench/results/nplm.json [--quality-epochs 1]
+    python bench/neural/nplm.py --data data/brown --out bench/results/nplm.json [--quality-epochs 1]
         [--model runs/mlp1]
 
 Measures, for the mlp1 architecture (n=5, m=60, h=50, direct) at batch 256, 2 threads:
@@ -12,8 +12,9 @@ Measures, for the mlp1 architecture (n=5, m=60, h=50, direct) at batch 256, 2 th
   (with --model, the test perplexity of a trained NPLM scored both ways).
 The plain version runs first with the system allocator, as a user would run it (the
 ``*_plain_system_allocator`` figures); from then on freed memory is kept for reuse
-(nnlm.neural.allocator) and the versions run in alternating rounds, each keeping its best
-(a shared machine's slow spells otherwise land on whichever version runs then).
+(nnlm.neural.allocator) and the versions run in alternating rounds (bench/harness.py),
+each reporting the median of its rounds and each speed-up the median of the rounds'
+ratios (a shared machine's slow spells otherwise land on whichever version runs then).
 With --quality-epochs E it also trains mlp1 E epochs in fp32 and in bf16 (same seed) and
 reports both validation perplexities. Never run by the tests.
 """
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +38,9 @@ from nnlm.neural.allocator import keep_freed_memory
 from nnlm.neural.networks.network import NPLMConfig
 from nnlm.neural.nplm_lm import NPLM
 from nnlm.neural.training.train import TrainConfig, Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 class PlainNPLM(nn.Module):
@@ -52,15 +58,6 @@ class PlainNPLM(nn.Module):
         return self.out(torch.tanh(self.hidden(x))) + self.direct(x)
 
 
-def rate(fn, seconds=3.0):
-    fn()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        n += 1
-    return n / (time.perf_counter() - start)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,7 +66,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--quality-epochs", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; best counts")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median counts")
     ap.add_argument("--model", type=Path, help="a trained NPLM: test perplexity, fp32 vs bf16")
     ap.add_argument("--precisions", nargs="+", choices=("fp32", "bf16"), default=None,
                     help="our variants to time (default: both where the CPU has bf16 "
@@ -99,8 +96,8 @@ def main():
     z, w = torch.randn(B, k + h), torch.randn(V, k + h)
     zb, wb = z.bfloat16(), w.bfloat16()
     gemm = 2 * B * V * (k + h)
-    out["matmul_gflops_fp32"] = gemm * rate(lambda: z @ w.t()) / 1e9
-    out["matmul_gflops_bf16"] = gemm * rate(lambda: zb @ wb.t()) / 1e9
+    out["matmul_gflops_fp32"] = gemm * harness.rate(lambda: z @ w.t()) / 1e9
+    out["matmul_gflops_bf16"] = gemm * harness.rate(lambda: zb @ wb.t()) / 1e9
     print(json.dumps(out), flush=True)
 
     plain = PlainNPLM(V, n, m, h)
@@ -133,7 +130,7 @@ def main():
         return best
 
     # round 0: the plain version with the system allocator, as a user would run it
-    out["train_words_per_second_plain_system_allocator"] = B * rate(plain_step, 5)
+    out["train_words_per_second_plain_system_allocator"] = B * harness.rate(plain_step, 5)
     out["eval_words_per_second_plain_system_allocator"] = eval_rate(plain_eval)
 
     def our_step(trainer):
@@ -165,25 +162,25 @@ def main():
         trainers[key])) for key in precisions}}
     eval_fns = {"plain": plain_eval, **{f"ours_{key}": (lambda key=key: ours_eval(
         key == "bf16")) for key in precisions}}
-    best = {"train_words_per_second_plain": out["train_words_per_second_plain_system_allocator"],
-            "eval_words_per_second_plain": out["eval_words_per_second_plain_system_allocator"]}
+    rates = {f"{kind}_words_per_second_{key}": [] for kind in ("train", "eval")
+             for key in train_fns}
     for _ in range(args.rounds):  # alternate, so that slow spells of the machine hit all
         for key, fn in train_fns.items():
-            k = f"train_words_per_second_{key}"
-            best[k] = max(best.get(k, 0.0), B * rate(fn, 4))
+            rates[f"train_words_per_second_{key}"].append(B * harness.rate(fn, 4))
         for key, fn in eval_fns.items():
-            k = f"eval_words_per_second_{key}"
-            best[k] = max(best.get(k, 0.0), eval_rate(fn, 1))
-    out.update(best)
+            rates[f"eval_words_per_second_{key}"].append(eval_rate(fn, 1))
+    out.update({k: statistics.median(v) for k, v in rates.items()})
+    out["spread"] = {k: (max(v) - min(v)) / statistics.median(v) for k, v in rates.items()}
     out["allocator_keeps_freed_memory"] = keep_freed_memory()
     for key in ("plain", *(f"ours_{p}" for p in precisions)):
         wps = out[f"train_words_per_second_{key}"]
         out[f"train_flops_over_fp32_matmul_{key}"] = wps * flops_per_word / (
             out["matmul_gflops_fp32"] * 1e9)
-    for kind in ("train", "eval"):
+    for kind in ("train", "eval"):  # the median of the rounds' ratios, side by side
         for key in precisions:
-            out[f"{kind}_speedup_{key}_over_plain"] = (out[f"{kind}_words_per_second_ours_{key}"]
-                                                       / out[f"{kind}_words_per_second_plain"])
+            out[f"{kind}_speedup_{key}_over_plain"] = statistics.median(
+                a / b for a, b in zip(rates[f"{kind}_words_per_second_ours_{key}"],
+                                      rates[f"{kind}_words_per_second_plain"]))
     print(json.dumps(out), flush=True)
 
     if args.model:  # how far bf16 scoring moves a trained model's perplexity
@@ -208,7 +205,7 @@ def main():
         out["quality_bf16_over_fp32"] = (out["quality_valid_ppl_bf16"]
                                          / out["quality_valid_ppl_fp32"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    harness.write_record(args.out, out, indent=2)
     print(json.dumps(out, indent=2))
 
 

@@ -19,7 +19,7 @@ Two sets of tokens are compared:
    gives it spread evenly over the word types ``<unk>`` stands for in train, and the
    perplexity of both with every new-word token scored as ``<unk>`` spread that way.
 
-    NLTK_DATA=... python bench/open_vocab.py runs/mlp1-v10 data/brown/test.txt \\
+    NLTK_DATA=... python bench/neural/open_vocab.py runs/mlp1-v10 data/brown/test.txt \\
         --train data/brown/train.txt [--variants] [--out JSON]
 """
 
@@ -38,6 +38,9 @@ import torch
 from nnlm.models import load_model
 from nnlm.neural.open_vocab import DEFAULT_LR, score_open_vocab
 from nnlm.text.corpus import count_words, read_stream
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def summary(base: np.ndarray, open_: np.ndarray) -> dict:
@@ -115,7 +118,7 @@ def main() -> None:
            "perplexity_unk": float(np.exp(-base.mean())), "unk_seconds": base_s,
            **results[0], "variants": results[1:]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(args.out, out)
     json.dump(out, sys.stdout, indent=1)
     print()
 

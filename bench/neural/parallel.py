@@ -3,8 +3,8 @@ threads against asynchronous workers (Hogwild), synchronous data-parallel ranks 
 output-parallel ranks under torchrun, each on the whole machine; and the ceiling of any
 data-parallel scheme here, two one-thread processes that train at once and share nothing.
 
-    python bench/parallel.py --data data/brown --out bench/results/parallel.json
-    python bench/parallel.py --data data/brown --presets mlp1 --epochs 1 \
+    python bench/neural/parallel.py --data data/brown --out bench/results/parallel.json
+    python bench/neural/parallel.py --data data/brown --presets mlp1 --epochs 1 \
         --schemes "single (2 threads)" "async, 2 workers" "independent, 2 x 1 thread" \
         --seeds 0 1 2 --out bench/results/parallel_epoch_seeds.json
 
@@ -28,6 +28,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 SCHEMES = {
     "single (2 threads)": {"prefix": [], "args": ["--threads", "2"]},
@@ -155,10 +160,9 @@ def main() -> None:
                   f"({summary[-1]['speedup_min']:.3f}-{summary[-1]['speedup_max']:.3f})",
                   flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"corpus": "Brown v1", "cores": os.cpu_count(),
-                                    "steps": steps, "seeds": args.seeds, "rounds": args.rounds,
-                                    "rows": rows,
-                                    "summary": summary}, indent=1) + "\n")
+    harness.write_record(args.out, {"corpus": "Brown v1", "cores": os.cpu_count(),
+                                    "steps": steps, "seeds": args.seeds,
+                                    "rounds": args.rounds, "rows": rows, "summary": summary})
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """The output-layer remedies side by side on Brown: what each buys in speed and costs in
 perplexity (full softmax, NCE, self-normalization, short-lists, the log-bilinear model).
 
-    python bench/remedies.py speed   --data data/brown --backoff runs/kn5
-    python bench/remedies.py quality --data data/brown --backoff runs/kn5 [--only nce100,...]
-    python bench/remedies.py plot    # docs/remedies.png from the JSON
-    python bench/remedies.py table   # the README's table from the JSON
+    python bench/neural/remedies.py speed   --data data/brown --backoff runs/kn5
+    python bench/neural/remedies.py quality --data data/brown --backoff runs/kn5 [--only nce100,...]
+    python bench/neural/remedies.py plot    # docs/remedies.png from the JSON
+    python bench/neural/remedies.py table   # the README's table from the JSON
 
 ``speed``: one run, alternating rounds (each version keeps its best, so a slow spell of a
 shared machine hits all): training words/s of one update on fixed Brown batches, mlp1's
@@ -25,12 +25,12 @@ import argparse
 import csv
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from nplm import rate  # bench/nplm.py, beside this script
 
 from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.lm import evaluation_from_logprobs
@@ -40,6 +40,9 @@ from nnlm.neural.nplm_lm import NeuralLM
 from nnlm.neural.runtime import prepare_process
 from nnlm.neural.training.run import train_from_files
 from nnlm.neural.training.train import TrainConfig, Trainer, output_counts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 # configurations whose training step costs what another's does (alpha changes no work)
 SAME_SPEED = {"selfnorm_a03": "selfnorm", "selfnorm_a1": "selfnorm"}
@@ -69,7 +72,7 @@ def merge_json(path: Path, update: dict, section: str | None = None) -> dict:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = json.loads(path.read_text()) if path.exists() else {}
         (data.setdefault(section, {}) if section else data).update(update)
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        harness.write_record(path, data, indent=2)
     return data
 
 
@@ -132,7 +135,7 @@ def speed(args) -> None:
     for _ in range(args.rounds):
         for key, trainer in trainers.items():
             k = f"train_words_per_second_{key}"
-            best[k] = max(best.get(k, 0.0), B * rate(lambda t=trainer: step(t), 3))
+            best[k] = max(best.get(k, 0.0), B * harness.rate(lambda t=trainer: step(t), 3))
             print(k, round(best[k]), flush=True)
         for key, lm in scorers.items():
             k = f"score_words_per_second_{key}"

@@ -2,7 +2,7 @@
 against bench/results/parallel.json (P = 2 on this machine) and applied to larger corpora,
 vocabularies and machines. Prints the tables of docs/scaling.md and writes JSON.
 
-    python bench/scaling_model.py          # after bench/parallel.py and bench/collectives.py
+    python bench/neural/scaling_model.py  # after bench/neural/parallel.py, collectives.py
 
 Per update of a global batch of B examples, for a network whose output layer has |V| rows
 of k inputs (the NPLM: k = (n-1)m with direct connections + h), P processes:
@@ -24,7 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 RESULTS = Path("bench/results")
 
@@ -40,7 +44,7 @@ CORPUS_WORDS = {"AP News": 14e6, "1B words": 1e9}
 
 # the machines the model is applied to. flops: effective rate of these products per
 # worker; beta: bytes/s per link; alpha: seconds per message hop. Assumptions, not
-# measurements, except the H100's compute: measured on one H100 (bench/gpu.py --shapes;
+# measurements, except the H100's compute: measured on one H100 (bench/neural/gpu.py --shapes;
 # 14 to 95 TFLOP/s effective, far below the chip's dense peak at these narrow products).
 # NVLink within a node of 8; InfiniBand NDR across nodes; a 1 Gb/s Ethernet cluster of CPUs
 # like this machine's cores.
@@ -57,7 +61,7 @@ ASSUMED = {
 
 def gpu_rate(shapes: list[dict], net_name: str, V: int, B: int) -> float:
     """Effective FLOP/s of one H100 on this network's update at batch B: measured
-    (bench/gpu.py --shapes) for the same network at the nearest measured |V|,
+    (bench/neural/gpu.py --shapes) for the same network at the nearest measured |V|,
     interpolated log-log between the measured batches (clamped at the ends)."""
     import math
 
@@ -179,7 +183,7 @@ def main() -> None:
                 cells = [("n/a" if hours.get(k) is None else f"{hours[k]:,.3g}")
                          for k in ("async", "sync", "output")]
                 print(f"| {net_name} | {machine} | {P} | " + " | ".join(cells) + " |")
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(args.out, out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ in two ways:
 Each scheme here runs the single-process trainer for one epoch of the mlp1 preset with
 one, both or neither of them, for each seed, and writes the validation perplexities:
 
-    NLTK_DATA=... python bench/staleness.py --data data/brown [--seeds 0 1 2]
+    NLTK_DATA=... python bench/neural/staleness.py --data data/brown [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ import torch
 
 from nnlm.neural.training import train as train_module
 from nnlm.neural.training.run import train_from_files
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 SCHEMES = {"one process": (0, 1), "stale by one update": (1, 1),
            "moments per worker": (0, 2), "both (async without races)": (1, 2)}
@@ -112,7 +115,7 @@ def main() -> None:
     out = {"preset": "mlp1", "epochs": 1, "seeds": args.seeds, "rows": rows,
            "summary": summary}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    harness.write_record(args.out, out)
     json.dump(summary, sys.stdout, indent=1)
     print()
 

@@ -2,7 +2,7 @@
 # Does a normal torchrun run exit cleanly, every time?
 # Runs `torchrun --nproc-per-node 2 -m nnlm train ... --max-steps 100` on the toy world
 # N times (default 20) and counts runs that exit non-zero or print a traceback,
-# "terminate called" or SIGABRT. Usage: bash bench/torchrun_exits.sh [N]
+# "terminate called" or SIGABRT. Usage: bash bench/neural/torchrun_exits.sh [N]
 set -u
 cd "$(dirname "$0")/.."
 N=${1:-20}

@@ -3,8 +3,8 @@
 # pair, so that multi-node training (--nnodes 2) runs over a real network interface with its
 # own addresses, and the traffic never leaves this machine.
 #
-#   sudo bench/two_hosts.sh [--procs-per-host N] -- TRAIN VALID CKPT [nnlm train options]
-#   sudo bench/two_hosts.sh -- data/brown/train.txt data/brown/valid.txt runs/2hosts \
+#   sudo bench/neural/two_hosts.sh [--procs-per-host N] -- TRAIN VALID CKPT [nnlm train options]
+#   sudo bench/neural/two_hosts.sh -- data/brown/train.txt data/brown/valid.txt runs/2hosts \
 #       --preset mlp1 --max-steps 300                 # add --output-parallel to split U, W, b
 #
 #   host 0: namespace nnlm-h0, veth nnlm-v0, 10.77.0.1/24 (torchrun's rendezvous)
@@ -35,7 +35,7 @@ fi
 python=${PYTHON:-python}
 port=${PORT:-29611}
 
-source "$(dirname "$0")/netns.sh"
+source "$(dirname "$0")/../netns.sh"
 trap 'netns_down nnlm' EXIT
 netns_up nnlm 10.77.0
 if command -v ping >/dev/null; then ip netns exec nnlm-h0 ping -c 1 -W 2 10.77.0.2 >/dev/null; fi

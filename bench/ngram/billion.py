@@ -3,17 +3,17 @@ on a local Dask cluster (the model file written from the workers' partitions) an
 KenLM's lmplz, each with its time, peak memory and temporary disk, and
 the models compared. Writes JSON.
 
-    python bench/billion.py --corpus BIG.txt [--tokens 1000000000] [--shards 20] \\
+    python bench/ngram/billion.py --corpus BIG.txt [--tokens 1000000000] [--shards 20] \\
         [--memory 4G] [--workers 2] [--lmplz PATH] [--work DIR] [--steps one cluster lmplz] \\
         [--same-as MODEL ...] \\
         [--out bench/results/billion.json]
 
-Without --corpus, bench/synthetic.py writes one of --tokens tokens (NLTK_DATA must find
+Without --corpus, bench/ngram/synthetic.py writes one of --tokens tokens (NLTK_DATA must find
 Brown). Commands run one at a time, each a whole process:
 
 - ``nnlm ngram train CORPUS --order 5 --memory M --temp WORK/tmp-one`` (past what fits
   in M, the cluster's passes a partition at a time with the pieces in WORK/tmp-one);
-- ``nnlm ngram train SHARDS --cluster local:W``, through bench/distributed.py's child
+- ``nnlm ngram train SHARDS --cluster local:W``, through bench/ngram/distributed.py's child
   (which reads each worker's peak memory), the model written from the partitions;
 - ``lmplz -o 5 -S 40% -T WORK/tmp-lmplz`` (its docs' settings), its ARPA file to disk.
 
@@ -38,6 +38,9 @@ import sys
 import threading
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -57,7 +60,7 @@ def disk_used(path: Path) -> int:
     return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 
-def timed(command: list[str], temp: Path | None, stdin: Path | None = None,
+def run_polled(command: list[str], temp: Path | None, stdin: Path | None = None,
           stdout: Path | None = None, outputs: tuple[Path, ...] = ()) -> dict:
     """:func:`scale.run` with its temporary disk polled beside it: the peak of the
     filesystem's used bytes above where they stood, less what ``outputs`` hold by then
@@ -164,13 +167,13 @@ def main() -> None:
 
     def save():
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        harness.write_record(args.out, result)
 
     nnlm = [sys.executable, "-m", "nnlm"]
     one, dist, arpa = args.work / "one", args.work / "cluster", args.work / "lmplz.arpa"
     if "one" in args.steps:
         shutil.rmtree(one, ignore_errors=True)
-        result["one_process"] = timed(
+        result["one_process"] = run_polled(
             [*nnlm, "ngram", "train", str(corpus), "--order", "5", "-o", str(one),
              "--memory", args.memory, "--temp", str(args.work / "tmp-one")],
             args.work / "tmp-one", outputs=(one,))
@@ -191,7 +194,7 @@ def main() -> None:
             shards = cut(corpus, args.shards, shard_dir)
         shutil.rmtree(dist, ignore_errors=True)
         stats_path = args.work / "cluster.json"
-        outer = timed([sys.executable, "-c", CHILD, str(HERE / "distributed.py"),
+        outer = run_polled([sys.executable, "-c", CHILD, str(HERE / "distributed.py"),
                        str(args.workers), str(stats_path), str(dist), "",
                        f"stream:{args.partitions}", *shards],
                       args.work / "tmp-cluster", outputs=(dist,))
@@ -208,7 +211,7 @@ def main() -> None:
         save()
     if "lmplz" in args.steps:
         lmplz = args.lmplz or Path(shutil.which("lmplz") or "lmplz")
-        result["lmplz"] = timed([str(lmplz), "-o", "5", "-S", "40%", "-T",
+        result["lmplz"] = run_polled([str(lmplz), "-o", "5", "-S", "40%", "-T",
                                  str(args.work / "tmp-lmplz")], args.work / "tmp-lmplz",
                                 stdin=corpus, stdout=arpa, outputs=(arpa,))
         result["lmplz"]["arpa_gb"] = round(arpa.stat().st_size / 1e9, 2)
@@ -223,7 +226,7 @@ def main() -> None:
                                         **json.loads(done.stdout.splitlines()[-1])}
         print("compared", result["lmplz_against_nnlm"], flush=True)
         save()
-    if "cluster" in result:  # bench/distributed.py's shape, for its --combine
+    if "cluster" in result:  # bench/ngram/distributed.py's shape, for its --combine
         size = {"tokens": args.tokens, "shards": args.shards,
                 "distributed": [{**result["cluster"], "client": "stream"}]}
         size["ngrams"] = sum(result.get("lmplz_against_nnlm", {}).get("nnlm_counts", {})

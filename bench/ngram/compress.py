@@ -1,13 +1,13 @@
 """The trie with its values coded as counts (``nnlm ngram train --compress``) against the
 float32 trie of the same estimate, in alternating rounds, and against KenLM's trie.
 
-    python bench/compress.py --data data/brown --out bench/results/compress.json
-    python bench/compress.py --tokens 10000000 --rounds 6 --out bench/results/compress.json
+    python bench/ngram/compress.py --data data/brown --out bench/results/compress.json
+    python bench/ngram/compress.py --tokens 10000000 --rounds 6 --out bench/results/compress.json
 
-Estimates KN5 once (Brown's training text, or bench/synthetic.py's corpus of --tokens
+Estimates KN5 once (Brown's training text, or bench/ngram/synthetic.py's corpus of --tokens
 tokens), saves it as the float32 trie and as the coded one, and (with KenLM's
 build_binary on the PATH or given) KenLM's trie from the ARPA file. Then, in --rounds
-rounds, each a fresh process per form in alternating order (bench/store.py's probe: open
+rounds, each a fresh process per form in alternating order (bench/ngram/store.py's probe: open
 and first query, then the test text scored three times, the best pass kept):
 
 - bulk scoring: nnlm's ``logprobs`` over the encoded text;
@@ -33,7 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store import probe, size_of  # noqa: E402  (the same probe process as bench/store.py)
+from store import probe, size_of  # noqa: E402  (the same probe process as bench/ngram/store.py)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def build(work: Path, train: Path, build_binary: str | None) -> tuple[dict, int]:
@@ -63,7 +66,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("data/brown"),
                     help="folder with train.txt and test.txt (default: data/brown)")
     ap.add_argument("--tokens", type=int, help="a synthetic corpus of this many tokens "
-                    "(bench/synthetic.py) instead of the training text")
+                    "(bench/ngram/synthetic.py) instead of the training text")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     ap.add_argument("--build-binary", default=shutil.which("build_binary"),
                     help="KenLM's build_binary (default: the one on the PATH)")
@@ -82,7 +85,7 @@ def main() -> None:
         generate(None, args.tokens, train)
         name = args.name or f"synthetic-{args.tokens // 1_000_000}M"
         lines = text.read_text(encoding="utf-8").splitlines()
-        text = work / "test6.txt"  # as bench/store.py: the test text 6 times over
+        text = work / "test6.txt"  # as bench/ngram/store.py: the test text 6 times over
         text.write_text("\n".join(lines * 6) + "\n", encoding="utf-8")
     paths, n_grams = build(work, train, args.build_binary)
     runs = {(form, kind): [] for form in ("float32", "coded") for kind in ("nnlm", "nnlm.kenlm")}
@@ -117,7 +120,7 @@ def main() -> None:
         "tokens_per_second": {f"{f}, {k}": statistics.median(x["tokens_per_second"]
                                                              for x in v)
                               for (f, k), v in runs.items()},
-        "command": "python bench/compress.py " + " ".join(sys.argv[1:]),
+        "command": "python bench/ngram/compress.py " + " ".join(sys.argv[1:]),
     }
     if "kenlm trie" in sizes:
         row["size_vs_kenlm_trie"] = sizes["coded"] / sizes["kenlm trie"]
@@ -127,7 +130,7 @@ def main() -> None:
         data = json.loads(args.out.read_text()) if args.out.exists() else {}
         data[name] = row
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(data, indent=1) + "\n")
+        harness.write_record(args.out, data)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -2,13 +2,13 @@
 process and KenLM's lmplz, on synthetic corpora, as JSON; then a model of where the time
 goes at 1B, 100B and 1T tokens.
 
-    python bench/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
+    python bench/ngram/distributed.py --tokens 10000000 50000000 --workers 1 2 4 \\
         [--shards 4] [--lmplz PATH] [--arpa] [--work DIR] \\
         [--out bench/results/distributed.json]
-    python bench/distributed.py --combine A.json B.json --out bench/results/distributed.json
-    python bench/distributed.py --compare MODEL_A MODEL_B
+    python bench/ngram/distributed.py --combine A.json B.json --out bench/results/distributed.json
+    python bench/ngram/distributed.py --compare MODEL_A MODEL_B
 
-For each size it writes a synthetic corpus with Brown's statistics (bench/synthetic.py;
+For each size it writes a synthetic corpus with Brown's statistics (bench/ngram/synthetic.py;
 NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
 
 - ``nnlm ngram train SHARDS --order 5`` in one process;
@@ -19,7 +19,7 @@ NLTK_DATA must find Brown) cut into --shards files, then runs, one at a time:
   is compared with the one-process model, n-gram by n-gram (equal to the bit).
 
 The projection to 1B, 100B and 1T tokens on 8, 64 and 512 workers takes from these runs
-(and bench/billion.py's, given to --combine): the n-grams per token (a power law through
+(and bench/ngram/billion.py's, given to --combine): the n-grams per token (a power law through
 the smallest and largest measured sizes), the bytes moved between tasks per n-gram and a
 worker's peak memory per n-gram it holds and a worker's rate (those bytes it processes a
 second), both from the largest run; and assumes a network of
@@ -40,6 +40,9 @@ import shutil
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 HERE = Path(__file__).resolve().parent
 # This file's name is the Dask package's: the child that runs the cluster loads it by path
@@ -216,7 +219,7 @@ def main() -> None:
                         "and project from all of them")
     parser.add_argument("--compare", type=Path, nargs=2, metavar="MODEL",
                         help="no runs: compare two models n-gram by n-gram; exit status 1 "
-                        "unless equal (bench/two_hosts_dask.sh uses it)")
+                        "unless equal (bench/ngram/two_hosts_dask.sh uses it)")
     args = parser.parse_args()
     if args.compare:
         same = compare(*args.compare)
@@ -231,7 +234,7 @@ def main() -> None:
                   "sizes": sorted((s for p in parts for s in p["sizes"]),
                                   key=lambda s: s["tokens"])}
         result["projection"] = project(result["sizes"], args.bandwidth)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        harness.write_record(args.out, result)
         print(json.dumps(result["projection"], indent=1))
         return
     sys.path.insert(0, str(HERE))
@@ -282,11 +285,11 @@ def main() -> None:
             shutil.rmtree(model, ignore_errors=True)
         result["sizes"].append(size)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        harness.write_record(args.out, result)
     result["projection"] = project(result["sizes"], args.bandwidth)
     result["bench_peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                                         3)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_record(args.out, result)
     print(json.dumps(result["projection"], indent=1))
 
 

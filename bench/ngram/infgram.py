@@ -1,9 +1,9 @@
 """nnlm's suffix-array index beside infini-gram's indexer and engine, on the same token ids.
 
-    python bench/infgram.py --text data/brown/train.txt --queries data/brown/test.txt \\
+    python bench/ngram/infgram.py --text data/brown/train.txt --queries data/brown/test.txt \\
         --out bench/results/infgram_brown.json
-    python bench/infgram.py --text big.txt --queries data/brown/test.txt \\
-        --out bench/results/infgram_50m.json        # big.txt: bench/synthetic.py's
+    python bench/ngram/infgram.py --text big.txt --queries data/brown/test.txt \\
+        --out bench/results/infgram_50m.json        # big.txt: bench/ngram/synthetic.py's
 
 1. Build: ``nnlm index build`` (text to index, libdivsufsort's sort), its sort and
    table alone (from the token ids), then infini-gram's own indexer
@@ -43,6 +43,9 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 HACK = 100000  # infini-gram's overlap between parts, in bytes (its indexing.py)
 
@@ -90,6 +93,7 @@ SORT_ONLY = r"""
 import sys, numpy as np
 from pathlib import Path
 from nnlm.index.build import _write_one
+
 d = Path(sys.argv[1])
 seps = np.fromfile(d / "offset.0", "<u8").astype(np.int64) // 2
 _write_one((d, 0, seps, 2))
@@ -179,12 +183,6 @@ def best(fn, rounds: int) -> float:
     return min(fn() for _ in range(rounds))
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 EXACT_LIMIT = 100_000  # the engine's exact ntd aborts (a thread it cannot create) on
 # contexts with millions of occurrences ("the" at 50M tokens): the exact comparisons take
 # the contexts under this count, with max_support at it
@@ -217,7 +215,7 @@ def queries(index, engine, counts, contexts, rounds: int) -> dict:
         times = {name: [] for name in group}
         for _ in range(rounds):  # alternating: each round runs every case once
             for name, fn in group.items():
-                times[name].append(timed(fn))
+                times[name].append(harness.timed(fn)[1])
         for name, ts in times.items():
             n = len(counts) if name.startswith("count") else len(contexts)
             out[name + suffix] = {"microseconds_a_query": min(ts) / n * 1e6}
@@ -272,7 +270,7 @@ def main() -> None:
         contexts = draw_queries(index, args.queries, args.next, 1, 5, 1)
         result["queries"] = queries(index, engine, counts, contexts, args.rounds)
         result["queries_on"] = {"cpus": os.cpu_count(), "shards": len(index.shards)}
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        harness.write_record(args.out, result)
         print(json.dumps(result["queries"], indent=1))
         return
     work = Path(tempfile.mkdtemp(prefix="bench-infgram-", dir=args.work))
@@ -302,7 +300,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_record(args.out, result)
     print(json.dumps(result, indent=1))
 
 

@@ -1,6 +1,6 @@
 """Benchmark of the count-based models on Brown protocol v1: quality and speed, as JSON.
 
-    python bench/ngram.py --data data/brown --out bench/results/ngram.json [--quick]
+    python bench/ngram/ngram.py --data data/brown --out bench/results/ngram.json [--quick]
 
 Reports test/valid perplexity for KN 3/4/5, deleted interpolation and the class-based
 models (alone and interpolated with KN5 by EM on valid), the wall time of
@@ -17,7 +17,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,9 @@ from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.interpolation import fit_bucket_weights
 from nnlm.lm import evaluation_from_logprobs
 from nnlm.ngram import ClassNgram, DeletedInterpolation, KneserNey, exchange_clustering
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 KENLM_REFERENCE = {  # lmplz (modified KN, defaults) on the same files, measured once
     "kn3": {"test": 190.0, "valid": 199.9}, "kn4": {"test": 189.1, "valid": 199.1},
@@ -39,12 +41,6 @@ def em_two(a: np.ndarray, b: np.ndarray, iterations: int = 50) -> float:
     weights, _ = fit_bucket_weights(np.array([[0.5, 0.5]]), np.exp(np.stack([a, b], axis=1)),
                                     np.zeros(len(a), np.int64), iterations)
     return float(weights[0, 0])
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def main() -> None:
@@ -67,7 +63,7 @@ def main() -> None:
 
     def record(name, model, seconds, **extra):
         valid_ppl = evaluate(model, valid).perplexity  # also builds lazy indexes
-        lp_test, score_s = timed(lambda: model.logprobs(test))
+        lp_test, score_s = harness.timed(lambda: model.logprobs(test))
         results["models"][name] = {
             "test": evaluation_from_logprobs(test, lp_test).perplexity,
             "valid": valid_ppl,
@@ -77,24 +73,24 @@ def main() -> None:
 
     logp = {}
     for n in (3, 4, 5):
-        model, s = timed(lambda n=n: KneserNey(vocab, n).fit(train))
+        model, s = harness.timed(lambda n=n: KneserNey(vocab, n).fit(train))
         logp[f"kn{n}"] = record(f"kn{n}", model, s)
         if n == 5:
             kn5, kn5_valid = model, model.logprobs(valid)
-    model, s = timed(lambda: DeletedInterpolation(vocab, 3).fit(train, valid))
+    model, s = harness.timed(lambda: DeletedInterpolation(vocab, 3).fit(train, valid))
     logp["delint3"] = record("delint3", model, s)
 
     # scoring throughput on a larger stream (test repeated), KN5
     from nnlm.text.stream import Stream
     big = Stream.concatenate([test] * 6)
-    _, s = timed(lambda: kn5.logprobs(big))
+    _, s = harness.timed(lambda: kn5.logprobs(big))
     results["kn5_score_tokens_per_second"] = len(big) / s
 
     # the KN5 training command in a fresh process (start and imports included)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "nnlm", "ngram", "train", str(train_path), "--order", "5",
                "-o", f"{tmp}/kn5"]
-        _, s = timed(lambda: subprocess.run(cmd, check=True, capture_output=True))
+        _, s = harness.timed(lambda: subprocess.run(cmd, check=True, capture_output=True))
         results["kn5_train_command_seconds"] = s
         if args.lmplz:
             # lmplz refuses a literal <unk> in its input: rename it (same n-gram counts)
@@ -103,7 +99,7 @@ def main() -> None:
                 Path(tmp, f"{part}.txt").write_text(text)
             lm = [str(args.lmplz), "-o", "5", "--text", f"{tmp}/train.txt", "--arpa",
                   f"{tmp}/lmplz.arpa"]
-            _, t = timed(lambda: subprocess.run(lm, check=True, capture_output=True))
+            _, t = harness.timed(lambda: subprocess.run(lm, check=True, capture_output=True))
             results["lmplz_kn5_seconds_same_run"] = t
             results["kn5_train_over_lmplz"] = s / t
             try:
@@ -119,10 +115,10 @@ def main() -> None:
 
     classes = [150, 500] if args.quick else [150, 200, 500, 1000, 2000]
     for c in classes:
-        word_class, s_cluster = timed(lambda c=c: exchange_clustering(train, vocab, c))
+        word_class, s_cluster = harness.timed(lambda c=c: exchange_clustering(train, vocab, c))
         orders = (3, 4, 5) if c == 500 else (3,)
         for n in orders:
-            model, s = timed(lambda n=n, c=c, wc=word_class:
+            model, s = harness.timed(lambda n=n, c=c, wc=word_class:
                              ClassNgram(vocab, n, c).fit(train, word_class=wc))
             name = f"class{c}_n{n}"
             lp = record(name, model, s + s_cluster, cluster_seconds=s_cluster)
@@ -133,8 +129,7 @@ def main() -> None:
             print(name, "mixed with kn5", results["models"][name]["mixed_with_kn5"], flush=True)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    harness.write_record(args.out, results, indent=2)
 
 
 if __name__ == "__main__":

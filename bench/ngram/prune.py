@@ -1,7 +1,7 @@
 """Size against perplexity for pruned KN5 on Brown: entropy pruning (Stolcke 1998) at
 several thresholds and count pruning (lmplz-style thresholds), one run, JSON out.
 
-    python bench/prune.py --data data/brown --out bench/results/prune.json
+    python bench/ngram/prune.py --data data/brown --out bench/results/prune.json
 
 Never run by the tests.
 """
@@ -9,13 +9,18 @@ Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
 from nnlm import Vocabulary, count_words, evaluate, read_stream
 from nnlm.ngram import KneserNey
 from nnlm.ngram.estimate.prune import prune_entropy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 
 def main() -> None:
@@ -48,8 +53,7 @@ def main() -> None:
         print(f"{r['method']:8} {r['setting']:8} {r['ngrams']:>10,} n-grams "
               f"({r['size_ratio']:6.1%})  test ppl {r['test_ppl']:8.2f}  {r['seconds']:.1f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"corpus": "Brown v1", "order": 5, "rows": rows}, indent=1)
-                        + "\n")
+    harness.write_record(args.out, {"corpus": "Brown v1", "order": 5, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Back-off models from Python against the kenlm module: ARPA load time and scoring speed.
 
-    python bench/query.py --data data/brown --out bench/results/query.json
+    python bench/ngram/query.py --data data/brown --out bench/results/query.json
 
 Estimates the KN 5-gram on Brown's training text, writes it as ARPA, then in one run
-(ratios are what to compare on a noisy machine; best of --repeats):
+(ratios are what to compare on a noisy machine: the cases compared run in alternating
+rounds, bench/harness.py, and each ratio is the median of the rounds' ratios):
 
 * load: ``nnlm.ngram.read_arpa`` against ``kenlm.Model`` on the same file, in this
   process and in a fresh one (start and imports included);
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,19 +40,13 @@ from nnlm import Stream, read_stream
 from nnlm.ngram import KneserNey, read_arpa, write_arpa
 from nnlm.text.corpus import read_corpus
 
-
-def best_of(repeats: int, fn) -> tuple[object, float]:
-    out, best = None, math.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return out, best
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 
 def fresh_process(code: str, repeats: int) -> float:
     """Best wall time of ``python -c code`` (interpreter start and imports included)."""
-    return best_of(repeats, lambda: subprocess.run([sys.executable, "-c", code], check=True,
+    return harness.best_of(repeats, lambda: subprocess.run([sys.executable, "-c", code], check=True,
                                                    capture_output=True))[1]
 
 
@@ -72,34 +66,46 @@ def _walk(model, state_cls, sentences, full: bool) -> int:
 
 
 def per_call(loaded, k_model, kenlm, lines, r) -> dict:
-    """nnlm.kenlm against the kenlm module a call: BaseScore and BaseFullScore word by
-    word through the test sentences (with </s>), score() a sentence; and nnlm.kenlm's
-    Python path (what networks use, and back-off models without the C extension)."""
+    """nnlm.kenlm against the kenlm module a call, in alternating rounds: BaseScore and
+    BaseFullScore word by word through the test sentences (with </s>), score() a
+    sentence; and nnlm.kenlm's Python path (what networks use, and back-off models
+    without the C extension)."""
     import nnlm.kenlm as nk
 
     sentences = [[*s.split(), "</s>"] for s in lines]
+    calls = sum(len(s) for s in sentences)
     ours = nk.Model(loaded)
     out = {"compiled": ours._fast is not None}
     sides = [("nnlm", ours, nk.State)] + ([("kenlm", k_model, kenlm.State)] if k_model else [])
+    cases = {}
     for name, model, state_cls in sides:
-        calls, t = best_of(r, lambda m=model, c=state_cls: _walk(m, c, sentences, False))
-        out[f"{name}_base_score_us"] = t / calls * 1e6
-        calls, t = best_of(r, lambda m=model, c=state_cls: _walk(m, c, sentences, True))
-        out[f"{name}_base_full_score_us"] = t / calls * 1e6
-        _, t = best_of(r, lambda m=model: [m.score(s) for s in lines])
-        out[f"{name}_score_us_per_sentence"] = t / len(lines) * 1e6
-    saved = nk._query
-    nk._query = lambda lm, serial: None
+        cases[f"{name}_base_score"] = lambda m=model, c=state_cls: _walk(m, c, sentences, False)
+        cases[f"{name}_base_full_score"] = \
+            lambda m=model, c=state_cls: _walk(m, c, sentences, True)
+        cases[f"{name}_score"] = lambda m=model: [m.score(s) for s in lines]
+    times = harness.rounds(cases, r)
+    for name, _, _ in sides:
+        for kind in ("base_score", "base_full_score"):
+            out[f"{name}_{kind}_us"] = times[f"{name}_{kind}"].median / calls * 1e6
+            out[f"{name}_{kind}_spread"] = times[f"{name}_{kind}"].spread
+        out[f"{name}_score_us_per_sentence"] = times[f"{name}_score"].median / len(lines) * 1e6
+    hook = "_model_query" if hasattr(nk, "_model_query") else "_query"  # (before 0.13)
+    saved = getattr(nk, hook)
+    setattr(nk, hook, lambda lm, serial: None)
     try:
         slow = nk.Model(loaded)
         few = sentences[: max(1, len(sentences) // 30)]
-        calls, t = best_of(1, lambda: _walk(slow, nk.State, few, False))
+        calls, t = harness.best_of(1, lambda: _walk(slow, nk.State, few, False))
         out["nnlm_python_path_base_score_us"] = t / calls * 1e6
     finally:
-        nk._query = saved
-    if k_model:
-        for key in ("base_score_us", "base_full_score_us", "score_us_per_sentence"):
-            out[f"{key}_nnlm_over_kenlm"] = out[f"nnlm_{key}"] / out[f"kenlm_{key}"]
+        setattr(nk, hook, saved)
+    if k_model:  # the median of the rounds' ratios, each pair measured side by side
+        for key, kind in (("base_score_us", "base_score"),
+                          ("base_full_score_us", "base_full_score"),
+                          ("score_us_per_sentence", "score")):
+            ratio = harness.ratio(times, f"nnlm_{kind}", f"kenlm_{kind}")
+            out[f"{key}_nnlm_over_kenlm"] = ratio["median"]
+            out[f"{key}_nnlm_over_kenlm_range"] = [ratio["min"], ratio["max"]]
     return out
 
 
@@ -138,9 +144,11 @@ def per_call_binaries(model, arpa: Path, kenlm, lines, r) -> dict:
             sides.append((f"kenlm_{kind}", opened(f"kenlm_{kind}", kenlm, out), kenlm.State))
             sides.append((f"nnlm_on_kenlm_{kind}", opened(f"nnlm_on_kenlm_{kind}", nk, out),
                           nk.State))
-    for name, m, state_cls in sides:
-        calls, t = best_of(r, lambda m=m, c=state_cls: _walk(m, c, sentences, False))
-        result[f"{name}_base_score_us"] = t / calls * 1e6
+    calls = sum(len(s) for s in sentences)
+    times = harness.rounds({name: (lambda m=m, c=state_cls: _walk(m, c, sentences, False))
+                            for name, m, state_cls in sides}, r)
+    for name, _, _ in sides:
+        result[f"{name}_base_score_us"] = times[name].median / calls * 1e6
     result["compressed_over_one_file"] = (result["nnlm_one_file_compressed_base_score_us"]
                                           / result["nnlm_one_file_base_score_us"])
     for kind in ("trie", "probing"):
@@ -155,15 +163,16 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("data/brown"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/query.json"))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; the "
+                        "median counts (a load or a fresh process: the fastest)")
     args = parser.parse_args()
-    r = args.repeats
+    r = args.rounds
 
     vocab, train = read_corpus(args.data / "train.txt")
     model = KneserNey(vocab, 5).fit(train, keep_counts=True)  # (the coded one-file model)
     lines = [s for s in (args.data / "test.txt").read_text().splitlines() if s.split()] * 6
-    results: dict = {"python": platform.python_version(), "machine": platform.machine(),
-                     "model": "KN5 on Brown train", "ngrams": model.num_ngrams()}
+    results: dict = {"model": "KN5 on Brown train", "ngrams": model.num_ngrams(),
+                     "rounds": r}
     try:
         import kenlm
     except ImportError:
@@ -174,11 +183,11 @@ def main() -> None:
         arpa = write_arpa(model, Path(tmp) / "kn5.arpa")
         results["arpa_bytes"] = arpa.stat().st_size
         read_arpa(arpa)  # compiles the scanner once (then cached on disk)
-        loaded, t = best_of(r, lambda: read_arpa(arpa))
+        loaded, t = harness.best_of(r, lambda: read_arpa(arpa))
         load = {"nnlm_seconds": t, "nnlm_fresh_process_seconds": fresh_process(
             f"from nnlm.ngram import read_arpa; read_arpa({str(arpa)!r})", r)}
         if kenlm:
-            k_model, t = best_of(r, lambda: kenlm.Model(str(arpa)))
+            k_model, t = harness.best_of(r, lambda: kenlm.Model(str(arpa)))
             load["kenlm_seconds"] = t
             load["kenlm_fresh_process_seconds"] = fresh_process(
                 f"import kenlm; kenlm.Model({str(arpa)!r})", r)
@@ -193,18 +202,27 @@ def main() -> None:
     test = read_stream(args.data / "test.txt", loaded.vocab)
     stream = Stream.concatenate([test] * 6)
     tokens = len(stream)
-    loaded.logprobs(stream)  # builds the lazy hash indexes
-    lp, t_stream = best_of(r, lambda: loaded.logprobs(stream))
     contexts = stream.contexts(loaded.order)
-    _, t_rows = best_of(r, lambda: loaded.target_logprobs(contexts, stream.ids))
-    score = {"tokens": tokens, "nnlm_logprobs_tokens_per_second": tokens / t_stream,
-             "nnlm_target_logprobs_tokens_per_second": tokens / t_rows}
+    cases = {"nnlm_logprobs": lambda: loaded.logprobs(stream),
+             "nnlm_target_logprobs": lambda: loaded.target_logprobs(contexts, stream.ids)}
     if kenlm:
-        _, t_k = best_of(r, lambda: [k_model.score(s) for s in lines])
-        full, t_full = best_of(r, lambda: [list(k_model.full_scores(s)) for s in lines])
-        score["kenlm_score_tokens_per_second"] = tokens / t_k
-        score["kenlm_full_scores_tokens_per_second"] = tokens / t_full
-        score["nnlm_logprobs_over_kenlm_score"] = t_k / t_stream
+        cases["kenlm_score"] = lambda: [k_model.score(s) for s in lines]
+        cases["kenlm_full_scores"] = lambda: [list(k_model.full_scores(s)) for s in lines]
+    times = harness.rounds(cases, r)  # the warm-up round builds the lazy hash indexes
+    score = {"tokens": tokens,
+             "nnlm_logprobs_tokens_per_second": tokens / times["nnlm_logprobs"].median,
+             "nnlm_target_logprobs_tokens_per_second":
+                 tokens / times["nnlm_target_logprobs"].median,
+             "spread": {name: t.spread for name, t in times.items()}}
+    if kenlm:
+        score["kenlm_score_tokens_per_second"] = tokens / times["kenlm_score"].median
+        score["kenlm_full_scores_tokens_per_second"] = \
+            tokens / times["kenlm_full_scores"].median
+        ratio = harness.ratio(times, "kenlm_score", "nnlm_logprobs")
+        score["nnlm_logprobs_over_kenlm_score"] = ratio["median"]  # a speed-up: theirs/ours
+        score["nnlm_logprobs_over_kenlm_score_range"] = [ratio["min"], ratio["max"]]
+        lp = loaded.logprobs(stream)
+        full = [list(k_model.full_scores(s)) for s in lines]
         theirs = np.array([x[0] for sentence in full for x in sentence])
         score["max_token_difference_log10"] = float(np.abs(lp / math.log(10) - theirs).max())
         assert score["max_token_difference_log10"] < 1e-4
@@ -213,8 +231,7 @@ def main() -> None:
     results["per_call"] = per_call(loaded, k_model if kenlm else None, kenlm, lines, r)
     print("per_call", json.dumps(results["per_call"]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    harness.write_record(args.out, results, indent=2)
 
 
 if __name__ == "__main__":

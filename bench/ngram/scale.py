@@ -1,8 +1,8 @@
 """KN5 estimation at scale: nnlm against KenLM's lmplz on synthetic corpora, as JSON.
 
-    python bench/scale.py --tokens 10000000 50000000 [--lmplz PATH] [--work DIR] [--rounds 3]
+    python bench/ngram/scale.py --tokens 10000000 50000000 [--lmplz PATH] [--work DIR] [--rounds 3]
 
-For each size it writes a synthetic corpus with Brown's statistics (bench/synthetic.py:
+For each size it writes a synthetic corpus with Brown's statistics (bench/ngram/synthetic.py:
 a random walk on Brown's trigrams; NLTK_DATA must find Brown), then times whole
 processes, one at a time, and reads each one's peak resident memory from the kernel:
 
@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from statistics import median
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -49,7 +52,7 @@ def run(command: list[str], stdin: Path | None = None, stdout: Path | None = Non
 
 
 def generate_apart(tokens: int, corpus: Path) -> None:
-    """bench/synthetic.py in a process of its own. A child's peak memory (ru_maxrss)
+    """bench/ngram/synthetic.py in a process of its own. A child's peak memory (ru_maxrss)
     starts from its parent's peak, which Linux keeps across fork and exec: generating a
     corpus in this process would put its peak under every figure measured after it."""
     subprocess.run([sys.executable, str(HERE / "synthetic.py"), "--tokens", str(tokens),
@@ -134,11 +137,10 @@ def main() -> None:
            "cpu": cpu_name(), "cpus": os.cpu_count(), "rounds": args.rounds,
            # every child's peak is at least this (see generate_apart)
            "bench_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
-           "corpus": "synthetic (bench/synthetic.py, Brown trigram walk)",
+           "corpus": "synthetic (bench/ngram/synthetic.py, Brown trigram walk)",
            "lmplz": str(lmplz) if lmplz else None, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    harness.write_record(args.out, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """n-gram models on disk and in memory: nnlm's mapped trie beside KenLM's build_binary.
 
-    python bench/store.py --data data/brown --out bench/results/store.json
-    python bench/store.py --data data/brown --tokens 10000000 --out bench/results/store_10m.json
+    python bench/ngram/store.py --data data/brown --out bench/results/store.json
+    python bench/ngram/store.py --data data/brown --tokens 10000000 \\
+        --out bench/results/store_10m.json
 
 Estimates KN5 on the training text (Brown's, or a synthetic corpus of --tokens tokens
-with Brown's statistics, bench/synthetic.py), writes it as ARPA, and builds every form
+with Brown's statistics, bench/ngram/synthetic.py), writes it as ARPA, and builds every form
 of it: nnlm's trie (float32, --compress: the values as the counts they come from, and
 --quantize 8 8), nnlm's previous format (arrays.npz,
 read whole, with a hash index built at first use) and, when KenLM's build_binary is on
@@ -13,35 +14,40 @@ the PATH, KenLM's probing, trie and ``-q 8 -b 8`` trie (each also through
 process, one at a time (the store's goals):
 
 - the file's size, and bytes per n-gram;
-- opening: load and the first query, in the process (best of 3 processes);
+- opening: load and the first query, in the process;
 - peak memory (the kernel's VmHWM) of a process that loads the model and scores the
   test text (the text repeated 6 times for the synthetic corpora): nnlm's bulk
   ``logprobs``, and (", nnlm.kenlm" rows) the same trie through ``nnlm.kenlm``, scored
   sentence by sentence exactly as the kenlm module's process scores KenLM's files;
 - bulk scoring: tokens per second of nnlm's ``logprobs`` on the text encoded once, and
-  of the kenlm module's ``score`` per sentence, as its documentation calls it (best of 3
-  passes);
+  of the kenlm module's ``score`` per sentence, as its documentation calls it (the best
+  of 3 passes in a process);
 - the perplexity, so that quantization's cost sits beside KenLM's.
 
-Ratios are what to compare on a noisy machine. Never run by the tests.
+Every form runs once a round, in turn, for --rounds rounds (bench/harness.py's
+alternation), and each number is the median of its rounds. Ratios are what to compare
+on a noisy machine. Never run by the tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PROBE = r"""
 import json, math, resource, sys, time, warnings
+
 warnings.simplefilter("ignore")
 kind, model_path, text = sys.argv[1], sys.argv[2], sys.argv[3]
 if kind == "kenlm":  # imports before the clock: opening is the model's cost
@@ -141,6 +147,8 @@ def main() -> None:
     parser.add_argument("--build-binary", default=shutil.which("build_binary"))
     parser.add_argument("--work", type=Path)
     parser.add_argument("--out", type=Path, default=Path("bench/results/store.json"))
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of every "
+                        "form, each a fresh process; the median counts")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="nnlm-store-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -150,34 +158,40 @@ def main() -> None:
         from synthetic import generate
 
         train = work / "synthetic.txt"
-        generate(None, args.tokens, train)  # as bench/scale.py: NLTK_DATA must find Brown
-        corpus = f"synthetic {args.tokens:,} tokens (bench/synthetic.py)"
+        generate(None, args.tokens, train)  # as bench/ngram/scale.py: NLTK_DATA must find Brown
+        corpus = f"synthetic {args.tokens:,} tokens (bench/ngram/synthetic.py)"
         lines = text.read_text(encoding="utf-8").splitlines()
         text = work / "test6.txt"
         text.write_text("\n".join(lines * 6) + "\n", encoding="utf-8")
     forms, n_grams = build(work, train, args.build_binary)
+    try:
+        import kenlm  # noqa: F401
+    except ImportError:  # KenLM's files need the kenlm module
+        forms = {name: form for name, form in forms.items() if form[0] != "kenlm"}
+    # alternating rounds: each round opens and scores every form once, in turn, in a
+    # fresh process, so that a slow spell of the machine falls on all of them
+    probes = {name: [] for name in forms}
+    for _ in range(args.rounds):
+        for name, (kind, path) in forms.items():
+            probes[name].append(probe(kind, path, text))
     rows = {}
-    for name, (kind, path) in forms.items():
-        if kind == "kenlm":
-            try:
-                import kenlm  # noqa: F401
-            except ImportError:
-                continue
-        opens = [probe(kind, path, text) for _ in range(3)]
-        best = min(opens, key=lambda r: r["open_seconds"])
+    for name, (_, path) in forms.items():
+        runs = probes[name]
         rows[name] = {"bytes": size_of(path), "bytes_per_ngram": size_of(path) / n_grams,
-                      "open_seconds": best["open_seconds"],
-                      "peak_rss_mb": min(r["peak_rss_mb"] for r in opens),
-                      "tokens_per_second": max(r["tokens_per_second"] for r in opens),
-                      "perplexity": best["perplexity"]}
+                      "open_seconds": statistics.median(r["open_seconds"] for r in runs),
+                      "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+                      "tokens_per_second": statistics.median(r["tokens_per_second"]
+                                                             for r in runs),
+                      "tokens_per_second_range": [min(r["tokens_per_second"] for r in runs),
+                                                  max(r["tokens_per_second"] for r in runs)],
+                      "perplexity": runs[0]["perplexity"]}
         print(f"{name:28s} {rows[name]['bytes'] / 1e6:8.1f} MB "
               f"{rows[name]['bytes_per_ngram']:6.2f} B/ngram  open "
               f"{rows[name]['open_seconds']:.3f}s  peak {rows[name]['peak_rss_mb']:7.1f} MB  "
               f"{rows[name]['tokens_per_second'] / 1e6:5.2f}M tok/s  "
               f"ppl {rows[name]['perplexity']:.2f}", flush=True)
     result = {"corpus": corpus, "order": 5, "ngrams": n_grams, "test_text": str(text),
-              "machine": platform.processor() or platform.machine(),
-              "date": time.strftime("%Y-%m-%d"), "forms": rows}
+              "rounds": args.rounds, "forms": rows}
     if "nnlm trie" in rows and "KenLM trie" in rows:
         result["ratios"] = {
             "size_vs_kenlm_trie": rows["nnlm trie"]["bytes"] / rows["KenLM trie"]["bytes"],
@@ -215,7 +229,7 @@ def main() -> None:
                     theirs["tokens_per_second"] / ours["tokens_per_second"]
                 result["ratios"][f"nnlm_kenlm_on_{key}_open_seconds"] = ours["open_seconds"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_record(args.out, result)
     print(json.dumps(result.get("ratios", {}), indent=1))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

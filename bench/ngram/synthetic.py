@@ -1,6 +1,6 @@
 """A synthetic corpus with a seed text's statistics, of any size, for scale benchmarks.
 
-    python bench/synthetic.py --tokens 50000000 -o big.txt      # NLTK_DATA must find Brown
+    python bench/ngram/synthetic.py --tokens 50000000 -o big.txt      # NLTK_DATA must find Brown
 
 Each sentence is a random walk on the seed text's trigram successors: after the two words
 (u, v) the next word is the word that followed a uniformly chosen occurrence of (u, v) in
@@ -17,9 +17,12 @@ Generation is vectorized over many sentences at once (about 1 M tokens/s here).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 
 def seed_lines(path: Path | None) -> list[str]:

@@ -4,8 +4,8 @@
 # cross a real network interface with its own addresses; then the same model estimated in
 # one process, and every n-gram, probability and back-off compared (equal to the bit).
 #
-#   sudo bench/two_hosts_dask.sh OUT ORDER SHARD [SHARD ...]
-#   sudo bench/two_hosts_dask.sh /tmp/2h 5 data/shards/*.txt
+#   sudo bench/ngram/two_hosts_dask.sh OUT ORDER SHARD [SHARD ...]
+#   sudo bench/ngram/two_hosts_dask.sh /tmp/2h 5 data/shards/*.txt
 #
 #   host 0: namespace nnlm-d-h0, veth nnlm-d-v0, 10.78.0.1/24: the scheduler, a worker, the client
 #   host 1: namespace nnlm-d-h1, veth nnlm-d-v1, 10.78.0.2/24: a worker
@@ -25,7 +25,7 @@ port=${PORT:-8786}
 dask_bin=$(dirname "$(command -v "$python")")/dask
 pids=()
 
-source "$(dirname "$0")/netns.sh"
+source "$(dirname "$0")/../netns.sh"
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true

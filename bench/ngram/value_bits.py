@@ -23,10 +23,10 @@ This measures, per order, on a real estimate (nnlm's KN, the numbers of its file
 and sets the result beside the file's own sections (``read_trie_header``): what the file
 would weigh with log p (and the back-offs) coded this way, words and pointers as today.
 
-    python bench/value_bits.py --text data/brown/train.txt --name brown \
+    python bench/ngram/value_bits.py --text data/brown/train.txt --name brown \
         --out bench/results/value_bits.json
-    python bench/synthetic.py --tokens 10000000 -o /tmp/s10m.txt
-    python bench/value_bits.py --text /tmp/s10m.txt --name synthetic-10M --out ...
+    python bench/ngram/synthetic.py --tokens 10000000 -o /tmp/s10m.txt
+    python bench/ngram/value_bits.py --text /tmp/s10m.txt --name synthetic-10M --out ...
 
 Nothing here is a format: it is the measurement that says whether one is worth building.
 """
@@ -42,6 +42,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
 
 ESCAPE_BITS = 64  # an escaped value: its entry number and the value, 32 bits each
 
@@ -295,7 +298,7 @@ def main() -> None:
         data = json.loads(a.out.read_text()) if a.out.exists() else {}
         data[row["name"]] = row
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(data, indent=1) + "\n")
+        harness.write_record(a.out, data)
 
 
 if __name__ == "__main__":

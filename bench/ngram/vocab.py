@@ -1,7 +1,8 @@
 """Opening an n-gram model with a large vocabulary: the trie's mapped vocabulary against
 the same model with its vocabulary read from vocab.txt, and KenLM's trie beside them.
 
-    python bench/vocab.py [--words 1200000] [--tokens 5000000] [--out bench/results/vocab.json]
+    python bench/ngram/vocab.py [--words 1200000] [--tokens 5000000] \\
+        [--out bench/results/vocab.json]
 
 A speech recognizer's vocabulary has 200k to a million words; Brown's has 14k. This
 draws a Zipf text (exponent 1.1) over ``--words`` random lowercase words (a 5M-token
@@ -29,8 +30,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
 PROBE = r"""
 import json, sys, time
+
 def status():
     s = {l.split(':')[0]: int(l.split()[1]) for l in open('/proc/self/status')
          if l.startswith(('VmRSS', 'VmHWM'))}
@@ -128,7 +133,7 @@ def main() -> None:
         print(f"{name:12s} open {r['open_seconds']:.3f} s  +{r['open_rss_mb']:.1f} MB "
               f"(peak +{r['open_peak_mb']:.1f})  process peak {r['peak_rss_mb']:.1f} MB")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    harness.write_record(args.out, result)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Load test of ``nnlm serve`` on loopback: throughput and latency, batching on and off.
 
-    python bench/serve.py --kn runs/kn5 --nplm runs/mlp1 --text data/brown/test.txt \\
+    python bench/serve/serve.py --kn runs/kn5 --nplm runs/mlp1 --text data/brown/test.txt \\
         --out bench/results/serve.json
-    python bench/serve.py --kn runs/kn5 --nplm runs/mlp1 --screenshot docs/serve.png
+    python bench/serve/serve.py --kn runs/kn5 --nplm runs/mlp1 --screenshot docs/serve.png
 
 For each model, each request size (sentences per ``/v1/score`` request), each number of
 concurrent clients (1, 8, 64) and each server (dynamic batching with the default 2 ms
@@ -26,8 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
 import socket
 import subprocess
 import sys
@@ -35,6 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
+import harness  # noqa: E402 - after its folder is on the path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 
 
 def free_port() -> int:
@@ -230,10 +233,7 @@ def main() -> None:
         ratios[f"{row['model']} x{row['texts_per_request']}, {row['clients']} clients, "
                f"{row['server']}"] = round(row["x_in_process"], 3)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": "python " + " ".join(sys.argv), "machine": platform.processor() or
-        platform.machine(), "cores": os.cpu_count(), "rows": rows,
-        "x_in_process": ratios}, indent=1) + "\n")
+    harness.write_record(args.out, {"rows": rows, "x_in_process": ratios})
     print(f"{args.out}: {len(rows)} rows")
 
 

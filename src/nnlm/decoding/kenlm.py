@@ -168,10 +168,13 @@ def _open_file(text: str, serial: int):
     and names what is wrong."""
     if _fast is None:
         return None
-    from ..ngram.formats.kenlm_query_spec import open_kenlm_spec
     from ..ngram.store.query_spec import open_trie_spec
 
-    spec = open_trie_spec(text, _fast.MAX_ORDER) or open_kenlm_spec(text, _fast.MAX_ORDER)
+    spec = open_trie_spec(text, _fast.MAX_ORDER)
+    if spec is None:  # KenLM's reader loads only for a file that is not nnlm's
+        from ..ngram.formats.kenlm_query_spec import open_kenlm_spec
+
+        spec = open_kenlm_spec(text, _fast.MAX_ORDER)
     if spec is None:
         return None
     try:

@@ -39,7 +39,7 @@ from typing import BinaryIO
 from ..base.errors import NnlmError, where
 
 BLOCK_BYTES = 1 << 18  # lines are read in blocks of about 256 KiB: a block's tokens are
-# Python strings for a moment (~10x the bytes). Encoding bench/store.py's 985k-token test
+# Python strings for a moment (~10x the bytes). Encoding bench/ngram/store.py's 985k-token test
 # text peaked 18 MB lower than at 1 MiB (68 MB against 86, the process with a 10M-token
 # model), at 0-5% of read_corpus's speed on 10M tokens; 64 KiB ran 40% slower
 MAX_LINE_BYTES = 1 << 26  # 64 MiB: a longer "line" is no text (/dev/zero, a binary file)

@@ -21,15 +21,11 @@ Only :mod:`nnlm.decoding.kenlm` builds the compiled queries, from a spec.
 
 from __future__ import annotations
 
-import array
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...base.compiled import extension
 from ...base.errors import NnlmError
-from ...model_files import header_binding, read_header
 from ...text.specials import BOS_ID, EOS_ID, UNK_ID
 from . import trie_layout as layout
 
@@ -37,7 +33,6 @@ from . import trie_layout as layout
 MAPPED_KINDS = ("kn", "backoff")
 
 
-@dataclass
 class QuerySpec:
     """A back-off model as the compiled queries take it.
 
@@ -47,24 +42,28 @@ class QuerySpec:
     natural-log back-off) float32 pair, converted in C; ``levels``: orders 2..n, one
     tagged tuple each; ``index``: a mapping word -> id for Python's lookups (a dict, or
     the trie file's own table through ``_trie.WordIndex``); ``slots``: the file's own
-    table of the words (vocab_hash.h), or None to build one."""
+    table of the words (vocab_hash.h), or None to build one; ``lookup_index``: whether
+    the C queries look words up through ``index`` (else through the table). A plain
+    class, not a dataclass: nnlm.kenlm opens a file without importing dataclasses'
+    inspect (milliseconds a process)."""
 
-    blob: Any
-    offsets: Any
-    vocab_size: int
-    bos: int
-    eos: int
-    unk: int
-    unigrams: Any
-    levels: list
-    order: int
-    index: Any
-    slots: Any = None
-    lookup_index: bool = True  # whether the C queries look words up through ``index``
+    __slots__ = ("blob", "offsets", "vocab_size", "bos", "eos", "unk", "unigrams", "levels",
+                 "order", "index", "slots", "lookup_index")
+
+    def __init__(self, blob, offsets, vocab_size: int, bos: int, eos: int, unk: int,
+                 unigrams, levels: list, order: int, index, slots=None,
+                 lookup_index: bool = True):
+        self.blob, self.offsets, self.vocab_size = blob, offsets, vocab_size
+        self.bos, self.eos, self.unk = bos, eos, unk
+        self.unigrams, self.levels, self.order = unigrams, levels, order
+        self.index, self.slots, self.lookup_index = index, slots, lookup_index
 
 
-def word_blob(words: list[str]) -> tuple[bytes, array.array]:
-    """The words' UTF-8 bytes end to end, and where each begins (int64), without numpy."""
+def word_blob(words: list[str]) -> tuple:
+    """The words' UTF-8 bytes end to end, and where each begins (an int64 array.array),
+    without numpy."""
+    import array  # (only KenLM's files need it: nnlm's hold their words' bytes)
+
     encoded = [w.encode("utf-8") for w in words]
     offsets = array.array("q", [0])
     for w in encoded:
@@ -99,10 +98,12 @@ def trie_level_spec(header: dict, k: int, section) -> tuple:
     return trie + (*values("logp"), *values("log_bow"))
 
 
-def _trie_file(path: Path) -> tuple[Path, Any, int, int] | None:
+def _trie_file(path: Path) -> tuple | None:
     """(trie file, its binding, vocabulary size, order) of a back-off model saved as a
     directory or one file, or None for anything else."""
     if path.is_dir():
+        from ...model_files import header_binding, read_header
+
         header = read_header(path)
         if header["nnlm_model"] not in MAPPED_KINDS:
             return None
