@@ -308,7 +308,7 @@ def _can_make_namespaces() -> bool:
 
 @pytest.mark.slow
 def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_path):
-    """bench/two_hosts_dask.sh: a scheduler and a worker in one namespace, a worker in
+    """bench/ngram/two_hosts_dask.sh: a scheduler and a worker in one namespace, a worker in
     another, joined by a veth pair; the model equals the one-process model to the bit."""
     import subprocess
     import sys
@@ -316,7 +316,7 @@ def test_two_hosts_in_network_namespaces_give_the_one_process_model(shards, tmp_
 
     if not _can_make_namespaces():
         pytest.skip("network namespaces need root and CAP_NET_ADMIN (ip netns)")
-    script = Path(__file__).parents[1] / "bench" / "two_hosts_dask.sh"
+    script = Path(__file__).parents[1] / "bench" / "ngram" / "two_hosts_dask.sh"
     run = subprocess.run(["bash", str(script), str(tmp_path / "out"), "4", *map(str, shards),
                           "--discount-fallback"], capture_output=True, text=True,
                          env={**os.environ, "PYTHON": sys.executable, "PORT": "8796"},

@@ -338,7 +338,7 @@ def test_workers_with_device_auto_run_where_auto_is_the_cpu(toy_files, tmp_path,
                     and not Path("/sbin/ip").exists(),
                     reason="two network namespaces need root and iproute2")
 def test_two_hosts_over_a_veth_pair(toy_files, tmp_path):
-    script = Path(__file__).resolve().parents[1] / "bench" / "two_hosts.sh"
+    script = Path(__file__).resolve().parents[1] / "bench" / "neural" / "two_hosts.sh"
     out = tmp_path / "two"
     run = subprocess.run(
         ["bash", str(script), "--", str(toy_files / "train.txt"), str(toy_files / "valid.txt"),
