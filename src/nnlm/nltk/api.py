@@ -1,0 +1,232 @@
+"""nltk.lm's LanguageModel: fit, score, logscore, entropy, perplexity and generate, with
+NLTK's semantics, over count tables that answer a whole text in a few array passes.
+
+What differs from NLTK, each where NLTK raises or loops (docs/guide/nltk.md lists them):
+
+- a context whose smoothing denominator is 0 where NLTK divides by it (Kneser-Ney's
+  continuation total of a context no longer n-gram extends, or no bigrams at all for its
+  unigrams) is backed off as a context never seen (Kneser-Ney's unigrams: uniform over
+  the vocabulary) instead of a ZeroDivisionError;
+- scoring never inserts empty contexts into ``counts`` (NLTK's defaultdict does).
+
+Every score is computed with the same floating-point operations in the same order as
+NLTK's, so the numbers are NLTK's to the last bit where NLTK gives one; entropy sums
+with ``math.fsum`` as NLTK does.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from bisect import bisect
+from itertools import accumulate
+
+import numpy as np
+
+from .counter import NgramCounter
+from .preprocessing import PaddedEverygrams, pad_both_ends
+from .tables import Level, find_rows, take
+from .util import log_base2
+from .vocabulary import Vocabulary
+
+SENTENCES_PER_BATCH = 20_000  # sentences counted at once on fit's bulk path
+SAMPLING_CONTEXTS = 4096  # contexts whose sampling tables generate keeps
+
+
+def _mean(items):
+    return math.fsum(items) / len(items)
+
+
+def _random_generator(seed_or_generator):
+    if isinstance(seed_or_generator, random.Random):
+        return seed_or_generator
+    return random.Random(seed_or_generator)
+
+
+def _weighted_choice(population, weights, random_generator=None):
+    """NLTK's: the cumulative weights bisected at total * random()."""
+    if not population:
+        raise ValueError("Can't choose from empty population")
+    if len(population) != len(weights):
+        raise ValueError("The number of weights does not match the population")
+    cum_weights = list(accumulate(weights))
+    total = math.fsum(weights)
+    threshold = random_generator.random()
+    return population[bisect(cum_weights, total * threshold)]
+
+
+class LanguageModel:
+    """ABC for language models: a subclass gives ``_group_scores`` (and NLTK's name
+    ``unmasked_score`` comes with it)."""
+
+    # contexts longer than order - 1 are cut to it (interpolated models and Stupid
+    # Backoff); MLE and Lidstone read counts of the context's own length, as NLTK's
+    truncates = False
+
+    def __init__(self, order, vocabulary=None, counter=None):
+        self.order = order
+        if vocabulary and not isinstance(vocabulary, Vocabulary):
+            warnings.warn(f"The `vocabulary` argument passed to {self.__class__.__name__!r} "
+                          "must be an instance of `nltk.lm.Vocabulary`.", stacklevel=3)
+        self.vocab = Vocabulary() if vocabulary is None else vocabulary
+        self.counts = NgramCounter() if counter is None else counter
+
+    # -- training --------------------------------------------------------------------------
+    def fit(self, text, vocabulary_text=None):
+        """Trains the model on a text: sentences, each a sequence of n-grams (tuples of
+        words), as ``padded_everygram_pipeline`` gives them."""
+        if not self.vocab:
+            if vocabulary_text is None:
+                raise ValueError("Cannot fit without a vocabulary or text to create it from.")
+            self.vocab.update(vocabulary_text)
+        sentences = text.take_sentences() if isinstance(text, PaddedEverygrams) else None
+        if sentences is None:
+            self.counts.update(self.vocab.lookup(sent) for sent in text)
+        else:
+            self._count_padded(sentences, text.order)
+
+    def _count_padded(self, sentences, order: int) -> None:
+        """Every padded sentence's everygrams up to ``order``, counted in bulk: what
+        NLTK's tuples would count, without making them."""
+        tables, vocab = self.counts._tables, self.vocab
+        known: dict[str, int] = {}
+        batch: list[np.ndarray] = []
+        for sent in sentences:
+            ids = []
+            for w in pad_both_ends(sent, n=order):
+                wid = known.get(w)
+                if wid is None:
+                    wid = known[w] = tables.word_id(vocab.lookup(w))
+                ids.append(wid)
+            batch.append(np.array(ids, np.int32))
+            if len(batch) >= SENTENCES_PER_BATCH:
+                tables.add_windows(batch, order)
+                batch = []
+        tables.add_windows(batch, order)
+
+    # -- scoring ---------------------------------------------------------------------------
+    def score(self, word, context=None):
+        """The score of ``word`` after ``context``, out-of-vocabulary words masked."""
+        return self.unmasked_score(self.vocab.lookup(word),
+                                   self.vocab.lookup(context) if context else None)
+
+    def unmasked_score(self, word, context=None):
+        """The score of ``word`` after ``context``, neither looked up in the vocabulary."""
+        return float(self._scores([word], [tuple(context) if context else ()])[0])
+
+    def logscore(self, word, context=None):
+        """log2 of :meth:`score`."""
+        return log_base2(self.score(word, context))
+
+    def context_counts(self, context):
+        """The FreqDist of the words after ``context`` (the unigrams for none)."""
+        return self.counts[len(context) + 1][context] if context else self.counts.unigrams
+
+    def entropy(self, text_ngrams):
+        """Cross-entropy of the model on ``text_ngrams`` (each n-gram's last word scored
+        after the words before it), in bits a word."""
+        ngrams = list(text_ngrams)
+        words = self.vocab.lookup([ngram[-1] for ngram in ngrams]) if ngrams else ()
+        contexts = [self.vocab.lookup(ngram[:-1]) if ngram[:-1] else () for ngram in ngrams]
+        scores = self._scores(list(words), contexts) if ngrams else []
+        return -1 * _mean([log_base2(s) for s in np.asarray(scores).tolist()])
+
+    def perplexity(self, text_ngrams):
+        """2 ** :meth:`entropy`."""
+        return pow(2.0, self.entropy(text_ngrams))
+
+    def _scores(self, words: list, contexts: list[tuple]) -> np.ndarray:
+        """The unmasked scores of ``words[i]`` after ``contexts[i]``, in one batch per
+        context length."""
+        tables = self.counts._tables
+        W = max(len(tables.words), 1)
+        ids = tables.ids
+        limit = self.order - 1 if self.truncates else None
+        if limit is not None:
+            contexts = [c[-limit:] if limit > 0 else () for c in contexts]
+        out = np.empty(len(words), np.float64)
+        by_length: dict[int, list[int]] = {}
+        for i, c in enumerate(contexts):
+            by_length.setdefault(len(c), []).append(i)
+        levels = tables.levels()
+        for m, rows in by_length.items():
+            w = np.array([ids.get(words[i], -1) for i in rows], np.int64)
+            ctx = np.array([[ids.get(x, -1) for x in contexts[i]] for i in rows],
+                           np.int64).reshape(len(rows), m)
+            out[rows] = self._group_scores(Query(levels, W, w, ctx))
+        return out
+
+    def _group_scores(self, q: Query) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, num_words=1, text_seed=None, random_seed=None):
+        """``num_words`` words sampled from the model after ``text_seed`` (one word, a str,
+        for num_words=1), with NLTK's sampling: the same ``random_seed`` gives NLTK's
+        words."""
+        text_seed = [] if text_seed is None else list(text_seed)
+        random_generator = _random_generator(random_seed)
+        if num_words == 1:
+            context = (text_seed[-self.order + 1:] if len(text_seed) >= self.order
+                       else text_seed)
+            samples, cum_weights, total = self._sampling(self.vocab.lookup(context))
+            while context and not samples:
+                context = context[1:] if len(context) > 1 else []
+                samples, cum_weights, total = self._sampling(self.vocab.lookup(context))
+            if not samples:
+                raise ValueError("Can't choose from empty population")
+            return samples[bisect(cum_weights, total * random_generator.random())]
+        generated = []
+        for _ in range(num_words):
+            generated.append(self.generate(num_words=1, text_seed=text_seed + generated,
+                                           random_seed=random_generator))
+        return generated
+
+    def _sampling(self, context: tuple) -> tuple[list, list, float]:
+        """(the words seen after ``context``, sorted; their scores' running sums; the sum
+        by math.fsum): NLTK's ``_weighted_choice`` inputs, computed once a context and
+        kept (a sentence's steps meet the same contexts again)."""
+        key = (context, self.counts._tables.version, len(self.vocab))
+        cache = self.__dict__.setdefault("_sampling_cache", {})
+        table = cache.get(key)
+        if table is None:
+            samples = sorted(self.context_counts(context))
+            masked = context if context else ()
+            weights = self._scores(list(self.vocab.lookup(samples)),
+                                   [masked] * len(samples)).tolist() if samples else []
+            table = (samples, list(accumulate(weights)), math.fsum(weights))
+            if len(cache) >= SAMPLING_CONTEXTS:
+                cache.clear()
+            cache[key] = table
+        return table
+
+
+class Query:
+    """A batch of (word, context) pairs with one context length m, as ids, and the
+    lookups the models make: the context's last j words, and those words with the
+    scored word after them."""
+
+    def __init__(self, levels: dict[int, Level], W: int, word: np.ndarray, context: np.ndarray):
+        self.levels, self.W, self.word, self.context = levels, W, word, context
+        self.m = context.shape[1]
+
+    def context_ids(self, j: int) -> np.ndarray:
+        """Ids of each context's last j words (-1: never seen)."""
+        return find_rows(self.levels, self.context[:, self.m - j:], self.W)
+
+    def ngram_ids(self, j: int) -> np.ndarray:
+        """Ids of each context's last j words followed by the word."""
+        rows = np.concatenate([self.context[:, self.m - j:], self.word[:, None]], axis=1)
+        return find_rows(self.levels, rows, self.W)
+
+    def stat(self, length: int, name: str, ids: np.ndarray) -> np.ndarray:
+        """A statistic of the rows ``ids`` of the level of ``length`` (0 where absent)."""
+        level = self.levels.get(length)
+        if level is None:
+            return np.zeros(len(ids), np.int64)
+        return take(getattr(level, name), ids)
+
+    def unigram_total(self) -> int:
+        level = self.levels.get(1)
+        return int(level.count.sum()) if level is not None else 0
