@@ -60,7 +60,7 @@ plain-env: $(PLAIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
 
-# the fast part (about two minutes on 2 cores); test-slow: what carries the slow marker (Brown, training)
+# the fast part (about four minutes on 2 cores); test-slow: what carries the slow marker (Brown, training)
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -m "not slow"
 
