@@ -158,3 +158,27 @@ def test_python_m_build_gives_an_sdist_and_a_wheel_with_the_compiled_parts(tmp_p
         env={"PYTHONPATH": str(tmp_path / "wheel"), "PATH": "/usr/bin:/bin"})
     assert probe.returncode == 0, probe.stderr
     assert all(p.startswith(str(tmp_path / "wheel")) for p in probe.stdout.split())
+
+
+def test_a_missing_compiled_part_is_said_once_and_the_switch_silences_it():
+    """A compiled part that does not import is one warning a process, at the first one
+    missed (the Python path answers); NNLM_NO_C=1, which means it, says nothing."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "from nnlm.base import compiled\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    a = compiled.extension('nnlm.no_such_part')\n"
+            "    b = compiled.extension('nnlm.no_such_part_either')\n"
+            "print(a, b, len(caught), compiled.missing())\n"
+            "print(caught[0].message if caught else '')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**__import__("os").environ, "NNLM_NO_C": ""})
+    lines = done.stdout.splitlines()
+    assert lines[0] == "None None 1 ['nnlm.no_such_part', 'nnlm.no_such_part_either']"
+    assert "nnlm.no_such_part does not import" in lines[1] and "NNLM_NO_C=1" in lines[1]
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**__import__("os").environ, "NNLM_NO_C": "1"})
+    assert quiet.stdout.splitlines()[0] == "None None 0 []"
