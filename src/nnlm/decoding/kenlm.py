@@ -152,7 +152,7 @@ else:
 def _query(spec, serial: int):
     """The compiled queries of a back-off model from its spec
     (:class:`nnlm.ngram.store.query_spec.QuerySpec`): (queries, word index, order)."""
-    query = _fast.Query(serial, spec.index if spec.lookup_index else None, spec.blob,
+    query = _fast.Query(serial, spec.index if spec.slots is None else None, spec.blob,
                         spec.offsets, spec.vocab_size, spec.bos, spec.eos, spec.unk,
                         spec.unigrams, spec.levels,
                         *(() if spec.slots is None else (spec.slots,)))

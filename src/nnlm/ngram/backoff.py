@@ -209,8 +209,7 @@ class BackoffNgram(LanguageModel):
         words = getattr(self.vocab, "mapped_sections", None)
         if words is not None:  # a trie file's own words and table (store.vocab_table)
             return QuerySpec(words[0], words[1], len(self.vocab), BOS_ID, EOS_ID, UNK_ID,
-                             unigrams, levels, self.order, self.vocab.index, words[2],
-                             lookup_index=False)
+                             unigrams, levels, self.order, self.vocab.index, words[2])
         try:  # the words' bytes, for sentences split and looked up without Python strings
             blob, offsets = word_bytes(self.vocab.words)
         except UnicodeEncodeError:  # a word no sentence can hold: no compiled queries

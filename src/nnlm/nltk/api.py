@@ -44,18 +44,6 @@ def _random_generator(seed_or_generator):
     return random.Random(seed_or_generator)
 
 
-def _weighted_choice(population, weights, random_generator=None):
-    """NLTK's: the cumulative weights bisected at total * random()."""
-    if not population:
-        raise ValueError("Can't choose from empty population")
-    if len(population) != len(weights):
-        raise ValueError("The number of weights does not match the population")
-    cum_weights = list(accumulate(weights))
-    total = math.fsum(weights)
-    threshold = random_generator.random()
-    return population[bisect(cum_weights, total * threshold)]
-
-
 class LanguageModel:
     """ABC for language models: a subclass gives ``_group_scores`` (and NLTK's name
     ``unmasked_score`` comes with it)."""
@@ -185,7 +173,7 @@ class LanguageModel:
 
     def _sampling(self, context: tuple) -> tuple[list, list, float]:
         """(the words seen after ``context``, sorted; their scores' running sums; the sum
-        by math.fsum): NLTK's ``_weighted_choice`` inputs, computed once a context and
+        by math.fsum): what NLTK's ``_weighted_choice`` bisects, computed once a context and
         kept (a sentence's steps meet the same contexts again)."""
         key = (context, self.counts._tables.version, len(self.vocab))
         cache = self.__dict__.setdefault("_sampling_cache", {})
@@ -230,3 +218,20 @@ class Query:
     def unigram_total(self) -> int:
         level = self.levels.get(1)
         return int(level.count.sum()) if level is not None else 0
+
+    def unigram_freq(self) -> np.ndarray:
+        """Each word's count over all words' (NLTK's ``counts.unigrams.freq``)."""
+        return _over(self.stat(1, "count", self.ngram_ids(0)).astype(np.float64),
+                     np.float64(self.unigram_total()))
+
+    def after_context(self, j: int, context: np.ndarray):
+        """(count(h), N1+(h), count(h w)) for h the last j words, ``context`` its ids."""
+        return (self.stat(j, "context_total", context), self.stat(j, "context_types", context),
+                self.stat(j + 1, "count", self.ngram_ids(j)))
+
+
+def _over(numerator: np.ndarray, denominator) -> np.ndarray:
+    """numerator / denominator, 0 where the denominator is 0 (FreqDist.freq's)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator == 0, 0.0, numerator / np.where(denominator == 0, 1,
+                                                                  denominator))

@@ -25,14 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .api import LanguageModel, Query
-
-
-def _over(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """numerator / denominator, 0 where the denominator is 0 (FreqDist.freq's)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator == 0, 0.0, numerator / np.where(denominator == 0, 1,
-                                                                  denominator))
+from .api import LanguageModel, Query, _over
 
 
 class MLE(LanguageModel):
@@ -40,8 +33,7 @@ class MLE(LanguageModel):
 
     def _group_scores(self, q: Query) -> np.ndarray:
         if q.m == 0:
-            return _over(q.stat(1, "count", q.ngram_ids(0)).astype(np.float64),
-                         np.float64(q.unigram_total()))
+            return q.unigram_freq()
         return _over(q.stat(q.m + 1, "count", q.ngram_ids(q.m)).astype(np.float64),
                      q.stat(q.m, "context_total", q.context_ids(q.m)).astype(np.float64))
 
@@ -84,8 +76,7 @@ class StupidBackoff(LanguageModel):
         self.alpha = alpha
 
     def _group_scores(self, q: Query) -> np.ndarray:
-        p = _over(q.stat(1, "count", q.ngram_ids(0)).astype(np.float64),
-                  np.float64(q.unigram_total()))
+        p = q.unigram_freq()
         for j in range(1, q.m + 1):
             count = q.stat(j + 1, "count", q.ngram_ids(j))
             total = q.stat(j, "context_total", q.context_ids(j))
@@ -95,7 +86,7 @@ class StupidBackoff(LanguageModel):
 
 class InterpolatedLanguageModel(LanguageModel):
     """alpha(w, h) + gamma(h) p(w | h'), from the unigram score up; a subclass gives
-    ``unigram_scores`` and ``alpha_gamma``."""
+    ``alpha_gamma`` (and ``unigram_scores`` where they are not frequencies)."""
 
     truncates = True
 
@@ -109,7 +100,8 @@ class InterpolatedLanguageModel(LanguageModel):
         return p
 
     def unigram_scores(self, q: Query) -> np.ndarray:
-        raise NotImplementedError
+        """The words' frequencies (Witten-Bell's and absolute discounting's)."""
+        return q.unigram_freq()
 
     def alpha_gamma(self, q: Query, j: int, context: np.ndarray):
         raise NotImplementedError
@@ -118,17 +110,8 @@ class InterpolatedLanguageModel(LanguageModel):
 class WittenBellInterpolated(InterpolatedLanguageModel):
     """Interpolated Witten-Bell smoothing."""
 
-    def __init__(self, order, **kwargs):
-        super().__init__(order, **kwargs)
-
-    def unigram_scores(self, q: Query) -> np.ndarray:
-        return _over(q.stat(1, "count", q.ngram_ids(0)).astype(np.float64),
-                     np.float64(q.unigram_total()))
-
     def alpha_gamma(self, q: Query, j: int, context: np.ndarray):
-        total = q.stat(j, "context_total", context)
-        types = q.stat(j, "context_types", context)
-        count = q.stat(j + 1, "count", q.ngram_ids(j))
+        total, types, count = q.after_context(j, context)
         alpha = _over(count.astype(np.float64), total.astype(np.float64))
         gamma = _over(types.astype(np.float64), (types + total).astype(np.float64))
         return (1.0 - gamma) * alpha, gamma
@@ -141,14 +124,8 @@ class AbsoluteDiscountingInterpolated(InterpolatedLanguageModel):
         super().__init__(order, **kwargs)
         self.discount = discount
 
-    def unigram_scores(self, q: Query) -> np.ndarray:
-        return _over(q.stat(1, "count", q.ngram_ids(0)).astype(np.float64),
-                     np.float64(q.unigram_total()))
-
     def alpha_gamma(self, q: Query, j: int, context: np.ndarray):
-        total = q.stat(j, "context_total", context)
-        types = q.stat(j, "context_types", context)
-        count = q.stat(j + 1, "count", q.ngram_ids(j))
+        total, types, count = q.after_context(j, context)
         d = self.discount
         alpha = _over(np.maximum(count - d, 0), total.astype(np.float64))
         gamma = _over(d * types, total.astype(np.float64))

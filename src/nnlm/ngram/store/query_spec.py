@@ -42,21 +42,20 @@ class QuerySpec:
     natural-log back-off) float32 pair, converted in C; ``levels``: orders 2..n, one
     tagged tuple each; ``index``: a mapping word -> id for Python's lookups (a dict, or
     the trie file's own table through ``_trie.WordIndex``); ``slots``: the file's own
-    table of the words (vocab_hash.h), or None to build one; ``lookup_index``: whether
-    the C queries look words up through ``index`` (else through the table). A plain
+    table of the words (vocab_hash.h), or None to build one (the C queries then look words
+    up through ``index``, a dict). A plain
     class, not a dataclass: nnlm.kenlm opens a file without importing dataclasses'
     inspect (milliseconds a process)."""
 
     __slots__ = ("blob", "offsets", "vocab_size", "bos", "eos", "unk", "unigrams", "levels",
-                 "order", "index", "slots", "lookup_index")
+                 "order", "index", "slots")
 
     def __init__(self, blob, offsets, vocab_size: int, bos: int, eos: int, unk: int,
-                 unigrams, levels: list, order: int, index, slots=None,
-                 lookup_index: bool = True):
+                 unigrams, levels: list, order: int, index, slots=None):
         self.blob, self.offsets, self.vocab_size = blob, offsets, vocab_size
         self.bos, self.eos, self.unk = bos, eos, unk
         self.unigrams, self.levels, self.order = unigrams, levels, order
-        self.index, self.slots, self.lookup_index = index, slots, lookup_index
+        self.index, self.slots = index, slots
 
 
 def word_blob(words: list[str]) -> tuple:
@@ -154,6 +153,6 @@ def open_trie_spec(text: str, max_order: int) -> QuerySpec | None:
         return QuerySpec(words, offsets, counts[0], BOS_ID, EOS_ID, UNK_ID,
                          (section("unigram_logp"), section("unigram_log_bow")),
                          [trie_level_spec(header, k, section) for k in range(2, n + 1)], n,
-                         trie_c.WordIndex(slots, words, offsets), slots, lookup_index=False)
+                         trie_c.WordIndex(slots, words, offsets), slots)
     except (NnlmError, ValueError, TypeError, KeyError, IndexError, OSError, ImportError):
         return None  # load_model reads it, or says in one line what is wrong with it
