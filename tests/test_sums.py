@@ -2,11 +2,12 @@
 uses (``load_model`` on what the CLI wrote): for seen and unseen contexts, including the
 start of a sentence and the null context where a model has one, every next-word
 distribution sums to 1 in float64, gives <s> probability 0, and agrees with the model's
-own per-token scores."""
+own per-token scores (an nnlm.nltk model, written from Python, too)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,13 +26,25 @@ NOT_DISTRIBUTIONS = {"stupid": "Stupid Backoff gives scores, not probabilities"}
 METHOD_CASES = [m for m in METHODS if m not in NOT_DISTRIBUTIONS]
 NETWORK_CASES = list(NETWORKS)
 FORM_CASES = ["pruned", "merged", "arpa", "one-file", "mixture"]  # other forms of a model
-KINDS = METHOD_CASES + NETWORK_CASES + FORM_CASES
+NLTK_CASES = ["nltk"]  # an nnlm.nltk model saved from Python
+KINDS = METHOD_CASES + NETWORK_CASES + FORM_CASES + NLTK_CASES
 SMALL = {"deep": ["--m", "16", "--h", "16"], "lstm": ["--m", "16", "--h", "16"]}
 
 
 def _preset_of(network: str) -> str:
     return next(name for name, p in PRESETS.items()
                 if p["model"].get("network", "nplm") == network)
+
+
+def save_nltk_model(train: Path, path: Path) -> None:
+    """Kneser-Ney as nltk.lm defines it, with rare words counted as <UNK>."""
+    from nnlm.nltk import KneserNeyInterpolated, Vocabulary
+    from nnlm.nltk.preprocessing import padded_everygram_pipeline
+
+    sentences = [line.split() for line in train.read_text().splitlines()]
+    model = KneserNeyInterpolated(3, vocabulary=Vocabulary(unk_cutoff=2))
+    model.fit(*padded_everygram_pipeline(3, sentences))
+    model.save(path)
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +70,7 @@ def models(tmp_path_factory):
                   "-o", str(w / "mixture")])
     for argv in steps:
         assert main(argv) == 0, argv
+    save_nltk_model(w / "toy/train.txt", w / "nltk")
     paths = {k: w / k for k in KINDS}
     paths["arpa"], paths["one-file"] = w / "kn.arpa", w / "kn.nnlm"
     return paths

@@ -42,6 +42,7 @@ from .text.stream import Stream
 from .text.vocab import BOS_ID, EOS_ID, UNK_ID, Vocabulary
 
 LOG10_E = math.log10(math.e)
+DAMAGED = "it is damaged, or its weights overflow"  # what a probability of 0 means
 
 
 class LanguageModel(ABC):
@@ -57,6 +58,8 @@ class LanguageModel(ABC):
     # whether save_model derives the model's id from its one trie file's content (the
     # back-off models: nnlm.model_files.ContentBinding), or draws a new one a save
     bound_by_content = False
+    # what a probability of 0 (a log of -inf) for a token means, in the error that refuses it
+    zero_means = DAMAGED
 
     def __repr__(self) -> str:
         """What the model is, at a glance: its kind, n, |V|, its n-grams or parameters
@@ -271,12 +274,13 @@ class Evaluation:
 MAX_MEAN_NLL = 700.0  # exp(700) ~ 1e304: a perplexity beyond it is no float
 
 
-def check_logprobs(logprobs: np.ndarray, stream: Stream, vocab: Vocabulary | None = None
-                   ) -> np.ndarray:
+def check_logprobs(logprobs: np.ndarray, stream: Stream, vocab: Vocabulary | None = None,
+                   why: str = DAMAGED) -> np.ndarray:
     """The one place where a model's per-token scores become numbers for the user: every
     log-probability must be finite. A NaN or a probability of 0 (-inf) comes from a
     damaged model (or one whose finite weights overflow), and is refused in one line
-    naming the token, never printed or summed into a perplexity. (Scores above 0 are let
+    naming the token (``why``: what such a score means, the model's ``zero_means``),
+    never printed or summed into a perplexity. (Scores above 0 are let
     through: self-normalized scoring gives them, and normalized models cannot.)"""
     logprobs = np.asarray(logprobs, dtype=np.float64)
     bad = ~np.isfinite(logprobs)
@@ -288,7 +292,7 @@ def check_logprobs(logprobs: np.ndarray, stream: Stream, vocab: Vocabulary | Non
         line = int(np.searchsorted(stream.offsets, i, side="right")) - 1
         word = vocab.words[stream.ids[i]] if vocab is not None else f"id {int(stream.ids[i])}"
         raise NnlmError(f"the model gives {what} to '{word}' (token {i - stream.offsets[line] + 1}"
-                        f" of sentence {line + 1}): it is damaged, or its weights overflow; "
+                        f" of sentence {line + 1}): {why}; "
                         "no score is reported")
     return logprobs
 
@@ -303,12 +307,13 @@ def _perplexity(nll: float, tokens: int) -> float:
 
 
 def evaluation_from_logprobs(stream: Stream, logprobs: np.ndarray,
-                             vocab: Vocabulary | None = None) -> Evaluation:
+                             vocab: Vocabulary | None = None, why: str = DAMAGED
+                             ) -> Evaluation:
     """Totals from per-token log-probabilities (float64), as :func:`evaluate` reports them;
     the scores are checked first (:func:`check_logprobs`; ``vocab`` names the token)."""
     if len(logprobs) != len(stream):
         raise ValueError("one log-probability per predicted token expected")
-    logprobs = check_logprobs(logprobs, stream, vocab)
+    logprobs = check_logprobs(logprobs, stream, vocab, why)
     known = stream.ids != UNK_ID
     nll = float(-logprobs.sum())
     n_known = int(known.sum())
@@ -334,4 +339,5 @@ def check_normalized_scores(model: LanguageModel, what: str) -> None:
 def evaluate(model: LanguageModel, stream: Stream) -> Evaluation:
     """Perplexity and totals of ``model`` on ``stream`` (see the module's conventions)."""
     check_normalized_scores(model, "a perplexity")
-    return evaluation_from_logprobs(stream, model.logprobs(stream), model.vocab)
+    return evaluation_from_logprobs(stream, model.logprobs(stream), model.vocab,
+                                    model.zero_means)

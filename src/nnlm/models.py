@@ -49,6 +49,7 @@ MODEL_KINDS = {
     "infgram": "nnlm.ngram.infgram:InfgramLM",
     "nplm": "nnlm.neural.nplm_lm:NeuralLM",  # imports torch only when loaded
     "mixture": "nnlm.mixture:Mixture",
+    "nltk": "nnlm.nltk.bridge:NltkModel",  # an nnlm.nltk model's save()
 }
 
 

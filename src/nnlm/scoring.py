@@ -107,7 +107,7 @@ def _score_chunk(model: LanguageModel, sentences: list[list[str]],
         logp, orders = model.logprobs_and_orders(stream)
     else:
         logp, orders = model.logprobs(stream), None
-    log10 = check_logprobs(logp, stream, model.vocab) * LOG10_E
+    log10 = check_logprobs(logp, stream, model.vocab, model.zero_means) * LOG10_E
     oov = stream.ids == UNK_ID
     for i, words in enumerate(sentences):
         lo, hi = stream.offsets[i], stream.offsets[i + 1]

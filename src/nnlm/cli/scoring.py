@@ -334,14 +334,15 @@ def _eval_adapted(args, model) -> None:
                "segment": args.dynamic_segment, "rule": args.dynamic_rule} \
         if args.dynamic else None
     static_logprobs = lm.logprobs(stream)
-    static = evaluation_from_logprobs(stream, static_logprobs, model.vocab).to_dict()
+    static = evaluation_from_logprobs(stream, static_logprobs, model.vocab,
+                                      model.zero_means).to_dict()
     settings = dict(cache=cache, dynamic=dynamic, valid=valid,
                     tune_tokens=args.tune_tokens, log=_note)
     if mixed:
         logprobs, used = adapted_mixture_logprobs(lm, stream, **settings)
     else:
         logprobs, used = adapted_logprobs(lm, stream, static=static_logprobs, **settings)
-    result = evaluation_from_logprobs(stream, logprobs, model.vocab).to_dict()
+    result = evaluation_from_logprobs(stream, logprobs, model.vocab, model.zero_means).to_dict()
     if args.json:
         print(json.dumps({"model": str(args.model), "text": str(args.text), **result,
                           "static_perplexity": static["perplexity"],

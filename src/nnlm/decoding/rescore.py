@@ -119,7 +119,8 @@ def lm_scores(model: LanguageModel, hypotheses: list[Hypothesis]) -> np.ndarray:
         chunk = hypotheses[lo : lo + BATCH_HYPOTHESES]
         lengths = np.array([len(h.words) for h in chunk], np.int64)
         stream = Stream.from_ids(model.vocab.encode(w for h in chunk for w in h.words), lengths)
-        lp = check_logprobs(model.logprobs(stream), stream, model.vocab) * LOG10_E
+        lp = check_logprobs(model.logprobs(stream), stream, model.vocab,
+                            model.zero_means) * LOG10_E
         out[lo : lo + len(chunk)] = np.add.reduceat(lp, stream.offsets[:-1])
     return out
 

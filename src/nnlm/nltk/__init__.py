@@ -18,6 +18,7 @@ array passes (NLTK's Kneser-Ney rescans every context of the order above per wor
 """
 
 from .api import LanguageModel
+from .bridge import NltkModel, load
 from .counter import ConditionalFreqDist, FreqDist, NgramCounter
 from .models import (
     MLE,
@@ -34,5 +35,6 @@ from .vocabulary import Vocabulary
 __all__ = [
     "MLE", "AbsoluteDiscountingInterpolated", "ConditionalFreqDist", "FreqDist",
     "InterpolatedLanguageModel", "KneserNeyInterpolated", "LanguageModel", "Laplace",
-    "Lidstone", "NgramCounter", "StupidBackoff", "Vocabulary", "WittenBellInterpolated",
+    "Lidstone", "NgramCounter",
+    "NltkModel", "load", "StupidBackoff", "Vocabulary", "WittenBellInterpolated",
 ]

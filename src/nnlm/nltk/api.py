@@ -24,7 +24,10 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..models import save_model
+from .bridge import NltkModel
 from .counter import NgramCounter
+from .kinds import register
 from .preprocessing import PaddedEverygrams, pad_both_ends
 from .tables import Level, find_rows, take
 from .util import log_base2
@@ -51,6 +54,12 @@ class LanguageModel:
     # contexts longer than order - 1 are cut to it (interpolated models and Stupid
     # Backoff); MLE and Lidstone read counts of the context's own length, as NLTK's
     truncates = False
+    # a context never seen gives every word 0 (MLE); nnlm's view shortens it instead
+    nothing_after_unseen = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register(cls)
 
     def __init__(self, order, vocabulary=None, counter=None):
         self.order = order
@@ -147,6 +156,24 @@ class LanguageModel:
 
     def _group_scores(self, q: Query) -> np.ndarray:
         raise NotImplementedError
+
+    # -- nnlm's side ------------------------------------------------------------------------
+    def to_nnlm(self):
+        """This model under nnlm's own API (an :class:`nnlm.nltk.bridge.NltkModel`):
+        evaluation, mixtures, decoders and serving take it. ``<s>`` is context only there,
+        so each distribution is this one's without ``<s>``, renormalized."""
+        return NltkModel(self)
+
+    def save(self, path):
+        """Write the model (counts, vocabulary, settings) as an nnlm model directory at
+        ``path``, atomically: :func:`nnlm.nltk.load` reads it back as it is, and nnlm's own
+        loaders (``nnlm.load``, ``nnlm serve``) as :meth:`to_nnlm`'s model."""
+        return save_model(self.to_nnlm(), path)
+
+    def sums_to_one_after(self, context: tuple) -> bool:
+        """Whether the scores after ``context`` (looked up) sum to 1 over the vocabulary
+        (docs/guide/nltk.md lists where NLTK's do not; the tests check the rest)."""
+        return True
 
     # -- generation ------------------------------------------------------------------------
     def generate(self, num_words=1, text_seed=None, random_seed=None):

@@ -31,6 +31,12 @@ from .api import LanguageModel, Query, _over
 class MLE(LanguageModel):
     """Maximum-likelihood n-gram scores."""
 
+    nothing_after_unseen = True
+
+    def sums_to_one_after(self, context: tuple) -> bool:
+        """1 after a context seen, 0 after one never seen."""
+        return self.counts._tables.context_total(context) > 0
+
     def _group_scores(self, q: Query) -> np.ndarray:
         if q.m == 0:
             return q.unigram_freq()
@@ -70,6 +76,9 @@ class StupidBackoff(LanguageModel):
     """Stupid Backoff scores, ``alpha`` per order backed off (not a distribution)."""
 
     truncates = True
+
+    def sums_to_one_after(self, context: tuple) -> bool:
+        return False  # a score, not a distribution
 
     def __init__(self, alpha=0.4, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -141,6 +150,12 @@ class KneserNeyInterpolated(InterpolatedLanguageModel):
                              "to unity.")
         super().__init__(order, **kwargs)
         self.discount = discount
+
+    def sums_to_one_after(self, context: tuple) -> bool:
+        """Not after a context ending in <s>: its gamma counts <s> among the words seen
+        after it, which no continuation count can give mass back to."""
+        context = context[-(self.order - 1):] if self.order > 1 else ()
+        return not context or context[-1] != self.vocab.lookup("<s>")
 
     def unigram_scores(self, q: Query) -> np.ndarray:
         level = q.levels.get(1)

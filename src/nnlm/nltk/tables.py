@@ -141,6 +141,10 @@ class NgramTables:
                                        np.concatenate([old_counts, counts]))
         self._counted[k] = (rows, counts)
 
+    def set_counted(self, k: int, rows: np.ndarray, counts: np.ndarray) -> None:
+        """Length k's counted n-grams, as :meth:`counted` gave them (a saved model's)."""
+        self._merge(k, *unique_rows(rows, counts))
+
     def counted(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Length -> (distinct rows in lexicographic order, their counts)."""
         for k in list(self._buffers):
@@ -196,6 +200,16 @@ class NgramTables:
                 levels[j].parents[has], weights=levels[j].continuations[has],
                 minlength=len(levels[j - 1].keys)).astype(np.int64)
         return levels
+
+    def context_total(self, context: tuple) -> int:
+        """How often n-grams one longer than ``context`` (words) were counted after it."""
+        levels = self.levels()
+        if not context:
+            return int(levels[1].count.sum()) if 1 in levels else 0
+        if len(context) not in levels:
+            return 0
+        row = np.array([[self.ids.get(w, -1) for w in context]], np.int64)
+        return int(take(levels[len(context)].context_total, self._find_rows(levels, row))[0])
 
     def _find_rows(self, levels: dict[int, Level], rows: np.ndarray) -> np.ndarray:
         return find_rows(levels, rows, max(len(self.words), 1))

@@ -53,7 +53,7 @@ async def score(m: ServedModel, req: s.ScoreRequest) -> dict:
         raise RequestError("texts", str(e)) from None
     logp, orders = await m.batcher.targets(w.contexts, w.ids)
     try:
-        log10 = check_logprobs(logp, w, m.lm.vocab) * LOG10_E
+        log10 = check_logprobs(logp, w, m.lm.vocab, m.lm.zero_means) * LOG10_E
     except NnlmError as e:  # a model whose weights overflow: the client is not at fault
         raise RequestError(None, str(e), 503) from None
     normalized = getattr(m.lm, "normalized", True)  # Stupid Backoff: no perplexity
