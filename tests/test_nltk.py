@@ -286,3 +286,17 @@ def test_a_saved_model_is_nnlms_and_damage_is_named(tmp_path):
         ours.load(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     assert config["nnlm_model"] == "nltk" and config["config"]["model"] == "Laplace"
+
+
+def test_a_counter_of_words_outside_the_vocabulary_counts_as_nltks():
+    """A model given a counter that already counted a word its vocabulary lacks: fitting
+    padded text looks that word up (as <UNK>), as NLTK's does."""
+    results = []
+    for module, pre in ((nltk_lm, their_pre), (ours, our_pre)):
+        counter = module.NgramCounter([[("zz",), ("a", "zz")]])
+        model = module.MLE(2, vocabulary=module.Vocabulary(["a", "b", "<s>", "</s>"]),
+                           counter=counter)
+        model.fit(pre.padded_everygram_pipeline(2, [["a", "zz", "b"]])[0])
+        results.append((model.counts["zz"], model.counts["<UNK>"], model.counts[["a"]]["<UNK>"],
+                        model.score("b", ["zz"])))
+    assert results[0] == results[1]

@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from array import array
 from bisect import bisect
-from itertools import accumulate
+from itertools import accumulate, islice
 
 import numpy as np
 
@@ -29,16 +30,12 @@ from .bridge import NltkModel
 from .counter import NgramCounter
 from .kinds import register
 from .preprocessing import PaddedEverygrams, pad_both_ends
-from .tables import Level, find_rows, take
+from .tables import Level, NgramTables, take
 from .util import log_base2
 from .vocabulary import Vocabulary
 
-SENTENCES_PER_BATCH = 20_000  # sentences counted at once on fit's bulk path
+SCORED_AT_ONCE = 1 << 12  # n-grams entropy looks up and scores at once
 SAMPLING_CONTEXTS = 4096  # contexts whose sampling tables generate keeps
-
-
-def _mean(items):
-    return math.fsum(items) / len(items)
 
 
 def _random_generator(seed_or_generator):
@@ -87,20 +84,33 @@ class LanguageModel:
         """Every padded sentence's everygrams up to ``order``, counted in bulk: what
         NLTK's tuples would count, without making them."""
         tables, vocab = self.counts._tables, self.vocab
-        known: dict[str, int] = {}
-        batch: list[np.ndarray] = []
+        tables.reserve(len(tables.words) + len(vocab) + 1)  # every word a key will hold
+        # a word with an id is its own lookup (a vocabulary word, or <UNK>), unless a
+        # counter given to the model counted words outside the vocabulary
+        ids = tables.ids if all(vocab.lookup(w) == w for w in tables.ids) else {}
+        others: dict[str, int] = {}  # the other words met: their lookup's id
+        flat, lengths = array("i"), array("q")
+        limit = tables.batch_tokens()
         for sent in sentences:
-            ids = []
+            start = len(flat)
             for w in pad_both_ends(sent, n=order):
-                wid = known.get(w)
+                wid = ids.get(w)
                 if wid is None:
-                    wid = known[w] = tables.word_id(vocab.lookup(w))
-                ids.append(wid)
-            batch.append(np.array(ids, np.int32))
-            if len(batch) >= SENTENCES_PER_BATCH:
-                tables.add_windows(batch, order)
-                batch = []
-        tables.add_windows(batch, order)
+                    wid = others.get(w)
+                    if wid is None:
+                        looked_up = vocab.lookup(w)
+                        wid = tables.word_id(looked_up)
+                        if looked_up != w or ids is not tables.ids:
+                            others[w] = wid
+                flat.append(wid)
+            lengths.append(len(flat) - start)
+            if len(flat) >= limit:
+                tables.add_windows(np.frombuffer(flat, np.int32),
+                                   np.frombuffer(lengths, np.int64), order)
+                flat, lengths = array("i"), array("q")
+                limit = tables.batch_tokens()
+        tables.add_windows(np.frombuffer(flat, np.int32), np.frombuffer(lengths, np.int64),
+                           order)
 
     # -- scoring ---------------------------------------------------------------------------
     def score(self, word, context=None):
@@ -123,11 +133,21 @@ class LanguageModel:
     def entropy(self, text_ngrams):
         """Cross-entropy of the model on ``text_ngrams`` (each n-gram's last word scored
         after the words before it), in bits a word."""
-        ngrams = list(text_ngrams)
-        words = self.vocab.lookup([ngram[-1] for ngram in ngrams]) if ngrams else ()
-        contexts = [self.vocab.lookup(ngram[:-1]) if ngram[:-1] else () for ngram in ngrams]
-        scores = self._scores(list(words), contexts) if ngrams else []
-        return -1 * _mean([log_base2(s) for s in np.asarray(scores).tolist()])
+        counted = [0]
+
+        def logscores():  # a chunk at a time, into one fsum: NLTK's sum, bounded memory
+            ngrams = iter(text_ngrams)
+            while chunk := list(islice(ngrams, SCORED_AT_ONCE)):
+                counted[0] += len(chunk)
+                lookup = self.vocab.lookup
+                scores = self._scores(list(lookup([g[-1] for g in chunk])),
+                                      [lookup(g[:-1]) if g[:-1] else () for g in chunk])
+                yield from map(log_base2, scores.tolist())
+
+        total = math.fsum(logscores())
+        if not counted[0]:
+            raise ZeroDivisionError("float division by zero")  # NLTK's, for no n-grams
+        return -1 * (total / counted[0])
 
     def perplexity(self, text_ngrams):
         """2 ** :meth:`entropy`."""
@@ -137,7 +157,6 @@ class LanguageModel:
         """The unmasked scores of ``words[i]`` after ``contexts[i]``, in one batch per
         context length."""
         tables = self.counts._tables
-        W = max(len(tables.words), 1)
         ids = tables.ids
         limit = self.order - 1 if self.truncates else None
         if limit is not None:
@@ -149,9 +168,9 @@ class LanguageModel:
         levels = tables.levels()
         for m, rows in by_length.items():
             w = np.array([ids.get(words[i], -1) for i in rows], np.int64)
-            ctx = np.array([[ids.get(x, -1) for x in contexts[i]] for i in rows],
-                           np.int64).reshape(len(rows), m)
-            out[rows] = self._group_scores(Query(levels, W, w, ctx))
+            ctx = np.fromiter((ids.get(x, -1) for i in rows for x in contexts[i]), np.int64,
+                              len(rows) * m).reshape(len(rows), m)
+            out[rows] = self._group_scores(Query(tables, levels, w, ctx))
         return out
 
     def _group_scores(self, q: Query) -> np.ndarray:
@@ -208,7 +227,7 @@ class LanguageModel:
         if table is None:
             samples = sorted(self.context_counts(context))
             masked = context if context else ()
-            weights = self._scores(list(self.vocab.lookup(samples)),
+            weights = self._scores(self.vocab.lookup_words(samples),
                                    [masked] * len(samples)).tolist() if samples else []
             table = (samples, list(accumulate(weights)), math.fsum(weights))
             if len(cache) >= SAMPLING_CONTEXTS:
@@ -222,29 +241,30 @@ class Query:
     lookups the models make: the context's last j words, and those words with the
     scored word after them."""
 
-    def __init__(self, levels: dict[int, Level], W: int, word: np.ndarray, context: np.ndarray):
-        self.levels, self.W, self.word, self.context = levels, W, word, context
+    def __init__(self, tables: NgramTables, levels: dict[int, Level], word: np.ndarray,
+                 context: np.ndarray):
+        self.tables, self.levels, self.word, self.context = tables, levels, word, context
         self.m = context.shape[1]
 
     def context_ids(self, j: int) -> np.ndarray:
         """Ids of each context's last j words (-1: never seen)."""
-        return find_rows(self.levels, self.context[:, self.m - j:], self.W)
+        return self.tables.find(self.levels, self.context[:, self.m - j:])
 
     def ngram_ids(self, j: int) -> np.ndarray:
         """Ids of each context's last j words followed by the word."""
         rows = np.concatenate([self.context[:, self.m - j:], self.word[:, None]], axis=1)
-        return find_rows(self.levels, rows, self.W)
+        return self.tables.find(self.levels, rows)
 
     def stat(self, length: int, name: str, ids: np.ndarray) -> np.ndarray:
         """A statistic of the rows ``ids`` of the level of ``length`` (0 where absent)."""
         level = self.levels.get(length)
         if level is None:
             return np.zeros(len(ids), np.int64)
-        return take(getattr(level, name), ids)
+        return take(level.stat(name), ids)
 
     def unigram_total(self) -> int:
         level = self.levels.get(1)
-        return int(level.count.sum()) if level is not None else 0
+        return level.total("count") if level is not None else 0
 
     def unigram_freq(self) -> np.ndarray:
         """Each word's count over all words' (NLTK's ``counts.unigrams.freq``)."""

@@ -146,8 +146,8 @@ class NltkModel(NnlmLanguageModel):
         out = {"vocab_words": _pack(list(vocab.counts)),
                "vocab_counts": np.fromiter(vocab.counts.values(), np.int64, len(vocab.counts)),
                "table_words": _pack(tables.words)}
-        for k, (rows, counts) in tables.counted().items():
-            out[f"rows_{k}"], out[f"counts_{k}"] = rows, counts
+        for k in tables.orders():
+            out[f"rows_{k}"], out[f"counts_{k}"] = tables.counted(k)
         for name in ("vocab_words", "table_words"):
             out[name + "_offsets"] = out[name][1]
             out[name] = out[name][0]
@@ -207,7 +207,7 @@ def restore(file: Path, config: dict, arrays: dict):
                               "table_words")
     except KeyError as e:
         raise NnlmError(f"{file}: array {e} missing; the model is incomplete") from None
-    if len(counts) != len(words) or counts.dtype.kind != "i":
+    if len(counts) != len(words) or counts.dtype.kind not in "iu":
         raise NnlmError(f"{file}: vocab_counts does not match vocab_words; the file is damaged")
     vocab.update(dict(zip(words, counts.tolist())))
     if config["model"] == "Lidstone":  # its gamma comes first, positional as NLTK's
@@ -224,7 +224,7 @@ def restore(file: Path, config: dict, arrays: dict):
         k = int(name[5:])
         rows, counts = arrays[name], arrays.get(f"counts_{k}")
         if (counts is None or rows.ndim != 2 or rows.shape[1] != k or rows.dtype != np.int32
-                or len(counts) != len(rows) or counts.dtype != np.int64
+                or len(counts) != len(rows) or counts.dtype.kind not in "iu"
                 or (len(rows) and (rows.min() < 0 or rows.max() >= W or counts.min() < 1))):
             raise NnlmError(f"{file}: {name} does not fit the model's tables; the file is "
                             "damaged")

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .tables import NgramTables, find_rows
+from .tables import NgramTables
 
 
 class FreqDist(Counter):
@@ -58,23 +58,20 @@ class ConditionalFreqDist(Mapping):
         context = tuple(context)
         if k not in levels or len(context) != k - 1:
             return FreqDist()
-        W = max(len(tables.words), 1)
-        ids = np.array([[tables.ids.get(w, -1) for w in context]], np.int64)
-        cid = int(find_rows(levels, ids, W)[0])
-        if cid < 0:
+        ids = [tables.ids.get(w, -1) for w in context]
+        if min(ids, default=0) < 0:
             return FreqDist()
         level = levels[k]
-        lo, hi = np.searchsorted(level.keys, [cid * W, (cid + 1) * W])
+        lo, hi = level.codec.prefix_range(level.keys, np.array(ids, np.int64))
         counts = level.count[lo:hi]
         seen = counts > 0
+        last = level.codec.unpack(level.keys[lo:hi][seen])[:, -1]
         words = tables.words
-        return FreqDist(dict(zip((words[w] for w in level.last_words(lo, hi)[seen].tolist()),
-                                 counts[seen].tolist())))
+        return FreqDist(dict(zip((words[w] for w in last.tolist()), counts[seen].tolist())))
 
     def _all_contexts(self) -> list:
         if self._contexts is None:
-            rows, _ = self._tables.counted().get(self._order, (np.zeros((0, self._order),
-                                                                         np.int32), None))
+            rows, _ = self._tables.counted(self._order)
             words = self._tables.words
             seen = dict.fromkeys(tuple(words[i] for i in row) for row in
                                  rows[:, :-1].tolist())
@@ -94,8 +91,7 @@ class ConditionalFreqDist(Mapping):
         return list(self._all_contexts())
 
     def N(self) -> int:  # noqa: N802
-        counted = self._tables.counted().get(self._order)
-        return 0 if counted is None else int(counted[1].sum())
+        return self._tables.total(self._order)
 
     def __repr__(self) -> str:
         return f"<ConditionalFreqDist with {len(self)} conditions>"
@@ -135,7 +131,7 @@ class NgramCounter:
 
     def _make_order(self, k: int):
         if k == 1:
-            rows, counts = self._tables.counted().get(1, (np.zeros((0, 1), int), []))
+            rows, counts = self._tables.counted(1)
             words = self._tables.words
             return FreqDist({words[r]: c for r, c in zip(rows[:, 0].tolist(),
                                                            np.asarray(counts).tolist())})
@@ -152,13 +148,14 @@ class NgramCounter:
 
     def N(self) -> int:  # noqa: N802
         """Every count of every order, summed (NLTK's: orders overlap)."""
-        return int(sum(int(np.sum(c)) for _, c in self._tables.counted().values()))
+        tables = self._tables
+        return sum(tables.total(k) for k in tables.orders())
 
     def __len__(self) -> int:
-        return max(len(self._tables.counted()), 1)
+        return max(len(self._tables.orders()), 1)
 
     def __contains__(self, item) -> bool:
-        return item in self._tables.counted() or item == 1
+        return item in self._tables.orders() or item == 1
 
     def __str__(self) -> str:
         return f"<NgramCounter with {len(self)} ngram orders and {self.N()} ngrams>"

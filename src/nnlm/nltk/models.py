@@ -159,7 +159,7 @@ class KneserNeyInterpolated(InterpolatedLanguageModel):
 
     def unigram_scores(self, q: Query) -> np.ndarray:
         level = q.levels.get(1)
-        total = int(level.continuations.sum()) if level is not None else 0
+        total = level.total("continuations") if level is not None else 0
         if total == 0:  # no bigrams (NLTK: ZeroDivisionError): uniform over the vocabulary
             return np.full(len(q.word), 1.0 / len(self.vocab))
         return q.stat(1, "continuations", q.ngram_ids(0)) / total

@@ -10,10 +10,14 @@ vocabulary text, as two lazy iterators.
 ``padded_everygram_pipeline`` returns iterators that also remember their sentences, so
 that :meth:`nnlm.nltk.LanguageModel.fit` counts them with numpy instead of tuple by
 tuple; iterated, they yield exactly what NLTK's yield.
+
+One addition, for texts larger than memory: :class:`TextFile`, a file's sentences read
+again at each iteration (the pipeline reads its text twice).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
@@ -105,3 +109,28 @@ def padded_everygram_pipeline(order, text):
     twice, as NLTK's is: give a list, not an iterator."""
     return (PaddedEverygrams(order, text),
             flatten(pad_both_ends(sent, n=order) for sent in text))
+
+
+class TextFile:
+    """The sentences of a UTF-8 text file, one a line, each split on whitespace (blank
+    lines skipped), read from the file again at each iteration: a text that is no list
+    in memory, which ``padded_everygram_pipeline`` can still read twice.
+
+        text, vocab = padded_everygram_pipeline(3, TextFile("corpus.txt"))
+        model.fit(text, vocab)   # memory: the model's counts, not the text
+    """
+
+    def __init__(self, path: str | os.PathLike, lowercase: bool = False):
+        self.path, self.lowercase = os.fspath(path), lowercase
+        with open(self.path, encoding="utf-8"):  # a missing file: said now, not at fit
+            pass
+
+    def __iter__(self) -> Iterator[list[str]]:
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                words = (line.lower() if self.lowercase else line).split()
+                if words:
+                    yield words
+
+    def __repr__(self) -> str:
+        return f"TextFile({self.path!r})"

@@ -44,6 +44,13 @@ class Vocabulary:
             return tuple(self.lookup(w) for w in words)
         raise TypeError(f"Unsupported type for looking up in vocabulary: {type(words)}")
 
+    def lookup_words(self, words: list) -> list:
+        """``lookup`` of each of ``words`` (strings), as a list, in one pass."""
+        counts, cutoff, unk = self.counts, self._cutoff, self.unk_label
+        if not all(isinstance(w, str) for w in words):
+            return [self.lookup(w) for w in words]
+        return [w if w == unk or counts.get(w, 0) >= cutoff else unk for w in words]
+
     def __getitem__(self, item):
         return self._cutoff if item == self.unk_label else self.counts[item]
 
