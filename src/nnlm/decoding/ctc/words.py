@@ -35,11 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..base.checks import ArgumentTypeError, ArgumentValueError, integer, number
-from ..base.sysmem import check_allocation
-from ..text.specials import BOS_ID, EOS_ID
-from .api import DecoderState
-from .dense import next_contexts, tensor_lm
+from ...base.checks import ArgumentTypeError, ArgumentValueError, integer, number
+from ...base.sysmem import check_allocation
+from ...text.specials import BOS_ID, EOS_ID
+from ..api import DecoderState
+from ..dense import next_contexts, tensor_lm
 
 LN10 = math.log(10.0)
 _HASH_MUL = 0x100000001B3  # FNV's 64-bit prime: prefixes as a rolling hash (wrapping int64)

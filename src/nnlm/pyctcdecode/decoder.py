@@ -1,0 +1,37 @@
+"""pyctcdecode.decoder: the beam search decoder and its beams."""
+
+import numpy as np
+
+from ..decoding.ctc.prefix_search import (  # noqa: F401 - the module's names, as pyctcdecode's
+    EMPTY_START_BEAM,
+    NULL_FRAMES,
+    Beam,
+    LMBeam,
+    OutputBeam,
+    OutputBeamMPSafe,
+)
+from ..decoding.ctc.prefix_search import log_probs as _log_probs  # noqa: F401
+from ..decoding.ctc.prefix_search import merge_beams as _merge_beams  # noqa: F401
+from ..decoding.ctc.prefix_search import merge_tokens as _merge_tokens  # noqa: F401
+from ..decoding.ctc.prefix_search import prune_history as _prune_history  # noqa: F401
+from ..decoding.ctc.prefix_search import sort_and_trim as _sort_and_trim_beams  # noqa: F401
+from ..decoding.ctc.prefix_search import sum_log_scores as _sum_log_scores  # noqa: F401
+from ..decoding.ctc.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder  # noqa: F401
+from ..decoding.ctc.pyctcdecode import valid_pool as _get_valid_pool  # noqa: F401
+
+
+def _normalize_whitespace(text: str) -> str:
+    """Words separated by one space."""
+    return " ".join(text.split())
+
+
+def _log_softmax(x, axis=None):
+    """log softmax along ``axis`` (pyctcdecode's helper: scipy's formula)."""
+    x_max = np.amax(x, axis=axis, keepdims=True)
+    if x_max.ndim > 0:
+        x_max[~np.isfinite(x_max)] = 0
+    elif not np.isfinite(x_max):
+        x_max = 0
+    tmp = x - x_max
+    with np.errstate(divide="ignore"):
+        return tmp - np.log(np.sum(np.exp(tmp), axis=axis, keepdims=True))
