@@ -8,7 +8,7 @@ import pytest
 os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
 collect_ignore_glob = ["fixtures/*"]  # other projects' files (kenlm's example.py), not tests
 # a script run in pyctcdecode's own environment; importing it under pytest would run it
-collect_ignore = ["pyctcdecode_client.py"]
+collect_ignore = ["pyctcdecode_client.py", "pyctcdecode_side.py"]  # scripts run in a subprocess
 
 
 def write(path, text: str | bytes):
@@ -74,6 +74,21 @@ def toy_text(directory, sentences: int = 600):
 
     assert main(["prepare", "toy", str(directory), "--train-sentences", str(sentences)]) == 0
     return directory
+
+
+def toy_kn(directory, order: int, sentences: int = 400):
+    """The toy world's text in ``directory``/toy and a KN model of ``order`` on it, as a
+    model directory (``kn<order>``) and ARPA (``kn<order>.arpa``); returns (the ARPA
+    path, the test sentences)."""
+    from nnlm.cli import main
+
+    toy_text(directory / "toy", sentences)
+    name = f"kn{order}"
+    assert main(["ngram", "train", str(directory / "toy/train.txt"), "--order", str(order),
+                 "--discount-fallback", "-o", str(directory / name), "--arpa",
+                 str(directory / f"{name}.arpa")]) == 0
+    lines = (directory / "toy/test.txt").read_text().split("\n")
+    return directory / f"{name}.arpa", [x for x in lines if x.strip()]
 
 
 def serve_process(*args: str):

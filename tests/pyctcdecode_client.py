@@ -2,7 +2,7 @@
 (``make pyctcdecode-env``: it pins numpy below 2), once with the real kenlm module and
 once with ``nnlm.kenlm`` installed under its name, on the same synthetic CTC outputs.
 
-    python tests/pyctcdecode_client.py {kenlm,nnlm} MODEL.arpa TEXT.txt N [BEAM]
+    python tests/pyctcdecode_client.py {kenlm,nnlm,own} MODEL.arpa TEXT.txt N [BEAM [HOT]]
 
 Prints one JSON object: for each of the first N lines of TEXT, the best beam's text and
 its LM score; the decode time; the peak memory of the process; and whether the
@@ -25,8 +25,18 @@ import numpy as np
 which, arpa, text, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # which: kenlm (the kenlm module), nnlm (nnlm.kenlm under kenlm's name), class (nnlm's
 # PyctcdecodeLM, no kenlm module at all), shim0 (nnlm.kenlm under kenlm's name with no
-# batching of the States a step writes: one network pass per distinct State)
+# batching of the States a step writes: one network pass per distinct State), own
+# (nnlm.pyctcdecode under pyctcdecode's name: nnlm's decoder, no pyctcdecode at all)
 beam = int(sys.argv[5]) if len(sys.argv) > 5 else 50
+hot = int(sys.argv[6]) if len(sys.argv) > 6 else 0  # hotwords: that many made-up words
+hotwords = [f"zq{i}x" for i in range(hot)] or None
+if which == "own":
+    import warnings
+
+    import nnlm.pyctcdecode
+
+    warnings.simplefilter("ignore")
+    sys.modules["pyctcdecode"] = nnlm.pyctcdecode
 if which in ("nnlm", "shim0"):
     import warnings
 
@@ -62,7 +72,7 @@ else:
     decoder = build_ctcdecoder(LABELS, kenlm_model_path=arpa)
 decoder.decode_beams(matrices[0], beam_width=beam)  # warm-up: first-use costs
 started = time.perf_counter()
-beams = [decoder.decode_beams(m, beam_width=beam)[0] for m in matrices]
+beams = [decoder.decode_beams(m, beam_width=beam, hotwords=hotwords)[0] for m in matrices]
 seconds = time.perf_counter() - started
 round_trip = None  # pyctcdecode saves by copying one model file: a directory has none
 if not os.path.isdir(arpa) or which == "class":
@@ -76,7 +86,7 @@ if not os.path.isdir(arpa) or which == "class":
         round_trip = (reloaded.decode(matrices[0], beam_width=beam)
                       == decoder.decode(matrices[0], beam_width=beam))
 print(json.dumps({
-    "kenlm": which, "beam_width": beam, "sentences": len(lines),
+    "kenlm": which, "beam_width": beam, "hotwords": hot, "sentences": len(lines),
     "texts": [b[0] for b in beams], "lm_scores": [float(b[-1]) for b in beams],
     "decode_seconds": seconds, "peak_rss_mb": resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 1024, "save_load_round_trip": round_trip}))

@@ -80,3 +80,15 @@ def test_the_readme_names_every_bench():
     missing = [p.name for p in SCRIPTS if f"`{p.name}`" not in readme]
     assert missing == []
     assert "harness.py" in readme and "ab.py" in readme
+
+
+def test_every_path_a_bench_builds_from_its_place_is_the_repository():
+    """``ROOT = Path(__file__).resolve().parents[N]`` in a bench is the repository (where
+    pyproject.toml is), however deep the bench's folder."""
+    found = 0
+    for path in BENCH.rglob("*.py"):
+        for n in re.findall(r"^ROOT = Path\(__file__\)\.resolve\(\)\.parents\[(\d)\]",
+                            path.read_text(encoding="utf-8"), flags=re.M):
+            found += 1
+            assert (path.resolve().parents[int(n)] / "pyproject.toml").exists(), path
+    assert found >= 2

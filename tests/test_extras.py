@@ -182,3 +182,27 @@ def test_a_missing_compiled_part_is_said_once_and_the_switch_silences_it():
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**__import__("os").environ, "NNLM_NO_C": "1"})
     assert quiet.stdout.splitlines()[0] == "None None 0 []"
+
+
+def test_nnlm_doctor_says_what_is_compiled_installed_and_slow(monkeypatch, capsys):
+    """``nnlm doctor``: every compiled part with its state (a part that does not import,
+    with the reason; all off under the switch), every package with its version or none,
+    and the slow paths that follow."""
+    import json
+
+    from nnlm.base import doctor
+
+    monkeypatch.setitem(doctor.COMPILED, "nnlm._no_such_part", "a part that was never built")
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    parts = {p["part"]: p for p in report["compiled"]}
+    assert parts["nnlm._no_such_part"]["status"] == "missing"
+    assert "nnlm._no_such_part" in parts["nnlm._no_such_part"]["why"]
+    assert "a part that was never built" in report["slow_paths"]
+    packages = {p["package"]: p["version"] for p in report["optional"]}
+    assert packages["numpy" if "numpy" in packages else "nltk"] is not None
+    assert report["numpy"] == __import__("numpy").__version__
+    monkeypatch.setenv("NNLM_NO_C", "1")
+    assert main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("off ") == len(doctor.COMPILED) and "slow paths:" in text

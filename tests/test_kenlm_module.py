@@ -20,7 +20,7 @@ import pytest
 
 import nnlm
 import nnlm.kenlm as nk
-from conftest import toy_text
+from conftest import toy_kn
 from nnlm.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
@@ -30,13 +30,8 @@ EXAMPLE = Path(__file__).parent / "fixtures" / "kenlm" / "example.py"  # kenlm's
 @pytest.fixture(scope="module")
 def toy_arpa(tmp_path_factory):
     """A toy-world KN 4-gram as ARPA: contexts of every length, some that cannot extend."""
-    d = tmp_path_factory.mktemp("toy")
-    toy_text(d / "toy", 400)
-    assert main(["ngram", "train", str(d / "toy/train.txt"), "--order", "4",
-                 "--discount-fallback", "-o", str(d / "kn4"), "--arpa",
-                 str(d / "kn4.arpa")]) == 0
-    lines = (d / "toy/test.txt").read_text().split("\n")
-    return d / "kn4.arpa", [x for x in lines if x.strip()][:60]
+    arpa, lines = toy_kn(tmp_path_factory.mktemp("toy"), 4)
+    return arpa, lines[:60]
 
 
 def _quiet_model(path):
@@ -586,7 +581,7 @@ def test_the_pyctcdecode_recipes_decode_as_kenlm_does(toy_arpa, tmp_path, page):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])["texts"]
-    blocks = _python_blocks(Path(__file__).parents[1] / page, "build_ctcdecoder")
+    blocks = _python_blocks(Path(__file__).parents[1] / page, "decoder = build_ctcdecoder")
     assert blocks, page
     for block in blocks:
         script = tmp_path / "recipe.py"

@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import toy_text
+from conftest import toy_kn
 from ctc_logits import LABELS, logits_for
-from nnlm.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
@@ -31,12 +30,8 @@ LIBRI_LABELS = [" ", *"abcdefghijklmnopqrstuvwxyz", "'"]
 def world(tmp_path_factory):
     """A KN 3-gram of the toy world as ARPA, its test sentences, and their logits."""
     d = tmp_path_factory.mktemp("ctc")
-    toy_text(d / "toy", 400)
-    assert main(["ngram", "train", str(d / "toy/train.txt"), "--order", "3",
-                 "--discount-fallback", "-o", str(d / "kn3"), "--arpa",
-                 str(d / "kn3.arpa")]) == 0
-    lines = [x.lower() for x in (d / "toy/test.txt").read_text().split("\n") if x.strip()]
-    return d, d / "kn3.arpa", lines
+    arpa, lines = toy_kn(d, 3)
+    return d, arpa, [x.lower() for x in lines]
 
 
 def noisy(rng, frames: int, width: int) -> np.ndarray:

@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 import harness  # noqa: E402 - after its folder is on the path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/decoding/ is two below
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
 DECODERS = ("pyctcdecode", "flashlight", "nnlm")
 BLANK, SEP = "<blank>", "|"

@@ -10,7 +10,9 @@ tests/pyctcdecode_client.py in pyctcdecode's environment for each kenlm module i
 test lines, beam --beam. Reports each side's best decode time, its peak memory (the
 whole process: interpreter, pyctcdecode, the model), whether the beams are the same,
 and the ratios. With --network MODEL: that network through nnlm's PyctcdecodeLM against
-nnlm.kenlm under kenlm's name without its batching. Never run by the tests.
+nnlm.kenlm under kenlm's name without its batching. With --own: pyctcdecode with the
+kenlm module against nnlm's own decoder (nnlm.pyctcdecode, in nnlm's environment with
+numpy 2), with no hotwords and with --hotwords made-up ones. Never run by the tests.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 import harness  # noqa: E402 - after its folder is on the path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/decoding/ is two below
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
 CLIENT = ROOT / "tests" / "pyctcdecode_client.py"
 
@@ -46,6 +48,10 @@ def main() -> None:
                         help="instead: a network through nnlm's PyctcdecodeLM (batched) "
                         "against nnlm.kenlm under kenlm's name without batching (one pass "
                         "per distinct State)")
+    parser.add_argument("--own", action="store_true",
+                        help="instead: pyctcdecode + kenlm against nnlm.pyctcdecode")
+    parser.add_argument("--hotwords", type=int, default=1000,
+                        help="with --own: also decode with this many hotwords")
     parser.add_argument("--out", type=Path, default=Path("bench/results/pyctcdecode.json"))
     args = parser.parse_args()
     if not PYCTC.exists():
@@ -73,16 +79,28 @@ def main() -> None:
         if args.network:
             models = {"shim0": args.network, "class": args.network}
             runs = {"shim0": [], "class": []}
+        sides = [(w, 0) for w in runs]
+        if args.own:
+            sides = [(w, h) for h in (0, args.hotwords) for w in ("kenlm", "own")]
+            runs = {f"{w}/{h}": [] for w, h in sides}
+            models = {"kenlm": arpa, "own": arpa}
         for _ in range(args.rounds):
-            for which in runs:
+            for which, hot in sides:
+                python = sys.executable if which == "own" else str(PYCTC)
                 done = subprocess.run(
-                    [str(PYCTC), str(CLIENT), which, str(models[which]),
-                     str(args.data / "test.txt"),
-                     str(args.sentences), str(args.beam)], capture_output=True, text=True,
-                    check=True)
-                runs[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
-                print(which, runs[which][-1]["decode_seconds"], flush=True)
+                    [python, str(CLIENT), which, str(models[which]),
+                     str((args.data / "test.txt").resolve()), str(args.sentences), str(args.beam),
+                     str(hot)], capture_output=True, text=True, check=True,
+                    cwd=CLIENT.parent)
+                key = f"{which}/{hot}" if args.own else which
+                runs[key].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(key, runs[key][-1]["decode_seconds"], flush=True)
     best = {w: min(r, key=lambda x: x["decode_seconds"]) for w, r in runs.items()}
+    if args.own:
+        out = own_record(args, best)
+        print(json.dumps(out, indent=2))
+        harness.write_record(args.out, out, indent=2)
+        return
     if args.network:
         a, b = best["shim0"], best["class"]
         out = {"model": str(args.network), "sentences": args.sentences,
@@ -114,6 +132,28 @@ def main() -> None:
     print(json.dumps(out, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     harness.write_record(args.out, out, indent=2)
+
+
+def own_record(args, best: dict) -> dict:
+    """pyctcdecode + kenlm against nnlm.pyctcdecode, without and with hotwords."""
+    out = {"model": str(args.arpa or "KN5 on Brown train"), "sentences": args.sentences,
+           "beam_width": args.beam, "rounds": args.rounds, "hotwords": args.hotwords,
+           "machine": harness.machine()}
+    for hot in (0, args.hotwords):
+        k, o = best[f"kenlm/{hot}"], best[f"own/{hot}"]
+        out[f"hotwords_{hot}"] = {
+            "same_texts": k["texts"] == o["texts"],
+            "max_lm_score_difference": max(abs(a - b) for a, b in
+                                           zip(k["lm_scores"], o["lm_scores"])),
+            "pyctcdecode_ms_per_sentence": 1000 * k["decode_seconds"] / args.sentences,
+            "nnlm_ms_per_sentence": 1000 * o["decode_seconds"] / args.sentences,
+            "speedup": k["decode_seconds"] / o["decode_seconds"],
+            "pyctcdecode_peak_rss_mb": k["peak_rss_mb"], "nnlm_peak_rss_mb": o["peak_rss_mb"],
+            "save_load_round_trip": o["save_load_round_trip"]}
+    for side in ("kenlm", "own"):
+        out[f"{side}_hotword_cost"] = (best[f"{side}/{args.hotwords}"]["decode_seconds"]
+                                       / best[f"{side}/0"]["decode_seconds"])
+    return out
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ EXAMPLES = {
                       'nnlm index infgram ig_pile_index "1234 5678" --json   # infini-gram\'s'],
     "index docs": ['nnlm index docs runs/brown.idx "grand jury" --limit 3',
                    'nnlm index docs runs/brown.idx "the jury said" --json'],
+    "doctor": ["nnlm doctor                           # compiled parts, extras, slow paths",
+               "nnlm doctor --json                    # the same, for a script or a bug report"],
     "completion": ['eval "$(nnlm completion bash)"      # in ~/.bashrc',
                    'eval "$(nnlm completion zsh)"       # in ~/.zshrc'],
     "prepare brown": ["nnlm prepare brown data/brown            # the paper's split of Brown",

@@ -1,10 +1,11 @@
 """nnlm completion: a shell completion script written from the parser itself, so it
 names every command, option and fixed choice that ``--help`` names, and cannot fall
-behind it."""
+behind it. nnlm doctor: what this installation has (:mod:`nnlm.base.doctor`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 
 
@@ -14,14 +15,27 @@ def add_parsers(sub) -> None:
         description="Print a script that completes nnlm's commands, options and choices "
         "in bash or zsh (files elsewhere). Load it from your shell's start-up file.")
     comp.add_argument("shell", choices=("bash", "zsh"))
+    doctor = sub.add_parser(
+        "doctor", help="what this installation has: compiled parts, extras, slow paths",
+        description="Say which of nnlm's compiled parts load (and why one does not), "
+        "which optional packages are installed for which extra, which paths run slow, "
+        "and the CPU's features that decide the speed.")
+    doctor.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def cmd_completion(args) -> None:
     print(completion_script(args.root_parser, args.shell), end="")
 
 
-HANDLERS = {"completion": cmd_completion}
-PATHS = {"completion": lambda a: ([], [])}
+def cmd_doctor(args) -> None:
+    from ..base import doctor  # imports nothing heavy; only this command needs it
+
+    data = doctor.report()
+    print(json.dumps(data, indent=1) if args.json else doctor.render(data))
+
+
+HANDLERS = {"completion": cmd_completion, "doctor": cmd_doctor}
+PATHS = {"completion": lambda a: ([], []), "doctor": lambda a: ([], [])}
 
 
 def _walk(parser: argparse.ArgumentParser, path: list[str]):

@@ -315,6 +315,11 @@ class Model:
     def __contains__(self, word) -> bool:
         return self._index.get(_as_str(word), UNK_ID) != UNK_ID
 
+    def vocabulary(self) -> list[str]:
+        """The model's words, ``<unk>``, ``<s>`` and ``</s>`` included (nnlm's addition
+        to kenlm's API: what a decoder's word list is made of)."""
+        return list(self._lm.vocab.words)
+
     def __repr__(self) -> str:
         return f"<Model from {os.path.basename(self.path.decode('utf-8')) or self._lm.kind}>"
 

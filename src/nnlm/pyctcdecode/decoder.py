@@ -9,11 +9,11 @@ from ..decoding.ctc.prefix_search import (  # noqa: F401 - the module's names, a
     LMBeam,
     OutputBeam,
     OutputBeamMPSafe,
+    merge_beams,
+    prune_history,
 )
 from ..decoding.ctc.prefix_search import log_probs as _log_probs  # noqa: F401
-from ..decoding.ctc.prefix_search import merge_beams as _merge_beams  # noqa: F401
 from ..decoding.ctc.prefix_search import merge_tokens as _merge_tokens  # noqa: F401
-from ..decoding.ctc.prefix_search import prune_history as _prune_history  # noqa: F401
 from ..decoding.ctc.prefix_search import sort_and_trim as _sort_and_trim_beams  # noqa: F401
 from ..decoding.ctc.prefix_search import sum_log_scores as _sum_log_scores  # noqa: F401
 from ..decoding.ctc.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder  # noqa: F401
@@ -35,3 +35,13 @@ def _log_softmax(x, axis=None):
     tmp = x - x_max
     with np.errstate(divide="ignore"):
         return tmp - np.log(np.sum(np.exp(tmp), axis=axis, keepdims=True))
+
+
+def _merge_beams(beams):
+    """Beams with the same words, partial word and last label merged (as Beams)."""
+    return [Beam(*b) for b in merge_beams(beams)]
+
+
+def _prune_history(beams, lm_order: int):
+    """Beams that agree on their last n - 1 words pruned to the first (as Beams)."""
+    return [Beam(*b) for b in prune_history(beams, lm_order)]

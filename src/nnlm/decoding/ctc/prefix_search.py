@@ -140,7 +140,7 @@ def merge_beams(beams: list[Beam]) -> list[Beam]:
         key = (merge_tokens(beam[0], beam[1]), beam[2], beam[3])
         seen = merged.get(key)
         merged[key] = beam if seen is None else \
-            Beam(*beam[:6], sum_log_scores(seen[6], beam[6]))
+            (*beam[:6], sum_log_scores(seen[6], beam[6]))
     return list(merged.values())
 
 
@@ -159,7 +159,7 @@ def prune_history(beams: list[LMBeam], lm_order: int) -> list[Beam]:
         key = (tuple(b[0].split()[-keep:]), b[2], b[3])
         if key not in seen:
             seen.add(key)
-            out.append(Beam(*b[:7]))
+            out.append(b[:7])
     return out
 
 
@@ -181,106 +181,101 @@ class PrefixSearch:
         return [EMPTY_START_BEAM], cache, {}
 
     # -- scoring ---------------------------------------------------------------------------
-    def lm_beams(self, beams: list[Beam], hotwords: HotwordScorer, cache: LMScoreCache,
-                 partial_cache: dict[str, float], is_eos: bool = False) -> list[LMBeam]:
-        """Each beam with its next word scored (and ``</s>`` at the end)."""
+    # Inside the search a beam is a plain tuple in Beam's (LMBeam's) field order: tuples
+    # cost a third of named ones to make, and a frame makes beams x labels of them.
+    def lm_beams(self, beams: list[tuple], hotwords: HotwordScorer, cache: LMScoreCache,
+                 partial_cache: dict[str, float], is_eos: bool = False) -> list[tuple]:
+        """Each beam with its next word scored (and ``</s>`` at the end): LMBeam tuples."""
         lm = self.language_model
         out = []
         if lm is None:
-            for b in beams:
-                text = merge_tokens(b.text, b.next_word)
-                score = b.logit_score + hotwords.score(text) + \
-                    hotwords.score_partial_token(b.partial_word)
-                out.append(LMBeam(text, "", b.partial_word, b.last_char, b.text_frames,
-                                  b.partial_frames, b.logit_score, score))
+            for text, nxt, part, last, frames, pframes, logit in beams:
+                text = merge_tokens(text, nxt)
+                score = logit + hotwords.score(text) + hotwords.score_partial_token(part)
+                out.append((text, "", part, last, frames, pframes, logit, score))
             return out
-        for b in beams:
-            text = merge_tokens(b.text, b.next_word)
+        for before_text, nxt, part, last, frames, pframes, logit in beams:
+            text = merge_tokens(before_text, nxt)
             key = (text, is_eos)
             cached = cache.get(key)
             if cached is None:
-                _, before, state = cache[(b.text, False)]
-                score, end_state = lm.score(state, b.next_word, is_last_word=is_eos)
+                _, before, state = cache[(before_text, False)]
+                score, end_state = lm.score(state, nxt, is_last_word=is_eos)
                 raw = before + score
                 cached = cache[key] = (raw + hotwords.score(text), raw, end_state)
             lm_score = cached[0]
-            part = b.partial_word
             if part:
                 partial = partial_cache.get(part)
                 if partial is None:
                     partial = partial_cache[part] = hotwords.score_partial_token(part) \
                         if part in hotwords else lm.score_partial_token(part)
                 lm_score += partial
-            out.append(LMBeam(text, "", part, b.last_char, b.text_frames, b.partial_frames,
-                              b.logit_score, b.logit_score + lm_score))
+            out.append((text, "", part, last, frames, pframes, logit, logit + lm_score))
         return out
 
     # -- the frames ------------------------------------------------------------------------
-    def extend(self, beams: list[Beam], column: np.ndarray, frame: int,
-               token_min_logp: float, force_break: list[bool]) -> list[Beam]:
+    def extend(self, beams: list[tuple], column: np.ndarray, frame: int,
+               token_min_logp: float, force_break: list[bool]) -> list[tuple]:
         """Every beam extended by every label of one frame worth reading."""
         labels, is_bpe = self.labels, self.is_bpe
         best = column.argmax()
         values = column.tolist()
         out = []
+        append = out.append
         for idx in set(np.where(column >= token_min_logp)[0]) | {best}:
             p, char = values[idx], labels[idx]
-            for b in beams:
-                if char == "" or b.last_char == char:  # blank or repeat: words unchanged
-                    frames = b.partial_frames if char == "" else \
-                        (b.partial_frames[0], frame + 1)
-                    out.append(b._replace(last_char=char, partial_frames=frames,
-                                          logit_score=b.logit_score + p))
+            for text, nxt, part, last, frames, pframes, logit in beams:
+                if char == "" or last == char:  # blank or repeat: words unchanged
+                    append((text, nxt, part, char, frames,
+                            pframes if char == "" else (pframes[0], frame + 1), logit + p))
                 elif is_bpe and (char[:1] == BPE_TOKEN or force_break[0]):
                     force_break[0] = False
                     clean = char[1:] if char[:1] == BPE_TOKEN else char
                     if char[-1:] == BPE_TOKEN:  # like ▁⁇▁: the next subword starts a word
                         clean = clean[:-1]
                         force_break[0] = True
-                    out.append(Beam(b.text, b.partial_word, clean, char,
-                                    _with_partial(b), (frame, frame + 1), b.logit_score + p))
+                    append((text, part, clean, char, frames + [pframes] if part else frames,
+                            (frame, frame + 1), logit + p))
                 elif not is_bpe and char == " ":
-                    out.append(Beam(b.text, b.partial_word, "", char, _with_partial(b),
-                                    NULL_FRAMES, b.logit_score + p))
+                    append((text, part, "", char, frames + [pframes] if part else frames,
+                            NULL_FRAMES, logit + p))
                 else:
-                    start = frame if b.partial_frames[0] < 0 else b.partial_frames[0]
-                    out.append(Beam(b.text, b.next_word, b.partial_word + char, char,
-                                    b.text_frames, (start, frame + 1), b.logit_score + p))
+                    append((text, nxt, part + char, char, frames,
+                            (frame if pframes[0] < 0 else pframes[0], frame + 1), logit + p))
         return out
 
-    def partial_decode(self, logits: np.ndarray, beams: list[Beam], beam_width: int,
+    def partial_decode(self, logits: np.ndarray, beams: list[tuple], beam_width: int,
                        beam_prune_logp: float, token_min_logp: float, prune: bool,
                        hotwords: HotwordScorer, cache: LMScoreCache,
                        partial_cache: dict[str, float], processed_frames: int = 0
-                       ) -> list[Beam]:
-        """The beams after the frames of ``logits`` (log-probabilities)."""
+                       ) -> list[tuple]:
+        """The beams (tuples) after the frames of ``logits`` (log-probabilities)."""
         lm = self.language_model
         force_break = [False]
         for frame, column in enumerate(np.asarray(logits, np.float64), start=processed_frames):
             new = merge_beams(self.extend(beams, column, frame, token_min_logp, force_break))
             scored = self.lm_beams(new, hotwords, cache, partial_cache)
-            best = max(b.lm_score for b in scored)
-            scored = [b for b in scored if b.lm_score >= best + beam_prune_logp]
-            trimmed = sort_and_trim(scored, beam_width)
+            floor = max(b[7] for b in scored) + beam_prune_logp
+            trimmed = sort_and_trim([b for b in scored if b[7] >= floor], beam_width)
             if prune:
                 beams = prune_history(trimmed, 1 if lm is None else lm.order)
             else:
-                beams = [Beam(*b[:7]) for b in trimmed]
+                beams = [b[:7] for b in trimmed]
         return beams
 
-    def finalize(self, beams: list[Beam], beam_width: int, beam_prune_logp: float,
+    def finalize(self, beams: list[tuple], beam_width: int, beam_prune_logp: float,
                  hotwords: HotwordScorer, cache: LMScoreCache,
                  partial_cache: dict[str, float], force_next_word: bool = False,
-                 is_end: bool = False) -> list[LMBeam]:
-        """The beams scored and ranked, their partial words finished where asked, and
-        ``</s>`` scored at the end."""
+                 is_end: bool = False) -> list[tuple]:
+        """The beams scored and ranked (LMBeam tuples), their partial words finished where
+        asked, and ``</s>`` scored at the end."""
         if force_next_word or is_end:
-            beams = merge_beams([Beam(b.text, b.partial_word, "", None, _with_partial(b),
-                                      NULL_FRAMES, b.logit_score) for b in beams])
+            beams = merge_beams([(text, part, "", None, frames + [pframes] if part else frames,
+                                  NULL_FRAMES, logit)
+                                 for text, _, part, _, frames, pframes, logit in beams])
         scored = self.lm_beams(list(beams), hotwords, cache, partial_cache, is_eos=is_end)
-        best = max(b.lm_score for b in scored)
-        scored = [b for b in scored if b.lm_score >= best + beam_prune_logp]
-        return sort_and_trim(scored, beam_width)
+        floor = max(b[7] for b in scored) + beam_prune_logp
+        return sort_and_trim([b for b in scored if b[7] >= floor], beam_width)
 
     def decode(self, logits: np.ndarray, beam_width: int, beam_prune_logp: float,
                token_min_logp: float, prune: bool, hotwords: HotwordScorer,
@@ -291,17 +286,13 @@ class PrefixSearch:
                                     token_min_logp, prune, hotwords, cache, partial_cache)
         final = self.finalize(beams, beam_width, beam_prune_logp, hotwords, cache,
                               partial_cache, force_next_word=True, is_end=True)
-        return [OutputBeam(" ".join(b.text.split()),
-                           cache[(b.text, True)][-1] if (b.text, True) in cache else None,
-                           list(zip(b.text.split(), b.text_frames)), b.logit_score,
-                           b.lm_score) for b in final]
+        return [OutputBeam(" ".join(text.split()),
+                           cache[(text, True)][-1] if (text, True) in cache else None,
+                           list(zip(text.split(), frames)), logit, lm_score)
+                for text, _, _, _, frames, _, logit, lm_score in final]
 
 
-def as_beams(beams) -> list[Beam]:
-    """Beams given by a caller (pyctcdecode 0.5's plain tuples too) as :class:`Beam`."""
-    return [b if isinstance(b, Beam) else Beam(*b[:7]) for b in beams]
-
-
-def _with_partial(b: Beam) -> list[Frames]:
-    """The beam's word frames with its partial word's (when it has one) finished."""
-    return b.text_frames if b.partial_word == "" else b.text_frames + [b.partial_frames]
+def as_beams(beams) -> list[tuple]:
+    """Beams given by a caller (Beams, or pyctcdecode 0.5's plain tuples) as the
+    search's plain tuples."""
+    return [tuple(b[:7]) for b in beams]

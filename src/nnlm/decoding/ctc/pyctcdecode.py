@@ -37,7 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from ...base.checks import integer, number
+from ...models import load_model
 from .. import kenlm
+from ..whole_line import WholeLine, reads_whole_line
 from .alphabet import Alphabet, verify_alphabet_coverage
 from .fusion import (
     DEFAULT_ALPHA,
@@ -147,7 +149,7 @@ class LanguageModel(FusedLanguageModel):
                              f"but found {attrs.keys()}")
         with open(files["unigrams"], encoding=unigram_encoding) as f:
             unigrams = f.read().splitlines()
-        return cls(kenlm.Model(files["kenlm"]), unigrams, **attrs)
+        return cls(open_model(files["kenlm"]), unigrams, **attrs)
 
 
 class MultiLanguageModelState(AbstractLMState):
@@ -276,23 +278,23 @@ class BeamSearchDecoderCTC:
     def _get_lm_beams(self, beams: list[Beam], hotword_scorer: HotwordScorer,
                       cached_lm_scores: LMScoreCache, cached_partial_token_scores: dict,
                       is_eos: bool = False) -> list[LMBeam]:
-        return self._search().lm_beams(as_beams(beams), hotword_scorer, cached_lm_scores,
-                                       cached_partial_token_scores, is_eos)
+        return [LMBeam(*b) for b in self._search().lm_beams(
+            as_beams(beams), hotword_scorer, cached_lm_scores, cached_partial_token_scores,
+            is_eos)]
 
     def _partial_decode_logits(self, logits, beams, beam_width, beam_prune_logp,
                                token_min_logp, prune_history, hotword_scorer,
                                cached_lm_scores, cached_p_lm_scores, processed_frames=0):
-        return self._search().partial_decode(
+        return [Beam(*b) for b in self._search().partial_decode(
             logits, as_beams(beams), beam_width, beam_prune_logp, token_min_logp, prune_history,
-            hotword_scorer, cached_lm_scores, cached_p_lm_scores, processed_frames)
+            hotword_scorer, cached_lm_scores, cached_p_lm_scores, processed_frames)]
 
     def _finalize_beams(self, beams, beam_width, beam_prune_logp, hotword_scorer,
                         cached_lm_scores, cached_p_lm_scores, force_next_word=False,
                         is_end=False) -> list[LMBeam]:
-        return self._search().finalize(as_beams(beams), beam_width, beam_prune_logp,
-                                       hotword_scorer,
-                                       cached_lm_scores, cached_p_lm_scores,
-                                       force_next_word, is_end)
+        return [LMBeam(*b) for b in self._search().finalize(
+            as_beams(beams), beam_width, beam_prune_logp, hotword_scorer, cached_lm_scores,
+            cached_p_lm_scores, force_next_word, is_end)]
 
     def _decode_logits(self, logits, beam_width, beam_prune_logp, token_min_logp,
                        prune_history, hotword_scorer, lm_start_state=None) -> list[OutputBeam]:
@@ -323,8 +325,9 @@ class BeamSearchDecoderCTC:
                                       beam_prune_logp,
                                       token_min_logp, prune_history, hotword_scorer,
                                       cached_lm_scores, cached_p_lm_scores, processed_frames)
-        return search.finalize(beams, beam_width, beam_prune_logp, hotword_scorer,
-                               cached_lm_scores, cached_p_lm_scores, force_next_word, is_end)
+        return [LMBeam(*b) for b in search.finalize(
+            beams, beam_width, beam_prune_logp, hotword_scorer, cached_lm_scores,
+            cached_p_lm_scores, force_next_word, is_end)]
 
     def decode_beams(self, logits, beam_width: int = DEFAULT_BEAM_WIDTH,
                      beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
@@ -472,7 +475,7 @@ def build_ctcdecoder(labels: list[str], kenlm_model_path: str | None = None,
     file's unigrams as pyctcdecode reads them, else the model's vocabulary)."""
     model = None
     if kenlm_model_path is not None:
-        model = kenlm.Model(os.fspath(kenlm_model_path))
+        model = open_model(os.fspath(kenlm_model_path))
         if unigrams is None:
             path = os.fspath(kenlm_model_path)
             unigrams = load_unigram_set_from_arpa(path) if path.endswith(".arpa") else \
@@ -486,6 +489,19 @@ def build_ctcdecoder(labels: list[str], kenlm_model_path: str | None = None,
     return BeamSearchDecoderCTC(alphabet, language_model)
 
 
-def model_words(model: kenlm.Model) -> list[str]:
+def open_model(path: str):
+    """The model at ``path`` with the kenlm module's face: :mod:`nnlm.kenlm`'s ``Model``,
+    or, for a network that reads the whole line (lstm, awd, deep, infgram), whose context
+    kenlm's States cannot hold, a :class:`~nnlm.decoding.whole_line.WholeLine`."""
+    if not os.path.isdir(path):
+        return kenlm.Model(path)  # a file: KenLM's or nnlm's, opened where it lies
+    lm = load_model(path)
+    model = WholeLine(lm) if reads_whole_line(lm) else kenlm.Model(lm)
+    model.path = os.path.abspath(path).encode("utf-8")  # what save_to_dir copies
+    return model
+
+
+def model_words(model) -> list[str]:
     """A kenlm-faced model's vocabulary, ``<s>``, ``</s>`` and ``<unk>`` left out."""
-    return [w for w in model._index if w not in ("<s>", "</s>", "<unk>")]
+    words = model.vocab.words if isinstance(model, WholeLine) else model.vocabulary()
+    return [w for w in words if w not in ("<s>", "</s>", "<unk>")]
