@@ -58,8 +58,9 @@ def test_bad_input_is_one_value_error_naming_it(world):
     pool.close()
     with pytest.raises(ValueError):
         decoder.decode_batch(pool, [x, x])
-    # blank hotwords are ignored, as pyctcdecode ignores them
+    # blank hotwords are ignored and an empty utterance is "", as pyctcdecode does
     assert decoder.decode(x, hotwords=["", "  "]) == decoder.decode(x)
+    assert decoder.decode(x[:0]) == ""
 
 
 def test_a_hotword_the_lm_lacks_is_decoded_where_it_is_spoken_only(world):

@@ -105,7 +105,10 @@ LMScoreCache = dict
 
 def log_probs(logits: np.ndarray) -> np.ndarray:
     """Logits as clipped log-probabilities: the log of a matrix whose rows look like
-    probabilities (mean row sum close to 1), a log-softmax otherwise, in its dtype."""
+    probabilities (mean row sum close to 1), a log-softmax otherwise, in its dtype. No
+    frames (an empty utterance) stay none: it decodes to "", as pyctcdecode's does."""
+    if len(logits) == 0:
+        return np.zeros(logits.shape, np.float64)
     if math.isclose(logits.sum(axis=1).mean(), 1):
         return np.log(np.clip(logits, MIN_TOKEN_CLIP_P, 1))
     x_max = np.amax(logits, axis=1, keepdims=True)
