@@ -1,8 +1,11 @@
 """pyctcdecode.decoder: the beam search decoder and its beams."""
 
+# absolute imports: this module is also imported as pyctcdecode's (sys.modules
+# ["pyctcdecode"] = nnlm.pyctcdecode), where a relative one would leave the package
+
 import numpy as np
 
-from ..decoding.ctc.prefix_search import (  # noqa: F401 - the module's names, as pyctcdecode's
+from nnlm.decoding.ctc.prefix_search import (  # noqa: F401 - the module's names, as pyctcdecode's
     EMPTY_START_BEAM,
     NULL_FRAMES,
     Beam,
@@ -12,12 +15,12 @@ from ..decoding.ctc.prefix_search import (  # noqa: F401 - the module's names, a
     merge_beams,
     prune_history,
 )
-from ..decoding.ctc.prefix_search import log_probs as _log_probs  # noqa: F401
-from ..decoding.ctc.prefix_search import merge_tokens as _merge_tokens  # noqa: F401
-from ..decoding.ctc.prefix_search import sort_and_trim as _sort_and_trim_beams  # noqa: F401
-from ..decoding.ctc.prefix_search import sum_log_scores as _sum_log_scores  # noqa: F401
-from ..decoding.ctc.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder  # noqa: F401
-from ..decoding.ctc.pyctcdecode import valid_pool as _get_valid_pool  # noqa: F401
+from nnlm.decoding.ctc.prefix_search import log_probs as _log_probs  # noqa: F401
+from nnlm.decoding.ctc.prefix_search import merge_tokens as _merge_tokens  # noqa: F401
+from nnlm.decoding.ctc.prefix_search import sort_and_trim as _sort_and_trim_beams  # noqa: F401
+from nnlm.decoding.ctc.prefix_search import sum_log_scores as _sum_log_scores  # noqa: F401
+from nnlm.decoding.ctc.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder  # noqa: F401
+from nnlm.decoding.ctc.pyctcdecode import valid_pool as _get_valid_pool  # noqa: F401
 
 
 def _normalize_whitespace(text: str) -> str:
