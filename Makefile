@@ -24,6 +24,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps lm_eval && \
 	  $(BIN)/python -m pip install --quiet aiohttp tenacity requests || \
 	  echo "lm_eval could not be installed: its server test will skip"
+	@# transformers, whose Wav2Vec2ProcessorWithLM decodes through pyctcdecode: the client
+	@# of nnlm.pyctcdecode in tests/test_pyctcdecode_api.py (which skips without it)
+	$(BIN)/python -m pip install --quiet transformers || echo "transformers could not be installed: its test will skip"
 	@# numba's cache of the compiled optimizer updates, built once here: processes that
 	@# start together (torchrun ranks, --workers) then load it instead of writing it at
 	@# the same moment, which can crash one of them (numba issue 4807)
@@ -39,6 +42,7 @@ $(PYCTC)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(PYCTC)
 	$(PYCTC)/bin/python -m pip install --quiet --upgrade pip
 	$(PYCTC)/bin/python -m pip install --quiet "numpy<2" pyctcdecode kenlm numba tqdm
+	$(PYCTC)/bin/python -m pip install --quiet "numpy<2" transformers || echo "no transformers: its pyctcdecode test will skip"
 	$(PYCTC)/bin/python -m pip install --quiet "$(TORCH)" safetensors || echo "no torch: the network decodes will skip"
 	$(PYCTC)/bin/python -m pip install --quiet --no-deps -e .
 	touch $@

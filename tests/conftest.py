@@ -7,8 +7,9 @@ import pytest
 
 os.environ.setdefault("NNLM_NO_DOWNLOAD", "1")
 collect_ignore_glob = ["fixtures/*"]  # other projects' files (kenlm's example.py), not tests
-# a script run in pyctcdecode's own environment; importing it under pytest would run it
-collect_ignore = ["pyctcdecode_client.py", "pyctcdecode_side.py"]  # scripts run in a subprocess
+# scripts the tests run in a subprocess (some in pyctcdecode's own environment):
+# importing one under pytest would run it
+collect_ignore = ["pyctcdecode_client.py", "pyctcdecode_side.py", "transformers_client.py"]
 
 
 def write(path, text: str | bytes):

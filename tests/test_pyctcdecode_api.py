@@ -8,6 +8,7 @@ decoding (chunk by chunk) gives the whole utterance's beams. Bad input is one li
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,36 @@ def test_every_beam_is_pyctcdecodes(world, tmp_path):
                     [w[3] for w in x["beams"]], abs=1e-9), where
         for x, y in zip(a["batch"], b["batch"]):
             same_beams(x, y, f"case {n}, batch")
+
+
+@pytest.mark.slow
+def test_transformers_decodes_through_nnlm_as_through_pyctcdecode(world, tmp_path):
+    """transformers' Wav2Vec2ProcessorWithLM, with nnlm.pyctcdecode put in pyctcdecode's
+    place by its install-alias (transformers finds pyctcdecode by its metadata), gives
+    the texts and LM scores it gives with pyctcdecode itself; save_pretrained and
+    from_pretrained keep the decoder."""
+    if not PYCTC.exists():
+        pytest.skip("no pyctcdecode environment: run `make pyctcdecode-env`")
+    client = Path(__file__).parent / "transformers_client.py"
+    for python in (PYCTC, Path(sys.executable)):
+        if subprocess.run([str(python), "-c", "import transformers"],
+                          capture_output=True).returncode != 0:
+            pytest.skip(f"transformers is not installed for {python}")
+    d, arpa, _ = world
+    text = d / "toy" / "test.txt"
+    site = tmp_path / "site"
+    site.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "src")])}
+    subprocess.run([sys.executable, "-m", "nnlm.pyctcdecode", "install-alias", "--site",
+                    str(site)], env=env, check=True, capture_output=True)
+    results = []
+    for python, environ in ((PYCTC, None), (Path(sys.executable), env)):
+        done = subprocess.run([str(python), str(client), str(arpa), str(text), "6"],
+                              capture_output=True, text=True, env=environ,
+                              cwd=Path(__file__).parent, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    theirs, mine = results
+    assert theirs["pyctcdecode"] == "pyctcdecode" and mine["pyctcdecode"] == "nnlm.pyctcdecode"
+    assert mine["texts"] == theirs["texts"] and mine["round_trip"] and theirs["round_trip"]
+    assert mine["lm_scores"] == pytest.approx(theirs["lm_scores"], abs=1e-6)
