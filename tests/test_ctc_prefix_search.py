@@ -114,3 +114,23 @@ def test_any_nnlm_model_is_the_lm_with_its_own_word_list(world, tmp_path):
     again = BeamSearchDecoderCTC.load_from_dir(str(tmp_path))
     assert again.decode(x) == decoder.decode(x)
     assert Alphabet.loads((tmp_path / "alphabet.json").read_text()).labels == LABELS
+
+
+def test_hotword_counts_are_pyctcdecodes_expression_counts():
+    """A text's hotword count by set lookups equals the matches of pyctcdecode's regular
+    expression (every hotword word between whitespace, longest first), on random texts
+    and hotwords full of the characters an expression could trip on."""
+    import random
+
+    from nnlm.decoding.ctc.hotwords import HotwordScorer, _pattern
+
+    rng = random.Random(0)
+    chars = "ab.-*'c+?"
+    for _ in range(2000):
+        hotwords = [" ".join("".join(rng.choice(chars) for _ in range(rng.randint(1, 3)))
+                             for _ in range(rng.randint(1, 2)))
+                    for _ in range(rng.randint(1, 6))]
+        text = "".join(rng.choice(chars + " \t\n") for _ in range(rng.randint(0, 24)))
+        scorer = HotwordScorer.build_scorer(hotwords, weight=2.0)
+        words = {w for h in hotwords for w in h.split()}
+        assert scorer.score(text) == 2.0 * len(_pattern(words).findall(text)), (hotwords, text)

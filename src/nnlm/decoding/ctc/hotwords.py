@@ -1,13 +1,16 @@
 """Hotwords: words (or phrases, split into their words) a decoder favours, with
 pyctcdecode's semantics.
 
-A text earns ``weight`` for each hotword word it holds as a whole word (matched longest
-first, never overlapping); a partial word that starts some hotword word earns
-``weight * len(partial) / len(w)``, w the first hotword word below the partial word in a
-trie of them inserted shortest first (pyctcdecode's ``CharTrie`` walked depth first,
-children in insertion order, stopping at the first complete word on each path). A
-partial word that starts no hotword earns nothing here, and the language model's
-partial-word score applies instead.
+A text earns ``weight`` for each hotword word it holds as a whole word. pyctcdecode
+counts the matches of one regular expression of every hotword word (longest first,
+each between whitespace); since each word must fill a whole whitespace-delimited token,
+that count is the number of the text's tokens in the set of hotword words, which is
+what is counted here: a set lookup a token, whatever the number of hotwords. A partial
+word that starts some hotword word earns ``weight * len(partial) / len(w)``, w the first
+hotword word below the partial word in a trie of them inserted shortest first
+(pyctcdecode's ``CharTrie`` walked depth first, children in insertion order, stopping at
+the first complete word on each path). A partial word that starts no hotword earns
+nothing here, and the language model's partial-word score applies instead.
 """
 
 from __future__ import annotations
@@ -57,19 +60,34 @@ class _Trie:
 class HotwordScorer:
     """Scores texts and partial words for a list of hotwords (module docstring)."""
 
-    def __init__(self, match_ptn: re.Pattern, char_trie: _Trie,
-                 weight: float = DEFAULT_HOTWORD_WEIGHT) -> None:
-        self._match_ptn = match_ptn
+    def __init__(self, match_ptn: re.Pattern | None, char_trie: _Trie,
+                 weight: float = DEFAULT_HOTWORD_WEIGHT, unigrams=None) -> None:
+        """``match_ptn``: pyctcdecode's pattern (None: made from ``unigrams`` when asked
+        for); ``unigrams``: the hotword words, counted by set lookups."""
+        self._pattern = match_ptn
         self._char_trie = char_trie
         self._weight = weight
+        self._unigrams = None if unigrams is None else frozenset(unigrams)
         self._first_lengths: dict[str, int] = {}
+
+    @property
+    def _match_ptn(self) -> re.Pattern:
+        """pyctcdecode's pattern of the hotword words (made on first use)."""
+        if self._pattern is None:
+            self._pattern = _pattern(self._unigrams or ())
+        return self._pattern
 
     def __contains__(self, item: str) -> bool:
         return self._char_trie.has_node(item)
 
     def score(self, text: str) -> float:
         """``weight`` times the hotword words ``text`` holds."""
-        return self._weight * len(self._match_ptn.findall(text))
+        if self._unigrams is None:
+            return self._weight * len(self._match_ptn.findall(text))
+        if not self._unigrams:
+            return 0.0
+        hot = self._unigrams
+        return self._weight * sum(1 for token in text.split() if token in hot)
 
     def score_partial_token(self, token: str) -> float:
         """The score of a word being spelled that starts a hotword word."""
@@ -87,12 +105,13 @@ class HotwordScorer:
         if isinstance(hotwords, str):
             raise ValueError("hotwords must be a list of strings, not one string")
         hotwords = [s.strip() for s in (hotwords or []) if len(s.strip()) > 0]
-        if hotwords:
-            unigrams = [unigram for ngram in hotwords for unigram in ngram.split()]
-            match_ptn = re.compile("|".join(rf"(?<!\S){re.escape(s)}(?!\S)"
-                                            for s in sorted(unigrams, key=len, reverse=True)))
-            char_trie = _Trie(sorted(unigrams, key=len))
-        else:
-            match_ptn = re.compile(r"^\b$")
-            char_trie = _Trie()
-        return cls(match_ptn, char_trie, weight)
+        unigrams = [unigram for ngram in hotwords for unigram in ngram.split()]
+        return cls(None, _Trie(sorted(unigrams, key=len)), weight, unigrams)
+
+
+def _pattern(unigrams) -> re.Pattern:
+    """pyctcdecode's expression: every hotword word between whitespace, longest first."""
+    if not unigrams:
+        return re.compile(r"^\b$")
+    return re.compile("|".join(rf"(?<!\S){re.escape(s)}(?!\S)"
+                               for s in sorted(unigrams, key=len, reverse=True)))
