@@ -47,7 +47,7 @@ def compiled_parts() -> list[dict]:
     """Each compiled part: loaded, off (the switch), or missing with the reason."""
     off = os.environ.get(SWITCH) == "1"
     out = []
-    for name, what in COMPILED.items():
+    for name, what in COMPILED.items():  # each imported once: whether it loads, and why not
         status, why = "compiled", ""
         if off:
             status, why = "off", f"{SWITCH}=1"
@@ -62,14 +62,8 @@ def compiled_parts() -> list[dict]:
 
 def optional_packages() -> list[dict]:
     """Each package nnlm can use: how it comes, its installed version (or None)."""
-    out = []
-    for name, (extra, what) in OPTIONAL.items():
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            version = None
-        out.append({"package": name, "extra": extra, "version": version, "for": what})
-    return out
+    return [{"package": name, "extra": extra, "version": _version(name), "for": what}
+            for name, (extra, what) in OPTIONAL.items()]
 
 
 def cpu_flags() -> list[str]:

@@ -156,22 +156,26 @@ class LanguageModel:
     def _scores(self, words: list, contexts: list[tuple]) -> np.ndarray:
         """The unmasked scores of ``words[i]`` after ``contexts[i]``, in one batch per
         context length."""
-        tables = self.counts._tables
-        ids = tables.ids
-        limit = self.order - 1 if self.truncates else None
-        if limit is not None:
-            contexts = [c[-limit:] if limit > 0 else () for c in contexts]
+        ids = self.counts._tables.ids
         out = np.empty(len(words), np.float64)
         by_length: dict[int, list[int]] = {}
         for i, c in enumerate(contexts):
             by_length.setdefault(len(c), []).append(i)
-        levels = tables.levels()
         for m, rows in by_length.items():
             w = np.array([ids.get(words[i], -1) for i in rows], np.int64)
             ctx = np.fromiter((ids.get(x, -1) for i in rows for x in contexts[i]), np.int64,
                               len(rows) * m).reshape(len(rows), m)
-            out[rows] = self._group_scores(Query(tables, levels, w, ctx))
+            out[rows] = self._id_scores(w, ctx)
         return out
+
+    def _id_scores(self, word: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """:meth:`_scores` of words and contexts (B, m) given as the count tables' ids
+        (-1: never counted), the contexts cut to what the model reads."""
+        if self.truncates:
+            context = context[:, max(context.shape[1] - (self.order - 1), 0):] \
+                if self.order > 1 else context[:, :0]
+        tables = self.counts._tables
+        return self._group_scores(Query(tables, tables.levels(), word, context))
 
     def _group_scores(self, q: Query) -> np.ndarray:
         raise NotImplementedError

@@ -67,7 +67,7 @@ class NltkModel(NnlmLanguageModel):
                                  *(vocab.counts[w] for w in words)])
         # nnlm id -> the word NLTK scores (looked up: a padding symbol it never saw is <UNK>)
         self._words = list(vocab.lookup([vocab.unk_label, BOS, EOS, *words]))
-        self._bos = vocab.lookup(BOS)
+        self._ids: tuple[int, np.ndarray] | None = None  # (tables' version, table_ids())
         # where nnlm's ids and NLTK's vocabulary differ (<s> never predicted, a padding
         # symbol NLTK never saw scored as <UNK> twice, a word nnlm cannot hold): the words
         # a sum over NLTK's vocabulary has less (-1) or more (+1) than one over nnlm's ids
@@ -84,8 +84,7 @@ class NltkModel(NnlmLanguageModel):
         unique, inverse = np.unique(contexts, axis=0, return_inverse=True)
         histories, totals = self._normalizers([self._history(row) for row in unique])
         inverse = inverse.reshape(-1)
-        words = [self._words[t] for t in targets.tolist()]
-        p = self.nltk._scores(words, [histories[i] for i in inverse.tolist()])
+        p = self._id_scores(targets, histories, inverse)
         with np.errstate(divide="ignore"):
             out = np.log(p) - np.log(totals[inverse])
         out[targets == BOS_ID] = -np.inf
@@ -104,13 +103,38 @@ class NltkModel(NnlmLanguageModel):
                 out[b] = np.log(p) - math.log(math.fsum(p))
         return out
 
+    def table_ids(self) -> np.ndarray:
+        """Each nnlm id's id in the NLTK model's count tables (-1: never counted)."""
+        tables = self.nltk.counts._tables
+        if self._ids is None or self._ids[0] != tables.version:
+            self._ids = (tables.version, np.array([tables.ids.get(w, -1) for w in self._words],
+                                                  np.int64))
+        return self._ids[1]
+
+    def _id_scores(self, targets: np.ndarray, histories: list[tuple],
+                   inverse: np.ndarray) -> np.ndarray:
+        """p_nltk(targets[i] | histories[inverse[i]]): the words are mapped to the count
+        tables' ids once per distinct history, not once per token."""
+        ids, word = self.nltk.counts._tables.ids, self.table_ids()[targets]
+        lengths = np.array([len(h) for h in histories])
+        p = np.empty(len(targets), np.float64)
+        for m in np.unique(lengths).tolist():
+            rows = np.flatnonzero(lengths[inverse] == m)
+            table = np.full((len(histories), m), -1, np.int64)  # rows of this length used
+            for i in np.flatnonzero(lengths == m).tolist():
+                table[i] = [ids.get(w, -1) for w in histories[i]]
+            p[rows] = self.nltk._id_scores(word[rows], table[inverse[rows]])
+        return p
+
     def _history(self, row: np.ndarray) -> tuple:
         """The NLTK words of one context row (slots with no word left out)."""
         return tuple(self._words[i] for i in row.tolist() if i != NO_WORD)
 
     def _row(self, history: tuple) -> np.ndarray:
         """p_nltk(w | history) for every nnlm id, 0 for <s>."""
-        p = self.nltk._scores(self._words, [history] * len(self._words))
+        ids, word = self.nltk.counts._tables.ids, self.table_ids()
+        context = np.array([ids.get(w, -1) for w in history], np.int64)
+        p = self.nltk._id_scores(word, np.broadcast_to(context, (len(word), len(history))))
         p[BOS_ID] = 0.0
         return p
 
@@ -143,14 +167,11 @@ class NltkModel(NnlmLanguageModel):
 
     def arrays(self) -> dict[str, np.ndarray]:
         vocab, tables = self.nltk.vocab, self.nltk.counts._tables
-        out = {"vocab_words": _pack(list(vocab.counts)),
-               "vocab_counts": np.fromiter(vocab.counts.values(), np.int64, len(vocab.counts)),
-               "table_words": _pack(tables.words)}
+        out = {"vocab_counts": np.fromiter(vocab.counts.values(), np.int64, len(vocab.counts))}
+        out["vocab_words"], out["vocab_words_offsets"] = _pack(list(vocab.counts))
+        out["table_words"], out["table_words_offsets"] = _pack(tables.words)
         for k in tables.orders():
             out[f"rows_{k}"], out[f"counts_{k}"] = tables.counted(k)
-        for name in ("vocab_words", "table_words"):
-            out[name + "_offsets"] = out[name][1]
-            out[name] = out[name][0]
         return out
 
     def save_files(self, directory: Path, binding: str, save) -> None:

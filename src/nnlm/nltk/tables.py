@@ -219,9 +219,6 @@ class Level:
         self._stats: dict[str, np.ndarray] = {}
         self._sums: dict[str, int] = {}
 
-    def __len__(self) -> int:
-        return len(self.keys)
-
     def stat(self, name: str) -> np.ndarray:
         """The statistic ``name`` per row (``count`` or one of :attr:`STATS`)."""
         if name == "count":
