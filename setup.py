@@ -1,6 +1,8 @@
 """nnlm's compiled parts (see their sources):
 
-- nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm;
+- nnlm.decoding._kenlm_query, the per-call path of nnlm.kenlm (its C API: kenlm_api.h);
+- nnlm.decoding.ctc._prefix_search, pyctcdecode's CTC search, scoring words through that
+  API;
 - nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie;
 - nnlm.index._suffix, the suffix array's searches;
 - nnlm.text._words, a corpus's lines split into numbered words;
@@ -20,8 +22,14 @@ HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
 # value_codes.h repeats numpy's float64 sums one by one: no fused multiply-adds
 EXACT = ["-O3", "-ffp-contract=off"]
 
+KENLM_API = "src/nnlm/decoding/kenlm_api.h"
+
 setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
-                             ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS,
+                             ["src/nnlm/decoding/_kenlm_query.c"], depends=HEADERS + [KENLM_API],
+                             extra_compile_args=EXACT, optional=True),
+                   # its sums and products are Python's, in its order: no contractions
+                   Extension("nnlm.decoding.ctc._prefix_search",
+                             ["src/nnlm/decoding/ctc/_prefix_search.c"], depends=[KENLM_API],
                              extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
                              depends=HEADERS, extra_compile_args=EXACT, optional=True),

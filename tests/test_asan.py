@@ -4,7 +4,8 @@ A damaged mapped file must give one line or wrong numbers, never a read outside 
 buffers; the sizes the C code trusts are checked before it runs. This builds
 ``decoding/_kenlm_query.c``, ``ngram/store/_trie.c``, ``text/_words.c`` (over bytes that
 are not UTF-8 and blocks cut anywhere), ``ngram/formats/_arpa_lines.c`` and
-``index/_suffix.c`` (the index's searches, damaged shards included) with
+``index/_suffix.c`` (the index's searches, damaged shards included) and
+``decoding/ctc/_prefix_search.c`` (the CTC search over every alphabet its tests hold) with
 ``-fsanitize=address``
 into a copy of the package, and runs the tests that hand damaged, truncated and odd
 files to them (every section flipped, every KenLM layout, values coded as counts
@@ -24,12 +25,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/text/_words.c",
-              "nnlm/ngram/formats/_arpa_lines.c", "nnlm/index/_suffix.c"]
+              "nnlm/ngram/formats/_arpa_lines.c", "nnlm/index/_suffix.c",
+              "nnlm/decoding/ctc/_prefix_search.c"]
 TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
          "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
          "tests/test_word_blocks.py", "tests/test_arpa_lines.py",
-         "tests/test_value_codes.py", "tests/test_index.py"]
+         "tests/test_value_codes.py", "tests/test_index.py", "tests/test_ctc_compiled.py",
+         "tests/test_ctc_prefix_search.py"]
 
 
 def _runtime(name: str) -> str | None:
@@ -62,8 +65,9 @@ def test_the_c_extensions_under_address_sanitizer(tmp_path):
            "PYTHONPATH": str(src)}
     probe = subprocess.run([sys.executable, "-c", "import nnlm.decoding._kenlm_query as q, "
                             "nnlm.ngram.store._trie as t, nnlm.text._words as w, "
-                            "nnlm.ngram.formats._arpa_lines as a, nnlm.index._suffix as s; "
-                            "print(q.__file__, t.__file__, w.__file__, a.__file__, "
+                            "nnlm.ngram.formats._arpa_lines as a, nnlm.index._suffix as s, "
+                            "nnlm.decoding.ctc._prefix_search as c; "
+                            "print(q.__file__, t.__file__, w.__file__, a.__file__, c.__file__, "
                             "s.__file__)"],
                            env=env, capture_output=True, text=True, cwd=ROOT)
     assert probe.returncode == 0 and str(src) in probe.stdout, probe.stderr

@@ -144,6 +144,7 @@ def test_python_m_build_gives_an_sdist_and_a_wheel_with_the_compiled_parts(tmp_p
             "src/nnlm/text/_words.c", "src/nnlm/ngram/formats/_arpa_lines.c",
             "src/nnlm/ngram/store/trie_level.h", "src/nnlm/ngram/store/pointers.h",
             "src/nnlm/ngram/formats/kenlm_trie.h", "src/nnlm/ngram/formats/kenlm_probing.h",
+            "src/nnlm/decoding/kenlm_api.h", "src/nnlm/decoding/ctc/_prefix_search.c",
             "LICENSE", "README.md"} <= names
     with zipfile.ZipFile(wheel) as z:
         inside = z.namelist()
@@ -151,6 +152,8 @@ def test_python_m_build_gives_an_sdist_and_a_wheel_with_the_compiled_parts(tmp_p
     assert any(n.startswith("nnlm/decoding/_kenlm_query.") and n.endswith(".so")
                for n in inside), inside
     assert any(n.startswith("nnlm/ngram/store/_trie.") for n in inside if n.endswith(".so"))
+    assert any(n.startswith("nnlm/decoding/ctc/_prefix_search.") for n in inside
+               if n.endswith(".so"))
     assert "nnlm/serve/page.html" in inside and "nnlm/py.typed" in inside
     probe = subprocess.run([sys.executable, "-c", (
         "import nnlm, nnlm.decoding._kenlm_query as q; print(nnlm.__file__, q.__file__)")],

@@ -9,11 +9,13 @@ batched CTC beam search.
 
 The speech is synthetic and seeded, so every decoder hears the same thing:
 
-* **Letters** (pyctcdecode, flashlight-text): each Brown sentence (4 to 20 tokens, every
-  token in the vocabulary, as the models were trained: case and punctuation kept) is
-  spelled as CTC frames, each letter then a blank, a word separator after each word.
-  Every frame's logits are Gaussian noise of scale ``--noise``, the right label's +3.
-  pyctcdecode reads the same matrices with the separator as its space.
+* **Letters** (pyctcdecode; nnlm-ctc, nnlm's own decoder with pyctcdecode's API, as
+  ``build_ctcdecoder(labels, kenlm_model_path=MODEL)`` makes it; flashlight-text): each
+  Brown sentence (4 to 20 tokens, every token in the vocabulary, as the models were
+  trained: case and punctuation kept) is spelled as CTC frames, each letter then a
+  blank, a word separator after each word. Every frame's logits are Gaussian noise of
+  scale ``--noise``, the right label's +3. pyctcdecode and nnlm-ctc read the same
+  matrices with the separator as their space.
 * **Words** (nnlm's beam search, whose labels are the model's tokens, as a subword CTC
   model's are its LM's): each token a frame then a blank frame; each frame's right label
   gets 3 + noise, and on a token's frame ``--confusions`` other tokens drawn by their
@@ -49,7 +51,7 @@ import harness  # noqa: E402 - after its folder is on the path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/decoding/ is two below
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
-DECODERS = ("pyctcdecode", "flashlight", "nnlm")
+DECODERS = ("pyctcdecode", "nnlm-ctc", "flashlight", "nnlm")
 BLANK, SEP = "<blank>", "|"
 # (LM weight, word score) points, each decoder's LM weight on its own log scale; the
 # first point of the lowest WER wins, so each list starts from the plainest settings
@@ -57,6 +59,7 @@ BLANK, SEP = "<blank>", "|"
 SCORES = (0.0, -1.0, 1.0, -2.0)
 GRIDS = {
     "pyctcdecode": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
+    "nnlm-ctc": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],  # pyctcdecode's search
     "flashlight": [(a, b) for b in SCORES for a in (0.5, 0.25, 1.0)],
     "nnlm": [(a, b) for b in (0.0, -1.0, -2.0, -3.0, -4.0) for a in (0.25, 0.125, 0.5,
                                                                       0.0625)],
@@ -149,6 +152,20 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
 
         def make(weight, score):
             if lm is not None:
+                decoder.reset_params(alpha=weight, beta=score)
+            return lambda em: decoder.decode(em, beam_width=ARGS.beam).split()
+        return make
+    if kind == "nnlm-ctc":  # nnlm's own decoder with pyctcdecode's API, as a client builds it
+        import logging
+
+        from nnlm.pyctcdecode import build_ctcdecoder
+
+        logging.getLogger("nnlm").setLevel(logging.ERROR)  # "labels and unigrams differ"
+        decoder = build_ctcdecoder(["" if c == BLANK else " " if c == SEP else c
+                                    for c in labels], kenlm_model_path=lm_path)
+
+        def make(weight, score):
+            if lm_path:
                 decoder.reset_params(alpha=weight, beta=score)
             return lambda em: decoder.decode(em, beam_width=ARGS.beam).split()
         return make

@@ -2,7 +2,8 @@
 
 C extensions speed up the n-gram side: ``nnlm.ngram.store._trie`` (the mapped trie's
 lookups, bulk scoring and word index), ``nnlm.decoding._kenlm_query`` (``nnlm.kenlm``'s
-per-call path), ``nnlm.index._suffix`` (the suffix array's searches),
+per-call path), ``nnlm.decoding.ctc._prefix_search`` (the CTC decoder's search),
+``nnlm.index._suffix`` (the suffix array's searches),
 ``nnlm.text._words`` (reading a corpus) and ``nnlm.ngram.formats._arpa_lines``
 (writing ARPA). Each has a pure-Python/numpy path
 that gives the same numbers, which the tests compare it with. setup.py builds them where

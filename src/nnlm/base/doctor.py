@@ -21,6 +21,7 @@ from .version import __version__
 COMPILED = {
     "nnlm.ngram.store._trie": "mapped trie lookups, bulk scoring and the word index",
     "nnlm.decoding._kenlm_query": "nnlm.kenlm's per-call queries (BaseScore, score)",
+    "nnlm.decoding.ctc._prefix_search": "the CTC decoder's search (nnlm.pyctcdecode)",
     "nnlm.index._suffix": "suffix-array searches (nnlm index, the unbounded model)",
     "nnlm.text._words": "reading a corpus into ids",
     "nnlm.ngram.formats._arpa_lines": "writing ARPA files",

@@ -32,6 +32,7 @@
 #include "../ngram/store/hash_level.h"
 #include "../ngram/store/trie_level.h"
 #include "../ngram/store/vocab_hash.h"
+#include "kenlm_api.h"
 
 #define MAX_ORDER 12
 
@@ -943,6 +944,40 @@ static PyTypeObject QueryType = {
     .tp_methods = Query_methods,
 };
 
+/* -- the C API (kenlm_api.h) ---------------------------------------------------------- */
+static int32_t api_word_id(PyObject *query, PyObject *word) {
+    return scored_word_id((QueryObject *)query, word);
+}
+
+static int32_t api_unk_id(PyObject *query) { return ((QueryObject *)query)->unk; }
+
+static int32_t api_eos_id(PyObject *query) { return ((QueryObject *)query)->eos; }
+
+static float api_score(PyObject *query, const void *in, int32_t w, void *out) {
+    int length;
+    return score_word((QueryObject *)query, (const StateObject *)in, w, (StateObject *)out,
+                      &length);
+}
+
+static int api_read_state(PyObject *query, PyObject *state, void *out) {
+    if (check_state((QueryObject *)query, state, "state")) return -1;
+    memcpy(out, state, sizeof(StateObject));
+    return 0;
+}
+
+static PyObject *api_new_state(PyObject *query, const void *in) {
+    StateObject *s = PyObject_New(StateObject, &StateType);
+    if (!s) return NULL;
+    const size_t head = offsetof(StateObject, owner);
+    memcpy((char *)s + head, (const char *)in + head, sizeof(StateObject) - head);
+    return (PyObject *)s;
+}
+
+static NnlmKenlmAPI c_api = {
+    NNLM_KENLM_API_VERSION, sizeof(StateObject), &QueryType, api_word_id, api_unk_id,
+    api_eos_id, api_score, api_read_state, api_new_state,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_kenlm_query",
     "KenLM's per-call queries over nnlm's back-off arrays, in C (see nnlm.kenlm).", -1, NULL
@@ -962,6 +997,12 @@ PyMODINIT_FUNC PyInit__kenlm_query(void) {
         PyModule_AddObjectRef(m, "Query", (PyObject *)&QueryType) < 0 ||
         PyModule_AddObject(m, "MAX_ORDER", v) < 0) {
         Py_XDECREF(v);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *api = PyCapsule_New(&c_api, NNLM_KENLM_API_CAPSULE, NULL);
+    if (!api || PyModule_AddObject(m, "_C_API", api) < 0) {
+        Py_XDECREF(api);
         Py_DECREF(m);
         return NULL;
     }

@@ -69,6 +69,7 @@ class HotwordScorer:
         self._weight = weight
         self._unigrams = None if unigrams is None else frozenset(unigrams)
         self._first_lengths: dict[str, int] = {}
+        self.trie_words: list[str] | None = None  # set where the trie is built from them
 
     @property
     def _match_ptn(self) -> re.Pattern:
@@ -106,7 +107,10 @@ class HotwordScorer:
             raise ValueError("hotwords must be a list of strings, not one string")
         hotwords = [s.strip() for s in (hotwords or []) if len(s.strip()) > 0]
         unigrams = [unigram for ngram in hotwords for unigram in ngram.split()]
-        return cls(None, _Trie(sorted(unigrams, key=len)), weight, unigrams)
+        words = sorted(unigrams, key=len)
+        scorer = cls(None, _Trie(words), weight, unigrams)
+        scorer.trie_words = words  # the trie's words in insertion order (the C search's)
+        return scorer
 
 
 def _pattern(unigrams) -> re.Pattern:

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import compiled
 from .alphabet import BPE_TOKEN
 from .fusion import AbstractLanguageModel
 from .hotwords import HotwordScorer
@@ -170,8 +171,11 @@ class PrefixSearch:
     """The search over one alphabet with one language model (or none)."""
 
     def __init__(self, labels: list[str], is_bpe: bool,
-                 language_model: AbstractLanguageModel | None):
+                 language_model: AbstractLanguageModel | None, use_compiled: bool = True):
+        """``use_compiled``: :meth:`decode` runs the compiled search where it applies
+        (:mod:`.compiled`: the same beams); False keeps to this module's."""
         self.labels, self.is_bpe, self.language_model = list(labels), is_bpe, language_model
+        self.use_compiled = use_compiled
 
     def start(self, lm_start_state=None
               ) -> tuple[list[Beam], LMScoreCache, dict[str, float]]:
@@ -284,6 +288,11 @@ class PrefixSearch:
                token_min_logp: float, prune: bool, hotwords: HotwordScorer,
                lm_start_state=None) -> list[OutputBeam]:
         """The output beams of one utterance (``logits``: log-probabilities)."""
+        if self.use_compiled:
+            out = compiled.decode(self, logits, beam_width, beam_prune_logp, token_min_logp,
+                                  prune, hotwords, lm_start_state)
+            if out is not None:
+                return [OutputBeam(*b) for b in out]
         beams, cache, partial_cache = self.start(lm_start_state)
         beams = self.partial_decode(logits, beams, beam_width, beam_prune_logp,
                                     token_min_logp, prune, hotwords, cache, partial_cache)

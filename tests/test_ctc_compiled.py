@@ -1,0 +1,186 @@
+"""The compiled CTC prefix search (``decoding/ctc/_prefix_search.c``) against its Python
+reference (``PrefixSearch(..., use_compiled=False)``, pyctcdecode's search step for step,
+itself held to pyctcdecode by tests/test_pyctcdecode_api.py): the same beams in the same
+order, the same word frames, acoustic and combined scores equal to the bit, the same LM
+states, over character and subword alphabets (word-starting ``▁``, ``▁⁇▁``-like labels
+that force the next break, multi-character labels, repeated labels, more labels than the
+per-word rows hold), with no LM, nnlm's compiled queries, and models called through
+Python (the kenlm module, a combination, a subclass), hotwords, history pruning, a start
+state, and an empty utterance. Where the compiled search cannot give the reference's
+beams (a label holding whitespace, a hand-made hotword scorer) it declines."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import toy_kn
+from ctc_logits import LABELS, logits_for
+from nnlm.decoding.ctc import compiled
+from nnlm.decoding.ctc.fusion import LanguageModel
+from nnlm.decoding.ctc.hotwords import HotwordScorer, _Trie
+from nnlm.decoding.ctc.prefix_search import PrefixSearch, log_probs
+from nnlm.pyctcdecode.language_model import MultiLanguageModel
+
+pytestmark = pytest.mark.skipif(not compiled.available(),
+                                reason="the compiled search was not built")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ctc_c")
+    arpa, lines = toy_kn(d, 3, 300)
+    return d, arpa, [x.lower() for x in lines]
+
+
+def nnlm_lm(d, **kw):
+    import nnlm.kenlm
+
+    model = nnlm.kenlm.Model(str(d / "kn3"))
+    words = [w for w in model.vocabulary() if w not in ("<s>", "</s>", "<unk>")]
+    return LanguageModel(model, unigrams=kw.pop("unigrams", words), **kw)
+
+
+def same_beams(labels, lm, logp, is_bpe=False, hot=(), prune=False, width=16,
+               weight=10.0, start=None, token_min_logp=-5.0):
+    """The compiled and the reference output beams, asserted equal; the compiled ones."""
+    scorer = HotwordScorer.build_scorer(list(hot), weight)
+    args = (logp, width, -10.0, token_min_logp, prune, scorer, start)
+    fast = compiled.decode(PrefixSearch(labels, is_bpe, lm), *args)
+    assert fast is not None, "the compiled search declined"
+    ref = PrefixSearch(labels, is_bpe, lm, use_compiled=False).decode(*args)
+    assert [b.text for b in ref] == [b[0] for b in fast]
+    assert [b.text_frames for b in ref] == [b[2] for b in fast]
+    assert [b.logit_score for b in ref] == [b[3] for b in fast]  # to the bit
+    assert [b.lm_score for b in ref] == [b[4] for b in fast]
+    assert [b.last_lm_state for b in ref] == [b[1] for b in fast]
+    return fast
+
+
+def char_logits(lines, seed=0, n=3):
+    rng = np.random.default_rng(seed)
+    return [log_probs(logits_for(line, rng)) for line in lines[:n]]
+
+
+def test_set_order_is_this_pythons():
+    assert compiled.set_order_matches(cases=500, seed=1)
+
+
+@pytest.mark.parametrize("prune,hot", [(False, ()), (True, ()), (False, ("cat", "the dog")),
+                                       (True, ("zqx", "a"))])
+def test_characters_with_nnlms_compiled_queries(world, prune, hot):
+    d, _, lines = world
+    lm = nnlm_lm(d, alpha=0.7, beta=1.2)
+    assert compiled._lm_spec(lm, lm.get_start_state())[0] == "query"
+    for logp in char_logits([x[:40] for x in lines], n=4):
+        same_beams(LABELS, lm, logp, hot=hot, prune=prune)
+
+
+@pytest.mark.parametrize("unigrams,boundary", [(None, True), ([], False), ("model", False)])
+def test_word_lists_and_boundaries(world, unigrams, boundary):
+    d, _, lines = world
+    kw = {} if unigrams == "model" else {"unigrams": unigrams}
+    lm = nnlm_lm(d, score_boundary=boundary, unk_score_offset=-4.0, **kw)
+    for logp in char_logits([x[:30] for x in lines], seed=2, n=2):
+        same_beams(LABELS, lm, logp, prune=True)
+
+
+def test_no_language_model_with_and_without_hotwords(world):
+    _, _, lines = world
+    for logp, hot, w in itertools.product(char_logits([x[:40] for x in lines], seed=3),
+                                          ((), ("the", "of it")), (10.0, -2.5)):
+        same_beams(LABELS, None, logp, hot=hot, weight=w)
+
+
+class Subclassed(LanguageModel):
+    """A LanguageModel whose word score is its own: called through Python."""
+
+    def score(self, prev_state, word, is_last_word=False):
+        score, state = super().score(prev_state, word, is_last_word)
+        return score - 0.25 * len(word), state
+
+
+def test_models_called_through_python(world):
+    d, arpa, lines = world
+    base = nnlm_lm(d)
+    lms = [Subclassed(base._kenlm_model, unigrams=base.unigrams),
+           MultiLanguageModel([nnlm_lm(d, alpha=0.3), nnlm_lm(d, beta=0.5)])]
+    kenlm = pytest.importorskip("kenlm")
+    lms.append(LanguageModel(kenlm.Model(str(arpa)), unigrams=base.unigrams))
+    for lm in lms:
+        assert compiled._lm_spec(lm, lm.get_start_state())[0] == "python"
+        for logp in char_logits([x[:30] for x in lines], seed=4, n=2):
+            same_beams(LABELS, lm, logp, hot=("the",), prune=True)
+
+
+def test_a_start_state_and_an_empty_utterance(world):
+    d, _, lines = world
+    lm = nnlm_lm(d)
+    logp = char_logits(lines, seed=5, n=1)[0]
+    start = lm.get_start_state()
+    after = type(start)()
+    lm._kenlm_model.BaseScore(start, "the", after)
+    same_beams(LABELS, lm, logp, start=after)
+    out = same_beams(LABELS, lm, np.zeros((0, len(LABELS))))
+    assert [b[0] for b in out] == [""]
+
+
+def subword_logits(labels, pieces, rng, noise=0.6):
+    """Frames spelling ``pieces`` (label indices), a blank between, noisy."""
+    frames = [k for p in pieces for k in (p, 0)]
+    x = rng.normal(scale=noise, size=(len(frames), len(labels)))
+    x[np.arange(len(frames)), frames] += 3.0
+    return log_probs(x.astype(np.float32))
+
+
+def test_subword_labels(world):
+    d, _, _ = world
+    labels = ["", "▁the", "▁a", "t", "he", "▁", "s", "▁c", "at", "a", "▁⁇▁", "o", "g",
+              "▁do", "og", "▁o", "f", "▁of", "the", "▁t"]  # multi-character: interned
+    rng = np.random.default_rng(6)
+    lm = nnlm_lm(d)
+    for _ in range(4):
+        pieces = rng.integers(1, len(labels), size=12)
+        logp = subword_logits(labels, pieces, rng)
+        for hot, prune in ((), False), (("cat", "the"), True):
+            same_beams(labels, lm, logp, is_bpe=True, hot=hot, prune=prune)
+            same_beams(labels, None, logp, is_bpe=True, hot=hot)
+
+
+def test_repeated_labels_and_a_large_alphabet(world):
+    d, _, lines = world
+    lm = nnlm_lm(d)
+    labels = LABELS + ["a", "e"]  # a repeat of a label is the same string
+    logp = char_logits(lines, seed=7, n=1)[0]
+    logp = np.concatenate([logp, logp[:, [3, 7]] - 0.5], axis=1)
+    same_beams(labels, lm, logp, prune=True)
+    rng = np.random.default_rng(8)  # past the per-word rows (512 labels): the tables
+    many = ["", " "] + ["".join(rng.choice(list("abcdefghij"), size=rng.integers(1, 4)))
+                        for _ in range(600)]
+    many = list(dict.fromkeys(many))
+    logp = subword_logits(many, rng.integers(1, len(many), size=10), rng, noise=1.5)
+    same_beams(many, lm, logp, token_min_logp=-7.0)
+    same_beams(many, None, logp, hot=("abc", "j"))
+
+
+def test_the_orders_sent_from_python_give_the_same_beams(world, monkeypatch):
+    d, _, lines = world
+    monkeypatch.setattr(compiled, "_set_order_checked", [False])
+    for logp in char_logits([x[:30] for x in lines], seed=9, n=2):
+        same_beams(LABELS, nnlm_lm(d), logp, prune=True)
+
+
+def test_what_it_declines(world):
+    d, _, lines = world
+    logp = char_logits(lines, n=1)[0]
+    spaced = LABELS[:-1] + ["z z"]
+    scorer = HotwordScorer.build_scorer(["cat"])
+    assert compiled.decode(PrefixSearch(spaced, False, None), logp, 8, -10.0, -5.0, False,
+                           scorer) is None
+    hand_made = HotwordScorer(None, _Trie(["cat"]), 10.0, ["cat"])
+    assert compiled.decode(PrefixSearch(LABELS, False, None), logp, 8, -10.0, -5.0, False,
+                           hand_made) is None
+    # and the decoder still answers, through the reference
+    assert PrefixSearch(spaced, False, None).decode(logp, 8, -10.0, -5.0, False, scorer)
