@@ -173,12 +173,16 @@ def test_lstm_saves_loads_and_scores_as_the_decoder_api(tmp_path):
 def test_whole_line_scores_for_kenlm_api_decoders_are_the_lines_scores():
     """pyctcdecode's class over an LSTM scores through WholeLine (kenlm's States cannot
     hold its context): a chain of BaseScore calls gives whole-line scoring's numbers,
-    each history's row sums to one, rows are computed once a history, and a null
-    context is refused in one line."""
+    each history's row sums to one, rows are computed once a history, those BaseScore
+    writes in one batched pass with the next one missing, and a null context is
+    refused in one line."""
     from nnlm.base.errors import NnlmError
     from nnlm.decoding.whole_line import History, WholeLine
 
     lm = NeuralLM(VOCAB, lstm(layers=2))
+    passes = []  # rows computed by each network pass
+    next_logprobs = lm.next_logprobs
+    lm.next_logprobs = lambda contexts: passes.append(len(contexts)) or next_logprobs(contexts)
     scorer = WholeLine(lm)
     stream = Stream.from_lines([line.split() for line in TEXT], VOCAB)
     whole = lm.logprobs(stream) * math.log10(math.e)
@@ -194,7 +198,18 @@ def test_whole_line_scores_for_kenlm_api_decoders_are_the_lines_scores():
     for row in scorer.rows.values():
         assert math.isclose(float((10.0 ** row.astype(np.float64)).sum()), 1.0, abs_tol=1e-4)
     histories = {(*line.split()[:j],) for line in TEXT for j in range(len(line.split()) + 1)}
-    assert len(scorer.rows) == len(histories)  # one row a distinct history
+    assert len(scorer.rows) == sum(passes) >= len(histories)  # each once
+    scorer.new_utterance()
+    passes.clear()
+    start, written = History(), []
+    scorer.BeginSentenceWrite(start)
+    for word in ("b", "d", "e"):  # three histories no line starts with
+        written.append(History())
+        scorer.BaseScore(start, word, written[-1])
+    rows = [scorer.BaseScore(state, "a", History()) for state in written]
+    assert passes == [1, 3]  # <s>'s row; the histories written, in one pass at the first read
+    assert np.allclose(rows, [scorer.lm.logprobs(Stream.from_lines([[w, "a"]], VOCAB))[1]
+                              * math.log10(math.e) for w in ("b", "d", "e")], atol=1e-5)
     assert scorer.order == 1025 and "a" in scorer and "zebra" not in scorer
     with pytest.raises(NnlmError, match="no null context"):
         scorer.NullContextWrite(History())

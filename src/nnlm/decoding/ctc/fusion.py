@@ -184,7 +184,11 @@ class LanguageModel(AbstractLanguageModel):
         return set(self._unigram_set)
 
     def get_start_state(self):
-        """A new state: after ``<s>`` (``score_boundary``), else KenLM's null context."""
+        """A new state: after ``<s>`` (``score_boundary``), else KenLM's null context; a
+        new utterance for a model that keeps rows per history (WholeLine forgets them)."""
+        new_utterance = getattr(self._kenlm_model, "new_utterance", None)
+        if new_utterance is not None:
+            new_utterance()
         state = self._new_state()
         if self.score_boundary:
             self._kenlm_model.BeginSentenceWrite(state)
