@@ -184,3 +184,20 @@ def test_what_it_declines(world):
                            hand_made) is None
     # and the decoder still answers, through the reference
     assert PrefixSearch(spaced, False, None).decode(logp, 8, -10.0, -5.0, False, scorer)
+
+
+def test_a_kept_hotword_scorer_stays_in_its_process(world):
+    """The decoder keeps the last hotword list's scorer (its trie is compiled); a pool's
+    workers receive the decoder without it and build their own: the same beams."""
+    import multiprocessing as mp
+
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    d, arpa, lines = world
+    decoder = build_ctcdecoder(LABELS, str(arpa))
+    xs = [logits_for(line[:40], np.random.default_rng(i)) for i, line in enumerate(lines[:2])]
+    alone = [decoder.decode_beams(x, hotwords=["cat", "the dog"]) for x in xs]
+    assert "_last_hotwords" in decoder.__dict__
+    with mp.get_context("fork").Pool(2) as pool:
+        pooled = decoder.decode_beams_batch(pool, xs, hotwords=["cat", "the dog"])
+    assert [[b.get_mp_safe_beam() for b in beams] for beams in alone] == pooled

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -164,10 +162,11 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
         decoder = build_ctcdecoder(["" if c == BLANK else " " if c == SEP else c
                                     for c in labels], kenlm_model_path=lm_path)
 
-        def make(weight, score):
+        def make(weight, score, hotwords=None):
             if lm_path:
                 decoder.reset_params(alpha=weight, beta=score)
-            return lambda em: decoder.decode(em, beam_width=ARGS.beam).split()
+            return lambda em: decoder.decode(em, beam_width=ARGS.beam,
+                                             hotwords=hotwords).split()
         return make
     if kind == "flashlight":
         from flashlight.lib.text import decoder as fl
@@ -253,11 +252,20 @@ def worker(kind: str, name: str, lm_path: str | None) -> dict:
     hyps = [decode(em) for em in test_em]
     seconds = (time.perf_counter() - started) / len(test)
     wrong = sum(errors(s, h) for s, h in zip(test, hyps))
-    return {"decoder": kind, "lm": name, "model": lm_path, "wer": wrong / sum(map(len, test)),
-            "errors": wrong, "words": sum(map(len, test)), "sentences": len(test),
-            "tuned_on": len(tune), "lm_weight": tuned[0], "word_score": tuned[1],
-            "seconds_a_sentence": seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    row = {"decoder": kind, "lm": name, "model": lm_path, "wer": wrong / sum(map(len, test)),
+           "errors": wrong, "words": sum(map(len, test)), "sentences": len(test),
+           "tuned_on": len(tune), "lm_weight": tuned[0], "word_score": tuned[1],
+           "seconds_a_sentence": seconds,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if ARGS.hotwords and kind == "nnlm-ctc":  # made-up words: what the list itself costs
+        hot = make(*tuned, hotwords=[f"zq{i}x" for i in range(ARGS.hotwords)])
+        hot(test_em[0])
+        started = time.perf_counter()
+        for em in test_em:
+            hot(em)
+        row["hotwords"] = ARGS.hotwords
+        row["seconds_a_sentence_hotwords"] = (time.perf_counter() - started) / len(test)
+    return row
 
 
 # -- the table ------------------------------------------------------------------------
@@ -322,10 +330,19 @@ def main() -> None:
             print(f"{kind:12s} {name:10s} WER {100 * r['wer']:5.1f}%  "
                   f"{1000 * r['seconds_a_sentence']:8.1f} ms  {r['peak_rss_mb']:6.0f} MB  "
                   f"(weight {r['lm_weight']}, score {r['word_score']})", flush=True)
-    out = {"command": "python bench/decoding/decoders.py " + " ".join(sys.argv[1:]),
-           "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+    command = "python bench/decoding/decoders.py " + " ".join(sys.argv[1:])
+    machine = harness.machine()
+    out = {"command": command, "machine": machine,
            "noise": ARGS.noise, "word_noise": ARGS.word_noise, "confusions": ARGS.confusions,
            "beam": ARGS.beam, "nnlm_beam": ARGS.nnlm_beam, "rows": rows}
+    if ARGS.update and ARGS.out.exists():  # this run's rows in place of their old ones
+        old = json.loads(ARGS.out.read_text())
+        for r in rows:
+            r.update(command=command, machine=machine)
+        new = {(r["decoder"], r["lm"]): r for r in rows}
+        kept = [r for r in old["rows"] if (r["decoder"], r["lm"]) not in new]
+        out = {**old, "rows": kept + rows}
+        rows = out["rows"]
     print(table(rows))
     ARGS.out.parent.mkdir(parents=True, exist_ok=True)
     harness.write_record(ARGS.out, out)
@@ -352,6 +369,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--beam", type=int, default=50, help="pyctcdecode's and flashlight's")
     p.add_argument("--nnlm-beam", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--hotwords", type=int, default=0, metavar="N",
+                   help="also time nnlm-ctc with N made-up hotwords (default: none)")
+    p.add_argument("--update", action="store_true",
+                   help="replace only this run's rows (decoder, LM) in --out, each with its "
+                   "own command and machine, and keep the others")
     p.add_argument("--out", type=Path, default=Path("bench/results/decoders.json"))
     p.add_argument("--plot", type=Path)
     p.add_argument("--worker", nargs=3, metavar=("DECODER", "NAME", "MODEL"),
