@@ -27,6 +27,9 @@ $(BIN)/.installed: pyproject.toml
 	@# transformers, whose Wav2Vec2ProcessorWithLM decodes through pyctcdecode: the client
 	@# of nnlm.pyctcdecode in tests/test_pyctcdecode_api.py (which skips without it)
 	$(BIN)/python -m pip install --quiet transformers || echo "transformers could not be installed: its test will skip"
+	@# DataTrove, whose perplexity stage nnlm filter replaces: its KenlmModel is the oracle
+	@# of tests/test_filter.py (which skips those cases without it)
+	$(BIN)/python -m pip install --quiet datatrove || echo "datatrove could not be installed: its tests will skip"
 	@# numba's cache of the compiled optimizer updates, built once here: processes that
 	@# start together (torchrun ranks, --workers) then load it instead of writing it at
 	@# the same moment, which can crash one of them (numba issue 4807)

@@ -16,13 +16,14 @@ from ..base.interrupts import Terminated, terminate_as_interrupt
 from ..file_kinds import check_file_output
 from ..ngram.store.trie_layout import verifying
 from ..text.fileio import os_error_message, public_path
-from . import data, experiments, index, neural, ngram, scoring, serve, shell
+from . import data, experiments, filtering, index, neural, ngram, scoring, serve, shell
 from .common import Parser, add_log_every, is_leaf, walk_parsers
 from .examples import add_examples
 from .flags import as_flags
 from .guards import check_distinct, output_lock
 
-GROUPS = (data, ngram, index, scoring, neural, experiments, serve, shell)  # nnlm --help's order
+# nnlm --help's order
+GROUPS = (data, ngram, index, scoring, filtering, neural, experiments, serve, shell)
 
 EPILOG = """\
 examples:

@@ -4,9 +4,10 @@ Reading. Text is read as bytes in blocks of whole lines and decoded per block, s
 byte is reported with its line number while a large file never becomes one Python
 string. One rule for every command: a UTF-8 byte-order mark is dropped, ``\\r\\n`` and a
 lone ``\\r`` end a line like ``\\n``, and a NUL byte is an error (a binary file). Files
-compressed with gzip, bzip2 or xz are read through (recognized by their first bytes,
-whatever their name), and ``-`` is standard input (kept in a temporary file on first
-use, so commands that read their input twice can).
+compressed with gzip, bzip2, xz or zstd (with the optional zstandard package) are read
+through (recognized by their first bytes, whatever their name), and ``-`` is standard
+input (kept in a temporary file on first use, so commands that read their input twice
+can).
 
 Writing. :func:`atomic_path` is the one way anything is written: the payload (a file or
 a whole directory) is built under a hidden temporary name in the target's folder, given
@@ -25,6 +26,7 @@ import ctypes
 import ctypes.util
 import errno
 import gzip
+import io
 import lzma
 import os
 import re
@@ -54,7 +56,8 @@ def os_error_message(path, error: OSError, doing: str = "cannot open") -> str:
     return f"{path}: {doing} ({cause[:1].lower() + cause[1:]})"
 
 
-COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
+COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz",
+              b"\x28\xb5\x2f\xfd": "zstd"}
 STDIN = "-"
 _stdin_copy = None  # standard input, spooled to a temporary file on first use
 
@@ -85,8 +88,56 @@ def compression_of(head: bytes) -> str | None:
     return next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
 
 
+def _zstandard():
+    """The zstandard module (optional: the ``filter`` extra), or one line saying so."""
+    try:
+        import zstandard  # optional: only .zst files need it
+    except ImportError:
+        raise NnlmError("reading or writing .zst files needs the zstandard package: pip "
+                        "install 'nnlm[filter]' (or zstandard)") from None
+    return zstandard
+
+
+class _ZstdReader(io.RawIOBase):
+    """``raw``'s zstd frames decompressed, one after another; a frame cut short is a
+    ValueError at the end (zstandard's own stream reader ends there silently)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.module = raw, _zstandard()
+        self.frame, self.buffer = None, b""  # the frame being read (None: between frames)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self.buffer) < size:
+            chunk = self.raw.read(1 << 17)
+            if not chunk:
+                if self.frame is not None:
+                    raise ValueError("a zstd frame cut short (a truncated file)")
+                break
+            while chunk:
+                if self.frame is None:
+                    self.frame = self.module.ZstdDecompressor().decompressobj()
+                self.buffer += self.frame.decompress(chunk)
+                chunk = b""
+                if self.frame.eof:  # what follows is the next frame
+                    chunk, self.frame = self.frame.unused_data, None
+        if size < 0:
+            out, self.buffer = self.buffer, b""
+        else:
+            out, self.buffer = self.buffer[:size], self.buffer[size:]
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
 def _decompressing(raw: BinaryIO, kind: str) -> BinaryIO:
     """A reader of ``raw``'s decompressed bytes that closes ``raw`` when closed."""
+    if kind == "zstd":
+        return _ZstdReader(raw)
     if kind == "gzip":
         f = gzip.GzipFile(fileobj=raw, mode="rb")
         f.myfileobj = raw  # GzipFile closes this one on close()
@@ -154,12 +205,17 @@ def decode_block(block: bytes, name, first_line: int) -> list[str]:
 
 def read_block(f, size: int, name, line: int) -> bytes:
     """``f.read(size)``, where a compressed file's damage is one line naming the file and
-    the line it was read up to (gzip, bzip2 and xz raise five different errors)."""
+    the line it was read up to (gzip, bzip2, xz and zstd raise six different errors)."""
     try:
-        return f.read(size)
+        data = f.read(size)
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
         raise NnlmError(f"{name}: corrupt or truncated compressed file around line {line} "
                         f"({str(e) or type(e).__name__})") from None
+    except Exception as e:  # zstandard's ZstdError, without importing zstandard here
+        if type(e).__name__ != "ZstdError":
+            raise
+        raise NnlmError(f"{name}: corrupt zstd file around line {line} ({e})") from None
+    return data
 
 
 def source_name(source, name: str | None = None) -> str:
@@ -404,8 +460,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 def open_text_for_writing(tmp: Path, final: str | os.PathLike):
     """A UTF-8 text stream onto ``tmp``, compressed as ``final``'s suffix asks (.gz, .bz2,
-    .xz; anything else: plain)."""
+    .xz, .zst; anything else: plain)."""
     suffix = Path(final).suffix.lower()
+    if suffix == ".zst":
+        return io.TextIOWrapper(open_binary_for_writing(tmp, final), encoding="utf-8",
+                                newline="\n")
     if suffix == ".gz":
         return gzip.open(tmp, "wt", encoding="utf-8", newline="\n", compresslevel=6)
     if suffix == ".bz2":
@@ -413,6 +472,22 @@ def open_text_for_writing(tmp: Path, final: str | os.PathLike):
     if suffix == ".xz":
         return lzma.open(tmp, "wt", encoding="utf-8", newline="\n")
     return open(tmp, "w", encoding="utf-8", newline="\n")
+
+
+def open_binary_for_writing(tmp: Path, final: str | os.PathLike) -> BinaryIO:
+    """A byte stream onto ``tmp``, compressed as ``final``'s suffix asks (.gz, .bz2, .xz,
+    .zst; anything else: plain)."""
+    suffix = Path(final).suffix.lower()
+    if suffix == ".zst":
+        return _zstandard().ZstdCompressor(level=3).stream_writer(open(tmp, "wb"),
+                                                                   closefd=True)
+    if suffix == ".gz":
+        return gzip.open(tmp, "wb", compresslevel=6)
+    if suffix == ".bz2":
+        return bz2.open(tmp, "wb")
+    if suffix == ".xz":
+        return lzma.open(tmp, "wb")
+    return open(tmp, "wb")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

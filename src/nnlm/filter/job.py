@@ -1,0 +1,190 @@
+"""``nnlm filter score``'s work: each input file's documents scored, each record written
+out with its ``perplexity`` and ``bucket`` (to one output file an input, or one a bucket
+with ``split``), those filtered out counted, and a summary of the run.
+
+Each output is written under a temporary name and renamed when its input is done, so a
+killed run leaves finished files whole and no half-written one. A bad record (a line
+that is not a JSON object, no text field, a text that is not a string, an empty
+document) stops the run naming file and line, or with ``on_error="skip"`` is left out
+and counted with its message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from ..base.errors import NnlmError, where
+from ..base.progress import progress_bar
+from ..text.fileio import atomic_path, open_binary_for_writing
+from .buckets import BUCKETS, NO_BUCKET, Cutoffs
+from .documents import BadRecord, Document, format_of, read_documents, record_line
+from .perplexity import DocumentScorer
+
+BATCH = 512  # documents normalized and cut into pieces together
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+
+
+class Settings(NamedTuple):
+    """How documents are read, scored, kept and written (``nnlm filter score``'s flags)."""
+
+    fmt: str = "auto"
+    text_field: str = "text"
+    digits: int | None = 1          # the perplexity rounded as cc_net and DataTrove do
+    cutoffs: Cutoffs | None = None  # buckets; None: every document's is "all"
+    keep: frozenset | None = None   # buckets written (None: every one)
+    max_perplexity: float | None = None
+    split: bool = False             # one output a bucket
+    on_error: str = "stop"          # or "skip"
+
+
+class Tally:
+    """What a run did: documents read, kept, filtered, bad; tokens scored; buckets."""
+
+    def __init__(self):
+        self.documents = self.kept = self.filtered = self.tokens = 0
+        self.buckets: Counter = Counter()
+        self.errors: list[str] = []
+        self.perplexities: list[float] = []
+        self.started = time.monotonic()
+
+    def summary(self) -> dict:
+        seconds = time.monotonic() - self.started
+        return {"documents": self.documents, "kept": self.kept, "filtered": self.filtered,
+                "bad_records": len(self.errors), "tokens": self.tokens,
+                "seconds": round(seconds, 3),
+                "tokens_per_second": round(self.tokens / seconds) if seconds else None,
+                "buckets": {b: self.buckets[b] for b in (*BUCKETS, NO_BUCKET)
+                            if self.buckets[b]},
+                "errors": self.errors[:20]}
+
+
+def output_name(path: str | os.PathLike, fmt: str) -> str:
+    """The output file's name: the input's, JSON Lines (plain text becomes records: its
+    name gets .jsonl before any compression suffix); standard input is stdin.jsonl."""
+    if str(path) == "-":
+        return "stdin.jsonl"
+    name = Path(path).name
+    if fmt == "jsonl":
+        return name
+    suffix = next((s for s in COMPRESSED if name.lower().endswith(s)), "")
+    stem = name[:len(name) - len(suffix)] if suffix else name
+    return Path(stem).stem + ".jsonl" + suffix
+
+
+def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _decide(perplexity: float | None, settings: Settings) -> tuple[str, bool]:
+    """(bucket, kept) of the perplexity as written (rounded: cc_net buckets the value its
+    scoring step wrote)."""
+    bucket = settings.cutoffs.bucket(perplexity) if settings.cutoffs else NO_BUCKET
+    kept = settings.keep is None or bucket in settings.keep
+    if settings.max_perplexity is not None and (perplexity is None or
+                                                perplexity > settings.max_perplexity):
+        kept = False
+    return bucket, kept
+
+
+def _written(perplexity: float | None, digits: int | None) -> float | None:
+    """The perplexity as written: rounded to ``digits`` (None: as computed)."""
+    if perplexity is None or digits is None or not math.isfinite(perplexity):
+        return perplexity
+    return round(perplexity, digits)
+
+
+def _scored(scorer: DocumentScorer, path, settings: Settings, tally: Tally
+            ) -> Iterator[tuple[Document, float | None]]:
+    """Each good document of ``path`` with its perplexity (unrounded)."""
+    errors = None if settings.on_error == "stop" else tally.errors
+    docs = read_documents(path, settings.fmt, settings.text_field, errors)
+    for batch in _batches(docs, BATCH):
+        good = []
+        for doc in batch:
+            if doc.text.strip():
+                good.append(doc)
+                continue
+            message = f"{where(path, doc.line)}: an empty document"
+            if errors is None:
+                raise BadRecord(message)
+            errors.append(message)
+        for doc, score in zip(good, scorer.log10_scores([d.text for d in good])):
+            tally.documents += 1
+            if score is None:
+                yield doc, None
+            else:
+                tally.tokens += score[1]
+                yield doc, 10.0 ** (-score[0] / score[1])
+
+
+def filter_file(scorer: DocumentScorer, path, out_dir: Path, settings: Settings,
+                tally: Tally) -> list[Path]:
+    """Score one input into ``out_dir`` (module docstring); the outputs written."""
+    name = output_name(path, format_of(path, settings.fmt) if str(path) != "-" else "jsonl")
+    targets = {b: out_dir / b / name for b in (*BUCKETS, NO_BUCKET)} if settings.split \
+        else {None: out_dir / name}
+    with contextlib.ExitStack() as stack:
+        files = {}
+        for key, target in targets.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stack.enter_context(atomic_path(target))
+            files[key] = stack.enter_context(open_binary_for_writing(tmp, target))
+        for doc, computed in _scored(scorer, path, settings, tally):
+            perplexity = _written(computed, settings.digits)
+            bucket, kept = _decide(perplexity, settings)
+            tally.buckets[bucket] += 1
+            if perplexity is not None and math.isfinite(perplexity):
+                tally.perplexities.append(perplexity)
+            if not kept:
+                tally.filtered += 1
+                continue
+            tally.kept += 1
+            files[bucket if settings.split else None].write(record_line(
+                doc, {"perplexity": perplexity, "bucket": bucket}, settings.text_field))
+    return list(targets.values())
+
+
+def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.PathLike,
+                 settings: Settings | None = None) -> dict:
+    """Every input through :func:`filter_file`, with progress over the inputs' bytes (an
+    ETA for the whole run); the run's summary."""
+    settings = settings or Settings()
+    inputs, out_dir, tally = list(inputs), Path(out_dir), Tally()
+    sizes = [0 if str(p) == "-" else os.path.getsize(p) for p in inputs]
+    with progress_bar(sum(sizes) or None, "filter", unit="B", delay=2.0) as bar:
+        for path, size in zip(inputs, sizes):
+            try:
+                filter_file(scorer, path, out_dir, settings, tally)
+            except OSError as e:
+                raise NnlmError(f"{path}: {e.strerror or e}") from None
+            bar.update(size)
+            bar.set_postfix(documents=f"{tally.documents:,}", tokens=f"{tally.tokens:,}")
+    return tally.summary()
+
+
+def sample_perplexities(scorer: DocumentScorer, inputs: Iterable, n: int,
+                        settings: Settings | None = None) -> list[float | None]:
+    """The perplexities of the first ``n`` documents of ``inputs`` (a sample for cutoffs;
+    bad records are skipped here and met again by the run itself)."""
+    out: list[float | None] = []
+    sample = (settings or Settings())._replace(on_error="skip")
+    for path in inputs:
+        for _, perplexity in _scored(scorer, path, sample, Tally()):
+            out.append(perplexity)
+            if len(out) == n:
+                return out
+    return out

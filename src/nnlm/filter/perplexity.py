@@ -1,0 +1,91 @@
+"""A document's perplexity under a reference model, as cc_net and DataTrove compute it.
+
+The document is normalized (:mod:`.normalize`), cut into SentencePiece pieces joined by
+spaces (``encode_as_pieces``, here in batches), split into lines at ``\\n`` (after
+cc_net's or DataTrove's normalization, which delete line breaks, it is one line), and
+each line scored by the n-gram model with ``<s>`` and ``</s>`` (KenLM's ``score``). Then
+
+    perplexity = 10 ** (-(sum of the lines' log10 scores) / (words + lines))
+
+where words counts the pieces (each line's whitespace-separated tokens) and each line
+adds one for its ``</s>``; both tools round it to one decimal. The model is read through
+:mod:`nnlm.kenlm` (a KenLM binary or nnlm's one-file model is mapped where it lies, not
+read into memory), so the scores are KenLM's to the bit. One difference between the
+tools is kept: cc_net gives a document whose pieces are empty no perplexity at all
+(None here), DataTrove scores the empty line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..base.errors import NnlmError
+from ..decoding import kenlm
+from ..text.tokenizer import SubwordTokenizer
+from .normalize import NORMALIZERS
+
+SP_SUFFIX = ".sp.model"  # cc_net's pair: LANG.arpa.bin beside LANG.sp.model
+
+
+def pair_tokenizer(model: str | os.PathLike) -> Path | None:
+    """The SentencePiece model beside a cc_net-style model (``en.arpa.bin`` or
+    ``en.arpa`` -> ``en.sp.model``), or None."""
+    model = Path(model)
+    stem = model.name.split(".", 1)[0]
+    candidate = model.with_name(stem + SP_SUFFIX)
+    return candidate if model.is_file() and candidate.is_file() else None
+
+
+def perplexity(log10_score: float, length: int) -> float:
+    """cc_net's and DataTrove's ``pp``: 10 ** (-log10_score / length)."""
+    return 10.0 ** (-log10_score / length)
+
+
+class DocumentScorer:
+    """Documents to (log10 score, length) and perplexities (module docstring).
+
+    ``model``: a path nnlm.kenlm opens (a KenLM binary or ARPA file, an nnlm model) or an
+    opened ``nnlm.kenlm.Model``; ``tokenizer``: a SentencePiece ``.model`` path, or None
+    to score the normalized text's own words; ``normalize``: ``ccnet``, ``datatrove``
+    or ``none``."""
+
+    def __init__(self, model, tokenizer: str | os.PathLike | None = None,
+                 normalize: str = "ccnet"):
+        if normalize not in NORMALIZERS:
+            raise NnlmError(f"normalize={normalize!r}: choose from "
+                            f"{', '.join(NORMALIZERS)}")
+        self.model = kenlm.Model(model) if isinstance(model, (str, os.PathLike)) else model
+        self.tokenizer = None if tokenizer is None else SubwordTokenizer(tokenizer)
+        self.normalize_name = normalize
+        self.normalize = NORMALIZERS[normalize]
+
+    def pieces(self, texts: Sequence[str]) -> list[str]:
+        """Each text normalized and cut into pieces joined by spaces."""
+        normalized = [self.normalize(t) for t in texts]
+        if self.tokenizer is None:
+            return normalized
+        encoded = self.tokenizer.processor.encode(normalized, out_type=str)
+        return [" ".join(p) for p in encoded]
+
+    def log10_scores(self, texts: Sequence[str]) -> list[tuple[float, int] | None]:
+        """(sum of log10 scores, words + lines) per text; None where cc_net gives none
+        (its pieces are empty: module docstring)."""
+        score = self.model.score
+        skip_empty = self.normalize_name == "ccnet"
+        out: list[tuple[float, int] | None] = []
+        for doc in self.pieces(texts):
+            if skip_empty and not doc:
+                out.append(None)
+                continue
+            total, length = 0, 0  # the tools' own start: 0 + the first score
+            for line in doc.split("\n"):
+                total += score(line)
+                length += len(line.split()) + 1
+            out.append((total, length))
+        return out
+
+    def perplexities(self, texts: Sequence[str]) -> list[float | None]:
+        """Each text's perplexity, unrounded (None: see :meth:`log10_scores`)."""
+        return [None if s is None else perplexity(*s) for s in self.log10_scores(texts)]

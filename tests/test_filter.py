@@ -1,0 +1,242 @@
+"""nnlm filter against the tools it replaces: cc_net's normalization written here from its
+rules, DataTrove's own ``KenlmModel`` (installed from the registry), the kenlm module and
+SentencePiece give the same normalized texts, the same scores to the bit and the same
+perplexities; ``nnlm filter score`` writes every record once, in order, with its
+perplexity and bucket, and a bad record is one line naming file and line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+import unicodedata
+
+import pytest
+
+from conftest import toy_text
+from nnlm.cli import main
+from nnlm.filter import DocumentScorer, ccnet, datatrove, perplexity
+
+# cc_net's text_normalizer, written here from its rules (the oracle where DataTrove is not
+# installed): its punctuation table, then the steps in its order
+CCNET_PUNCT = {"，": ",", "。": ".", "、": ",", "„": '"', "”": '"', "“": '"', "«": '"',
+               "»": '"', "１": '"', "」": '"', "「": '"', "《": '"', "》": '"', "´": "'",
+               "∶": ":", "：": ":", "？": "?", "！": "!", "（": "(", "）": ")", "；": ";",
+               "–": "-", "—": " - ", "．": ". ", "～": "~", "’": "'", "…": "...", "━": "-",
+               "〈": "<", "〉": ">", "【": "[", "】": "]", "％": "%", "►": "-"}
+CONTROL = re.compile(f"[{''.join(map(chr, [*range(0, 32), *range(127, 160)]))}]")
+ODD = [*CCNET_PUNCT, "é", "Ö", "ñ", "\u0301", "٣", "12.5", "3,14", "\t", "\x07", "\x85",
+       "ﬁ", "İ", "ß", "\r", "  ", "\n"]
+
+
+def ccnet_rules(line: str) -> str:
+    line = line.strip()
+    if not line:
+        return line
+    line = line.lower()
+    line = "".join(c for c in unicodedata.normalize("NFD", line)
+                   if unicodedata.category(c) != "Mn")
+    line = re.sub(r"\d", "0", line)
+    line = "".join(CCNET_PUNCT.get(c, c) for c in line)
+    return CONTROL.sub("", line)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A cc_net-style pair on the toy world: en.sp.model and en.arpa (KN 4-gram on the
+    normalized text's pieces), and documents with odd characters."""
+    spm = pytest.importorskip("sentencepiece")
+    d = tmp_path_factory.mktemp("filter")
+    toy_text(d / "toy", 300)
+    train = (d / "toy/train.txt").read_text().splitlines()
+    (d / "norm.txt").write_text("\n".join(ccnet_rules(x) for x in train) + "\n")
+    spm.SentencePieceTrainer.train(input=str(d / "norm.txt"), model_prefix=str(d / "en"),
+                                   vocab_size=60, hard_vocab_limit=False, minloglevel=2)
+    (d / "en.model").rename(d / "en.sp.model")
+    assert main(["ngram", "train", str(d / "norm.txt"), "--order", "4", "--tokenizer",
+                 str(d / "en.sp.model"), "--discount-fallback", "-o", str(d / "kn"),
+                 "--arpa", str(d / "en.arpa")]) == 0
+    rng = random.Random(0)
+    lines = (d / "toy/test.txt").read_text().splitlines()
+    docs = []
+    for i in range(0, min(len(lines), 240), 3):
+        doc = "\n".join(lines[i:i + 3])
+        if i % 2:  # a third of the characters' neighbours odd
+            doc = "".join(c if rng.random() > 0.1 else c + rng.choice(ODD) for c in doc)
+        docs.append(doc.title() if i % 5 == 0 else doc)
+    return d, docs
+
+
+def kenlm_perplexity(model, pieces: str) -> tuple[float, int]:
+    total, length = 0, 0
+    for line in pieces.split("\n"):
+        total += model.score(line)
+        length += len(line.split()) + 1
+    return total, length
+
+
+def test_the_normalizations_are_the_tools(pair):
+    _, docs = pair
+    for doc in docs:
+        assert ccnet(doc) == ccnet_rules(doc)
+    dt = pytest.importorskip("datatrove.utils.perplexity")
+    model = dt.KenlmModel("unused", "en")
+    for doc in docs:
+        assert datatrove(doc) == model.normalize(doc)
+    assert datatrove("It cost 12.5 or 3,14 ٣٣") == "it cost 0 or 0 0"
+    assert ccnet("It cost 12.5 or 3,14 ٣٣") == "it cost 00.0 or 0,00 00"
+
+
+def test_cc_nets_pipeline_scores_to_the_bit(pair):
+    kenlm = pytest.importorskip("kenlm")
+    import sentencepiece as spm
+
+    d, docs = pair
+    sp = spm.SentencePieceProcessor(model_file=str(d / "en.sp.model"))
+    model = kenlm.Model(str(d / "en.arpa"))
+    ours = DocumentScorer(d / "en.arpa", d / "en.sp.model", "ccnet")
+    got = ours.log10_scores(docs)
+    for doc, mine in zip(docs, got):
+        want = kenlm_perplexity(model, " ".join(sp.encode_as_pieces(ccnet_rules(doc))))
+        assert mine == want
+        assert round(perplexity(*mine), 1) == round(10.0 ** (-want[0] / want[1]), 1)
+
+
+def test_datatroves_own_perplexities(pair):
+    dt = pytest.importorskip("datatrove.utils.perplexity")
+    kenlm = pytest.importorskip("kenlm")
+    import sentencepiece as spm
+
+    d, docs = pair
+    model = dt.KenlmModel("unused", "en")  # its files set here: no download
+    model._model = kenlm.Model(str(d / "en.arpa"))
+    tokenizer = dt.SentencePiece("unused", "en")
+    tokenizer._model = spm.SentencePieceProcessor(model_file=str(d / "en.sp.model"))
+    model._tokenizer = tokenizer
+    ours = DocumentScorer(d / "en.arpa", d / "en.sp.model", "datatrove")
+    assert [round(p, 1) for p in ours.perplexities(docs)] == \
+        [model.get_perplexity(doc) for doc in docs]
+    raw = [kenlm_perplexity(model.model, tokenizer.tokenize(model.normalize(doc)))
+           for doc in docs]
+    assert ours.log10_scores(docs) == raw  # before DataTrove's rounding: equal
+
+
+def write_jsonl(path, docs, opener=open):
+    with opener(path, "wt", encoding="utf-8") as f:
+        for i, doc in enumerate(docs):
+            f.write(json.dumps({"id": i, "text": doc, "meta": {"k": [1, 2.5]}}) + "\n")
+
+
+def read_jsonl(path, opener=open):
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_every_record_comes_out_once_in_order_with_its_perplexity(pair, tmp_path, capsys):
+    d, docs = pair
+    write_jsonl(tmp_path / "a.jsonl.gz", docs, gzip.open)
+    write_jsonl(tmp_path / "b.jsonl", docs[:7])
+    assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.jsonl"),
+                 "-m", str(d / "en.arpa"), "-o", str(tmp_path / "out"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["tokenizer"].endswith("en.sp.model")  # found beside the model
+    assert summary["documents"] == summary["kept"] == len(docs) + 7
+    out = read_jsonl(tmp_path / "out/a.jsonl.gz", gzip.open)
+    want = DocumentScorer(d / "en.arpa", d / "en.sp.model").perplexities(docs)
+    assert [r["id"] for r in out] == list(range(len(docs)))
+    assert [r["perplexity"] for r in out] == [round(p, 1) for p in want]
+    assert all(r["text"] == doc and r["meta"] == {"k": [1, 2.5]} and r["bucket"] == "all"
+               for r, doc in zip(out, docs))
+    assert len(read_jsonl(tmp_path / "out/b.jsonl")) == 7
+
+
+def test_buckets_split_keep_and_cc_nets_cutoff_table(pair, tmp_path, capsys):
+    d, docs = pair
+    write_jsonl(tmp_path / "a.jsonl", docs)
+    ppl = [round(p, 1) for p in DocumentScorer(d / "en.arpa", d / "en.sp.model")
+           .perplexities(docs)]
+    head, tail = sorted(ppl)[len(ppl) // 3], sorted(ppl)[2 * len(ppl) // 3]
+    rows = [f"{p},{head if p == 30 else tail if p == 60 else 0.0},1.0" for p in range(101)]
+    (tmp_path / "cutoff.csv").write_text(",en,de\n" + "\n".join(rows) + "\n")
+    assert main(["filter", "score", str(tmp_path / "a.jsonl"), "-m", str(d / "en.arpa"),
+                 "--cutoffs", str(tmp_path / "cutoff.csv"), "--language", "en", "--split",
+                 "-o", str(tmp_path / "split"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+
+    def bucket(p):  # cc_net's PerplexityBucket.get_bucket
+        return "head" if p < head else "middle" if p < tail else "tail"
+
+    seen = []
+    for b in ("head", "middle", "tail"):
+        records = read_jsonl(tmp_path / "split" / b / "a.jsonl")
+        assert all(r["bucket"] == b == bucket(r["perplexity"]) for r in records)
+        assert summary["buckets"].get(b, 0) == len(records)
+        seen += [r["id"] for r in records]
+    assert sorted(seen) == list(range(len(docs)))  # each once
+    assert main(["filter", "score", str(tmp_path / "a.jsonl"), "-m", str(d / "en.arpa"),
+                 "--cutoffs-from", "20", "--keep", "head,middle", "--max-perplexity",
+                 str(tail), "-o", str(tmp_path / "kept"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    kept = read_jsonl(tmp_path / "kept/a.jsonl")
+    assert len(kept) == summary["kept"] and summary["kept"] + summary["filtered"] == len(docs)
+    assert all(r["bucket"] in ("head", "middle") and r["perplexity"] <= tail for r in kept)
+
+
+def test_plain_text_and_zstd(pair, tmp_path, capsys):
+    zstd = pytest.importorskip("zstandard")
+    d, docs = pair
+    flat = [doc.replace("\n", " ").replace("\r", " ") for doc in docs[:10]]  # \r ends a line
+    (tmp_path / "lines.txt").write_text("\n".join(flat) + "\n")
+    (tmp_path / "paras.txt").write_text("\n\n".join(docs[:10]).replace("\r", "") + "\n")
+    with open(tmp_path / "c.jsonl.zst", "wb") as f:
+        f.write(zstd.ZstdCompressor().compress(
+            "".join(json.dumps({"raw_content": x}) + "\n" for x in flat).encode()))
+    assert main(["filter", "score", str(tmp_path / "lines.txt"), "-m", str(d / "en.arpa"),
+                 "-o", str(tmp_path / "o1")]) == 0
+    assert main(["filter", "score", str(tmp_path / "paras.txt"), "--format", "paragraphs",
+                 "-m", str(d / "en.arpa"), "-o", str(tmp_path / "o2")]) == 0
+    assert main(["filter", "score", str(tmp_path / "c.jsonl.zst"), "--text-field",
+                 "raw_content", "-m", str(d / "en.arpa"), "-o", str(tmp_path / "o3")]) == 0
+    lines = read_jsonl(tmp_path / "o1/lines.jsonl")
+    assert [r["text"] for r in lines] == flat
+    assert len(read_jsonl(tmp_path / "o2/paras.jsonl")) == 10
+    with open(tmp_path / "o3/c.jsonl.zst", "rb") as f:
+        out = zstd.ZstdDecompressor().stream_reader(f).read().decode().split("\n")[:-1]
+    assert [json.loads(x)["perplexity"] for x in out] == [r["perplexity"] for r in lines]
+
+
+@pytest.mark.parametrize("line,problem", [
+    ("not json", "not a JSON object"), ('{"id": 3}', "no field 'text'"),
+    ('{"text": 5}', "field 'text' is a number, not a string"),
+    ('{"text": "  "}', "an empty document"), ("[1, 2]", "a JSON list")])
+def test_a_bad_record_is_one_line_naming_it(pair, tmp_path, capsys, line, problem):
+    d, docs = pair
+    good = json.dumps({"text": docs[0]})
+    (tmp_path / "in.jsonl").write_text(f"{good}\n{line}\n{good}\n")
+    args = ["filter", "score", str(tmp_path / "in.jsonl"), "-m", str(d / "en.arpa"), "-o"]
+    assert main([*args, str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"in.jsonl:2: {problem}" in err
+    assert not (tmp_path / "out/in.jsonl").exists()  # nothing half-written
+    assert main([*args, str(tmp_path / "out"), "--on-error", "skip", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["bad_records"] == 1 and summary["documents"] == 2
+    assert len(read_jsonl(tmp_path / "out/in.jsonl")) == 2
+
+
+def test_damaged_inputs_and_outputs_over_inputs(pair, tmp_path, capsys):
+    d, docs = pair
+    write_jsonl(tmp_path / "a.jsonl.gz", docs * 20, gzip.open)
+    data = (tmp_path / "a.jsonl.gz").read_bytes()
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[:len(data) // 2])
+    assert main(["filter", "score", str(tmp_path / "cut.jsonl.gz"), "-m", str(d / "en.arpa"),
+                 "-o", str(tmp_path / "out")]) == 2
+    assert "truncated" in capsys.readouterr().err
+    assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), "-m", str(d / "en.arpa"),
+                 "-o", str(tmp_path)]) == 2  # the output folder holds the input
+    assert "nnlm: error:" in capsys.readouterr().err
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == data
+    assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), "-m", str(d / "en.arpa"),
+                 "--keep", "best", "-o", str(tmp_path / "o")]) == 2
+    assert "--keep 'best'" in capsys.readouterr().err
