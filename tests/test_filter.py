@@ -240,3 +240,39 @@ def test_damaged_inputs_and_outputs_over_inputs(pair, tmp_path, capsys):
     assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), "-m", str(d / "en.arpa"),
                  "--keep", "best", "-o", str(tmp_path / "o")]) == 2
     assert "--keep 'best'" in capsys.readouterr().err
+
+
+def test_the_datatrove_pipeline_step(pair, tmp_path):
+    """nnlm's step in a real DataTrove pipeline (reader, filter, writer): each document's
+    metadata perplexity is DataTrove's own KenlmModel's, and those above the bound are
+    dropped."""
+    pytest.importorskip("datatrove")
+    kenlm = pytest.importorskip("kenlm")
+    import sentencepiece as spm
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+    from datatrove.utils.perplexity import KenlmModel, SentencePiece
+
+    from nnlm.integrations.datatrove import PerplexityFilter
+
+    d, docs = pair
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw/a.jsonl").write_text("".join(
+        json.dumps({"id": f"d{i}", "text": doc}) + "\n" for i, doc in enumerate(docs)))
+    theirs = KenlmModel("unused", "en")
+    theirs._model = kenlm.Model(str(d / "en.arpa"))
+    tokenizer = SentencePiece("unused", "en")
+    tokenizer._model = spm.SentencePieceProcessor(model_file=str(d / "en.sp.model"))
+    theirs._tokenizer = tokenizer
+    want = {f"d{i}": theirs.get_perplexity(doc) for i, doc in enumerate(docs)}
+    bound = sorted(want.values())[len(want) // 2]
+    LocalPipelineExecutor(pipeline=[
+        JsonlReader(str(tmp_path / "raw")),
+        PerplexityFilter(d / "en.arpa", max_perplexity=bound, batch_size=16),
+        JsonlWriter(str(tmp_path / "kept"), compression=None),
+    ], tasks=1, logging_dir=str(tmp_path / "logs")).run()
+    kept = [json.loads(x) for f in sorted((tmp_path / "kept").glob("*.jsonl"))
+            for x in f.read_text().splitlines()]
+    assert kept and all(r["metadata"]["perplexity"] == want[r["id"]] <= bound for r in kept)
+    assert {r["id"] for r in kept} == {i for i, p in want.items() if p <= bound}
