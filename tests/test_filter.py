@@ -276,3 +276,33 @@ def test_the_datatrove_pipeline_step(pair, tmp_path):
             for x in f.read_text().splitlines()]
     assert kept and all(r["metadata"]["perplexity"] == want[r["id"]] <= bound for r in kept)
     assert {r["id"] for r in kept} == {i for i, p in want.items() if p <= bound}
+
+
+def test_parquet_in_and_out(pair, tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    d, docs = pair
+    table = pa.table({"id": list(range(len(docs))), "text": docs,
+                      "score": [0.5] * len(docs)})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=7)
+    assert main(["filter", "score", str(tmp_path / "a.parquet"), "-m", str(d / "en.arpa"),
+                 "--cutoffs-from", "30", "--split", "-o", str(tmp_path / "out")]) == 0
+    want = [round(p, 1) for p in DocumentScorer(d / "en.arpa", d / "en.sp.model")
+            .perplexities(docs)]
+    rows = []
+    for b in ("head", "middle", "tail", "all"):
+        part = pq.read_table(tmp_path / "out" / b / "a.parquet")
+        assert part.schema.names == ["id", "text", "score", "perplexity", "bucket"]
+        rows += [r for r in part.to_pylist() if r["bucket"] == b or not r]
+    assert sorted(r["id"] for r in rows) == list(range(len(docs)))  # each once
+    assert all(r["perplexity"] == want[r["id"]] and r["score"] == 0.5 for r in rows)
+    bad = pa.table({"text": [docs[0], None, docs[1]]})
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    assert main(["filter", "score", str(tmp_path / "bad.parquet"), "-m", str(d / "en.arpa"),
+                 "-o", str(tmp_path / "o2")]) == 2
+    assert "bad.parquet: row 2: the text is null" in capsys.readouterr().err
+    pq.write_table(pa.table({"content": ["x"]}), tmp_path / "other.parquet")
+    assert main(["filter", "score", str(tmp_path / "other.parquet"), "-m", str(d / "en.arpa"),
+                 "-o", str(tmp_path / "o3")]) == 2
+    assert "no column 'text' (columns: content)" in capsys.readouterr().err

@@ -45,9 +45,10 @@ def add_parsers(sub) -> None:
     score.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
                        help="the folder of output files, one an input")
     docs = score.add_argument_group("documents")
-    docs.add_argument("--format", choices=("auto", "jsonl", "lines", "paragraphs"),
-                      default="auto", help="JSON Lines, a document a line, or documents "
-                      "between blank lines (default: auto, from the name or first byte)")
+    docs.add_argument("--format", choices=("auto", "jsonl", "parquet", "lines", "paragraphs"),
+                      default="auto", help="JSON Lines, Parquet, a document a line, or "
+                      "documents between blank lines (default: auto, from the name or "
+                      "first bytes)")
     docs.add_argument("--text-field", default="text", metavar="NAME",
                       help="the records' text field (default: text; cc_net's: raw_content)")
     docs.add_argument("--on-error", choices=("stop", "skip"), default="stop",

@@ -19,8 +19,9 @@ import orjson
 
 from ..base.errors import NnlmError, where
 from ..text.fileio import iter_line_blocks, read_head
+from . import parquet
 
-FORMATS = ("auto", "jsonl", "lines", "paragraphs")
+FORMATS = ("auto", "jsonl", "parquet", "lines", "paragraphs")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
@@ -39,8 +40,8 @@ class BadRecord(NnlmError):
 
 def format_of(path: str | os.PathLike, fmt: str = "auto") -> str:
     """``fmt``, or for ``auto`` what the file holds: JSON Lines where its name says so
-    (.jsonl, .json, .ndjson, compressed or not) or its first character is ``{``, else
-    one document a line."""
+    (.jsonl, .json, .ndjson, compressed or not) or its first character is ``{``, Parquet
+    where its name or first bytes say so, else one document a line."""
     if fmt != "auto":
         return fmt
     name = Path(path).name.lower()
@@ -48,6 +49,8 @@ def format_of(path: str | os.PathLike, fmt: str = "auto") -> str:
         name = name.removesuffix(compressed)
     if name.endswith(JSONL_SUFFIXES):
         return "jsonl"
+    if name.endswith(".parquet") or read_head(path, 4) == b"PAR1":
+        return "parquet"
     return "jsonl" if read_head(path, 256).lstrip()[:1] == b"{" else "lines"
 
 
@@ -59,6 +62,17 @@ def read_documents(path: str | os.PathLike, fmt: str = "auto", text_field: str =
     fmt = format_of(path, fmt)
     if fmt == "jsonl":
         yield from _records(path, text_field, errors)
+    elif fmt == "parquet":  # its rows' texts (the job writes Parquet back column-wise)
+        source, _ = parquet.open_parquet(path, text_field)
+        for first, _, texts in parquet.batches(source, text_field):
+            for i, text in enumerate(texts):
+                if text is None:
+                    message = f"{path}: row {first + i}: the text is null"
+                    if errors is None:
+                        raise BadRecord(message)
+                    errors.append(message)
+                else:
+                    yield Document(first + i, None, text)
     elif fmt == "lines":
         for first, lines in iter_line_blocks(path, allow_empty=True):
             for i, text in enumerate(lines):

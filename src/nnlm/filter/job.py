@@ -23,6 +23,7 @@ from typing import NamedTuple
 from ..base.errors import NnlmError, where
 from ..base.progress import progress_bar
 from ..text.fileio import atomic_path, open_binary_for_writing
+from . import parquet
 from .buckets import BUCKETS, NO_BUCKET, Cutoffs
 from .documents import BadRecord, Document, format_of, read_documents, record_line
 from .perplexity import DocumentScorer
@@ -66,12 +67,13 @@ class Tally:
 
 
 def output_name(path: str | os.PathLike, fmt: str) -> str:
-    """The output file's name: the input's, JSON Lines (plain text becomes records: its
-    name gets .jsonl before any compression suffix); standard input is stdin.jsonl."""
+    """The output file's name: the input's (JSON Lines and Parquet stay so; plain text
+    becomes JSON Lines records, its name .jsonl before any compression suffix);
+    standard input is stdin.jsonl."""
     if str(path) == "-":
         return "stdin.jsonl"
     name = Path(path).name
-    if fmt == "jsonl":
+    if fmt in ("jsonl", "parquet"):  # the input's own format
         return name
     suffix = next((s for s in COMPRESSED if name.lower().endswith(s)), "")
     stem = name[:len(name) - len(suffix)] if suffix else name
@@ -131,12 +133,29 @@ def _scored(scorer: DocumentScorer, path, settings: Settings, tally: Tally
                 yield doc, 10.0 ** (-score[0] / score[1])
 
 
+def _account(computed: float | None, settings: Settings, tally: Tally
+             ) -> tuple[float | None, str, bool]:
+    """(the perplexity as written, its bucket, whether it is kept), counted in ``tally``."""
+    perplexity = _written(computed, settings.digits)
+    bucket, kept = _decide(perplexity, settings)
+    tally.buckets[bucket] += 1
+    if perplexity is not None and math.isfinite(perplexity):
+        tally.perplexities.append(perplexity)
+    tally.kept += kept
+    tally.filtered += not kept
+    return perplexity, bucket, kept
+
+
 def filter_file(scorer: DocumentScorer, path, out_dir: Path, settings: Settings,
                 tally: Tally) -> list[Path]:
     """Score one input into ``out_dir`` (module docstring); the outputs written."""
-    name = output_name(path, format_of(path, settings.fmt) if str(path) != "-" else "jsonl")
+    fmt = format_of(path, settings.fmt) if str(path) != "-" else "jsonl"
+    name = output_name(path, fmt)
     targets = {b: out_dir / b / name for b in (*BUCKETS, NO_BUCKET)} if settings.split \
         else {None: out_dir / name}
+    if fmt == "parquet":
+        _filter_parquet(scorer, path, targets, settings, tally)
+        return list(targets.values())
     with contextlib.ExitStack() as stack:
         files = {}
         for key, target in targets.items():
@@ -144,18 +163,49 @@ def filter_file(scorer: DocumentScorer, path, out_dir: Path, settings: Settings,
             tmp = stack.enter_context(atomic_path(target))
             files[key] = stack.enter_context(open_binary_for_writing(tmp, target))
         for doc, computed in _scored(scorer, path, settings, tally):
-            perplexity = _written(computed, settings.digits)
-            bucket, kept = _decide(perplexity, settings)
-            tally.buckets[bucket] += 1
-            if perplexity is not None and math.isfinite(perplexity):
-                tally.perplexities.append(perplexity)
-            if not kept:
-                tally.filtered += 1
-                continue
-            tally.kept += 1
-            files[bucket if settings.split else None].write(record_line(
-                doc, {"perplexity": perplexity, "bucket": bucket}, settings.text_field))
+            perplexity, bucket, kept = _account(computed, settings, tally)
+            if kept:
+                files[bucket if settings.split else None].write(record_line(
+                    doc, {"perplexity": perplexity, "bucket": bucket}, settings.text_field))
     return list(targets.values())
+
+
+def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Settings,
+                    tally: Tally) -> None:
+    """:func:`filter_file` for Parquet (:mod:`.parquet`): each batch of rows written back
+    with its perplexity and bucket columns, to each output the rows it keeps."""
+    source, schema = parquet.open_parquet(path, settings.text_field)
+    with contextlib.ExitStack() as stack:
+        writers = {}
+        for key, target in targets.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stack.enter_context(atomic_path(target))
+            writers[key] = stack.enter_context(parquet.writer(tmp, schema))
+        for first, batch, texts in parquet.batches(source, settings.text_field):
+            rows = []
+            for i, text in enumerate(texts):
+                if isinstance(text, str) and text.strip():
+                    rows.append(i)
+                    continue
+                message = f"{path}: row {first + i}: " + (
+                    "the text is null" if text is None else "an empty document")
+                if settings.on_error == "stop":
+                    raise BadRecord(message)
+                tally.errors.append(message)
+            columns: tuple[list, list] = ([None] * len(texts), [NO_BUCKET] * len(texts))
+            keep: dict = {key: [] for key in writers}
+            scores = scorer.log10_scores([texts[i] for i in rows])
+            for i, score in zip(rows, scores):
+                tally.documents += 1
+                tally.tokens += 0 if score is None else score[1]
+                computed = None if score is None else 10.0 ** (-score[0] / score[1])
+                columns[0][i], columns[1][i], kept = _account(computed, settings, tally)
+                if kept:
+                    keep[columns[1][i] if settings.split else None].append(i)
+            table = parquet.with_columns(batch, schema, *columns)
+            for key, chosen in keep.items():
+                if chosen:
+                    writers[key].write_table(parquet.select(table, chosen))
 
 
 def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.PathLike,
