@@ -306,3 +306,20 @@ def test_parquet_in_and_out(pair, tmp_path, capsys):
     assert main(["filter", "score", str(tmp_path / "other.parquet"), "-m", str(d / "en.arpa"),
                  "-o", str(tmp_path / "o3")]) == 2
     assert "no column 'text' (columns: content)" in capsys.readouterr().err
+
+
+def test_the_histogram_counts_every_document_and_draws(pair, tmp_path, capsys):
+    from nnlm.filter.buckets import Histogram
+
+    h = Histogram()
+    for p in (0.5, 1.0, 12.5, 12.6, 999.0, 1e9, float("inf"), 0.0):
+        h.add(p)
+    assert h.counts.sum() == 6 and h.counts[0] == 2 and h.counts[-1] == 1  # ends take the rest
+    assert h.edges()[0] == 1.0 and h.edges()[-1] == 1e6
+    pytest.importorskip("matplotlib")
+    d, docs = pair
+    write_jsonl(tmp_path / "a.jsonl", docs)
+    assert main(["filter", "score", str(tmp_path / "a.jsonl"), "-m", str(d / "en.arpa"),
+                 "--cutoffs-from", "20", "--plot", str(tmp_path / "h.png"), "-o",
+                 str(tmp_path / "out")]) == 0
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

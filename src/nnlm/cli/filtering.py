@@ -74,6 +74,8 @@ def add_parsers(sub) -> None:
     score.add_argument("--digits", type=ranged(int, 0, 17, name="digits"), default=1,
                        help="perplexity rounded to this many decimals (default: 1, as "
                        "cc_net and DataTrove)")
+    score.add_argument("--plot", type=Path, metavar="PNG",
+                       help="draw the perplexities' histogram (and the cutoffs) to PNG")
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -93,6 +95,7 @@ def cmd_filter(args) -> None:
         Settings,
         filter_files,
         pair_tokenizer,
+        plot_histogram,
         read_cutoff_table,
         sample_cutoffs,
         sample_perplexities,
@@ -123,6 +126,10 @@ def cmd_filter(args) -> None:
                                                      settings),
                                  args.head_percentile, args.tail_percentile)
     summary = filter_files(scorer, args.inputs, args.output, settings._replace(cutoffs=cutoffs))
+    histogram = summary.pop("histogram")
+    if args.plot:
+        plot_histogram(histogram, args.plot, cutoffs, f"{args.model.name}: "
+                       f"{summary['documents']:,} documents")
     summary = {"model": str(args.model), "tokenizer": str(tokenizer) if tokenizer else None,
                "normalize": args.normalize,
                "cutoffs": None if cutoffs is None else cutoffs._asdict(), **summary}
@@ -143,5 +150,6 @@ HANDLERS = {"filter": cmd_filter}
 PATHS = {
     "filter score": lambda a: ([*a.inputs, a.model, a.cutoffs,
                                 None if a.tokenizer in (None, "none") else Path(a.tokenizer)],
-                               [a.output]),
+                               [a.output, a.plot]),
 }
+FILE_OUTPUTS = {"filter score": lambda a: [(a.plot, "png")]}

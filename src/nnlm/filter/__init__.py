@@ -3,11 +3,11 @@ speed: :mod:`.normalize` (their normalizations), :mod:`.documents` (JSON Lines a
 in and out), :mod:`.perplexity` (a document's perplexity under a reference model),
 :mod:`.buckets` (cc_net's head, middle and tail), :mod:`.job` (``nnlm filter score``)."""
 
-from .buckets import Cutoffs, read_cutoff_table, sample_cutoffs
+from .buckets import Cutoffs, plot_histogram, read_cutoff_table, sample_cutoffs
 from .job import Settings, filter_file, filter_files, sample_perplexities
 from .normalize import NORMALIZERS, ccnet, datatrove
 from .perplexity import DocumentScorer, pair_tokenizer, perplexity
 
 __all__ = ["Cutoffs", "DocumentScorer", "NORMALIZERS", "Settings", "ccnet", "datatrove",
-           "filter_file", "filter_files", "pair_tokenizer", "perplexity",
+           "filter_file", "filter_files", "pair_tokenizer", "perplexity", "plot_histogram",
            "read_cutoff_table", "sample_cutoffs", "sample_perplexities"]

@@ -69,3 +69,51 @@ def sample_cutoffs(perplexities: Sequence[float | None], head_percentile: int = 
         raise NnlmError("no document of the sample has a perplexity: no cutoffs to compute")
     head, tail = np.percentile(values, [head_percentile, tail_percentile])
     return Cutoffs(float(head), float(tail))
+
+
+class Histogram:
+    """Perplexities counted in log-spaced bins (1 to 10^6, 50 a decade; the ends take
+    what lies beyond): a run's picture in fixed memory, whatever the corpus."""
+
+    LOW, HIGH, PER_DECADE = 0.0, 6.0, 50
+
+    def __init__(self):
+        self.counts = np.zeros(int((self.HIGH - self.LOW) * self.PER_DECADE), np.int64)
+
+    def add(self, perplexity: float) -> None:
+        if perplexity > 0 and math.isfinite(perplexity):
+            at = int((math.log10(perplexity) - self.LOW) * self.PER_DECADE)
+            self.counts[min(max(at, 0), len(self.counts) - 1)] += 1
+
+    def edges(self) -> np.ndarray:
+        return 10.0 ** np.linspace(self.LOW, self.HIGH, len(self.counts) + 1)
+
+
+def plot_histogram(histogram: Histogram, path, cutoffs: Cutoffs | None = None,
+                   title: str = "") -> None:
+    """The histogram as a PNG at ``path`` (a log axis, the bins that hold documents), with
+    the head and tail cutoffs drawn where there are some."""
+    from matplotlib.ticker import ScalarFormatter  # matplotlib: imported only for a plot
+
+    from ..plots import png_figure
+
+    counts, edges = histogram.counts, histogram.edges()
+    used = np.flatnonzero(counts)
+    if len(used) == 0:
+        raise NnlmError("no perplexity to plot")
+    lo, hi = used[0], used[-1] + 1
+    with png_figure(path, size=(7, 4), dpi=110) as (_, ax):
+        ax.stairs(counts[lo:hi], edges[lo:hi + 1], fill=True, color="#4c72b0")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(ScalarFormatter())
+        ax.set_xlabel("perplexity (log scale)")
+        ax.set_ylabel("documents")
+        if cutoffs is not None:
+            ax.axvline(cutoffs.head, color="#55a868", linestyle="--",
+                       label=f"head below {cutoffs.head:,.1f}")
+            ax.axvline(cutoffs.tail, color="#c44e52", linestyle="--",
+                       label=f"tail from {cutoffs.tail:,.1f}")
+            ax.legend(fontsize=8)
+        ax.set_title(title or f"{int(counts.sum()):,} documents")
+        ax.grid(alpha=0.3)

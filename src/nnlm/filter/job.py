@@ -24,7 +24,7 @@ from ..base.errors import NnlmError, where
 from ..base.progress import progress_bar
 from ..text.fileio import atomic_path, open_binary_for_writing
 from . import parquet
-from .buckets import BUCKETS, NO_BUCKET, Cutoffs
+from .buckets import BUCKETS, NO_BUCKET, Cutoffs, Histogram
 from .documents import BadRecord, Document, format_of, read_documents, record_line
 from .perplexity import DocumentScorer
 
@@ -52,7 +52,7 @@ class Tally:
         self.documents = self.kept = self.filtered = self.tokens = 0
         self.buckets: Counter = Counter()
         self.errors: list[str] = []
-        self.perplexities: list[float] = []
+        self.histogram = Histogram()
         self.started = time.monotonic()
 
     def summary(self) -> dict:
@@ -139,8 +139,8 @@ def _account(computed: float | None, settings: Settings, tally: Tally
     perplexity = _written(computed, settings.digits)
     bucket, kept = _decide(perplexity, settings)
     tally.buckets[bucket] += 1
-    if perplexity is not None and math.isfinite(perplexity):
-        tally.perplexities.append(perplexity)
+    if perplexity is not None:
+        tally.histogram.add(perplexity)
     tally.kept += kept
     tally.filtered += not kept
     return perplexity, bucket, kept
@@ -211,7 +211,8 @@ def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Setti
 def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.PathLike,
                  settings: Settings | None = None) -> dict:
     """Every input through :func:`filter_file`, with progress over the inputs' bytes (an
-    ETA for the whole run); the run's summary."""
+    ETA for the whole run); the run's summary (its ``histogram`` of perplexities: a
+    :class:`~.buckets.Histogram`)."""
     settings = settings or Settings()
     inputs, out_dir, tally = list(inputs), Path(out_dir), Tally()
     sizes = [0 if str(p) == "-" else os.path.getsize(p) for p in inputs]
@@ -223,7 +224,7 @@ def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.Pat
                 raise NnlmError(f"{path}: {e.strerror or e}") from None
             bar.update(size)
             bar.set_postfix(documents=f"{tally.documents:,}", tokens=f"{tally.tokens:,}")
-    return tally.summary()
+    return {**tally.summary(), "histogram": tally.histogram}
 
 
 def sample_perplexities(scorer: DocumentScorer, inputs: Iterable, n: int,
