@@ -323,3 +323,35 @@ def test_the_histogram_counts_every_document_and_draws(pair, tmp_path, capsys):
                  "--cutoffs-from", "20", "--plot", str(tmp_path / "h.png"), "-o",
                  str(tmp_path / "out")]) == 0
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_rerun_skips_finished_inputs_and_workers_write_the_same(pair, tmp_path, capsys):
+    """A run stopped by a bad record in its second input keeps the first's outputs and
+    record; once the input is fixed, the rerun skips the first and ends with the outputs
+    of a clean run, byte for byte; two worker processes write the same again."""
+    d, docs = pair
+    for i in range(3):
+        write_jsonl(tmp_path / f"in{i}.jsonl", docs[i * 10:(i + 1) * 10])
+    good = (tmp_path / "in1.jsonl").read_text()
+    (tmp_path / "in1.jsonl").write_text(good + "not json\n")
+    inputs = [str(tmp_path / f"in{i}.jsonl") for i in range(3)]
+    run = ["filter", "score", *inputs, "-m", str(d / "en.arpa"), "--json", "-o"]
+    assert main([*run, str(tmp_path / "out")]) == 2
+    capsys.readouterr()
+    assert (tmp_path / "out/in0.jsonl").exists() and not (tmp_path / "out/in1.jsonl").exists()
+    (tmp_path / "in1.jsonl").write_text(good)
+    assert main([*run, str(tmp_path / "out")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["skipped_inputs"] == 1 and summary["documents"] == 30
+    assert main([*run, str(tmp_path / "clean")]) == 0
+    clean = json.loads(capsys.readouterr().out)
+    assert main([*run, str(tmp_path / "workers"), "--workers", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["buckets"] == clean["buckets"]
+    for i in range(3):
+        name = f"in{i}.jsonl"
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes() \
+            == (tmp_path / "workers" / name).read_bytes()
+    assert main([*run, str(tmp_path / "out")]) == 0  # all finished: nothing to do
+    assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 3
+    assert main([*run, str(tmp_path / "out"), "--digits", "2"]) == 0  # new settings: all
+    assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 0

@@ -74,6 +74,11 @@ def add_parsers(sub) -> None:
     score.add_argument("--digits", type=ranged(int, 0, 17, name="digits"), default=1,
                        help="perplexity rounded to this many decimals (default: 1, as "
                        "cc_net and DataTrove)")
+    score.add_argument("--workers", type=ranged(int, 1, 256, name="workers"), default=1,
+                       help="input files scored at once, one a process (default: 1)")
+    score.add_argument("--restart", action="store_true",
+                       help="score every input again (default: skip the inputs a run with "
+                       "the same model and settings finished into OUTDIR)")
     score.add_argument("--plot", type=Path, metavar="PNG",
                        help="draw the perplexities' histogram (and the cutoffs) to PNG")
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -125,7 +130,8 @@ def cmd_filter(args) -> None:
         cutoffs = sample_cutoffs(sample_perplexities(scorer, args.inputs, args.cutoffs_from,
                                                      settings),
                                  args.head_percentile, args.tail_percentile)
-    summary = filter_files(scorer, args.inputs, args.output, settings._replace(cutoffs=cutoffs))
+    summary = filter_files(scorer, args.inputs, args.output, settings._replace(cutoffs=cutoffs),
+                           workers=args.workers, resume=not args.restart)
     histogram = summary.pop("histogram")
     if args.plot:
         plot_histogram(histogram, args.plot, cutoffs, f"{args.model.name}: "
@@ -137,6 +143,9 @@ def cmd_filter(args) -> None:
         print(json.dumps(summary, indent=1))
         return
     rate = summary["tokens_per_second"]
+    if summary["skipped_inputs"]:
+        print(f"{summary['skipped_inputs']:,} inputs finished before (their records in "
+              f"{args.output}/.nnlm-filter; --restart scores them again)", file=sys.stderr)
     print(f"{summary['documents']:,} documents, {summary['tokens']:,} tokens in "
           f"{summary['seconds']:.1f} s ({rate or 0:,} tokens/s); kept {summary['kept']:,}, "
           f"filtered {summary['filtered']:,}, bad records {summary['bad_records']:,}",

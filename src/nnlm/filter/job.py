@@ -1,6 +1,7 @@
-"""``nnlm filter score``'s work: each input file's documents scored, each record written
-out with its ``perplexity`` and ``bucket`` (to one output file an input, or one a bucket
-with ``split``), those filtered out counted, and a summary of the run.
+"""``nnlm filter score``'s work on one input: its documents scored, each record written
+out with its ``perplexity`` and ``bucket`` (to one output file, or one a bucket with
+``split``), those filtered out counted (:class:`Tally`); a run over many is
+:mod:`.run`.
 
 Each output is written under a temporary name and renamed when its input is done, so a
 killed run leaves finished files whole and no half-written one. A bad record (a line
@@ -20,8 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ..base.errors import NnlmError, where
-from ..base.progress import progress_bar
+from ..base.errors import where
 from ..text.fileio import atomic_path, open_binary_for_writing
 from . import parquet
 from .buckets import BUCKETS, NO_BUCKET, Cutoffs, Histogram
@@ -64,6 +64,20 @@ class Tally:
                 "buckets": {b: self.buckets[b] for b in (*BUCKETS, NO_BUCKET)
                             if self.buckets[b]},
                 "errors": self.errors[:20]}
+
+    def result(self) -> dict:
+        """What one input counted (JSON-ready: a finished input's record)."""
+        return {"documents": self.documents, "kept": self.kept, "filtered": self.filtered,
+                "tokens": self.tokens, "buckets": dict(self.buckets), "errors": self.errors,
+                "histogram": self.histogram.counts.tolist()}
+
+    def absorb(self, result: dict) -> None:
+        """Add one input's counts (:meth:`result`) to this run's."""
+        for name in ("documents", "kept", "filtered", "tokens"):
+            setattr(self, name, getattr(self, name) + int(result[name]))
+        self.buckets.update(result["buckets"])
+        self.errors += result["errors"]
+        self.histogram.counts += result["histogram"]
 
 
 def output_name(path: str | os.PathLike, fmt: str) -> str:
@@ -206,25 +220,6 @@ def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Setti
             for key, chosen in keep.items():
                 if chosen:
                     writers[key].write_table(parquet.select(table, chosen))
-
-
-def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.PathLike,
-                 settings: Settings | None = None) -> dict:
-    """Every input through :func:`filter_file`, with progress over the inputs' bytes (an
-    ETA for the whole run); the run's summary (its ``histogram`` of perplexities: a
-    :class:`~.buckets.Histogram`)."""
-    settings = settings or Settings()
-    inputs, out_dir, tally = list(inputs), Path(out_dir), Tally()
-    sizes = [0 if str(p) == "-" else os.path.getsize(p) for p in inputs]
-    with progress_bar(sum(sizes) or None, "filter", unit="B", delay=2.0) as bar:
-        for path, size in zip(inputs, sizes):
-            try:
-                filter_file(scorer, path, out_dir, settings, tally)
-            except OSError as e:
-                raise NnlmError(f"{path}: {e.strerror or e}") from None
-            bar.update(size)
-            bar.set_postfix(documents=f"{tally.documents:,}", tokens=f"{tally.tokens:,}")
-    return {**tally.summary(), "histogram": tally.histogram}
 
 
 def sample_perplexities(scorer: DocumentScorer, inputs: Iterable, n: int,

@@ -56,10 +56,17 @@ class DocumentScorer:
         if normalize not in NORMALIZERS:
             raise NnlmError(f"normalize={normalize!r}: choose from "
                             f"{', '.join(NORMALIZERS)}")
+        self._paths = (os.fspath(model), None if tokenizer is None else os.fspath(tokenizer)) \
+            if isinstance(model, (str, os.PathLike)) else None
         self.model = kenlm.Model(model) if isinstance(model, (str, os.PathLike)) else model
         self.tokenizer = None if tokenizer is None else SubwordTokenizer(tokenizer)
         self.normalize_name = normalize
         self.normalize = NORMALIZERS[normalize]
+
+    def spec(self) -> tuple | None:
+        """(model path, tokenizer path, normalization): what opens the same scorer in
+        another process; None for a scorer over a model object."""
+        return None if self._paths is None else (*self._paths, self.normalize_name)
 
     def pieces(self, texts: Sequence[str]) -> list[str]:
         """Each text normalized and cut into pieces joined by spaces."""
