@@ -284,6 +284,7 @@ LOCAL_IMPORTS = {
     "header reader (milliseconds of imports a process)",
     "text/jsonfiles.py": "likewise: the compression modules load with an error's message",
     "models.py": "each format's reader loads only for its files (numba's ARPA scanner)",
+    "filter/buckets.py": "matplotlib (the neural extra) loads only to draw a histogram",
     "ngram/formats/arpa_read.py": "numba's scanner compiles with the first ARPA file",
     "ngram/estimate/methods.py": "each estimator loads with its first fit: the command "
     "line reads the registry at start-up",
