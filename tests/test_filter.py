@@ -355,3 +355,33 @@ def test_a_rerun_skips_finished_inputs_and_workers_write_the_same(pair, tmp_path
     assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 3
     assert main([*run, str(tmp_path / "out"), "--digits", "2"]) == 0  # new settings: all
     assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 0
+
+
+def test_filter_train_writes_the_pair_the_tools_load(tmp_path, capsys):
+    """nnlm filter train's folder: SentencePiece and the kenlm module load its files;
+    nnlm's scores over its ARPA file are cc_net's pipeline's there, to the bit, and over
+    its one-file model (values stored in float32 as nnlm computes them) within 1e-6."""
+    spm = pytest.importorskip("sentencepiece")
+    kenlm = pytest.importorskip("kenlm")
+    toy_text(tmp_path / "toy", 300)
+    (tmp_path / "mine").mkdir()
+    assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o",
+                 str(tmp_path / "mine"), "--vocab-size", "60"]) == 2  # not a folder it wrote
+    assert "is not a folder nnlm filter train wrote" in capsys.readouterr().err
+    out = tmp_path / "ref"
+    assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o", str(out),
+                 "--vocab-size", "60", "--order", "4"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["en.arpa", "en.bin", "en.sp.model",
+                                                      "nnlm-filter.json"]
+    sp = spm.SentencePieceProcessor(model_file=str(out / "en.sp.model"))
+    model = kenlm.Model(str(out / "en.arpa"))
+    docs = (tmp_path / "toy/test.txt").read_text().splitlines()[:40]
+    exact = DocumentScorer(out / "en.arpa", out / "en.sp.model").log10_scores(docs)
+    onefile = DocumentScorer(out / "en.bin", out / "en.sp.model").log10_scores(docs)
+    for doc, mine, mapped in zip(docs, exact, onefile):
+        want = kenlm_perplexity(model, " ".join(sp.encode_as_pieces(ccnet_rules(doc))))
+        assert mine == want and mapped[1] == want[1]
+        assert mapped[0] == pytest.approx(want[0], rel=1e-6)
+    assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o", str(out),
+                 "--vocab-size", "50"]) == 0  # its own folder: replaced whole
+    assert json.loads((out / "nnlm-filter.json").read_text())["order"] == 5

@@ -1,4 +1,4 @@
-"""nnlm filter: perplexity filtering of document corpora (score)."""
+"""nnlm filter: perplexity filtering of document corpora (score, train)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,29 @@ def add_parsers(sub) -> None:
     score.add_argument("--plot", type=Path, metavar="PNG",
                        help="draw the perplexities' histogram (and the cutoffs) to PNG")
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
+    train = filter_sub.add_parser(
+        "train", help="a reference model from your good text (cc_net's recipe)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train the pair nnlm filter score (and cc_net, DataTrove, the kenlm "
+        "module) reads from TEXT, a document or sentence a line: each line normalized, a "
+        "SentencePiece unigram model, a KN n-gram model of its pieces. OUTDIR gets "
+        "LANG.sp.model, LANG.arpa and LANG.bin (nnlm's one-file model, mapped).",
+        epilog="examples:\n"
+        "  nnlm filter train wiki-en.txt -o models/en\n"
+        "  nnlm filter train good-*.txt.gz -o models/mine --language xx --vocab-size 32000\n"
+        "  nnlm filter score docs.jsonl -m models/en/en.bin -o scored/")
+    train.add_argument("texts", type=Path, nargs="+", metavar="TEXT",
+                       help="the good text, a document or sentence a line")
+    train.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
+                       help="the folder to write (a new one, or one this command wrote)")
+    train.add_argument("--language", default="en", help="the files' prefix (default: en)")
+    train.add_argument("--vocab-size", type=ranged(int, 16, 1 << 20, name="vocab-size"),
+                       default=65536, metavar="N",
+                       help="SentencePiece pieces, at most (default: 65536, cc_net's)")
+    train.add_argument("--order", type=ranged(int, 2, 12, name="order"), default=5,
+                       help="the n-gram order (default: 5)")
+    train.add_argument("--normalize", choices=("ccnet", "datatrove", "none"),
+                       default="ccnet", help="as the texts to score will be (default: ccnet)")
 
 
 def _keep(text: str | None):
@@ -95,6 +118,19 @@ def _keep(text: str | None):
 
 
 def cmd_filter(args) -> None:
+    if args.filter_command == "train":
+        from ..filter.train import train_reference
+
+        made = train_reference(args.texts, args.output, args.language, args.vocab_size,
+                               args.order, args.normalize,
+                               log=lambda m: print(m, file=sys.stderr))
+        print(f"{args.output}: {made['pieces']:,} pieces, KN {made['order']}-gram on "
+              f"{made['lines']:,} lines: {', '.join(made['files'])}", file=sys.stderr)
+        return
+    _score(args)
+
+
+def _score(args) -> None:
     from ..filter import (
         DocumentScorer,
         Settings,
@@ -160,5 +196,6 @@ PATHS = {
     "filter score": lambda a: ([*a.inputs, a.model, a.cutoffs,
                                 None if a.tokenizer in (None, "none") else Path(a.tokenizer)],
                                [a.output, a.plot]),
+    "filter train": lambda a: ([*a.texts], [a.output]),
 }
 FILE_OUTPUTS = {"filter score": lambda a: [(a.plot, "png")]}
