@@ -82,6 +82,10 @@ def add_parsers(sub) -> None:
     score.add_argument("--plot", type=Path, metavar="PNG",
                        help="draw the perplexities' histogram (and the cutoffs) to PNG")
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_train(filter_sub)
+
+
+def _add_train(filter_sub) -> None:
     train = filter_sub.add_parser(
         "train", help="a reference model from your good text (cc_net's recipe)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
