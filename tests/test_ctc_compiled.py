@@ -201,3 +201,51 @@ def test_a_kept_hotword_scorer_stays_in_its_process(world):
     with mp.get_context("fork").Pool(2) as pool:
         pooled = decoder.decode_beams_batch(pool, xs, hotwords=["cat", "the dog"])
     assert [[b.get_mp_safe_beam() for b in beams] for beams in alone] == pooled
+
+
+def streamed(decoder, x, chunk, compiled_search: bool, hotwords=None, cut_at=None):
+    """Each chunk's beams of a streamed utterance (word breaks forced every third chunk;
+    ``cut_at``: the chunk after which the caller keeps only its 5 best beams)."""
+    saved = compiled._c
+    if not compiled_search:
+        compiled._c = None
+    try:
+        beams, cache, partial = decoder.get_starting_state()
+        out = []
+        for n, lo in enumerate(range(0, len(x), chunk)):
+            last = lo + chunk >= len(x)
+            beams = decoder.partial_decode_beams(
+                x[lo:lo + chunk], cache, partial, beams, lo, beam_width=12, prune_history=True,
+                hotword_scorer=hotwords, is_end=last, force_next_word=last or n % 3 == 2)
+            out.append([tuple(b) for b in beams])
+            if n == cut_at:
+                beams = beams[:5]
+        return out
+    finally:
+        compiled._c = saved
+
+
+def test_a_stream_on_the_compiled_search_is_the_references(world):
+    """partial_decode_beams carries the compiled search from chunk to chunk: every chunk's
+    beams (all eight fields) are the reference's, with every kind of LM and hotwords; a
+    caller who changes the beams between chunks gets the reference from there on, from
+    the compiled search's cache."""
+    from nnlm.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder
+    from nnlm.pyctcdecode.alphabet import Alphabet
+
+    d, arpa, lines = world
+    base = nnlm_lm(d)
+    decoders = [build_ctcdecoder(LABELS, str(d / "kn3")),
+                BeamSearchDecoderCTC(Alphabet.build_alphabet(LABELS),
+                                     Subclassed(base._kenlm_model, unigrams=base.unigrams)),
+                build_ctcdecoder(LABELS)]
+    hot = HotwordScorer.build_scorer(["the", "of it"], 5.0)
+    for decoder in decoders:
+        for i, line in enumerate(lines[:2]):
+            x = logits_for(line[:45], np.random.default_rng(i))
+            for hotwords in (None, hot):
+                assert streamed(decoder, x, 11, True, hotwords) == \
+                    streamed(decoder, x, 11, False, hotwords)
+            assert streamed(decoder, x, 9, True, cut_at=1) == \
+                streamed(decoder, x, 9, False, cut_at=1)
+    assert not compiled._streams  # each stream dropped at its end

@@ -20,8 +20,8 @@ def add_parsers(sub) -> None:
     score = filter_sub.add_parser(
         "score", help="each document's perplexity, and buckets",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Score each document of INPUT (JSON Lines, plain, .gz or .zst; or "
-        "text, a document a line or between blank lines) under MODEL as cc_net and "
+        description="Score each document of INPUT (JSON Lines, plain, .gz or .zst; Parquet; "
+        "or text, a document a line or between blank lines) under MODEL as cc_net and "
         "DataTrove do: normalize, cut into SentencePiece pieces, score each line with "
         "<s> and </s>, perplexity = 10^(-sum / (pieces + lines)). Each input becomes "
         "one JSON Lines file in OUTDIR, its records with perplexity and bucket added.",

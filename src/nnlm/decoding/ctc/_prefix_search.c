@@ -1178,18 +1178,24 @@ static size_t frame_order(Search *S, const double *col, double token_min_logp) {
     return sim_order(&S->sa, &S->sb, S->spare, S->cand, n, best, S->order);
 }
 
-/* finalize(force_next_word=True, is_end=True): each partial word finished, the beams
- * merged again, </s> scored after the last word, ranked; then the output tuples */
-static PyObject *finish(Search *S, size_t width, double prune_logp) {
-    if (merge_reset(S, S->n_cur)) return NULL;
+/* finalize(force_next_word, is_end): where either, each partial word finished and the
+ * beams merged again; each scored (with </s> after the last word where is_end) and
+ * ranked: S->next in S->heap's order, how many returned (-1 on error) */
+static Py_ssize_t finalize_rank(Search *S, size_t width, double prune_logp, int force,
+                                int is_end) {
+    if (merge_reset(S, S->n_cur)) return -1;
     for (size_t i = 0; i < S->n_cur; i++) {
         const Beam *b = &S->cur[i];
         Beam nb = *b;
+        if (!force && !is_end) {  /* the beams as they are, scored again */
+            S->next[S->n_next++] = nb;
+            continue;
+        }
         nb.before = b->text;
         if (b->part) {
             if ((nb.text = text_child(S, b->text, b->part)) < 0 ||
                 (nb.frames = push_frames(S, b->frames, b->pf0, b->pf1)) < 0)
-                return NULL;
+                return -1;
         }
         nb.word = b->part;
         nb.part = 0;
@@ -1198,18 +1204,18 @@ static PyObject *finish(Search *S, size_t width, double prune_logp) {
         merge_add(S, &nb);
     }
     size_t n = S->n_next;
-    if (GROW(S->score, S->cap_score, n + 1) || GROW(S->heap, S->cap_heap, n + 1)) return NULL;
+    if (GROW(S->score, S->cap_score, n + 1) || GROW(S->heap, S->cap_heap, n + 1)) return -1;
     for (size_t i = 0; i < n; i++) {
         Beam *b = &S->next[i];
-        if (S->lm_kind == LM_NONE) {
-            S->score[i] = b->logit + hot_text(S, b->text) + hot_partial(S, 0);
+        if (!is_end || S->lm_kind == LM_NONE) {
+            if (beam_score(S, b, &S->score[i])) return -1;
             continue;
         }
         Text *x = &S->texts[b->text];
         if (!x->eos_scored) {
             double sc;
             int32_t st;
-            if (lm_word(S, b->before, b->word, 1, &sc, &st)) return NULL;
+            if (lm_word(S, b->before, b->word, 1, &sc, &st)) return -1;
             x = &S->texts[b->text];
             double raw = S->texts[b->before].raw + sc;
             x->eos_with_hot = raw + hot_text(S, b->text);
@@ -1218,38 +1224,59 @@ static PyObject *finish(Search *S, size_t width, double prune_logp) {
         }
         S->score[i] = b->logit + x->eos_with_hot;
     }
-    size_t k = rank(S, width, prune_logp);
-    PyObject *out = PyList_New((Py_ssize_t)k);
-    for (size_t j = 0; out && j < k; j++) {
-        const Beam *b = &S->next[S->heap[j]];
-        Py_ssize_t nw = 0;
-        for (int32_t t = b->text; t != 0; t = S->texts[t].parent) nw++;
-        Py_ssize_t nf = 0;
-        for (int32_t f = b->frames; f >= 0; f = S->frames[f].prev) nf++;
-        PyObject *words = PyList_New(nw), *frames = PyList_New(nf), *state = NULL;
-        if (words && frames) {
-            Py_ssize_t w = nw;
-            for (int32_t t = b->text; t != 0; t = S->texts[t].parent) {
-                PyObject *s = part_str(S, S->texts[t].word);
-                if (!s) break;
-                PyList_SET_ITEM(words, --w, Py_NewRef(s));
-            }
-            Py_ssize_t f = nf;
-            for (int32_t fr = b->frames; fr >= 0 && f > 0; fr = S->frames[fr].prev) {
-                PyObject *pr = Py_BuildValue("(ii)", S->frames[fr].start, S->frames[fr].end);
-                if (!pr) break;
-                PyList_SET_ITEM(frames, --f, pr);
-            }
-            if (!PyErr_Occurred()) {
-                if (S->lm_kind == LM_NONE) {
-                    state = Py_NewRef(Py_None);
-                } else {
-                    int32_t st = S->texts[b->text].eos_state;
-                    state = S->lm_kind == LM_PYTHON ? Py_NewRef(S->pstates[st])
-                                                    : S->api->new_state(S->lm, state_at(S, st));
-                }
-            }
+    return (Py_ssize_t)rank(S, width, prune_logp);
+}
+
+/* a text's words, a Python list */
+static PyObject *words_list(Search *S, int32_t text) {
+    Py_ssize_t n = 0;
+    for (int32_t t = text; t != 0; t = S->texts[t].parent) n++;
+    PyObject *words = PyList_New(n);
+    for (int32_t t = text; words && t != 0; t = S->texts[t].parent) {
+        PyObject *s = part_str(S, S->texts[t].word);
+        if (!s) {
+            Py_CLEAR(words);
+            break;
         }
+        PyList_SET_ITEM(words, --n, Py_NewRef(s));
+    }
+    return words;
+}
+
+/* a beam's word frames, a list of (start, end) */
+static PyObject *frames_list(Search *S, int32_t frames) {
+    Py_ssize_t n = 0;
+    for (int32_t f = frames; f >= 0; f = S->frames[f].prev) n++;
+    PyObject *out = PyList_New(n);
+    for (int32_t f = frames; out && f >= 0; f = S->frames[f].prev) {
+        PyObject *pair_ = Py_BuildValue("(ii)", S->frames[f].start, S->frames[f].end);
+        if (!pair_) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, --n, pair_);
+    }
+    return out;
+}
+
+/* the LM's state after a text (None without an LM), a new reference */
+static PyObject *state_object(Search *S, int32_t st) {
+    if (S->lm_kind == LM_NONE) return Py_NewRef(Py_None);
+    return S->lm_kind == LM_PYTHON ? Py_NewRef(S->pstates[st])
+                                   : S->api->new_state(S->lm, state_at(S, st));
+}
+
+/* finalize(force_next_word=True, is_end=True), then the output beams: (words, frames,
+ * acoustic score, combined score, the LM state after </s>'s context) */
+static PyObject *finish(Search *S, size_t width, double prune_logp) {
+    Py_ssize_t k = finalize_rank(S, width, prune_logp, 1, 1);
+    if (k < 0) return NULL;
+    PyObject *out = PyList_New(k);
+    for (Py_ssize_t j = 0; out && j < k; j++) {
+        const Beam *b = &S->next[S->heap[j]];
+        PyObject *words = words_list(S, b->text), *frames = frames_list(S, b->frames);
+        PyObject *state = words && frames ? state_object(S, S->texts[b->text].eos_state)
+                                          : NULL;
         PyObject *item = state ? Py_BuildValue("(OOddO)", words, frames, b->logit,
                                                S->score[S->heap[j]], state) : NULL;
         Py_XDECREF(words);
@@ -1259,10 +1286,222 @@ static PyObject *finish(Search *S, size_t width, double prune_logp) {
             Py_CLEAR(out);
             break;
         }
-        PyList_SET_ITEM(out, (Py_ssize_t)j, item);
+        PyList_SET_ITEM(out, j, item);
     }
     return out;
 }
+
+/* -- a search carried from chunk to chunk (streaming) ------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    Search S;
+    PyObject *keep;  /* (labels, lm spec, hotword spec): what S's borrowed pointers hold */
+    int ready;
+} SessionObject;
+
+static void Session_dealloc(SessionObject *self) {
+    search_free(&self->S);
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *labels, *lm_spec, *hot_spec, *hot;
+    int is_bpe, hot_any = 0;
+    if (self->ready) {
+        PyErr_SetString(PyExc_TypeError, "a Session is set up once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!pOO:Session", &PyList_Type, &labels, &is_bpe, &lm_spec,
+                          &hot_spec))
+        return -1;
+    self->keep = Py_BuildValue("(OOO)", labels, lm_spec, hot_spec);
+    if (!self->keep) return -1;
+    Search *S = &self->S;
+    S->V = PyList_GET_SIZE(labels);
+    S->is_bpe = is_bpe;
+    if (S->V < 1) {
+        PyErr_SetString(PyExc_ValueError, "no labels");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(hot_spec, "Odp:hotwords", &hot, &S->hot_weight, &hot_any)) return -1;
+    S->hot_any = hot_any;
+    if (hot != Py_None) {
+        if (!PyObject_TypeCheck(hot, &TrieType)) {
+            PyErr_SetString(PyExc_TypeError, "hotwords are a Trie or None");
+            return -1;
+        }
+        S->hot = (TrieObject *)hot;
+    }
+    if (setup_labels(S, labels) || setup_lm(S, lm_spec) || setup_tables(S) ||
+        GROW(S->cur, S->cap_cur, 1))
+        return -1;
+    S->texts[0].state = S->start_state;
+    S->cur[0] = (Beam){.text = 0, .part = 0, .last = -1, .frames = -1, .pf0 = -1, .pf1 = -1,
+                       .logit = 0.0};
+    S->n_cur = 1;
+    self->ready = 1;
+    return 0;
+}
+
+/* advance(logp, beam_width, beam_prune_logp, token_min_logp, keep_words, orders,
+ * first_frame): the frames of one chunk */
+static PyObject *Session_advance(SessionObject *self, PyObject *args) {
+    PyObject *logp_obj, *orders;
+    Py_ssize_t width, first;
+    double prune_logp, token_min_logp;
+    int keep_words;
+    if (!self->ready) {
+        PyErr_SetString(PyExc_ValueError, "Session not set up");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OnddiOn:advance", &logp_obj, &width, &prune_logp,
+                          &token_min_logp, &keep_words, &orders, &first))
+        return NULL;
+    Search *S = &self->S;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(logp_obj, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    PyObject *out = NULL;
+    if (buf.ndim != 2 || strcmp(buf.format, "d") || buf.shape[1] != S->V || width < 1 ||
+        first < 0 || (orders != Py_None && (!PyList_Check(orders) ||
+                                            PyList_GET_SIZE(orders) != buf.shape[0]))) {
+        PyErr_SetString(PyExc_ValueError, "advance: float64 (frames, labels), width >= 1, "
+                        "first frame >= 0, orders None or one list a frame");
+        goto done;
+    }
+    int force_break = 0;  /* pyctcdecode's: reset at each chunk */
+    for (Py_ssize_t t = 0; t < buf.shape[0]; t++) {
+        const double *col = (const double *)buf.buf + t * S->V;
+        size_t n_order;
+        if (orders == Py_None) {
+            n_order = frame_order(S, col, token_min_logp);
+        } else {
+            PyObject *row = PyList_GET_ITEM(orders, t);
+            if (!PyList_Check(row) || PyList_GET_SIZE(row) > S->V) {
+                PyErr_SetString(PyExc_ValueError, "orders: a list of label indices a frame");
+                goto done;
+            }
+            n_order = (size_t)PyList_GET_SIZE(row);
+            for (size_t o = 0; o < n_order; o++) {
+                long k = PyLong_AsLong(PyList_GET_ITEM(row, (Py_ssize_t)o));
+                if (k < 0 || k >= S->V) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "label index");
+                    goto done;
+                }
+                S->order[o] = (int32_t)k;
+            }
+        }
+        if (first + t > INT32_MAX - 1) {
+            PyErr_SetString(PyExc_OverflowError, "too many frames");
+            goto done;
+        }
+        if (extend(S, col, (int32_t)(first + t), S->order, n_order, &force_break) ||
+            keep_best(S, (size_t)width, prune_logp, keep_words))
+            goto done;
+    }
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+/* finalize(beam_width, beam_prune_logp, force_next_word, is_end) -> [LMBeam tuples]: the
+ * beams (text, "", partial word, last label or None, word frames, partial frames, acoustic
+ * score, combined score), which the session then carries on from */
+static PyObject *Session_finalize(SessionObject *self, PyObject *args) {
+    Py_ssize_t width;
+    double prune_logp;
+    int force, is_end;
+    if (!self->ready) {
+        PyErr_SetString(PyExc_ValueError, "Session not set up");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "ndpp:finalize", &width, &prune_logp, &force, &is_end))
+        return NULL;
+    Search *S = &self->S;
+    Py_ssize_t k = finalize_rank(S, (size_t)(width < 1 ? 1 : width), prune_logp, force, is_end);
+    if (k < 0) return NULL;
+    PyObject *labels = PyTuple_GET_ITEM(self->keep, 0);
+    PyObject *out = PyList_New(k);
+    for (Py_ssize_t j = 0; out && j < k; j++) {
+        const Beam *b = &S->next[S->heap[j]];
+        PyObject *words = words_list(S, b->text), *frames = frames_list(S, b->frames);
+        PyObject *text = NULL, *part = NULL, *item = NULL;
+        if (words && frames) {
+            PyObject *space = PyUnicode_FromString(" ");
+            text = space ? PyUnicode_Join(space, words) : NULL;
+            Py_XDECREF(space);
+            part = part_str(S, b->part);
+        }
+        if (text && part) {
+            PyObject *last = b->last < 0 ? Py_None : PyList_GET_ITEM(labels, b->last);
+            item = Py_BuildValue("(OsOOO(ii)dd)", text, "", part, last, frames, b->pf0,
+                                 b->pf1, b->logit, S->score[S->heap[j]]);
+        }
+        Py_XDECREF(words);
+        Py_XDECREF(frames);
+        Py_XDECREF(text);
+        if (!item) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, j, item);
+    }
+    if (!out) return NULL;
+    if (GROW(S->cur, S->cap_cur, (size_t)k + 1)) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) S->cur[j] = S->next[S->heap[j]];
+    S->n_cur = (size_t)k;
+    return out;
+}
+
+/* cache() -> [(text, with hotwords, raw, state)]: what pyctcdecode's per-text cache holds
+ * for the current beams' texts (for a caller that goes on in Python) */
+static PyObject *Session_cache(SessionObject *self, PyObject *unused) {
+    Search *S = &self->S;
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && i < S->n_cur && S->lm_kind != LM_NONE; i++) {
+        const Text *x = &S->texts[S->cur[i].text];
+        if (!x->scored) continue;
+        PyObject *words = words_list(S, S->cur[i].text), *space = PyUnicode_FromString(" ");
+        PyObject *text = words && space ? PyUnicode_Join(space, words) : NULL;
+        PyObject *state = text ? state_object(S, x->state) : NULL;
+        PyObject *item = state ? Py_BuildValue("(OddO)", text, x->with_hot, x->raw, state)
+                               : NULL;
+        Py_XDECREF(words);
+        Py_XDECREF(space);
+        Py_XDECREF(text);
+        Py_XDECREF(state);
+        if (!item || PyList_Append(out, item)) Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
+}
+
+static PyMethodDef Session_methods[] = {
+    {"advance", (PyCFunction)Session_advance, METH_VARARGS,
+     "advance(logp, beam_width, beam_prune_logp, token_min_logp, keep_words, orders, "
+     "first_frame): one chunk's frames"},
+    {"finalize", (PyCFunction)Session_finalize, METH_VARARGS,
+     "finalize(beam_width, beam_prune_logp, force_next_word, is_end) -> the beams"},
+    {"cache", (PyCFunction)Session_cache, METH_NOARGS,
+     "cache() -> [(text, score with hotwords, raw score, state)] of the current beams"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SessionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nnlm.decoding.ctc._prefix_search.Session",
+    .tp_doc = "Session(labels, is_bpe, lm, hotwords): a search carried from chunk to chunk",
+    .tp_basicsize = sizeof(SessionObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Session_init,
+    .tp_dealloc = (destructor)Session_dealloc,
+    .tp_methods = Session_methods,
+};
 
 PyDoc_STRVAR(decode_doc,
 "decode(logp, labels, is_bpe, beam_width, beam_prune_logp, token_min_logp, keep_words,\n"
@@ -1371,10 +1610,11 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__prefix_search(void) {
-    if (PyType_Ready(&TrieType) < 0) return NULL;
+    if (PyType_Ready(&TrieType) < 0 || PyType_Ready(&SessionType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Trie", (PyObject *)&TrieType) < 0) {
+    if (PyModule_AddObjectRef(m, "Trie", (PyObject *)&TrieType) < 0 ||
+        PyModule_AddObjectRef(m, "Session", (PyObject *)&SessionType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

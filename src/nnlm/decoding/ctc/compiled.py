@@ -147,3 +147,80 @@ def decode(search, logp: np.ndarray, beam_width: int, beam_prune_logp: float,
                       _orders(logp, token_min_logp))
     return [(" ".join(words), state, list(zip(words, frames)), logit, score)
             for words, frames, logit, score, state in beams]
+
+
+# -- streaming ------------------------------------------------------------------------
+START = ("", "", "", None, [], (-1, -1), 0.0)  # get_starting_state()'s beam
+STREAMS_KEPT = 64  # streams carried at once (the oldest is dropped past it)
+_streams: dict[int, tuple[dict, _Stream]] = {}  # id(the stream's LM cache) -> stream
+
+
+class _Stream:
+    """A compiled search carried over one streamed utterance: continued only where the
+    caller hands back what it returned last, with the same hotwords."""
+
+    def __init__(self, session, search, hotwords):
+        self.session, self.search, self.hotwords = session, search, hotwords
+        self.beams: list[tuple] = [START]
+        self.frames = 0
+
+    def continues(self, search, beams, frames: int, hotwords) -> bool:
+        return (frames == self.frames and hotwords is self.hotwords and
+                search.labels == self.search.labels and
+                search.language_model is self.search.language_model and
+                [tuple(b[:7]) for b in beams] == self.beams)
+
+    def hand_over(self, cache: dict) -> None:
+        """The per-text cache of the current beams into ``cache`` (the reference then
+        goes on from them)."""
+        for text, with_hot, raw, state in self.session.cache():
+            cache[(text, False)] = (with_hot, raw, state)
+
+
+def _starts(beams, cache: dict, partial_cache: dict, frames: int) -> bool:
+    return frames == 0 and [tuple(b[:7]) for b in beams] == [START] and \
+        set(cache) <= {("", False)} and not partial_cache
+
+
+def partial_decode(search, logp: np.ndarray, cache: dict, partial_cache: dict, beams,
+                   frames: int, beam_width: int, beam_prune_logp: float,
+                   token_min_logp: float, prune: bool, hotwords, force_next_word: bool,
+                   is_end: bool):
+    """pyctcdecode's ``partial_decode_beams`` on a compiled search carried from chunk to
+    chunk (the LMBeam tuples), or None where the reference must run: the compiled search
+    does not apply, or the caller did not hand back what this returned last (the
+    search's cache is then written into ``cache`` first)."""
+    if _c is None or not _labels_fit(search.labels, search.is_bpe):
+        return None
+    entry = _streams.pop(id(cache), None)
+    stream = None
+    if entry is not None and entry[0] is cache and \
+            entry[1].continues(search, beams, frames, hotwords):
+        stream = entry[1]
+    elif entry is not None and entry[0] is cache:
+        entry[1].hand_over(cache)
+        return None
+    elif _starts(beams, cache, partial_cache, frames):
+        hot = _hot_spec(hotwords)
+        lm = search.language_model
+        start = cache.get(("", False), (0.0, 0.0, None))[2]
+        if hot is None or (lm is not None and start is None):
+            return None
+        spec = None if lm is None else _lm_spec(lm, start)
+        stream = _Stream(_c.Session(list(search.labels), search.is_bpe, spec, hot), search,
+                         hotwords)
+    else:
+        return None
+    keep = 0 if not prune else max(1, (1 if search.language_model is None
+                                       else search.language_model.order) - 1)
+    logp = np.ascontiguousarray(logp, np.float64)
+    stream.session.advance(logp, beam_width, float(beam_prune_logp), float(token_min_logp),
+                           keep, _orders(logp, token_min_logp), frames)
+    out = stream.session.finalize(beam_width, float(beam_prune_logp), force_next_word,
+                                  is_end)
+    stream.beams, stream.frames = [b[:7] for b in out], frames + len(logp)
+    if not is_end:
+        while len(_streams) >= STREAMS_KEPT:
+            _streams.pop(next(iter(_streams)))
+        _streams[id(cache)] = (cache, stream)
+    return out

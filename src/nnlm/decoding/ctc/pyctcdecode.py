@@ -40,6 +40,7 @@ from ...base.checks import integer, number
 from ...models import load_model
 from .. import kenlm
 from ..whole_line import WholeLine, reads_whole_line
+from . import compiled
 from .alphabet import Alphabet, verify_alphabet_coverage
 from .fusion import (
     DEFAULT_ALPHA,
@@ -250,6 +251,11 @@ class BeamSearchDecoderCTC:
     def _search(self) -> PrefixSearch:
         return PrefixSearch(self._alphabet.labels, self._is_bpe, self._language_model)
 
+    @functools.cached_property
+    def _no_hotwords(self) -> HotwordScorer:
+        """The scorer of no hotwords, one a decoder (a stream's chunks then share it)."""
+        return HotwordScorer.build_scorer([], weight=0.0)
+
     def _hotword_scorer(self, hotwords, weight: float) -> HotwordScorer:
         """The scorer of ``hotwords``, kept for the next call with the same list (a
         client passes one list utterance after utterance; 1,000 hotwords take 1 ms to
@@ -338,10 +344,16 @@ class BeamSearchDecoderCTC:
         the caches carried from the chunk before, ``processed_frames`` its frames so far)."""
         self._check_logits_dimension(logits)
         self._settings(beam_width, beam_prune_logp, token_min_logp)
-        hotword_scorer = hotword_scorer or HotwordScorer.build_scorer([], weight=0.0)
+        hotword_scorer = hotword_scorer or self._no_hotwords
         search = self._search()
-        beams = search.partial_decode(log_probs(logits), as_beams(beams), beam_width,
-                                      beam_prune_logp,
+        logits = log_probs(logits)
+        out = compiled.partial_decode(search, logits, cached_lm_scores, cached_p_lm_scores,
+                                      beams, processed_frames, beam_width, beam_prune_logp,
+                                      token_min_logp, prune_history, hotword_scorer,
+                                      force_next_word, is_end)
+        if out is not None:
+            return [LMBeam(*b) for b in out]
+        beams = search.partial_decode(logits, as_beams(beams), beam_width, beam_prune_logp,
                                       token_min_logp, prune_history, hotword_scorer,
                                       cached_lm_scores, cached_p_lm_scores, processed_frames)
         return [LMBeam(*b) for b in search.finalize(
