@@ -24,7 +24,8 @@ def add_parsers(sub) -> None:
         "or text, a document a line or between blank lines) under MODEL as cc_net and "
         "DataTrove do: normalize, cut into SentencePiece pieces, score each line with "
         "<s> and </s>, perplexity = 10^(-sum / (pieces + lines)). Each input becomes "
-        "one JSON Lines file in OUTDIR, its records with perplexity and bucket added.",
+        "one file in OUTDIR, of its format (JSON Lines for text), its records with "
+        "perplexity and bucket added.",
         epilog="examples:\n"
         "  nnlm filter score shard-*.jsonl.gz -m models/en.arpa.bin -o scored/\n"
         "  nnlm filter score docs.jsonl -m en.arpa.bin --normalize datatrove -o out/\n"
