@@ -45,6 +45,9 @@ FILE_WRITERS = {
     "embed": (lambda w, out: ["embed", w / "nplm", T(w), "-o", out], "npy"),
     "plot-embeddings": (lambda w, out: ["plot-embeddings", w / "nplm", "-o", out], "png"),
     "rescore": (lambda w, out: ["rescore", w / "kn3", w / "nbest.txt", "-o", out], "nbest"),
+    "filter score --plot": (lambda w, out: ["filter", "score", T(w), "-m", w / "kn3",
+                                            "--tokenizer", "none", "-o", out.parent / "m",
+                                            "--plot", out], "png"),
 }
 
 
@@ -55,7 +58,7 @@ def _run(argv, capsys):
 
 def _output(argv) -> str:
     """The path the command writes (the argv's file output)."""
-    for flag in ("--arpa", "-o"):
+    for flag in ("--arpa", "--plot", "-o"):
         if flag in argv and not str(argv[argv.index(flag) + 1]).endswith("/m"):
             return argv[argv.index(flag) + 1]
     return argv[-1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import random
 import re
 import unicodedata
@@ -385,3 +386,43 @@ def test_filter_train_writes_the_pair_the_tools_load(tmp_path, capsys):
     assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o", str(out),
                  "--vocab-size", "50"]) == 0  # its own folder: replaced whole
     assert json.loads((out / "nnlm-filter.json").read_text())["order"] == 5
+
+
+def test_the_good_bad_ratio(tmp_path, capsys):
+    """filter train --bad: a second model of the same pieces; score --bad-model writes
+    ln ppl - ln ppl_bad, the kenlm module's perplexities' over the two ARPA files, and
+    --max-ratio keeps the documents at or below it."""
+    kenlm = pytest.importorskip("kenlm")
+    spm = pytest.importorskip("sentencepiece")
+    toy_text(tmp_path / "toy", 300)
+    words = (tmp_path / "toy/train.txt").read_text().split()
+    rng = random.Random(1)
+    (tmp_path / "bad.txt").write_text("\n".join(" ".join(rng.sample(words, 7))
+                                                for _ in range(300)) + "\n")
+    out = tmp_path / "ref"
+    assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "--bad",
+                 str(tmp_path / "bad.txt"), "-o", str(out), "--vocab-size", "60",
+                 "--order", "3"]) == 0
+    assert {"en.bad.arpa", "en.bad.bin"} <= {p.name for p in out.iterdir()}
+    capsys.readouterr()
+    docs = (tmp_path / "toy/test.txt").read_text().splitlines()[:30] + \
+        (tmp_path / "bad.txt").read_text().splitlines()[:30]
+    write_jsonl(tmp_path / "a.jsonl", docs)
+    assert main(["filter", "score", str(tmp_path / "a.jsonl"), "-m", str(out / "en.arpa"),
+                 "--bad-model", str(out / "en.bad.arpa"), "--max-ratio", "0", "-o",
+                 str(tmp_path / "o"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    kept = read_jsonl(tmp_path / "o/a.jsonl")
+    sp = spm.SentencePieceProcessor(model_file=str(out / "en.sp.model"))
+    good, bad = kenlm.Model(str(out / "en.arpa")), kenlm.Model(str(out / "en.bad.arpa"))
+    want = {}
+    for i, doc in enumerate(docs):
+        pieces = " ".join(sp.encode_as_pieces(ccnet_rules(doc)))
+        (g, n), (b, _) = kenlm_perplexity(good, pieces), kenlm_perplexity(bad, pieces)
+        want[i] = math.log(10.0 ** (-g / n)) - math.log(10.0 ** (-b / n))
+    assert all(r["ratio"] == pytest.approx(want[r["id"]], abs=1e-9) and r["ratio"] <= 0
+               for r in kept)
+    assert {r["id"] for r in kept} == {i for i, x in want.items() if x <= 0}
+    assert summary["kept"] + summary["filtered"] == len(docs)
+    assert sum(x <= 0 for x in list(want.values())[:30]) > sum(x <= 0 for x in
+                                                                list(want.values())[30:])

@@ -70,6 +70,11 @@ def add_parsers(sub) -> None:
     keep.add_argument("--max-perplexity", type=ranged(float, 0, low_open=True,
                                                       name="max-perplexity"),
                       metavar="X", help="write only documents at or below X")
+    keep.add_argument("--bad-model", type=Path, metavar="MODEL",
+                      help="a model of text to keep out, of the same pieces (filter train "
+                      "--bad): each record gets ratio = ln ppl - ln ppl_bad")
+    keep.add_argument("--max-ratio", type=ranged(float, name="max-ratio"), metavar="R",
+                      help="with --bad-model: write only documents whose ratio is at most R")
     keep.add_argument("--split", action="store_true",
                       help="one output folder a bucket: OUTDIR/head, middle, tail, all")
     score.add_argument("--digits", type=ranged(int, 0, 17, name="digits"), default=1,
@@ -83,6 +88,8 @@ def add_parsers(sub) -> None:
     score.add_argument("--plot", type=Path, metavar="PNG",
                        help="draw the perplexities' histogram (and the cutoffs) to PNG")
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
+    score.add_argument("--force", action="store_true",
+                       help="replace an existing --plot file even if nnlm did not draw it")
     _add_train(filter_sub)
 
 
@@ -108,6 +115,9 @@ def _add_train(filter_sub) -> None:
                        help="SentencePiece pieces, at most (default: 65536, cc_net's)")
     train.add_argument("--order", type=ranged(int, 2, 12, name="order"), default=5,
                        help="the n-gram order (default: 5)")
+    train.add_argument("--bad", type=Path, nargs="+", metavar="TEXT",
+                       help="text to keep out: a second model of the same pieces "
+                       "(LANG.bad.bin), for score --bad-model")
     train.add_argument("--normalize", choices=("ccnet", "datatrove", "none"),
                        default="ccnet", help="as the texts to score will be (default: ccnet)")
 
@@ -128,7 +138,7 @@ def cmd_filter(args) -> None:
 
         made = train_reference(args.texts, args.output, args.language, args.vocab_size,
                                args.order, args.normalize,
-                               log=lambda m: print(m, file=sys.stderr))
+                               log=lambda m: print(m, file=sys.stderr), bad=args.bad)
         print(f"{args.output}: {made['pieces']:,} pieces, KN {made['order']}-gram on "
               f"{made['lines']:,} lines: {', '.join(made['files'])}", file=sys.stderr)
         return
@@ -159,9 +169,12 @@ def _score(args) -> None:
         tokenizer = pair_tokenizer(args.model)
     elif tokenizer == "none":
         tokenizer = None
-    scorer = DocumentScorer(args.model, tokenizer, args.normalize)
+    if args.max_ratio is not None and args.bad_model is None:
+        raise NnlmError("--max-ratio needs --bad-model")
+    scorer = DocumentScorer(args.model, tokenizer, args.normalize, args.bad_model)
     settings = Settings(fmt=args.format, text_field=args.text_field, digits=args.digits,
-                        keep=keep, max_perplexity=args.max_perplexity, split=args.split,
+                        keep=keep, max_perplexity=args.max_perplexity,
+                        max_ratio=args.max_ratio, split=args.split,
                         on_error=args.on_error)
     cutoffs = None
     if args.cutoffs:
@@ -198,9 +211,9 @@ def _score(args) -> None:
 
 HANDLERS = {"filter": cmd_filter}
 PATHS = {
-    "filter score": lambda a: ([*a.inputs, a.model, a.cutoffs,
+    "filter score": lambda a: ([*a.inputs, a.model, a.cutoffs, a.bad_model,
                                 None if a.tokenizer in (None, "none") else Path(a.tokenizer)],
                                [a.output, a.plot]),
-    "filter train": lambda a: ([*a.texts], [a.output]),
+    "filter train": lambda a: ([*a.texts, *(a.bad or [])], [a.output]),
 }
 FILE_OUTPUTS = {"filter score": lambda a: [(a.plot, "png")]}

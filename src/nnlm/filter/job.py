@@ -26,7 +26,7 @@ from ..text.fileio import atomic_path, open_binary_for_writing
 from . import parquet
 from .buckets import BUCKETS, NO_BUCKET, Cutoffs, Histogram
 from .documents import BadRecord, Document, format_of, read_documents, record_line
-from .perplexity import DocumentScorer
+from .perplexity import DocumentScorer, perplexity, ratio
 
 BATCH = 512  # documents normalized and cut into pieces together
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
@@ -41,6 +41,7 @@ class Settings(NamedTuple):
     cutoffs: Cutoffs | None = None  # buckets; None: every document's is "all"
     keep: frozenset | None = None   # buckets written (None: every one)
     max_perplexity: float | None = None
+    max_ratio: float | None = None  # with a bad model: ln ppl_good - ln ppl_bad at most
     split: bool = False             # one output a bucket
     on_error: str = "stop"          # or "skip"
 
@@ -105,13 +106,16 @@ def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
         yield batch
 
 
-def _decide(perplexity: float | None, settings: Settings) -> tuple[str, bool]:
+def _decide(perplexity: float | None, ratio: float | None, settings: Settings
+            ) -> tuple[str, bool]:
     """(bucket, kept) of the perplexity as written (rounded: cc_net buckets the value its
-    scoring step wrote)."""
+    scoring step wrote) and the good/bad ratio."""
     bucket = settings.cutoffs.bucket(perplexity) if settings.cutoffs else NO_BUCKET
     kept = settings.keep is None or bucket in settings.keep
     if settings.max_perplexity is not None and (perplexity is None or
                                                 perplexity > settings.max_perplexity):
+        kept = False
+    if settings.max_ratio is not None and (ratio is None or ratio > settings.max_ratio):
         kept = False
     return bucket, kept
 
@@ -123,9 +127,27 @@ def _written(perplexity: float | None, digits: int | None) -> float | None:
     return round(perplexity, digits)
 
 
+def _score_batch(scorer: DocumentScorer, texts: list[str], tally: Tally
+                 ) -> list[tuple[float | None, float | None]]:
+    """(perplexity, good/bad ratio or None) per text, unrounded, counted in ``tally``."""
+    if scorer.bad is None:
+        sums = [None if s is None else (s[0], None, s[1]) for s in scorer.log10_scores(texts)]
+    else:
+        sums = scorer.both(texts)
+    out = []
+    for s in sums:
+        tally.documents += 1
+        if s is None:
+            out.append((None, None))
+            continue
+        tally.tokens += s[2]
+        out.append((perplexity(s[0], s[2]), None if s[1] is None else ratio(*s)))
+    return out
+
+
 def _scored(scorer: DocumentScorer, path, settings: Settings, tally: Tally
-            ) -> Iterator[tuple[Document, float | None]]:
-    """Each good document of ``path`` with its perplexity (unrounded)."""
+            ) -> Iterator[tuple[Document, float | None, float | None]]:
+    """Each good document of ``path`` with its perplexity (unrounded) and ratio."""
     errors = None if settings.on_error == "stop" else tally.errors
     docs = read_documents(path, settings.fmt, settings.text_field, errors)
     for batch in _batches(docs, BATCH):
@@ -138,20 +160,16 @@ def _scored(scorer: DocumentScorer, path, settings: Settings, tally: Tally
             if errors is None:
                 raise BadRecord(message)
             errors.append(message)
-        for doc, score in zip(good, scorer.log10_scores([d.text for d in good])):
-            tally.documents += 1
-            if score is None:
-                yield doc, None
-            else:
-                tally.tokens += score[1]
-                yield doc, 10.0 ** (-score[0] / score[1])
+        for doc, (computed, r) in zip(good, _score_batch(scorer, [d.text for d in good],
+                                                         tally)):
+            yield doc, computed, r
 
 
-def _account(computed: float | None, settings: Settings, tally: Tally
+def _account(computed: float | None, r: float | None, settings: Settings, tally: Tally
              ) -> tuple[float | None, str, bool]:
     """(the perplexity as written, its bucket, whether it is kept), counted in ``tally``."""
     perplexity = _written(computed, settings.digits)
-    bucket, kept = _decide(perplexity, settings)
+    bucket, kept = _decide(perplexity, r, settings)
     tally.buckets[bucket] += 1
     if perplexity is not None:
         tally.histogram.add(perplexity)
@@ -176,11 +194,14 @@ def filter_file(scorer: DocumentScorer, path, out_dir: Path, settings: Settings,
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = stack.enter_context(atomic_path(target))
             files[key] = stack.enter_context(open_binary_for_writing(tmp, target))
-        for doc, computed in _scored(scorer, path, settings, tally):
-            perplexity, bucket, kept = _account(computed, settings, tally)
+        for doc, computed, r in _scored(scorer, path, settings, tally):
+            ppl, bucket, kept = _account(computed, r, settings, tally)
             if kept:
-                files[bucket if settings.split else None].write(record_line(
-                    doc, {"perplexity": perplexity, "bucket": bucket}, settings.text_field))
+                fields = {"perplexity": ppl, "bucket": bucket}
+                if scorer.bad is not None:
+                    fields["ratio"] = r
+                files[bucket if settings.split else None].write(
+                    record_line(doc, fields, settings.text_field))
     return list(targets.values())
 
 
@@ -188,7 +209,7 @@ def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Setti
                     tally: Tally) -> None:
     """:func:`filter_file` for Parquet (:mod:`.parquet`): each batch of rows written back
     with its perplexity and bucket columns, to each output the rows it keeps."""
-    source, schema = parquet.open_parquet(path, settings.text_field)
+    source, schema = parquet.open_parquet(path, settings.text_field, scorer.bad is not None)
     with contextlib.ExitStack() as stack:
         writers = {}
         for key, target in targets.items():
@@ -206,17 +227,16 @@ def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Setti
                 if settings.on_error == "stop":
                     raise BadRecord(message)
                 tally.errors.append(message)
-            columns: tuple[list, list] = ([None] * len(texts), [NO_BUCKET] * len(texts))
+            columns = ([None] * len(texts), [NO_BUCKET] * len(texts), [None] * len(texts))
             keep: dict = {key: [] for key in writers}
-            scores = scorer.log10_scores([texts[i] for i in rows])
-            for i, score in zip(rows, scores):
-                tally.documents += 1
-                tally.tokens += 0 if score is None else score[1]
-                computed = None if score is None else 10.0 ** (-score[0] / score[1])
-                columns[0][i], columns[1][i], kept = _account(computed, settings, tally)
+            scores = _score_batch(scorer, [texts[i] for i in rows], tally)
+            for i, (computed, r) in zip(rows, scores):
+                columns[0][i], columns[1][i], kept = _account(computed, r, settings, tally)
+                columns[2][i] = r
                 if kept:
                     keep[columns[1][i] if settings.split else None].append(i)
-            table = parquet.with_columns(batch, schema, *columns)
+            table = parquet.with_columns(batch, schema, *columns[:2],
+                                         columns[2] if scorer.bad is not None else None)
             for key, chosen in keep.items():
                 if chosen:
                     writers[key].write_table(parquet.select(table, chosen))
@@ -229,8 +249,8 @@ def sample_perplexities(scorer: DocumentScorer, inputs: Iterable, n: int,
     out: list[float | None] = []
     sample = (settings or Settings())._replace(on_error="skip")
     for path in inputs:
-        for _, perplexity in _scored(scorer, path, sample, Tally()):
-            out.append(perplexity)
+        for _, computed, _ in _scored(scorer, path, sample, Tally()):
+            out.append(computed)
             if len(out) == n:
                 return out
     return out

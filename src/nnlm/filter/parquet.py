@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from ..base.errors import NnlmError
 
 ROWS = 512  # rows read and scored at a time
+ADDED = ("perplexity", "bucket", "ratio")  # the columns a filter writes
 
 
 def _pyarrow():
@@ -27,8 +28,9 @@ def _pyarrow():
     return pyarrow, pyarrow.parquet
 
 
-def open_parquet(path: str | os.PathLike, text_field: str):
-    """The ParquetFile and its output schema (two columns appended), checked."""
+def open_parquet(path: str | os.PathLike, text_field: str, with_ratio: bool = False):
+    """The ParquetFile and its output schema (perplexity, bucket and, ``with_ratio``,
+    ratio appended), checked."""
     pa, pq = _pyarrow()
     try:
         source = pq.ParquetFile(path)
@@ -41,11 +43,13 @@ def open_parquet(path: str | os.PathLike, text_field: str):
     kind = schema.field(text_field).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise NnlmError(f"{path}: column {text_field!r} holds {kind}, not strings")
-    for name in ("perplexity", "bucket"):
+    for name in ADDED:
         if name in schema.names:
             schema = schema.remove(schema.get_field_index(name))
     schema = schema.append(pa.field("perplexity", pa.float64())).append(
         pa.field("bucket", pa.string()))
+    if with_ratio:
+        schema = schema.append(pa.field("ratio", pa.float64()))
     return source, schema
 
 
@@ -57,16 +61,19 @@ def batches(source, text_field: str) -> Iterator[tuple[int, object, list]]:
         row += batch.num_rows
 
 
-def with_columns(batch, schema, perplexities: list, buckets: list):
-    """The batch as a table of ``schema``: perplexity and bucket appended (replacing any
-    of those names it had)."""
+def with_columns(batch, schema, perplexities: list, buckets: list, ratios: list | None):
+    """The batch as a table of ``schema``: perplexity, bucket and (given) ratio appended,
+    replacing any of those names it had."""
     pa, _ = _pyarrow()
     table = pa.Table.from_batches([batch])
-    for name in ("perplexity", "bucket"):
+    for name in ADDED:
         if name in table.column_names:
             table = table.drop_columns([name])
     table = table.append_column("perplexity", pa.array(perplexities, pa.float64()))
-    return table.append_column("bucket", pa.array(buckets, pa.string())).cast(schema)
+    table = table.append_column("bucket", pa.array(buckets, pa.string()))
+    if ratios is not None:
+        table = table.append_column("ratio", pa.array(ratios, pa.float64()))
+    return table.cast(schema)
 
 
 def writer(path: str | os.PathLike, schema):

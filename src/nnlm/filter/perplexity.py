@@ -17,6 +17,7 @@ tools is kept: cc_net gives a document whose pieces are empty no perplexity at a
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,16 +44,23 @@ def perplexity(log10_score: float, length: int) -> float:
     return 10.0 ** (-log10_score / length)
 
 
+def ratio(good: float, bad: float, length: int) -> float:
+    """ln ppl_good - ln ppl_bad of a document whose pieces score ``good`` and ``bad``
+    (log10 sums) under the two models: ln 10 (bad - good) / length."""
+    return math.log(10.0) * (bad - good) / length
+
+
 class DocumentScorer:
     """Documents to (log10 score, length) and perplexities (module docstring).
 
     ``model``: a path nnlm.kenlm opens (a KenLM binary or ARPA file, an nnlm model) or an
     opened ``nnlm.kenlm.Model``; ``tokenizer``: a SentencePiece ``.model`` path, or None
     to score the normalized text's own words; ``normalize``: ``ccnet``, ``datatrove``
-    or ``none``."""
+    or ``none``; ``bad_model``: a second model of the same pieces, trained on text to
+    keep out, for :meth:`ratios` (Kim et al. 2025)."""
 
     def __init__(self, model, tokenizer: str | os.PathLike | None = None,
-                 normalize: str = "ccnet"):
+                 normalize: str = "ccnet", bad_model: str | os.PathLike | None = None):
         if normalize not in NORMALIZERS:
             raise NnlmError(f"normalize={normalize!r}: choose from "
                             f"{', '.join(NORMALIZERS)}")
@@ -60,13 +68,16 @@ class DocumentScorer:
             if isinstance(model, (str, os.PathLike)) else None
         self.model = kenlm.Model(model) if isinstance(model, (str, os.PathLike)) else model
         self.tokenizer = None if tokenizer is None else SubwordTokenizer(tokenizer)
+        self.bad_path = None if bad_model is None else os.fspath(bad_model)
+        self.bad = None if bad_model is None else kenlm.Model(bad_model)
         self.normalize_name = normalize
         self.normalize = NORMALIZERS[normalize]
 
     def spec(self) -> tuple | None:
         """(model path, tokenizer path, normalization): what opens the same scorer in
         another process; None for a scorer over a model object."""
-        return None if self._paths is None else (*self._paths, self.normalize_name)
+        return None if self._paths is None else (*self._paths, self.normalize_name,
+                                                 self.bad_path)
 
     def pieces(self, texts: Sequence[str]) -> list[str]:
         """Each text normalized and cut into pieces joined by spaces."""
@@ -76,13 +87,15 @@ class DocumentScorer:
         encoded = self.tokenizer.processor.encode(normalized, out_type=str)
         return [" ".join(p) for p in encoded]
 
-    def log10_scores(self, texts: Sequence[str]) -> list[tuple[float, int] | None]:
+    def log10_scores(self, texts: Sequence[str], pieces: list[str] | None = None,
+                     model=None) -> list[tuple[float, int] | None]:
         """(sum of log10 scores, words + lines) per text; None where cc_net gives none
-        (its pieces are empty: module docstring)."""
-        score = self.model.score
+        (its pieces are empty: module docstring). ``pieces``: :meth:`pieces` of the
+        texts where already cut; ``model``: another model than the scorer's."""
+        score = (model or self.model).score
         skip_empty = self.normalize_name == "ccnet"
         out: list[tuple[float, int] | None] = []
-        for doc in self.pieces(texts):
+        for doc in self.pieces(texts) if pieces is None else pieces:
             if skip_empty and not doc:
                 out.append(None)
                 continue
@@ -92,6 +105,20 @@ class DocumentScorer:
                 length += len(line.split()) + 1
             out.append((total, length))
         return out
+
+    def both(self, texts: Sequence[str]) -> list[tuple[float, float, int] | None]:
+        """(good log10 sum, bad log10 sum, length) per text, from the pieces cut once."""
+        if self.bad is None:
+            raise NnlmError("no bad model: give bad_model= (nnlm filter score --bad-model)")
+        pieces = self.pieces(texts)
+        good = self.log10_scores(texts, pieces)
+        bad = self.log10_scores(texts, pieces, self.bad)
+        return [None if g is None else (g[0], b[0], g[1]) for g, b in zip(good, bad)]
+
+    def ratios(self, texts: Sequence[str]) -> list[float | None]:
+        """ln ppl_good - ln ppl_bad per text: below 0 where the good model finds the text
+        likelier than the bad one does (None: see :meth:`log10_scores`)."""
+        return [None if s is None else ratio(*s) for s in self.both(texts)]
 
     def perplexities(self, texts: Sequence[str]) -> list[float | None]:
         """Each text's perplexity, unrounded (None: see :meth:`log10_scores`)."""

@@ -40,8 +40,8 @@ def _identity(path) -> list:
 
 def run_key(scorer: DocumentScorer, settings: Settings) -> str:
     """A digest of the model, the tokenizer, the normalization and the settings."""
-    spec = scorer.spec() or (None, None, scorer.normalize_name)
-    parts = [_identity(spec[0]), _identity(spec[1]), spec[2],
+    spec = scorer.spec() or (None, None, scorer.normalize_name, scorer.bad_path)
+    parts = [_identity(spec[0]), _identity(spec[1]), spec[2], _identity(spec[3]),
              {k: sorted(v) if isinstance(v, frozenset) else v
               for k, v in settings._asdict().items()}]
     return hashlib.sha256(json.dumps(parts, default=list).encode()).hexdigest()

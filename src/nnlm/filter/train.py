@@ -5,7 +5,9 @@ coverage 0.9995, fewer where the text holds fewer), and a modified Kneser-Ney n-
 of the pieces (order 5, with KenLM's discount fallback, as cc_net runs lmplz), written as
 ARPA (``LANG.arpa``: the kenlm module, DataTrove and cc_net load it) and as nnlm's
 one-file model (``LANG.bin``: mapped, the fast one for ``nnlm filter score``). The folder
-is written whole or not at all, with ``nnlm-filter.json`` saying what made it.
+is written whole or not at all, with ``nnlm-filter.json`` saying what made it. Given
+text to keep out as well, a second model of the same pieces (``LANG.bad.arpa``,
+``LANG.bad.bin``) gives each document ln ppl_good - ln ppl_bad (Kim et al., 2025).
 
 One difference from cc_net's pipeline: a piece SentencePiece does not know is counted
 as ``<unk>`` (spm_encode writes its surface characters instead, which lmplz then counts
@@ -48,8 +50,10 @@ def _normalized(texts: Iterable, normalize: str, out: Path) -> int:
 
 def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str = "en",
                     vocab_size: int = VOCAB_SIZE, order: int = 5, normalize: str = "ccnet",
-                    log=lambda message: None) -> dict:
-    """The pair (module docstring) in ``out_dir``; what was made (the marker's content)."""
+                    log=lambda message: None, bad: Iterable | None = None) -> dict:
+    """The pair (module docstring) in ``out_dir``; what was made (the marker's content).
+    ``bad``: text to keep out, whose model of the same pieces (``LANG.bad.arpa``,
+    ``LANG.bad.bin``) gives the good/bad ratio of Kim et al. (2025)."""
     import sentencepiece  # the filter extra: imported where a model is trained
 
     if normalize not in NORMALIZERS:
@@ -71,12 +75,19 @@ def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str =
         (tmp / f"{language}.vocab").unlink()
         tokenizer = SubwordTokenizer(tmp / f"{language}.sp.model")
         log(f"{tokenizer.size:,} pieces; estimating KN {order}-gram")
-        train_ngram(tmp / "normalized.txt", "kn", order, log=log, tokenizer=tokenizer,
-                    discount_fallback=True, arpa=str(tmp / f"{language}.arpa"))
-        convert(tmp / f"{language}.arpa", tmp / f"{language}.bin")
-        (tmp / "normalized.txt").unlink()
+        files = [f"{language}.sp.model"]
+        for name, text in ((language, tmp / "normalized.txt"),
+                           *(((f"{language}.bad", tmp / "bad.txt"),) if bad else ())):
+            if name != language:
+                _normalized([str(t) for t in bad], normalize, text)
+            train_ngram(text, "kn", order, log=log, tokenizer=tokenizer,
+                        discount_fallback=True, arpa=str(tmp / f"{name}.arpa"))
+            convert(tmp / f"{name}.arpa", tmp / f"{name}.bin")
+            text.unlink()
+            files += [f"{name}.arpa", f"{name}.bin"]
         made = {"language": language, "texts": texts, "lines": lines, "normalize": normalize,
-                "pieces": tokenizer.size, "order": order,
-                "files": [f"{language}.sp.model", f"{language}.arpa", f"{language}.bin"]}
+                "pieces": tokenizer.size, "order": order, "files": files}
+        if bad:
+            made["bad_texts"] = [str(t) for t in bad]
         (tmp / MARKER).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     return made
