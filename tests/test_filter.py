@@ -426,3 +426,23 @@ def test_the_good_bad_ratio(tmp_path, capsys):
     assert summary["kept"] + summary["filtered"] == len(docs)
     assert sum(x <= 0 for x in list(want.values())[:30]) > sum(x <= 0 for x in
                                                                 list(want.values())[30:])
+
+
+@pytest.mark.slow
+def test_a_run_on_a_dask_cluster_writes_what_one_process_writes(pair, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    d, docs = pair
+    for i in range(3):
+        write_jsonl(tmp_path / f"in{i}.jsonl.gz", docs[i * 9:(i + 1) * 9], gzip.open)
+    inputs = [str(tmp_path / f"in{i}.jsonl.gz") for i in range(3)]
+    run = ["filter", "score", *inputs, "-m", str(d / "en.arpa"), "--json", "-o"]
+    assert main([*run, str(tmp_path / "one")]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main([*run, str(tmp_path / "dask"), "--cluster", "local:2"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == one["documents"] == 27
+    for i in range(3):
+        name = f"in{i}.jsonl.gz"
+        assert gzip.decompress((tmp_path / "one" / name).read_bytes()) == \
+            gzip.decompress((tmp_path / "dask" / name).read_bytes())
+    assert main([*run, str(tmp_path / "dask"), "--cluster", "local:2"]) == 0  # all done
+    assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 3

@@ -77,11 +77,20 @@ def add_parsers(sub) -> None:
                       help="with --bad-model: write only documents whose ratio is at most R")
     keep.add_argument("--split", action="store_true",
                       help="one output folder a bucket: OUTDIR/head, middle, tail, all")
+    _add_run_options(score)
+    _add_train(filter_sub)
+
+
+def _add_run_options(score) -> None:
     score.add_argument("--digits", type=ranged(int, 0, 17, name="digits"), default=1,
                        help="perplexity rounded to this many decimals (default: 1, as "
                        "cc_net and DataTrove)")
     score.add_argument("--workers", type=ranged(int, 1, 256, name="workers"), default=1,
                        help="input files scored at once, one a process (default: 1)")
+    score.add_argument("--cluster", metavar="SPEC",
+                       help="input files as tasks on a Dask cluster: local:N worker "
+                       "processes here, or a scheduler's address (workers must see the "
+                       "files and OUTDIR; the distributed extra)")
     score.add_argument("--restart", action="store_true",
                        help="score every input again (default: skip the inputs a run with "
                        "the same model and settings finished into OUTDIR)")
@@ -90,7 +99,6 @@ def add_parsers(sub) -> None:
     score.add_argument("--json", action="store_true", help="print the summary as JSON")
     score.add_argument("--force", action="store_true",
                        help="replace an existing --plot file even if nnlm did not draw it")
-    _add_train(filter_sub)
 
 
 def _add_train(filter_sub) -> None:
@@ -169,6 +177,8 @@ def _score(args) -> None:
         tokenizer = pair_tokenizer(args.model)
     elif tokenizer == "none":
         tokenizer = None
+    if args.cluster and args.workers > 1:
+        raise NnlmError("--cluster and --workers: give one (a cluster's workers are its own)")
     if args.max_ratio is not None and args.bad_model is None:
         raise NnlmError("--max-ratio needs --bad-model")
     scorer = DocumentScorer(args.model, tokenizer, args.normalize, args.bad_model)
@@ -185,7 +195,8 @@ def _score(args) -> None:
                                                      settings),
                                  args.head_percentile, args.tail_percentile)
     summary = filter_files(scorer, args.inputs, args.output, settings._replace(cutoffs=cutoffs),
-                           workers=args.workers, resume=not args.restart)
+                           workers=args.workers, resume=not args.restart,
+                           cluster=args.cluster)
     histogram = summary.pop("histogram")
     if args.plot:
         plot_histogram(histogram, args.plot, cutoffs, f"{args.model.name}: "

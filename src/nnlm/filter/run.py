@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..base.errors import NnlmError
 from ..base.progress import progress_bar
+from ..ngram.distributed.cluster import connect
 from ..text.fileio import atomic_write_text
 from .documents import format_of
 from .job import Settings, Tally, filter_file, output_name
@@ -64,6 +65,7 @@ def _finished(path, out_dir: Path, name: str, key: str, outputs: list[Path]) -> 
 
 
 _worker: list = []  # the worker process's scorer, opened once by _start
+_opened: dict = {}  # a Dask worker's scorers, by spec (each model opened once a worker)
 
 
 def _start(spec) -> None:
@@ -77,10 +79,35 @@ def _one(task) -> tuple[str, dict]:
     return str(path), tally.result()
 
 
+def _cluster_task(spec, path: str, out_dir: Path, settings: Settings) -> tuple[str, dict]:
+    """One input on a Dask worker (its outputs written there, atomically)."""
+    scorer = _opened.get(spec)
+    if scorer is None:
+        scorer = _opened[spec] = DocumentScorer(*spec)
+    tally = Tally()
+    filter_file(scorer, Path(path), out_dir, settings, tally)
+    return path, tally.result()
+
+
+def _on_cluster(cluster: str, spec, todo: list, out_dir: Path, settings: Settings, finish):
+    """Each input a task on the Dask cluster ``cluster`` (local:N or an address), each
+    finished as its task ends; a task whose worker dies is run again by Dask."""
+    from distributed import as_completed  # the distributed extra: only for a cluster
+
+    with connect(cluster) as client:
+        futures = [client.submit(_cluster_task, spec, str(path), out_dir, settings,
+                                 key=f"nnlm-filter-{i}-{name}", pure=False)
+                   for i, (path, name) in enumerate(todo)]
+        for future in as_completed(futures):
+            finish(*future.result())
+
+
 def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.PathLike,
                  settings: Settings | None = None, workers: int = 1,
-                 resume: bool = True) -> dict:
-    """Every input through :func:`~.job.filter_file` (module docstring); the run's
+                 resume: bool = True, cluster: str | None = None) -> dict:
+    """Every input through :func:`~.job.filter_file` (module docstring), in this process,
+    on ``workers`` processes, or as tasks on a Dask ``cluster`` (``local:N`` or a
+    scheduler's address: every worker must see the inputs and ``out_dir``); the run's
     summary, with ``skipped_inputs`` (finished before) and its ``histogram``."""
     settings = settings or Settings()
     inputs, out_dir, tally = [Path(p) for p in inputs], Path(out_dir), Tally()
@@ -108,15 +135,21 @@ def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.Pat
         bar.set_postfix(documents=f"{tally.documents:,}", tokens=f"{tally.tokens:,}")
 
     with progress_bar(sum(sizes.values()) or None, "filter", unit="B", delay=2.0) as bar:
-        if workers <= 1 or len(todo) <= 1:
+        if cluster is not None or workers > 1:
+            spec = scorer.spec()
+            if spec is None:
+                raise NnlmError("workers and clusters need a scorer opened from paths")
+        if cluster is not None:
+            if any(str(p) == "-" for p, _ in todo):
+                raise NnlmError("standard input (-) is read in this process: a cluster's "
+                                "workers read files")
+            _on_cluster(cluster, spec, todo, out_dir, settings, finish)
+        elif workers <= 1 or len(todo) <= 1:
             for path, _ in todo:
                 one = Tally()
                 filter_file(scorer, path, out_dir, settings, one)
                 finish(str(path), one.result())
         else:
-            spec = scorer.spec()
-            if spec is None:
-                raise NnlmError("workers > 1 need a scorer opened from paths")
             tasks = [(path, out_dir, settings) for path, _ in todo]
             with mp.get_context("fork").Pool(min(workers, len(todo)), _start, (spec,)) as pool:
                 for path, result in pool.imap_unordered(_one, tasks):
