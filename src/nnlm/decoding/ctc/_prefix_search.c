@@ -1291,33 +1291,12 @@ static PyObject *finish(Search *S, size_t width, double prune_logp) {
     return out;
 }
 
-/* -- a search carried from chunk to chunk (streaming) ------------------------------------ */
-typedef struct {
-    PyObject_HEAD
-    Search S;
-    PyObject *keep;  /* (labels, lm spec, hotword spec): what S's borrowed pointers hold */
-    int ready;
-} SessionObject;
-
-static void Session_dealloc(SessionObject *self) {
-    search_free(&self->S);
-    Py_XDECREF(self->keep);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *labels, *lm_spec, *hot_spec, *hot;
-    int is_bpe, hot_any = 0;
-    if (self->ready) {
-        PyErr_SetString(PyExc_TypeError, "a Session is set up once");
-        return -1;
-    }
-    if (!PyArg_ParseTuple(args, "O!pOO:Session", &PyList_Type, &labels, &is_bpe, &lm_spec,
-                          &hot_spec))
-        return -1;
-    self->keep = Py_BuildValue("(OOO)", labels, lm_spec, hot_spec);
-    if (!self->keep) return -1;
-    Search *S = &self->S;
+/* a search set up for ``labels``: the LM and hotwords (see decode's docstring) read, the
+ * tables made, the one start beam in place */
+static int setup_search(Search *S, PyObject *labels, int is_bpe, PyObject *lm_spec,
+                        PyObject *hot_spec) {
+    PyObject *hot;
+    int hot_any = 0;
     S->V = PyList_GET_SIZE(labels);
     S->is_bpe = is_bpe;
     if (S->V < 1) {
@@ -1333,6 +1312,7 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
         }
         S->hot = (TrieObject *)hot;
     }
+    /* the LM's word list first: the partial words made from here on walk its trie */
     if (setup_labels(S, labels) || setup_lm(S, lm_spec) || setup_tables(S) ||
         GROW(S->cur, S->cap_cur, 1))
         return -1;
@@ -1340,6 +1320,82 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
     S->cur[0] = (Beam){.text = 0, .part = 0, .last = -1, .frames = -1, .pf0 = -1, .pf1 = -1,
                        .logit = 0.0};
     S->n_cur = 1;
+    return 0;
+}
+
+/* the frames of ``buf`` (float64 (frames, labels)), numbered from ``first``; ``orders``:
+ * None, or each frame's labels in the order to visit them */
+static int run_frames(Search *S, const Py_buffer *buf, Py_ssize_t first, size_t width,
+                      double prune_logp, double token_min_logp, int keep_words,
+                      PyObject *orders) {
+    if (buf->ndim != 2 || strcmp(buf->format, "d") || buf->shape[1] != S->V) {
+        PyErr_SetString(PyExc_ValueError, "logp must be float64 (frames, labels)");
+        return -1;
+    }
+    Py_ssize_t T = buf->shape[0];
+    if (width < 1 || first < 0 || first > INT32_MAX - 1 - T) {
+        PyErr_SetString(PyExc_ValueError, "beam width at least 1, frames within int32");
+        return -1;
+    }
+    if (orders != Py_None && (!PyList_Check(orders) || PyList_GET_SIZE(orders) != T)) {
+        PyErr_SetString(PyExc_ValueError, "orders: a list of each frame's labels");
+        return -1;
+    }
+    int force_break = 0;  /* pyctcdecode's: reset at each call (each chunk) */
+    for (Py_ssize_t t = 0; t < T; t++) {
+        const double *col = (const double *)buf->buf + t * S->V;
+        size_t n_order;
+        if (orders == Py_None) {
+            n_order = frame_order(S, col, token_min_logp);
+        } else {
+            PyObject *row = PyList_GET_ITEM(orders, t);
+            if (!PyList_Check(row) || PyList_GET_SIZE(row) > S->V) {
+                PyErr_SetString(PyExc_ValueError, "orders: a list of label indices a frame");
+                return -1;
+            }
+            n_order = (size_t)PyList_GET_SIZE(row);
+            for (size_t o = 0; o < n_order; o++) {
+                long k = PyLong_AsLong(PyList_GET_ITEM(row, (Py_ssize_t)o));
+                if (k < 0 || k >= S->V) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "label index");
+                    return -1;
+                }
+                S->order[o] = (int32_t)k;
+            }
+        }
+        if (extend(S, col, (int32_t)(first + t), S->order, n_order, &force_break) ||
+            keep_best(S, width, prune_logp, keep_words))
+            return -1;
+    }
+    return 0;
+}
+
+/* -- a search carried from chunk to chunk (streaming) ------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    Search S;
+    PyObject *keep;  /* (labels, lm spec, hotword spec): what S's borrowed pointers hold */
+    int ready;
+} SessionObject;
+
+static void Session_dealloc(SessionObject *self) {
+    search_free(&self->S);
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *labels, *lm_spec, *hot_spec;
+    int is_bpe;
+    if (self->ready) {
+        PyErr_SetString(PyExc_TypeError, "a Session is set up once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!pOO:Session", &PyList_Type, &labels, &is_bpe, &lm_spec,
+                          &hot_spec))
+        return -1;
+    self->keep = Py_BuildValue("(OOO)", labels, lm_spec, hot_spec);
+    if (!self->keep || setup_search(&self->S, labels, is_bpe, lm_spec, hot_spec)) return -1;
     self->ready = 1;
     return 0;
 }
@@ -1358,51 +1414,13 @@ static PyObject *Session_advance(SessionObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnddiOn:advance", &logp_obj, &width, &prune_logp,
                           &token_min_logp, &keep_words, &orders, &first))
         return NULL;
-    Search *S = &self->S;
     Py_buffer buf;
     if (PyObject_GetBuffer(logp_obj, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    PyObject *out = NULL;
-    if (buf.ndim != 2 || strcmp(buf.format, "d") || buf.shape[1] != S->V || width < 1 ||
-        first < 0 || (orders != Py_None && (!PyList_Check(orders) ||
-                                            PyList_GET_SIZE(orders) != buf.shape[0]))) {
-        PyErr_SetString(PyExc_ValueError, "advance: float64 (frames, labels), width >= 1, "
-                        "first frame >= 0, orders None or one list a frame");
-        goto done;
-    }
-    int force_break = 0;  /* pyctcdecode's: reset at each chunk */
-    for (Py_ssize_t t = 0; t < buf.shape[0]; t++) {
-        const double *col = (const double *)buf.buf + t * S->V;
-        size_t n_order;
-        if (orders == Py_None) {
-            n_order = frame_order(S, col, token_min_logp);
-        } else {
-            PyObject *row = PyList_GET_ITEM(orders, t);
-            if (!PyList_Check(row) || PyList_GET_SIZE(row) > S->V) {
-                PyErr_SetString(PyExc_ValueError, "orders: a list of label indices a frame");
-                goto done;
-            }
-            n_order = (size_t)PyList_GET_SIZE(row);
-            for (size_t o = 0; o < n_order; o++) {
-                long k = PyLong_AsLong(PyList_GET_ITEM(row, (Py_ssize_t)o));
-                if (k < 0 || k >= S->V) {
-                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "label index");
-                    goto done;
-                }
-                S->order[o] = (int32_t)k;
-            }
-        }
-        if (first + t > INT32_MAX - 1) {
-            PyErr_SetString(PyExc_OverflowError, "too many frames");
-            goto done;
-        }
-        if (extend(S, col, (int32_t)(first + t), S->order, n_order, &force_break) ||
-            keep_best(S, (size_t)width, prune_logp, keep_words))
-            goto done;
-    }
-    out = Py_NewRef(Py_None);
-done:
+    int failed = width < 1 ? (PyErr_SetString(PyExc_ValueError, "beam_width < 1"), 1) :
+        run_frames(&self->S, &buf, first, (size_t)width, prune_logp, token_min_logp,
+                   keep_words, orders);
     PyBuffer_Release(&buf);
-    return out;
+    return failed ? NULL : Py_NewRef(Py_None);
 }
 
 /* finalize(beam_width, beam_prune_logp, force_next_word, is_end) -> [LMBeam tuples]: the
@@ -1529,67 +1547,11 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     if (PyObject_GetBuffer(logp_obj, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
     Search S;
     memset(&S, 0, sizeof(S));
-    PyObject *out = NULL, *hot = NULL;
-    if (buf.ndim != 2 || strcmp(buf.format, "d") || buf.shape[1] != PyList_GET_SIZE(labels) ||
-        buf.shape[1] < 1) {
-        PyErr_SetString(PyExc_ValueError, "logp must be float64 (frames, labels)");
-        goto done;
-    }
-    Py_ssize_t T = buf.shape[0];
-    S.V = buf.shape[1];
-    S.is_bpe = is_bpe;
-    int hot_any = 0;
-    if (!PyArg_ParseTuple(hot_spec, "Odp:hotwords", &hot, &S.hot_weight, &hot_any)) goto done;
-    S.hot_any = hot_any;
-    if (hot != Py_None) {
-        if (!PyObject_TypeCheck(hot, &TrieType)) {
-            PyErr_SetString(PyExc_TypeError, "hotwords are a Trie or None");
-            goto done;
-        }
-        S.hot = (TrieObject *)hot;
-    }
-    if (orders != Py_None && (!PyList_Check(orders) || PyList_GET_SIZE(orders) != T)) {
-        PyErr_SetString(PyExc_ValueError, "orders: a list of each frame's labels");
-        goto done;
-    }
-    /* the LM's word list first: the partial words made from here on walk its trie */
-    if (setup_labels(&S, labels) || setup_lm(&S, lm_spec) || setup_tables(&S) ||
-        GROW(S.cur, S.cap_cur, 1))
-        goto done;
-    S.texts[0].state = S.start_state;
-    S.cur[0] = (Beam){.text = 0, .part = 0, .last = -1, .frames = -1, .pf0 = -1, .pf1 = -1,
-                      .logit = 0.0};
-    S.n_cur = 1;
-    int force_break = 0;
-    const double *logp = buf.buf;
-    for (Py_ssize_t t = 0; t < T; t++) {
-        const double *col = logp + t * S.V;
-        size_t n_order;
-        const int32_t *order = S.order;
-        if (orders == Py_None) {
-            n_order = frame_order(&S, col, token_min_logp);
-        } else {
-            PyObject *row = PyList_GET_ITEM(orders, t);
-            if (!PyList_Check(row) || PyList_GET_SIZE(row) > S.V) {
-                PyErr_SetString(PyExc_ValueError, "orders: a list of label indices a frame");
-                goto done;
-            }
-            n_order = (size_t)PyList_GET_SIZE(row);
-            for (size_t o = 0; o < n_order; o++) {
-                long k = PyLong_AsLong(PyList_GET_ITEM(row, (Py_ssize_t)o));
-                if (k < 0 || k >= S.V) {
-                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "label index");
-                    goto done;
-                }
-                S.order[o] = (int32_t)k;
-            }
-        }
-        if (extend(&S, col, (int32_t)t, order, n_order, &force_break) ||
-            keep_best(&S, (size_t)width, prune_logp, keep_words))
-            goto done;
-    }
-    out = finish(&S, (size_t)width, prune_logp);
-done:
+    PyObject *out = NULL;
+    if (!setup_search(&S, labels, is_bpe, lm_spec, hot_spec) &&
+        !run_frames(&S, &buf, 0, (size_t)width, prune_logp, token_min_logp, keep_words,
+                    orders))
+        out = finish(&S, (size_t)width, prune_logp);
     search_free(&S);
     PyBuffer_Release(&buf);
     return out;
