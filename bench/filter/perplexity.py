@@ -1,6 +1,6 @@
 """nnlm filter's perplexity stage against DataTrove's, side by side in one run.
 
-    python bench/filter.py --data data/brown --out bench/results/filter.json
+    python bench/filter/perplexity.py --data data/brown --out bench/results/filter.json
 
 Builds a cc_net-style pair on --data's training text (cc_net's normalization, a
 SentencePiece unigram model of --vocab pieces, KN 5-gram on the pieces by nnlm, written
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness
 import harness  # noqa: E402 - after its folder is on the path
 
 
