@@ -249,3 +249,19 @@ def test_a_stream_on_the_compiled_search_is_the_references(world):
             assert streamed(decoder, x, 9, True, cut_at=1) == \
                 streamed(decoder, x, 9, False, cut_at=1)
     assert not compiled._streams  # each stream dropped at its end
+
+
+def test_a_hotword_scorer_the_search_used_still_pickles(world):
+    import pickle
+
+    _, _, lines = world
+    scorer = HotwordScorer.build_scorer(["cat", "the dog"], 5.0)
+    logp = char_logits(lines, n=1)[0]
+    first = same_beams(LABELS, None, logp, hot=("cat", "the dog"), weight=5.0)
+    out = compiled.decode(PrefixSearch(LABELS, False, None), logp, 16, -10.0, -5.0, False,
+                          scorer)
+    assert hasattr(scorer, "_compiled_trie")  # kept for the next utterance
+    again = pickle.loads(pickle.dumps(scorer))
+    assert not hasattr(again, "_compiled_trie")
+    assert compiled.decode(PrefixSearch(LABELS, False, None), logp, 16, -10.0, -5.0, False,
+                           again) == out == first

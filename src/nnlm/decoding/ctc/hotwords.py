@@ -78,6 +78,13 @@ class HotwordScorer:
             self._pattern = _pattern(self._unigrams or ())
         return self._pattern
 
+    def __getstate__(self) -> dict:
+        """The scorer without the compiled search's trie of it (made again on first use
+        where the scorer is received)."""
+        state = dict(self.__dict__)
+        state.pop("_compiled_trie", None)
+        return state
+
     def __contains__(self, item: str) -> bool:
         return self._char_trie.has_node(item)
 
