@@ -23,6 +23,7 @@ from . import parquet
 
 FORMATS = ("auto", "jsonl", "parquet", "lines", "paragraphs")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst")  # what a name may end in after its format
 
 
 class Document(NamedTuple):
@@ -38,6 +39,13 @@ class BadRecord(NnlmError):
     """A record that cannot be read as a document (the message names file and line)."""
 
 
+def bad_record(message: str, errors: list[str] | None) -> None:
+    """Stop on a bad record (``errors`` None: :class:`BadRecord`), or count it."""
+    if errors is None:
+        raise BadRecord(message)
+    errors.append(message)
+
+
 def format_of(path: str | os.PathLike, fmt: str = "auto") -> str:
     """``fmt``, or for ``auto`` what the file holds: JSON Lines where its name says so
     (.jsonl, .json, .ndjson, compressed or not) or its first character is ``{``, Parquet
@@ -45,7 +53,7 @@ def format_of(path: str | os.PathLike, fmt: str = "auto") -> str:
     if fmt != "auto":
         return fmt
     name = Path(path).name.lower()
-    for compressed in (".gz", ".bz2", ".xz", ".zst"):
+    for compressed in COMPRESSED:
         name = name.removesuffix(compressed)
     if name.endswith(JSONL_SUFFIXES):
         return "jsonl"
@@ -67,10 +75,7 @@ def read_documents(path: str | os.PathLike, fmt: str = "auto", text_field: str =
         for first, _, texts in parquet.batches(source, text_field):
             for i, text in enumerate(texts):
                 if text is None:
-                    message = f"{path}: row {first + i}: the text is null"
-                    if errors is None:
-                        raise BadRecord(message)
-                    errors.append(message)
+                    bad_record(f"{path}: row {first + i}: the text is null", errors)
                 else:
                     yield Document(first + i, None, text)
     elif fmt == "lines":
@@ -104,10 +109,7 @@ def _records(path, text_field: str, errors: list[str] | None) -> Iterator[Docume
             if problem is None:
                 yield Document(first + i, record, record[text_field])
                 continue
-            message = f"{where(path, first + i)}: {problem}"
-            if errors is None:
-                raise BadRecord(message)
-            errors.append(message)
+            bad_record(f"{where(path, first + i)}: {problem}", errors)
 
 
 def _paragraphs(path) -> Iterator[Document]:

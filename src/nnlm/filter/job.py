@@ -25,11 +25,17 @@ from ..base.errors import where
 from ..text.fileio import atomic_path, open_binary_for_writing
 from . import parquet
 from .buckets import BUCKETS, NO_BUCKET, Cutoffs, Histogram
-from .documents import BadRecord, Document, format_of, read_documents, record_line
+from .documents import (
+    COMPRESSED,
+    Document,
+    bad_record,
+    format_of,
+    read_documents,
+    record_line,
+)
 from .perplexity import DocumentScorer, perplexity, ratio
 
 BATCH = 512  # documents normalized and cut into pieces together
-COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 
 
 class Settings(NamedTuple):
@@ -156,10 +162,7 @@ def _scored(scorer: DocumentScorer, path, settings: Settings, tally: Tally
             if doc.text.strip():
                 good.append(doc)
                 continue
-            message = f"{where(path, doc.line)}: an empty document"
-            if errors is None:
-                raise BadRecord(message)
-            errors.append(message)
+            bad_record(f"{where(path, doc.line)}: an empty document", errors)
         for doc, (computed, r) in zip(good, _score_batch(scorer, [d.text for d in good],
                                                          tally)):
             yield doc, computed, r
@@ -178,13 +181,24 @@ def _account(computed: float | None, r: float | None, settings: Settings, tally:
     return perplexity, bucket, kept
 
 
+def input_format(path, settings: Settings) -> str:
+    """How ``path`` is read: ``settings.fmt``, or what the file holds (standard input:
+    JSON Lines)."""
+    return format_of(path, settings.fmt) if str(path) != "-" else "jsonl"
+
+
+def output_targets(out_dir: Path, name: str, settings: Settings) -> dict:
+    """{bucket (None: every one): the output file}: one a bucket where ``split``."""
+    if settings.split:
+        return {b: out_dir / b / name for b in (*BUCKETS, NO_BUCKET)}
+    return {None: out_dir / name}
+
+
 def filter_file(scorer: DocumentScorer, path, out_dir: Path, settings: Settings,
                 tally: Tally) -> list[Path]:
     """Score one input into ``out_dir`` (module docstring); the outputs written."""
-    fmt = format_of(path, settings.fmt) if str(path) != "-" else "jsonl"
-    name = output_name(path, fmt)
-    targets = {b: out_dir / b / name for b in (*BUCKETS, NO_BUCKET)} if settings.split \
-        else {None: out_dir / name}
+    fmt = input_format(path, settings)
+    targets = output_targets(out_dir, output_name(path, fmt), settings)
     if fmt == "parquet":
         _filter_parquet(scorer, path, targets, settings, tally)
         return list(targets.values())
@@ -222,11 +236,9 @@ def _filter_parquet(scorer: DocumentScorer, path, targets: dict, settings: Setti
                 if isinstance(text, str) and text.strip():
                     rows.append(i)
                     continue
-                message = f"{path}: row {first + i}: " + (
-                    "the text is null" if text is None else "an empty document")
-                if settings.on_error == "stop":
-                    raise BadRecord(message)
-                tally.errors.append(message)
+                bad_record(f"{path}: row {first + i}: " + (
+                    "the text is null" if text is None else "an empty document"),
+                    None if settings.on_error == "stop" else tally.errors)
             columns = ([None] * len(texts), [NO_BUCKET] * len(texts), [None] * len(texts))
             keep: dict = {key: [] for key in writers}
             scores = _score_batch(scorer, [texts[i] for i in rows], tally)

@@ -24,8 +24,7 @@ from ..base.errors import NnlmError
 from ..base.progress import progress_bar
 from ..ngram.distributed.cluster import connect
 from ..text.fileio import atomic_write_text
-from .documents import format_of
-from .job import Settings, Tally, filter_file, output_name
+from .job import Settings, Tally, filter_file, input_format, output_name, output_targets
 from .perplexity import DocumentScorer
 
 RECORDS = ".nnlm-filter"  # OUTDIR/.nnlm-filter/NAME.json: a finished input
@@ -114,10 +113,9 @@ def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.Pat
     key = run_key(scorer, settings)
     todo, skipped = [], 0
     for path in inputs:
-        name = output_name(path, format_of(path, settings.fmt) if str(path) != "-"
-                           else "jsonl")
-        done = None if not resume or str(path) == "-" else \
-            _finished(path, out_dir, name, key, expected_outputs(out_dir, name, settings))
+        name = output_name(path, input_format(path, settings))
+        done = None if not resume or str(path) == "-" else _finished(
+            path, out_dir, name, key, list(output_targets(out_dir, name, settings).values()))
         if done is None:
             todo.append((path, name))
         else:
@@ -155,10 +153,3 @@ def filter_files(scorer: DocumentScorer, inputs: Iterable, out_dir: str | os.Pat
                 for path, result in pool.imap_unordered(_one, tasks):
                     finish(path, result)
     return {**tally.summary(), "skipped_inputs": skipped, "histogram": tally.histogram}
-
-
-def expected_outputs(out_dir: Path, name: str, settings: Settings) -> list[Path]:
-    """The files a finished input has in ``out_dir``."""
-    if settings.split:
-        return [out_dir / b / name for b in ("head", "middle", "tail", "all")]
-    return [out_dir / name]

@@ -75,11 +75,12 @@ def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str =
         (tmp / f"{language}.vocab").unlink()
         tokenizer = SubwordTokenizer(tmp / f"{language}.sp.model")
         log(f"{tokenizer.size:,} pieces; estimating KN {order}-gram")
+        models = [(language, tmp / "normalized.txt")]
+        if bad:
+            _normalized([str(t) for t in bad], normalize, tmp / "bad.txt")
+            models.append((f"{language}.bad", tmp / "bad.txt"))
         files = [f"{language}.sp.model"]
-        for name, text in ((language, tmp / "normalized.txt"),
-                           *(((f"{language}.bad", tmp / "bad.txt"),) if bad else ())):
-            if name != language:
-                _normalized([str(t) for t in bad], normalize, text)
+        for name, text in models:
             train_ngram(text, "kn", order, log=log, tokenizer=tokenizer,
                         discount_fallback=True, arpa=str(tmp / f"{name}.arpa"))
             convert(tmp / f"{name}.arpa", tmp / f"{name}.bin")

@@ -269,8 +269,8 @@ class BeamSearchDecoderCTC:
         return last[1]
 
     def __getstate__(self) -> dict:
-        """What a pool's worker receives: the decoder without its kept hotword scorer
-        (whose compiled trie stays in this process)."""
+        """What a pool's worker receives with each task: the decoder without its kept
+        hotword scorer, which the worker builds again rather than receive every time."""
         state = dict(self.__dict__)
         state.pop("_last_hotwords", None)
         return state
