@@ -6,7 +6,8 @@
 - nnlm.ngram.store._trie, the lookup loop of the mapped n-gram trie;
 - nnlm.index._suffix, the suffix array's searches;
 - nnlm.text._words, a corpus's lines split into numbered words;
-- nnlm.ngram.formats._arpa_lines, ARPA's lines formatted.
+- nnlm.ngram.formats._arpa_lines, ARPA's lines formatted;
+- nnlm.ngram.formats._arpa_scan, ARPA's n-gram lines read into arrays.
 
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
 still succeeds and each answers from its Python or numpy path, slower."""
@@ -39,4 +40,7 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                              extra_compile_args=["-O3"], optional=True),
                    Extension("nnlm.ngram.formats._arpa_lines",
                              ["src/nnlm/ngram/formats/_arpa_lines.c"],
+                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
+                   Extension("nnlm.ngram.formats._arpa_scan",
+                             ["src/nnlm/ngram/formats/_arpa_scan.c"],
                              extra_compile_args=["-O3", "-ffp-contract=off"], optional=True)])

@@ -384,36 +384,124 @@ def test_unknown_sentence_boundaries_in_scored_text():
 @settings(max_examples=300, deadline=None)
 @given(x=st.floats(min_value=-1e300, max_value=1e300, allow_nan=False),
        form=st.sampled_from(["{:.7g}", "{!r}", "{:e}", "{:+.3f}", "{:.20f}", "{:E}"]))
-def test_the_compiled_arpa_number_reader_agrees_with_python_float(x, form):
+def test_the_arpa_number_reader_agrees_with_python_float(x, form):
+    """Both scanners' rule (18 significant digits exactly, one power of ten) against
+    Python's correctly rounded float; the compiled one against the Python one exactly."""
     from nnlm.ngram.formats.arpa_scan import _number
 
     text = form.format(x).encode()
-    value, end, ok = _number(np.frombuffer(text + b"\t", np.uint8), 0, len(text) + 1)
-    assert ok and end == len(text)
+    value = _number(text)
     assert value == pytest.approx(float(text), rel=1e-15, abs=1e-300)  # subnormals: abs
+    if _scan_c() is not None:
+        assert _scan_one(text + b" w") == (value, "read")
 
 
 @pytest.mark.parametrize("text", [b"", b"-", b".", b"e5", b"1e", b"1e+", b"nan", b"inf",
-                                  b"-inf", b"abc"])
-def test_the_compiled_arpa_number_reader_refuses_what_is_no_decimal(text):
+                                  b"-inf", b"abc", b"1.5x", b"--1", b"1_0"])
+def test_the_arpa_number_reader_refuses_what_is_no_decimal(text):
     from nnlm.ngram.formats.arpa_scan import _number
 
-    _, _, ok = _number(np.frombuffer(text + b" ", np.uint8), 0, len(text) + 1)
-    assert not ok
+    assert _number(text) is None
+    if _scan_c() is not None and text:
+        assert _scan_one(text + b" w")[1] == "bad"
+
+
+def _scan_c():
+    from nnlm.ngram.formats import arpa_scan
+
+    return arpa_scan._C
+
+
+def _scan_one(line: bytes):
+    """The compiled scanner's reading of one unigram line: (log10 p, how it ended)."""
+    from nnlm.ngram.formats import arpa_scan
+
+    buf = np.frombuffer(line + b"\n", np.uint8)
+    logp, bow, lines = np.zeros(1), np.zeros(1), np.zeros(1, np.int64)
+    ids = np.zeros((1, 2), np.int64)
+    *_, m, status = arpa_scan._C.scan(buf, 0, len(buf), 1, 1, 0, logp, bow, ids, lines,
+                                      np.zeros(1, np.uint8), np.zeros(1, np.int64),
+                                      np.zeros(1, np.int64), np.full(16, -1, np.int64), 4,
+                                      np.zeros(1, np.int64))
+    return (float(logp[0]), "read") if m == 1 and status == 0 else (None, "bad")
+
+
+_WORDS = [b"a", b"b", b"cc", b"<s>", "\u00e9".encode()]
+_NUMBER = st.one_of(st.floats(-50, 0).map(lambda x: f"{x:.7g}".encode()),
+                    st.sampled_from([b"-1.5", b"0", b"-2e-3", b"nan", b"-", b"1e", b"x"]))
+_BLANK = st.sampled_from([b" ", b"\t", b"  ", b" \r", b"\x0b", b"\x0c"])
+
+
+@st.composite
+def _arpa_line(draw, k):
+    """Mostly well formed: a number, k words (one may be unknown), a back-off or not;
+    sometimes a word too few or too many, a blank line or a header."""
+    kind = draw(st.sampled_from(["line"] * 6 + ["blank", "header"]))
+    if kind == "blank":
+        return draw(_BLANK) if draw(st.booleans()) else b""
+    if kind == "header":
+        return b"\\3-grams:"
+    n = k + draw(st.sampled_from([0] * 6 + [-1, 1]))
+    fields = [draw(_NUMBER), *draw(st.lists(st.sampled_from(_WORDS + [b"zz"]), min_size=n,
+                                            max_size=n))]
+    if draw(st.booleans()):
+        fields.append(draw(_NUMBER))
+    line = b"".join(f + draw(_BLANK) for f in fields)
+    return (draw(_BLANK) if draw(st.booleans()) else b"") + line.rstrip(b" ")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), k=st.integers(1, 3), newline=st.booleans())
+def test_the_compiled_arpa_scanner_reads_as_the_python_one(data, k, newline):
+    """Sections of lines, well formed or not (missing and extra fields, unknown words, bad
+    numbers, blanks of every kind, blank lines, a header, no final newline): the compiled
+    scanner and the Python one stop at the same place for the same reason with the same
+    arrays."""
+    from nnlm.ngram.formats import arpa_scan
+
+    if arpa_scan._C is None:
+        pytest.skip("the compiled scanner was not built")
+    lines = data.draw(st.lists(_arpa_line(k), max_size=8))
+    text = b"".join(line + b"\n" for line in lines)
+    if text and not newline:
+        text = text[:-1]  # the last line without its newline
+    buf = np.frombuffer(text, np.uint8)
+    flat = np.frombuffer(b"".join(_WORDS), np.uint8)
+    lengths = np.array([len(w) for w in _WORDS], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    remap = np.arange(10, 10 + len(_WORDS), dtype=np.int64)
+    got = []
+    for c in (arpa_scan._C, None):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(arpa_scan, "_C", c)
+            slots, repeat = arpa_scan.word_table(flat, starts, lengths, 4)
+            assert repeat == -1
+            arrays = (np.zeros(4), np.zeros(4), np.zeros((4, 2 if k == 1 else k), np.int64),
+                      np.zeros(4, np.int64))
+            stop = arpa_scan.scan(buf, 0, len(buf), k, 7, 0, *arrays, flat, starts,
+                                  lengths, slots, 4, remap)
+            got.append((tuple(stop), [a[:stop[2]].tolist() for a in arrays]))
+    assert got[0] == got[1]
 
 
 @settings(max_examples=50, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=40),
-       queries=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=40))
-def test_the_compiled_row_table_finds_what_a_dict_finds(rows, queries):
-    from nnlm.ngram.formats.arpa_scan import find_rows, rows_table
+       queries=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=40),
+       compiled=st.booleans())
+def test_the_row_table_finds_what_a_dict_finds(rows, queries, compiled):
+    from nnlm.ngram.formats import arpa_scan
 
+    if compiled and arpa_scan._C is None:
+        pytest.skip("the compiled scanner was not built")
     first = {}
     for i, r in enumerate(rows):
         first.setdefault(r, i)
     table_rows = np.array(rows, np.int64).reshape(-1, 2)
-    slots = rows_table(table_rows, 4 + 2)  # 64 slots: many collisions, never full
-    got = find_rows(slots, 6, table_rows, np.array(queries, np.int64).reshape(-1, 2))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arpa_scan, "_C", arpa_scan._C if compiled else None)
+        slots = arpa_scan.rows_table(table_rows, 4 + 2)  # 64 slots: collisions, never full
+        got = arpa_scan.find_rows(slots, 6, table_rows,
+                                  np.array(queries, np.int64).reshape(-1, 2))
     assert got.tolist() == [first.get(q, -1) for q in queries]
 
 

@@ -4,8 +4,8 @@ C extensions speed up the n-gram side: ``nnlm.ngram.store._trie`` (the mapped tr
 lookups, bulk scoring and word index), ``nnlm.decoding._kenlm_query`` (``nnlm.kenlm``'s
 per-call path), ``nnlm.decoding.ctc._prefix_search`` (the CTC decoder's search),
 ``nnlm.index._suffix`` (the suffix array's searches),
-``nnlm.text._words`` (reading a corpus) and ``nnlm.ngram.formats._arpa_lines``
-(writing ARPA). Each has a pure-Python/numpy path
+``nnlm.text._words`` (reading a corpus), ``nnlm.ngram.formats._arpa_scan`` (reading
+ARPA) and ``nnlm.ngram.formats._arpa_lines`` (writing it). Each has a pure-Python/numpy path
 that gives the same numbers, which the tests compare it with. setup.py builds them where
 a C compiler is found; without one, or with ``NNLM_NO_C=1`` in the environment (read
 once, here, at first use), every caller takes the Python path. A part that was not built

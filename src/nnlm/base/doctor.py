@@ -25,6 +25,7 @@ COMPILED = {
     "nnlm.index._suffix": "suffix-array searches (nnlm index, the unbounded model)",
     "nnlm.text._words": "reading a corpus into ids",
     "nnlm.ngram.formats._arpa_lines": "writing ARPA files",
+    "nnlm.ngram.formats._arpa_scan": "reading ARPA files",
 }
 # distribution -> (how it comes: with nnlm, an extra, or on its own; what it gives)
 OPTIONAL = {

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from ...base.errors import NnlmError, warn, where
-from ...base.jit_cache import first_call
 from ...base.progress import progress_bar
 from ...base.sysmem import check_allocation
 from ...text.fileio import compression_of, decode_block, open_for_reading, read_block
@@ -117,8 +116,8 @@ class _ArpaScan:
                 sec = self.current
                 before = sec.count
                 words, starts, lengths, slots, bits, remap = self.table or _NO_TABLE
-                pos, line, sec.count, status = first_call(
-                    kernels.scan, buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
+                pos, line, sec.count, status = kernels.scan(
+                    buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
                     sec.lines, words, starts, lengths, slots, bits, remap)
                 if sec.k == 1:
                     sec.words.extend(data[s : s + n] for s, n in sec.ids[before : min(
@@ -230,7 +229,7 @@ class _ArpaScan:
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         flat = np.frombuffer(b"".join(words), np.uint8)
         bits = max(4, int(np.ceil(np.log2(max(2 * len(words), 1)))))
-        slots, repeat = first_call(self.kernels.word_table, flat, starts, lengths, bits)
+        slots, repeat = self.kernels.word_table(flat, starts, lengths, bits)
         if repeat >= 0:
             raise NnlmError(f"{where(self.path, int(uni.lines[repeat]))}: unigram "
                             f"{file_words[repeat]!r} appears twice")
@@ -265,8 +264,7 @@ class _ArpaScan:
         return NnlmError(f"{where(self.path, n)}: expected 'log10p w1 ... w{k} [log10bow]'")
 
 
-# the word table while reading the 1-grams: an empty one, its bytes read-only as the real
-# table's are, so that the scanner is compiled for one signature
+# the word table while reading the 1-grams, when no word is looked up: an empty one
 _NO_TABLE = (np.frombuffer(b"\0", np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64),
              np.full(16, -1, np.int64), 4, np.zeros(1, np.int64))
 BOM_BYTES = "\ufeff".encode()
@@ -396,9 +394,8 @@ def _build(path, base, sections, file_ids, added, strict: bool = False) -> Backo
             suffix, prefix = ids[:, 1].copy(), ids[:, 0].copy()
         else:  # find the (k-1)-word suffix and context among order k-1's words at once
             bits = max(4, int(np.ceil(np.log2(max(2 * len(prev_rows), 1)))))
-            slots = first_call(arpa_scan.rows_table, prev_rows, bits)
-            suffix, prefix = (first_call(arpa_scan.find_rows, slots, bits, prev_rows,
-                                         np.ascontiguousarray(w))
+            slots = arpa_scan.rows_table(prev_rows, bits)
+            suffix, prefix = (arpa_scan.find_rows(slots, bits, prev_rows, w)
                               for w in (ids[:, 1:], ids[:, :-1]))
             suffix = np.where(suffix >= 0, prev_rank[suffix], -1)
             prefix = np.where(prefix >= 0, prev_rank[prefix], -1)

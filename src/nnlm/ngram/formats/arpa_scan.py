@@ -1,257 +1,193 @@
-"""Byte-level scanning of ARPA n-gram sections into arrays, compiled with numba.
+"""Byte-level scanning of ARPA n-gram sections into arrays: C where it was built, Python
+beside it.
 
 An ARPA section is one n-gram a line: ``log10p w1 ... wk [log10bow]``, fields separated
 by blanks (space, tab, CR, VT, FF). Reading it with Python's ``str.split`` and ``float``
 costs about 60 ns a field; Brown's KN5 file (2.4 M n-grams, 94 MB) took 5.6 s to load
-where KenLM takes 1.4 s. These kernels walk the bytes once: each line's numbers are
-parsed in place, and each word is hashed (FNV-1a) and found in a table of the unigrams
-by comparing its bytes, so no Python string is made for any word above the unigrams.
+where KenLM takes 1.4 s. The compiled part (``_arpa_scan.c``) walks the bytes once: each
+line's numbers are parsed in place, and each word is hashed (FNV-1a) and found in a table
+of the unigrams by comparing its bytes, so no Python string is made for any word above
+the unigrams. The Python functions here do the same with ``bytes.split`` and dicts, to
+the same numbers (the tests compare them); they answer where no C compiler was found.
 
-What they do not judge they hand back: a line they cannot read stops the scan with its
-status and position, and :mod:`nnlm.ngram.formats.arpa_read` re-reads that one line in Python to say
-what is wrong with it (bad UTF-8, a field count, ``nan``, a word not among the unigrams).
-The kernels are compiled on first use and cached beside this file (``cache=True``).
+What the scan does not judge it hands back: a line it cannot read stops the scan with its
+status and position, and :mod:`nnlm.ngram.formats.arpa_read` re-reads that one line in
+Python to say what is wrong with it (bad UTF-8, a field count, ``nan``, a word not among
+the unigrams).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
-from numba import njit
+
+from ...base.compiled import extension
 
 DONE, HEADER, BAD_LINE, UNKNOWN_WORD = 0, 1, 2, 3  # why a scan stopped
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_POW10 = np.array([10.0**i for i in range(23)])  # exact doubles: 10^0 .. 10^22
-_MANTISSA_LIMIT = 10**17  # digits beyond the 18th only shift the exponent
+_C = extension("nnlm.ngram.formats._arpa_scan")
 
 
-@njit(inline="always")
-def _blank(c) -> bool:
-    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
-
-
-@njit(inline="always")
-def _ends_field(c) -> bool:
-    return c == 10 or _blank(c)
-
-
-@njit(inline="always")
-def _sign(buf, i, n):
-    """(negative, position after an optional '+' or '-')."""
-    if i < n and (buf[i] == 45 or buf[i] == 43):
-        return buf[i] == 45, i + 1
-    return False, i
-
-
-@njit
-def _number(buf, i, n):
-    """The decimal number at buf[i:] (sign, digits, point, exponent) -> (value, end, ok).
-
-    Up to 18 significant digits are kept exactly in an integer; the value is then one
-    multiplication or division by an exact power of ten (correctly rounded for the
-    seven-digit numbers ARPA files hold). ``nan`` and ``inf`` are not read here."""
-    neg, i = _sign(buf, i, n)
-    mant = 0
-    exp10 = 0
-    digits = 0
-    while i < n and 48 <= buf[i] <= 57:
-        if mant < _MANTISSA_LIMIT:
-            mant = mant * 10 + (buf[i] - 48)
-        else:
-            exp10 += 1
-        digits += 1
-        i += 1
-    if i < n and buf[i] == 46:
-        i += 1
-        while i < n and 48 <= buf[i] <= 57:
-            if mant < _MANTISSA_LIMIT:
-                mant = mant * 10 + (buf[i] - 48)
-                exp10 -= 1
-            digits += 1
-            i += 1
-    if digits == 0:
-        return 0.0, i, False
-    if i < n and (buf[i] == 101 or buf[i] == 69):
-        eneg, i = _sign(buf, i + 1, n)
-        e = 0
-        edigits = 0
-        while i < n and 48 <= buf[i] <= 57:
-            if e < 100000:
-                e = e * 10 + (buf[i] - 48)
-            edigits += 1
-            i += 1
-        if edigits == 0:
-            return 0.0, i, False
-        exp10 += -e if eneg else e
-    value = float(mant)
-    if exp10 > 0:
-        value = value * (_POW10[exp10] if exp10 <= 22 else 10.0**exp10)  # inf past 1e308
-    elif exp10 >= -22:
-        value = value / _POW10[-exp10]
-    elif exp10 >= -300:
-        value = value / 10.0 ** (-exp10)
-    else:  # two steps: 10^-exp10 itself would overflow
-        value = value / 1e300 / 10.0 ** (-exp10 - 300)
-    return (-value if neg else value), i, True
-
-
-@njit
-def _hash(buf, s, e):
-    h = _FNV_OFFSET
-    for i in range(s, e):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
-    return h
-
-
-@njit
-def _slot(h, bits):
-    return np.int64((h * _GOLDEN) >> np.uint64(64 - bits))
-
-
-@njit
-def _same(buf, s, e, words, start, length) -> bool:
-    if e - s != length:
-        return False
-    for j in range(length):
-        if buf[s + j] != words[start + j]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def word_table(words, starts, lengths, bits):
-    """An open-addressing table of the unigrams (slots hold unigram indices, -1: empty),
-    and the index of the first unigram that repeats an earlier one (-1: none)."""
+def word_table(words: np.ndarray, starts: np.ndarray, lengths: np.ndarray, bits: int):
+    """A table of the unigrams (``words``: their UTF-8 bytes end to end, uint8; unigram u
+    is ``words[starts[u]:starts[u] + lengths[u]]``) for :func:`scan`, and the index of
+    the first unigram that repeats an earlier one (-1: none). ``bits``: the table has
+    2 ** bits slots (at least twice the unigrams)."""
+    if _C is None:
+        table: dict[bytes, int] = {}
+        data = words.tobytes()
+        for u, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            if table.setdefault(data[s:s + n], u) != u:
+                return table, u
+        return table, -1
     slots = np.full(1 << bits, -1, np.int64)
-    mask = (1 << bits) - 1
-    for u in range(len(starts)):
-        s, e = starts[u], starts[u] + lengths[u]
-        slot = _slot(_hash(words, s, e), bits)
-        while slots[slot] >= 0:
-            if _same(words, s, e, words, starts[slots[slot]], lengths[slots[slot]]):
-                return slots, u
-            slot = (slot + 1) & mask
-        slots[slot] = u
-    return slots, -1
+    repeat = _C.word_table(words, _int64(starts), _int64(lengths), slots, bits)
+    return slots, repeat
 
 
-@njit(cache=True, nogil=True)
 def scan(buf, pos, n, k, line, m, logp, bow, ids, lines, words, starts, lengths, slots,
          bits, remap):
     """Read n-gram lines of order ``k`` from buf[pos:n] (whole lines) into row m on of
     ``logp``, ``bow``, ``ids`` (k word ids a row; for k = 1 the word's start and length
     in ``buf`` instead) and ``lines`` (file line numbers; ``line`` is pos's). Rows past
     the arrays' end are counted, not stored (the caller compares with the declared count).
+    ``words`` .. ``slots``, ``bits``: :func:`word_table`'s table (k > 1); ``remap``: a
+    unigram's index to its word id.
 
     Returns (pos, line, m, status): where and why it stopped. ``DONE``: at n.
     ``HEADER``: at a line starting with a backslash. ``BAD_LINE`` and ``UNKNOWN_WORD``:
     at the start of the line it could not read.
     """
-    cap = len(logp)
-    mask = (1 << bits) - 1
-    while pos < n:
-        i = pos
-        while i < n and _blank(buf[i]):
-            i += 1
-        if i >= n:
-            return n, line, m, DONE
-        if buf[i] == 10:  # a blank line
-            pos = i + 1
-            line += 1
-            continue
-        if buf[i] == 92:
-            return pos, line, m, HEADER
-        p, i, ok = _number(buf, i, n)
-        if not ok or i >= n or not _blank(buf[i]):
-            return pos, line, m, BAD_LINE
-        for j in range(k):
-            while i < n and _blank(buf[i]):
-                i += 1
-            if i >= n or buf[i] == 10:
-                return pos, line, m, BAD_LINE
-            s = i
-            while i < n and not _ends_field(buf[i]):
-                i += 1
-            if k == 1:
-                if m < cap:
-                    ids[m, 0] = s
-                    ids[m, 1] = i - s
-                continue
-            slot = _slot(_hash(buf, s, i), bits)
-            while True:
-                u = slots[slot]
-                if u < 0:
-                    return pos, line, m, UNKNOWN_WORD
-                if _same(buf, s, i, words, starts[u], lengths[u]):
-                    break
-                slot = (slot + 1) & mask
-            if m < cap:
-                ids[m, j] = remap[u]
-        while i < n and _blank(buf[i]):
-            i += 1
-        b = 0.0
-        if i < n and buf[i] != 10:
-            b, i, ok = _number(buf, i, n)
-            if not ok:
-                return pos, line, m, BAD_LINE
-            while i < n and _blank(buf[i]):
-                i += 1
-            if i < n and buf[i] != 10:
-                return pos, line, m, BAD_LINE
-        if m < cap:
-            logp[m] = p
-            bow[m] = b
-            lines[m] = line
-        m += 1
-        line += 1
-        pos = i + 1
-    return pos, line, m, DONE
+    if _C is not None:
+        return _C.scan(buf, pos, n, k, line, m, logp, bow, ids, lines, words, starts,
+                       lengths, slots, bits, remap)
+    return _scan(bytes(buf[:n]), pos, n, k, line, m, logp, bow, ids, lines, slots, remap)
 
 
-@njit
-def _row_slot(rows, r, bits):
-    h = _FNV_OFFSET
-    for j in range(rows.shape[1]):
-        h = (h ^ np.uint64(rows[r, j])) * _FNV_PRIME
-    return _slot(h, bits)
-
-
-@njit
-def _same_row(a, i, b, j) -> bool:
-    for c in range(a.shape[1]):
-        if a[i, c] != b[j, c]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def rows_table(rows, bits):
-    """An open-addressing table of the distinct rows of ``rows`` (M, j) (word-id tuples):
-    slots hold row indices, -1 empty. A repeated row keeps its first index."""
+def rows_table(rows: np.ndarray, bits: int):
+    """A table of the distinct rows of ``rows`` (M, j) (word-id tuples) for
+    :func:`find_rows`; a repeated row keeps its first index. ``bits``: 2 ** bits slots,
+    more than M."""
+    rows = _int64(rows)
+    if _C is None:
+        keys = _row_keys(rows)
+        return dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # the first wins
     slots = np.full(1 << bits, -1, np.int64)
-    mask = (1 << bits) - 1
-    for r in range(rows.shape[0]):
-        slot = _row_slot(rows, r, bits)
-        while slots[slot] >= 0 and not _same_row(rows, slots[slot], rows, r):
-            slot = (slot + 1) & mask
-        if slots[slot] < 0:
-            slots[slot] = r
+    _C.rows_table(rows, rows.shape[1], slots, bits)
     return slots
 
 
-@njit(cache=True)
-def find_rows(slots, bits, rows, queries):
-    """For each row of ``queries`` (Q, j), the index of the equal row of ``rows``, or -1."""
-    mask = (1 << bits) - 1
-    out = np.empty(queries.shape[0], np.int64)
-    for q in range(queries.shape[0]):
-        slot = _row_slot(queries, q, bits)
-        out[q] = -1
-        while slots[slot] >= 0:
-            if _same_row(rows, slots[slot], queries, q):
-                out[q] = slots[slot]
-                break
-            slot = (slot + 1) & mask
+def find_rows(slots, bits: int, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each row of ``queries`` (Q, j), the index of the equal row of ``rows`` (the
+    rows :func:`rows_table` made ``slots`` of), or -1."""
+    queries = _int64(queries)
+    if _C is None:
+        get = slots.get
+        return np.array([get(q, -1) for q in _row_keys(queries)], np.int64)
+    out = np.empty(len(queries), np.int64)
+    _C.find_rows(slots, bits, _int64(rows), queries, queries.shape[1], out)
     return out
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
+
+
+def _row_keys(rows: np.ndarray) -> list[bytes]:
+    """Each row's bytes, as one dict key."""
+    return rows.view(np.dtype((np.void, 8 * rows.shape[1]))).ravel().tolist()
+
+
+# the Python path ------------------------------------------------------------------------
+
+_BLANKS = b" \t\r\x0b\x0c"  # bytes.split() splits on these and the newline
+_NUMBER = re.compile(rb"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
+_DIGITS_KEPT = 18  # significant digits the compiled reader keeps exactly
+_POW10 = [10.0**i for i in range(23)]  # exact doubles: 10^0 .. 10^22
+
+
+def _scan(data: bytes, pos, n, k, line, m, logp, bow, ids, lines, table, remap):
+    """:func:`scan` in Python, line by line, with the compiled reader's rules."""
+    cap = len(logp)
+    remap = remap.tolist() if k > 1 else None
+    while pos < n:
+        end = data.find(b"\n", pos, n)
+        if end < 0:
+            end = n
+        fields = data[pos:end].split()
+        if not fields:  # a blank line, or blanks up to the end
+            if end >= n:
+                return n, line, m, DONE
+            pos, line = end + 1, line + 1
+            continue
+        if fields[0][:1] == b"\\":
+            return pos, line, m, HEADER
+        p = _number(fields[0])
+        if p is None or len(fields) < 2:
+            return pos, line, m, BAD_LINE
+        row = []
+        for word in fields[1:k + 1]:
+            if k == 1:  # the word's place in the buffer: after the number and blanks
+                start = data.index(word, pos + len(data[pos:end]) -
+                                   len(data[pos:end].lstrip(_BLANKS)) + len(fields[0]))
+                row = [start, len(word)]
+                continue
+            u = table.get(word)
+            if u is None:
+                return pos, line, m, UNKNOWN_WORD
+            row.append(remap[u])
+        if len(fields) < k + 1:
+            return pos, line, m, BAD_LINE
+        b = 0.0
+        if len(fields) == k + 2:
+            b = _number(fields[k + 1])
+        if len(fields) > k + 2 or b is None:
+            return pos, line, m, BAD_LINE
+        if m < cap:
+            logp[m], bow[m], lines[m] = p, b, line
+            ids[m] = row
+        m, line, pos = m + 1, line + 1, end + 1
+    return min(pos, n), line, m, DONE
+
+
+def _number(field: bytes) -> float | None:
+    """The decimal number ``field`` holds (sign, digits, point, exponent), as the compiled
+    reader computes it (its first 18 significant digits as an exact integer, then one
+    multiplication or division by a power of ten), or None: ``nan`` and ``inf`` are no
+    numbers here."""
+    match = _NUMBER.fullmatch(field)
+    if match is None:
+        return None
+    sign, whole, frac, esign, exp = match.groups()
+    frac = frac or b""
+    digits = whole + frac
+    if not digits:
+        return None
+    zeros = len(digits) - len(digits.lstrip(b"0"))
+    kept = min(len(digits), zeros + _DIGITS_KEPT)
+    exp10 = max(0, len(whole) - kept) - max(0, kept - len(whole))
+    if exp:
+        e = 0
+        for c in exp:  # as the compiled reader caps it
+            if e < 100000:
+                e = e * 10 + c - 48
+        exp10 += -e if esign == b"-" else e
+    value = float(int(digits[:kept]))
+    if exp10 > 0:
+        value = value * (_POW10[exp10] if exp10 <= 22 else _power(exp10))
+    elif exp10 >= -22:
+        value = value / _POW10[-exp10]
+    elif exp10 >= -300:
+        value = value / _power(-exp10)
+    else:  # two steps: 10^-exp10 itself would overflow
+        value = value / 1e300 / _power(-exp10 - 300)
+    return -value if sign == b"-" else value
+
+
+def _power(e: int) -> float:
+    """10.0 ** e as C's pow gives it: infinity past the largest double."""
+    try:
+        return 10.0**e
+    except OverflowError:
+        return float("inf")
