@@ -5,13 +5,13 @@ BIN    := $(VENV)/bin
 # the CPU wheel of torch this project is tested with; override for a CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-all lint docs clean pyctcdecode-env plain-env
+.PHONY: demo test test-slow test-all lint docs clean pyctcdecode-env plain-env wheels wheels-test
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[neural,distributed,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	@# KenLM's Python module: an independent oracle for the ARPA tests (they skip without it)
 	$(BIN)/python -m pip install --quiet kenlm || echo "kenlm could not be built: its tests will skip"
 	@# flashlight-text, the decoder behind torchaudio's ctc_decoder, with its own KenLM
@@ -67,9 +67,11 @@ plain-env: $(PLAIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/nnlm demo
 
-# the fast part (about four minutes on 2 cores); test-slow: what carries the slow marker (Brown, training)
+# the fast part, on up to 4 cores at once (pytest-xdist; about three minutes on 2 cores);
+# test-slow: what carries the slow marker (Brown, training), one test at a time
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(JOBS)
 
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -m slow
@@ -81,8 +83,16 @@ test-all: $(BIN)/.installed
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# manylinux wheels for each CPython 3.10-3.13 found (pyenv's, or PYTHONS="..."), in dist/;
+# wheels-test: each in a fresh venv, the core's tests (numpy 1.26 with the oldest Python)
+wheels:
+	.ci/wheels build
+
+wheels-test: wheels
+	.ci/wheels test
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) $(PYCTC) $(PLAIN) runs site .pytest_cache
+	rm -rf $(VENV) $(PYCTC) $(PLAIN) runs site .pytest_cache dist build/wheels

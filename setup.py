@@ -12,16 +12,21 @@
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
 still succeeds and each answers from its Python or numpy path, slower."""
 
+import sys
+
 from setuptools import Extension, setup
 
 # each storage layout's reader (its level tuple, run pointers, values, vocabulary table)
+PORTABLE = "src/nnlm/base/portable.h"  # the builtins' fallbacks for other compilers
 HEADERS = ["src/nnlm/ngram/store/pointers.h", "src/nnlm/ngram/store/values.h",
            "src/nnlm/ngram/store/vocab_hash.h", "src/nnlm/ngram/store/trie_level.h",
            "src/nnlm/ngram/store/hash_level.h", "src/nnlm/ngram/store/take_bytes.h",
            "src/nnlm/ngram/formats/kenlm_probing.h", "src/nnlm/ngram/formats/kenlm_trie.h",
-           "src/nnlm/ngram/store/value_codes.h"]
-# value_codes.h repeats numpy's float64 sums one by one: no fused multiply-adds
-EXACT = ["-O3", "-ffp-contract=off"]
+           "src/nnlm/ngram/store/value_codes.h", PORTABLE]
+# value_codes.h repeats numpy's float64 sums one by one: no fused multiply-adds (MSVC's
+# default, /fp:precise, does not fuse them either)
+EXACT = ["/O2"] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+FAST = ["/O2"] if sys.platform == "win32" else ["-O3"]
 
 KENLM_API = "src/nnlm/decoding/kenlm_api.h"
 
@@ -35,12 +40,12 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                    Extension("nnlm.ngram.store._trie", ["src/nnlm/ngram/store/_trie.c"],
                              depends=HEADERS, extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.index._suffix", ["src/nnlm/index/_suffix.c"],
-                             extra_compile_args=["-O3"], optional=True),
+                             depends=[PORTABLE], extra_compile_args=FAST, optional=True),
                    Extension("nnlm.text._words", ["src/nnlm/text/_words.c"],
-                             extra_compile_args=["-O3"], optional=True),
+                             extra_compile_args=FAST, optional=True),
                    Extension("nnlm.ngram.formats._arpa_lines",
                              ["src/nnlm/ngram/formats/_arpa_lines.c"],
-                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
+                             extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.ngram.formats._arpa_scan",
                              ["src/nnlm/ngram/formats/_arpa_scan.c"],
-                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True)])
+                             extra_compile_args=EXACT, optional=True)])

@@ -188,7 +188,7 @@ def record() -> dict:
     """What makes a run's numbers reproducible: command, commit, date, machine, peak
     memory."""
     return {"command": shlex.join(["python", *sys.argv]), "commit": commit(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(), "peak_rss_bytes": peak_rss_bytes()}
 
 

@@ -10,23 +10,24 @@ collect_ignore_glob = ["fixtures/*"]  # other projects' files (kenlm's example.p
 # scripts the tests run in a subprocess (some in pyctcdecode's own environment):
 # importing one under pytest would run it
 collect_ignore = ["pyctcdecode_client.py", "pyctcdecode_side.py", "transformers_client.py"]
-NEURAL = ("torch", "safetensors", "matplotlib")  # nnlm's neural extra
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
-    """A test module that cannot import for want of the neural extra (nnlm installed
-    without it: the core's tests on another Python) is skipped with that reason, not an
-    error; any other import error stays one."""
+    """A test module that cannot import for want of an extra (nnlm's core installed
+    alone: its tests on another Python) is skipped with that reason, not an error; any
+    other import error stays one."""
+    from nnlm.base.extras import EXTRA_OF
+
     outcome = yield
     report = outcome.get_result()
     if report.failed and isinstance(collector, pytest.Module):
         text = str(report.longrepr)
-        missing = next((m for m in NEURAL if f"No module named '{m}'" in text), None)
+        missing = next((m for m in EXTRA_OF if f"No module named '{m}'" in text), None)
         if missing is not None:
             report.outcome = "skipped"
             report.longrepr = (str(collector.path), 0, f"Skipped: needs {missing}, part of "
-                               "nnlm's neural extra, which is not installed")
+                               f"nnlm's {EXTRA_OF[missing]} extra, which is not installed")
 
 
 def write(path, text: str | bytes):
@@ -136,17 +137,22 @@ def serve_process(*args: str):
     return url, proc
 
 
-def toy_world(w):
+def toy_world(w, neural: bool = True):
     """The toy world's text in ``w/toy`` and three models beside it: ``kn3`` (with
-    ``kn3.arpa``) and a one-epoch ``nplm`` of the tiny preset; returns ``w``."""
+    ``kn3.arpa``) and, with ``neural``, a one-epoch ``nplm`` of the tiny preset; returns
+    ``w``. Without the neural extra, the tests that stand on the nplm skip."""
     from nnlm.cli import main
+
+    if neural:
+        pytest.importorskip("torch", reason="the toy world's nplm needs nnlm's neural extra")
 
     toy_text(w / "toy")
     train, valid = w / "toy/train.txt", w / "toy/valid.txt"
     assert main(["ngram", "train", str(train), "--order", "3", "--discount-fallback",
                  "-o", str(w / "kn3"), "--arpa", str(w / "kn3.arpa")]) == 0
-    assert main(["train", str(train), "--valid", str(valid), "--preset", "tiny", "--epochs",
-                 "1", "--threads", "1", "-o", str(w / "nplm")]) == 0
+    if neural:
+        assert main(["train", str(train), "--valid", str(valid), "--preset", "tiny",
+                     "--epochs", "1", "--threads", "1", "-o", str(w / "nplm")]) == 0
     return w
 
 

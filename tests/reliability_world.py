@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from safetensors.torch import load_file, save_file
 
 from conftest import toy_world, write
 from nnlm.cli import main
@@ -150,6 +149,8 @@ def safetensors_with(path: Path, change) -> None:
 
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata()
+    from safetensors.torch import load_file, save_file  # the neural extra's
+
     tensors = load_file(str(path))
     change(tensors)
     save_file(tensors, str(path), metadata=meta)

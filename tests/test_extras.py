@@ -1,6 +1,7 @@
-"""The count-based side without the neural extra: with torch, safetensors and matplotlib
-made unimportable in a fresh interpreter, n-gram training, scoring, nnlm.kenlm and the
-server's app work, and every neural command ends in one line naming the extra."""
+"""The core without its extras: with every extra's packages made unimportable in a fresh
+interpreter, n-gram training, ARPA, scoring and nnlm.kenlm work, and every command that
+needs an extra ends in one line naming it; the server's app works without the neural
+extra."""
 
 from __future__ import annotations
 
@@ -12,21 +13,29 @@ from pathlib import Path
 import pytest
 
 from conftest import toy_text
+from nnlm.base.extras import EXTRA_OF, NEURAL
 from nnlm.cli import main
 
 BLOCK = textwrap.dedent("""
     import sys, importlib.abc
+    ABSENT = {absent!r}
     class Absent(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("torch", "safetensors", "matplotlib"):
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            if name.split(".")[0] in ABSENT:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
     sys.meta_path.insert(0, Absent())
+    import nnlm.base.jit_cache as jit
+    jit.HAVE_NUMBA = "numba" not in ABSENT
 """)
 
 
+def without(absent, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK.format(absent=tuple(absent)) +
+                           textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
 def without_neural(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCK + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=300)
+    return without(NEURAL + ("matplotlib",), code)
 
 
 @pytest.fixture(scope="module")
@@ -39,26 +48,45 @@ def world(tmp_path_factory):
     return w
 
 
-def test_the_count_based_side_needs_no_torch(world):
-    run = without_neural(f"""
+def test_the_core_needs_no_extra(world):
+    """Estimation, ARPA out and in, a KenLM-style binary, scoring, nnlm.kenlm and the CTC
+    decoder, with no extra's package importable; none of them loaded."""
+    run = without(EXTRA_OF, f"""
         from nnlm.cli import main
         w = {str(world)!r}
         assert main(["ngram", "train", w + "/toy/train.txt", "--order", "3",
-                     "--discount-fallback", "-o", w + "/kn3", "--arpa", w + "/kn3.arpa"]) == 0
-        assert main(["eval", w + "/kn3", w + "/toy/test.txt", "--json"]) == 0
-        assert main(["ngram", "convert", w + "/kn3.arpa", w + "/kn3.bin"]) == 0
+                     "--discount-fallback", "-o", w + "/kn3c", "--arpa", w + "/kn3c.arpa"]) == 0
+        assert main(["eval", w + "/kn3c", w + "/toy/test.txt", "--json"]) == 0
+        assert main(["ngram", "convert", w + "/kn3c.arpa", w + "/kn3c.bin"]) == 0
         import nnlm.kenlm as kenlm
-        print("score", kenlm.Model(w + "/kn3.bin").score("the cat is walking"))
+        print("score", kenlm.Model(w + "/kn3c.bin").score("the cat is walking"))
+        import numpy as np
+        from nnlm.pyctcdecode import build_ctcdecoder
+        decoder = build_ctcdecoder(["", "a", "b", " "], w + "/kn3c.arpa")
+        print("decoded", repr(decoder.decode(np.log(np.full((5, 4), 0.25)))))
+        loaded = sorted(m for m in {tuple(EXTRA_OF)!r} if m in sys.modules)
+        assert not loaded, loaded
+    """)
+    assert run.returncode == 0, run.stderr
+    assert "score -" in run.stdout and "decoded" in run.stdout
+
+
+def test_the_server_needs_no_neural_extra(world):
+    run = without_neural(f"""
+        w = {str(world)!r}
+        from nnlm.cli import main
+        assert main(["ngram", "train", w + "/toy/train.txt", "--order", "3",
+                     "--discount-fallback", "-o", w + "/kn3s"]) == 0
         from fastapi.testclient import TestClient
         from nnlm.serve.app import create_app
         from nnlm.serve.registry import load_models
-        with TestClient(create_app(load_models([w + "/kn3"], 0.002, 1024))) as c:
-            print("served", c.post("/v1/score", json={{"model": "kn3",
+        with TestClient(create_app(load_models([w + "/kn3s"], 0.002, 1024))) as c:
+            print("served", c.post("/v1/score", json={{"model": "kn3s",
                                                       "texts": ["the cat"]}}).status_code)
         assert "torch" not in sys.modules
     """)
     assert run.returncode == 0, run.stderr
-    assert "served 200" in run.stdout and "score -" in run.stdout
+    assert "served 200" in run.stdout
 
 
 @pytest.mark.parametrize("argv", [
@@ -76,8 +104,36 @@ def test_a_neural_command_without_torch_is_one_line(world, argv):
     """)
     assert run.returncode == 2, run.stderr
     err = run.stderr.strip()
-    assert len(err.splitlines()) == 1 and 'pip install ".[neural]"' in err, err
+    assert len(err.splitlines()) == 1 and 'pip install "nnlm[neural]"' in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra,argv", [
+    ("serve", ["serve", "{w}/kn3e", "--port", "8999"]),
+    ("index", ["index", "build", "{w}/toy/train.txt", "-o", "{w}/idx"]),
+    ("data", ["prepare", "brown", "{w}/brown"]),
+    ("filter", ["filter", "score", "{w}/docs.jsonl", "--model", "{w}/kn3e", "-o",
+                "{w}/scored"]),
+    ("distributed", ["ngram", "train", "{w}/toy/train.txt", "--order", "3",
+                     "--discount-fallback", "--cluster", "local:1", "-o", "{w}/kn3d"]),
+])
+def test_a_command_without_its_extra_is_one_line_naming_it(world, extra, argv):
+    """Each extra's own packages made unimportable (the others present): the command that
+    needs it ends in one line naming it, exit 2."""
+    if not (world / "kn3e").exists():
+        assert main(["ngram", "train", str(world / "toy/train.txt"), "--order", "3",
+                     "--discount-fallback", "-o", str(world / "kn3e")]) == 0
+        (world / "docs.jsonl").write_text('{"text": "the cat"}\n')
+    argv = [a.format(w=world) for a in argv]
+    absent = tuple(m for m, e in EXTRA_OF.items() if e == extra or
+                   (extra, m) == ("filter", "orjson"))  # orjson: serve's and filter's
+    run = without(absent, f"""
+        from nnlm.cli import main
+        sys.exit(main({argv!r}))
+    """)
+    err = run.stderr.strip()
+    assert run.returncode == 2 and len(err.splitlines()) == 1, err
+    assert f'pip install "nnlm[{extra}]"' in err and "Traceback" not in err, err
 
 
 PLAIN = Path(__file__).parents[1] / ".venv-plain" / "bin"
@@ -108,7 +164,7 @@ def test_pip_install_without_the_neural_extra(world, tmp_path):
                            capture_output=True, text=True)
     assert query.returncode == 0 and float(query.stdout) < 0, query.stderr
     refused = run("eval", world / "nplm", world / "toy/test.txt")
-    assert refused.returncode == 2 and 'pip install ".[neural]"' in refused.stderr
+    assert refused.returncode == 2 and 'pip install "nnlm[neural]"' in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 

@@ -336,6 +336,7 @@ def test_a_network_pays_one_pass_per_distinct_state(toy_arpa, tmp_path):
     """A beam search asks for many words after one State: the network's next-word
     distribution is computed once per State (an LRU cache), and word-by-word scores
     equal the batched full_scores."""
+    pytest.importorskip("torch", reason="networks need nnlm's neural extra")
     toy = toy_arpa[0].parent / "toy"
     assert main(["train", str(toy / "train.txt"), "--valid", str(toy / "valid.txt"),
                  "--preset", "tiny", "--epochs", "1", "--threads", "1",

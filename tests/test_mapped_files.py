@@ -26,7 +26,7 @@ from nnlm.ngram.store import trie_layout as layout
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    w = toy_world(tmp_path_factory.mktemp("mapped"))
+    w = toy_world(tmp_path_factory.mktemp("mapped"), neural=False)
     assert main(["ngram", "convert", str(w / "kn3"), str(w / "kn3.nnlm")]) == 0
     assert main(["ngram", "convert", str(w / "kn3"), str(w / "kn3.q8.nnlm"),
                  "--quantize", "8", "8"]) == 0
@@ -261,6 +261,9 @@ def test_a_served_file_truncated_or_rewritten_in_place(world, tmp_path):
     model's numbers (nnlm.kenlm on the new file), never a mix of the two."""
     import shutil
 
+    pytest.importorskip("httpx", reason="the server's client is a dev package")
+    pytest.importorskip("fastapi", reason="nnlm serve is the serve extra")
+
     served = tmp_path / "served.nnlm"
     shutil.copy(world / "kn3.nnlm", served)
     other = tmp_path / "other.nnlm"
@@ -294,6 +297,7 @@ def test_a_served_file_truncated_or_rewritten_in_place(world, tmp_path):
 
 
 def test_serve_checks_the_sections_at_start(world, tmp_path, capsys):
+    pytest.importorskip("fastapi", reason="nnlm serve is the serve extra")
     from nnlm.serve.registry import load_models
 
     _, _, spans = sections_of(world / "kn3.nnlm")
@@ -368,6 +372,9 @@ def test_the_checks_table_is_the_code(world, tmp_path, capsys):
     entry point, given a file with one flipped value byte, refuses it (yes) or opens it
     (no) with its defaults, and does the opposite with the setting the table names."""
     import inspect
+
+    for extra in ("pydivsufsort", "fastapi", "httpx"):  # rows for the index and the server
+        pytest.importorskip(extra, reason="a row's entry point needs an extra")
 
     from nnlm.index import Index, build_index
 

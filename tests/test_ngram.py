@@ -73,8 +73,18 @@ def brute_force_counts(lines, order):
     return out
 
 
+@pytest.mark.parametrize("numba", [True, False])
 @pytest.mark.parametrize("chunk,spill", [(1 << 21, False), (7, False), (50, True), (1, True)])
-def test_counts_in_chunks_and_spilled_to_disk_equal_a_brute_force_count(tmp_path, chunk, spill):
+def test_counts_in_chunks_and_spilled_to_disk_equal_a_brute_force_count(tmp_path, chunk, spill,
+                                                                         numba, monkeypatch):
+    """With numba's radix sort and run merge, and with numpy's paths where numba is not
+    installed (the core without the fast extra)."""
+    from nnlm.ngram.estimate import counts, radix, run_merge
+
+    if numba and not radix.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    for module in (counts, radix, run_merge):
+        monkeypatch.setattr(module, "HAVE_NUMBA", numba)
     lines = zipf_corpus(seed=3, n_sentences=120)
     stream, vocab = stream_and_vocab(lines)
     V = len(vocab)

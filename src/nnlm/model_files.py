@@ -269,8 +269,11 @@ def model_identity(path: str | os.PathLike, model=None) -> str:
     import hashlib  # OpenSSL's SHA-256, fast on a large file (see nnlm.base.digest)
 
     try:
+        digest = hashlib.sha256()
         with open(path, "rb") as f:
-            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+            while block := f.read(1 << 20):
+                digest.update(block)
+        return "sha256:" + digest.hexdigest()
     except OSError as e:
         from .text.fileio import os_error_message
 

@@ -1,29 +1,57 @@
 """nnlm's optional parts: what each needs and the one line that says how to get it.
 
-``pip install nnlm`` gives the count-based side: estimation, ARPA and KenLM binaries, the
-kenlm-compatible module, scoring, rescoring and serving n-gram models, on numpy and
-numba. The neural side (training, networks, mixtures with them, embeddings, the paper's
-reproduction) needs PyTorch, safetensors and matplotlib: ``pip install ".[neural]"`` in
-a checkout of nnlm (nnlm is installed from its source, not from PyPI).
-A command that reaches for one of them without it ends in one line naming the extra,
-never an ImportError.
+``pip install nnlm`` gives the core: the n-gram side that decoders and scripts need
+(estimation, ARPA, KenLM and nnlm files, the kenlm-compatible module, scoring, rescoring,
+the CTC decoder) on numpy and nnlm's own compiled parts. Everything heavier is an extra,
+named by what it is for (pyproject.toml lists them): ``neural`` (PyTorch), ``plots``,
+``fast`` (numba's counting kernels), ``serve``, ``index``, ``distributed``, ``data``
+(NLTK's Brown reader), ``decoders``, ``filter``, and ``all``. A command that reaches for
+one of them without it ends in one line naming the extra, never an ImportError.
 """
 
 from __future__ import annotations
 
 from .errors import NnlmError
 
-NEURAL = ("torch", "safetensors", "matplotlib")
-INSTALL = ('in nnlm\'s checkout, pip install ".[neural]" (PyTorch\'s CPU build first: pip '
-           "install torch --index-url https://download.pytorch.org/whl/cpu)")
-DISTRIBUTED = 'in nnlm\'s checkout, pip install ".[distributed]"'  # Dask
+# an importable module -> the extra that brings it
+EXTRA_OF = {
+    "torch": "neural", "safetensors": "neural",
+    "matplotlib": "plots",
+    "numba": "fast",
+    "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "pydantic": "serve",
+    "uvloop": "serve", "httptools": "serve",
+    "orjson": "serve",  # and filter's: see install()
+    "pydivsufsort": "index",
+    "dask": "distributed", "distributed": "distributed",
+    "nltk": "data",
+    "huggingface_hub": "decoders",
+    "sentencepiece": "filter", "zstandard": "filter", "pyarrow": "filter",
+}
+NEURAL = tuple(m for m, extra in EXTRA_OF.items() if extra == "neural")
+TORCH_CPU = ("PyTorch's CPU build first, if you like: pip install torch --index-url "
+             "https://download.pytorch.org/whl/cpu")
+
+
+def install(extra: str) -> str:
+    """How to get ``extra``, as a command to paste."""
+    line = f'pip install "nnlm[{extra}]"'
+    return f"{line} ({TORCH_CPU})" if extra == "neural" else line
+
+
+INSTALL = install("neural")
+DISTRIBUTED = install("distributed")  # Dask
 
 
 def missing_extra(error: ModuleNotFoundError, what: str = "this") -> NnlmError | None:
     """The one-line error for a missing optional package, or None if ``error`` is about
-    another module (a real bug, to be raised as it is)."""
+    another module (a real bug, to be raised as it is). ``what``: who needs it (``nnlm
+    filter``: a command whose name is an extra that holds the module names that one)."""
     name = (error.name or "").split(".")[0]
-    if name not in NEURAL:
+    extra = EXTRA_OF.get(name)
+    if extra is None:
         return None
-    return NnlmError(f"{what} needs {name}, part of nnlm's neural side, which is not "
-                     f"installed: {INSTALL}")
+    command = what.split()[1] if what.startswith("nnlm ") and " " in what else ""
+    if command == "filter" and name == "orjson":
+        extra = "filter"
+    return NnlmError(f"{what} needs {name}, part of nnlm's {extra} extra, which is not "
+                     f"installed: {install(extra)}")

@@ -74,8 +74,7 @@ def add_parsers(sub) -> None:
                        "train_kenlm.py does, so the ARPA file loads in NeMo's decoding")
     add_force(train)
     dist = train.add_argument_group(
-        "distributed (kn only; needs the distributed extra: pip install \".[distributed]\" in "
-        "nnlm's checkout)")
+        "distributed (kn only; needs the distributed extra: pip install \"nnlm[distributed]\")")
     dist.add_argument("--cluster", metavar="SPEC",
                       help="estimate on a Dask cluster: local:N starts N worker processes "
                       "here; an address (tcp://host:8786) joins a running scheduler, whose "

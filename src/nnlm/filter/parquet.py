@@ -24,7 +24,7 @@ def _pyarrow():
         import pyarrow.parquet
     except ImportError:
         raise NnlmError("Parquet files need the pyarrow package: pip install "
-                        "'nnlm[filter]' (or pyarrow)") from None
+                        '"nnlm[filter]" (or pyarrow)') from None
     return pyarrow, pyarrow.parquet
 
 

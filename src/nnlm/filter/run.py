@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -68,6 +69,12 @@ _opened: dict = {}  # a Dask worker's scorers, by spec (each model opened once a
 
 
 def _start(spec) -> None:
+    """A pool worker: the signals' default dispositions (the command's handlers, copied by
+    fork, would turn the pool's SIGTERM into an exception a blocked worker may never
+    raise, and Pool.terminate would wait for it forever; Ctrl-C is the parent's to
+    handle), then its own scorer."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker.append(DocumentScorer(*spec))
 
 

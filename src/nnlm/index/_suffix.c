@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/portable.h"
 
 /* entry() and the patterns read little-endian integers in place: refuse to build
  * elsewhere (nnlm.index.search's numpy path then answers, in the file's byte order) */
@@ -77,7 +78,7 @@ static int shard_from(Shard *s, Py_buffer *text, Py_buffer *table, int ptr) {
  * which is what a large index's binary search spends its time on. The lower bound's
  * search also keeps the first entry it saw above the pattern, where the upper bound's
  * search ends at the latest. */
-#define PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 0)
+#define PREFETCH(p) NNLM_PREFETCH_ONCE(p)
 
 /* The first 8 bytes of a pattern as a big-endian number, its missing bytes 0 (low) or
  * 0xff (high): a sampled suffix whose 8 bytes are below the low key sorts below the

@@ -302,8 +302,12 @@ BROWN_MISSING = (
 
 
 def brown_available() -> bool:
-    """Whether NLTK finds Brown, unzipped or as ``corpora/brown.zip`` (as its reader does)."""
-    import nltk
+    """Whether NLTK finds Brown, unzipped or as ``corpora/brown.zip`` (as its reader does);
+    False without NLTK (the ``data`` extra)."""
+    try:
+        import nltk
+    except ModuleNotFoundError:
+        return False
 
     for resource in ("corpora/brown", "corpora/brown.zip/brown/"):
         try:
@@ -318,7 +322,10 @@ def ensure_brown(download: bool = True) -> None:
     """Make sure NLTK can read Brown, downloading it through NLTK if allowed.
 
     ``NNLM_NO_DOWNLOAD=1`` in the environment forbids the download too (CI sets it).
+    Without NLTK, its ModuleNotFoundError (the command line names the ``data`` extra).
     """
+    import nltk  # noqa: F401 - NLTK's reader is the data extra: say that first
+
     if brown_available():
         return
     if download and os.environ.get("NNLM_NO_DOWNLOAD") != "1":

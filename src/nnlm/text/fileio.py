@@ -94,7 +94,7 @@ def _zstandard():
         import zstandard  # optional: only .zst files need it
     except ImportError:
         raise NnlmError("reading or writing .zst files needs the zstandard package: pip "
-                        "install 'nnlm[filter]' (or zstandard)") from None
+                        "install \"nnlm[filter]\" (or zstandard)") from None
     return zstandard
 
 

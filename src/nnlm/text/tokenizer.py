@@ -38,7 +38,7 @@ class SubwordTokenizer:
             import sentencepiece
         except ImportError:
             raise NnlmError("a SentencePiece tokenizer needs the sentencepiece package: pip "
-                            "install sentencepiece") from None
+                            "install \"nnlm[filter]\" (or sentencepiece)") from None
         if not path.is_file():
             raise NnlmError(f"{path}: no such tokenizer file")
         processor = sentencepiece.SentencePieceProcessor()

@@ -4,6 +4,6 @@
 - ``kernels.py``: what a worker does with its shard or partition (numpy);
 - ``estimate.py``: the passes of modified Kneser-Ney and the model they give.
 
-Dask is an optional part (``pip install ".[distributed]"`` in nnlm's checkout); nothing
+Dask is an optional part (``pip install "nnlm[distributed]"``); nothing
 here is imported by a single-process run.
 """

@@ -30,9 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from ...base.jit_cache import first_call
+from ...base.jit_cache import first_call, njit  # numba comes with the distributed extra
 from ...text.stream import Stream
 from ..estimate.counts import CHUNK_POSITIONS, OrderTable, count_ngrams
 from ..estimate.kneser_ney import (

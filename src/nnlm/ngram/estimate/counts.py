@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...base.errors import NnlmError
+from ...base.errors import NnlmError, warn
+from ...base.jit_cache import HAVE_NUMBA
 from ...base.progress import progress_bar
 from ...base.sysmem import human_size, release_free_memory
 from ...base.threads import ordered_map, usable_cores
@@ -102,6 +103,15 @@ def unique_inverse(keys: np.ndarray, fast: bool = True) -> tuple[np.ndarray, ...
 
 
 RADIX_POSITIONS = 8_000_000  # positions x orders from which loading numba pays off
+_said: list[bool] = []
+
+
+def slow_without_numba() -> None:
+    """Say once a process that counting takes numpy's path, where numba's would pay."""
+    if not _said:
+        _said.append(True)
+        warn("numba is not installed: counting takes numpy's path (the same counts; about "
+             '1.5x the time on large corpora). pip install "nnlm[fast]" for its kernels')
 
 
 CHUNK_POSITIONS = 1 << 21  # positions counted at once: ~0.1 GB of temporaries
@@ -155,7 +165,10 @@ def count_ngrams(stream: Stream, order: int, vocab_size: int, chunk: int = CHUNK
         for a in range(0, n, chunk):
             ids.write(a, rank[seq.read(a, min(a + chunk, n))])
         small = np.int32 if n < 2**31 else np.int64  # counts and positions within a chunk
-        fast = "numba" in sys.modules or n * (order - 1) >= RADIX_POSITIONS
+        large = n * (order - 1) >= RADIX_POSITIONS
+        fast = HAVE_NUMBA and ("numba" in sys.modules or large)
+        if large and not HAVE_NUMBA:
+            slow_without_numba()
 
         def starts(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             """Offsets from a of the k-grams starting in [a, b), their first words, and

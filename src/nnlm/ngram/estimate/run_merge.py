@@ -14,7 +14,9 @@ table and the ids; no key is stored twice, and nothing is sorted again.
 The runs lie end to end in one array, so the kernel takes plain arrays (no typed list,
 whose methods numba would compile in every process). It is compiled on first use and
 cached beside this file (``cache=True``); it is imported only where there is more than
-one run, so a corpus counted in one chunk never loads numba.
+one run, so a corpus counted in one chunk never loads numba. numba is an extra
+(``fast``): without it the runs of a key range are concatenated and sorted by
+``np.unique`` (the second copy the heap avoids), to the same arrays.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit
 
-from ...base.jit_cache import first_call
+from ...base.jit_cache import HAVE_NUMBA, first_call, njit
 from ...base.threads import usable_cores
 
 
@@ -144,5 +145,26 @@ def merge_runs_parts(keys: np.ndarray, seen: np.ndarray, starts: np.ndarray,
 def _merged(keys, seen, begins, ends, ids, uniq, counts) -> int:
     """The runs keys[begins[r]:ends[r]] merged into ``uniq`` and ``counts`` (room for
     every entry), their entries' ids written into ``ids``: how many distinct keys."""
+    if not HAVE_NUMBA:
+        return _merged_by_sorting(keys, seen, begins, ends, ids, uniq, counts)
     return first_call(_merge, keys, seen, np.ascontiguousarray(begins),
                       np.ascontiguousarray(ends), uniq, counts, ids)
+
+
+def _merged_by_sorting(keys, seen, begins, ends, ids, uniq, counts) -> int:
+    """:func:`_merged` by numpy: the runs concatenated, their distinct keys found by
+    sorting, counts summed in ``seen``'s dtype."""
+    spans = [(int(a), int(b)) for a, b in zip(begins, ends) if b > a]
+    if not spans:
+        return 0
+    found, inverse = np.unique(np.concatenate([keys[a:b] for a, b in spans]),
+                               return_inverse=True)
+    n = len(found)
+    uniq[:n] = found
+    counts[:n] = 0
+    np.add.at(counts[:n], inverse, np.concatenate([seen[a:b] for a, b in spans]))
+    at = 0
+    for a, b in spans:
+        ids[a:b] = inverse[at:at + b - a]
+        at += b - a
+    return n

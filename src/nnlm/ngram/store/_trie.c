@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include "../../base/portable.h"
 
 #include "pointers.h"
 #include "trie_level.h"
@@ -36,7 +37,7 @@
 #endif
 
 static inline void prefetch_field(const uint64_t *data, uint64_t bits, uint64_t i) {
-    __builtin_prefetch(data + ((i * bits) >> 6));
+    NNLM_PREFETCH(data + ((i * bits) >> 6));
 }
 
 typedef TrieLevel Level;  /* order k >= 2 of the trie (trie_level.h) */

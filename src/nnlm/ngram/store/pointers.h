@@ -18,6 +18,7 @@
 #define NNLM_POINTERS_H
 
 #include <stdint.h>
+#include "../../base/portable.h"
 
 #define LINE_SHIFT 6          /* 64 pointers a line */
 #define LINE_WORDS 8
@@ -63,9 +64,9 @@ static inline int pointers_sizes_ok(const Pointers *P, uint64_t count, uint64_t 
 static inline void pointers_prefetch(const Pointers *P, uint64_t i) {
     if (P->linear) {
         uint64_t b = i >> LINE_SHIFT;
-        __builtin_prefetch(P->data + (b < P->n_blocks ? b : 0) * LINE_WORDS);
+        NNLM_PREFETCH(P->data + (b < P->n_blocks ? b : 0) * LINE_WORDS);
     } else {
-        __builtin_prefetch(P->data + ((i * P->bits) >> 6));
+        NNLM_PREFETCH(P->data + ((i * P->bits) >> 6));
     }
 }
 
@@ -78,7 +79,7 @@ static inline void pointers_prefetch_exception(const Pointers *P, uint64_t i) {
     if (head & EXCEPTION) {
         uint64_t e = head & ~EXCEPTION;
         if (e < P->n_exceptions)
-            __builtin_prefetch(P->exceptions + ((((e << LINE_SHIFT) + (i & 63)) * P->bits) >> 6));
+            NNLM_PREFETCH(P->exceptions + ((((e << LINE_SHIFT) + (i & 63)) * P->bits) >> 6));
     }
 }
 

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include "../../base/portable.h"
 
 #include "pointers.h"
 
@@ -90,7 +91,7 @@ static inline uint64_t escape_place(const CodeField *f, uint64_t i) {
 }
 
 /* entry i's symbol; *escape: where its float32 lies among the escapes, or -1 */
-static inline __attribute__((always_inline)) uint64_t field_symbol(const CodeField *f,
+static NNLM_ALWAYS_INLINE uint64_t field_symbol(const CodeField *f,
                                                                    uint64_t i,
                                                                    int64_t *escape) {
     if (i >= f->n) i = f->n - 1;
@@ -111,8 +112,8 @@ static inline __attribute__((always_inline)) uint64_t field_symbol(const CodeFie
 /* ask for the lines field_symbol(f, i) reads (the code's, and the flags' should it be
  * an escape) */
 static inline void field_prefetch(const CodeField *f, uint64_t i) {
-    __builtin_prefetch(f->codes + ((i * f->bits) >> 6));
-    __builtin_prefetch(f->flags + (i >> 6));
+    NNLM_PREFETCH(f->codes + ((i * f->bits) >> 6));
+    NNLM_PREFETCH(f->flags + (i >> 6));
 }
 
 /* where entry i is an escape (its code, which field_prefetch asked for, says), ask
@@ -120,7 +121,7 @@ static inline void field_prefetch(const CodeField *f, uint64_t i) {
 static inline void field_prefetch_escape(const CodeField *f, uint64_t i) {
     if (i < f->n && unpack(f->codes, f->bits, f->mask, i) == f->mask) {
         uint64_t place = escape_place(f, i);
-        if (place < f->n_escapes) __builtin_prefetch(f->escape + place);
+        if (place < f->n_escapes) NNLM_PREFETCH(f->escape + place);
     }
 }
 

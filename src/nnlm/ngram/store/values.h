@@ -8,6 +8,7 @@
 #define NNLM_VALUES_H
 
 #include <stdint.h>
+#include "../../base/portable.h"
 
 #include "pointers.h"
 
@@ -26,8 +27,8 @@ static inline float value_ln(const Values *v, uint64_t i) {
 
 /* ask for the line that value_ln(v, i) reads */
 static inline void values_prefetch(const Values *v, uint64_t i) {
-    if (v->values) __builtin_prefetch(v->values + i);
-    else __builtin_prefetch(v->codes + ((i * v->bits) >> 6));
+    if (v->values) NNLM_PREFETCH(v->values + i);
+    else NNLM_PREFETCH(v->codes + ((i * v->bits) >> 6));
 }
 
 /* whether buffers of these byte lengths hold n values of this coding (bits 0: float32;
