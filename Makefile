@@ -30,6 +30,8 @@ $(BIN)/.installed: pyproject.toml
 	@# DataTrove, whose perplexity stage nnlm filter replaces: its KenlmModel is the oracle
 	@# of tests/test_filter.py (which skips those cases without it)
 	$(BIN)/python -m pip install --quiet datatrove || echo "datatrove could not be installed: its tests will skip"
+	@# Ray Data, whose map_batches runs nnlm.integrations.ray's class (a slow test)
+	$(BIN)/python -m pip install --quiet "ray[data]" || echo "ray could not be installed: its test will skip"
 	@# numba's cache of the compiled optimizer updates, built once here: processes that
 	@# start together (torchrun ranks, --workers) then load it instead of writing it at
 	@# the same moment, which can crash one of them (numba issue 4807)

@@ -13,9 +13,11 @@ import random
 import re
 import unicodedata
 
+import numpy as np
 import pytest
 
 from conftest import toy_text
+from nnlm.base.errors import NnlmError
 from nnlm.cli import main
 from nnlm.filter import DocumentScorer, ccnet, datatrove, perplexity
 
@@ -121,6 +123,63 @@ def test_datatroves_own_perplexities(pair):
     raw = [kenlm_perplexity(model.model, tokenizer.tokenize(model.normalize(doc)))
            for doc in docs]
     assert ours.log10_scores(docs) == raw  # before DataTrove's rounding: equal
+
+
+def cc_net_perplexities(d, docs) -> list[float]:
+    """What the kenlm module gives cc_net's pieces (cc_net's rules written here)."""
+    kenlm = pytest.importorskip("kenlm")
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(d / "en.sp.model"))
+    model = kenlm.Model(str(d / "en.arpa"))
+    return [10.0 ** (-s / n) for s, n in (kenlm_perplexity(
+        model, " ".join(sp.encode_as_pieces(ccnet_rules(doc)))) for doc in docs)]
+
+
+def test_the_ray_data_function_on_a_batch(pair):
+    """Ray's numpy and pandas batches: each row's perplexity is the kenlm module's on
+    cc_net's pieces, the other columns kept in order; bounds drop rows; a text that is
+    not a string is one error naming the row."""
+    from nnlm.integrations.ray import Perplexity
+
+    d, docs = pair
+    want = cc_net_perplexities(d, docs)
+    batch = {"text": np.array(docs, dtype=object), "id": np.arange(len(docs))}
+    out = Perplexity(d / "en.arpa")(batch)  # en.sp.model found beside it
+    assert out["perplexity"].tolist() == want and out["id"].tolist() == list(range(len(docs)))
+    cut = sorted(want)[len(want) // 2]
+    kept = Perplexity(d / "en.arpa", max_perplexity=cut)(batch)
+    assert kept["id"].tolist() == [i for i, p in enumerate(want) if p <= cut]
+    assert kept["text"].tolist() == [docs[i] for i in kept["id"]]
+    pd = pytest.importorskip("pandas")
+    frame = Perplexity(d / "en.arpa", min_perplexity=cut)(pd.DataFrame(batch))
+    assert frame["id"].tolist() == [i for i, p in enumerate(want) if p >= cut]
+    assert frame["perplexity"].tolist() == [p for p in want if p >= cut]
+    with pytest.raises(NnlmError, match="row 1 of the batch: field 'text' is int"):
+        Perplexity(d / "en.arpa")({"text": np.array(["a b", 3], dtype=object)})
+    with pytest.raises(NnlmError, match="max_perplexity=nan"):
+        Perplexity(d / "en.arpa", max_perplexity=float("nan"))
+
+
+@pytest.mark.slow  # Ray starts its own cluster (about 10 s)
+def test_a_ray_data_pipeline(pair):
+    """In Ray Data itself: map_batches with the class on an actor, the rows' perplexities
+    the kenlm module's."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (make installs ray[data])")
+    pytest.importorskip("ray.data", reason="ray without its data library")
+    from nnlm.integrations.ray import Perplexity
+
+    d, docs = pair
+    want = cc_net_perplexities(d, docs)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    try:
+        ds = ray.data.from_items([{"text": t, "id": i} for i, t in enumerate(docs)])
+        rows = ds.map_batches(Perplexity, fn_constructor_kwargs={"model": str(d / "en.arpa")},
+                              concurrency=1, batch_size=16).take_all()
+    finally:
+        ray.shutdown()
+    assert sorted((r["id"], r["perplexity"]) for r in rows) == list(enumerate(want))
 
 
 def write_jsonl(path, docs, opener=open):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -62,22 +61,21 @@ def pip(python: Path, *args: str) -> float:
     return time.perf_counter() - start
 
 
-def installed(python: Path) -> tuple[list[dict], float]:
-    """The environment's packages besides pip, and their size in site-packages (MB)."""
+def installed(python: Path) -> tuple[list[dict], dict]:
+    """The environment's packages besides pip, and each one's size in site-packages (MB)."""
     listing = json.loads(subprocess.run(
         [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
         capture_output=True, text=True, check=True).stdout)
     packages = [p for p in listing if p["name"] not in ("pip", "setuptools")]
     code = ("import importlib.metadata as m, os, sys, json\n"
-            "total = 0\n"
+            "sizes = {}\n"
             "for name in sys.argv[1:]:\n"
-            "    for f in m.files(name) or ():\n"
-            "        p = f.locate()\n"
-            "        total += os.path.getsize(p) if os.path.isfile(p) else 0\n"
-            "print(total)")
-    size = subprocess.run([str(python), "-c", code, *(p["name"] for p in packages)],
-                          capture_output=True, text=True, check=True).stdout
-    return packages, int(size) / 1e6
+            "    sizes[name] = sum(os.path.getsize(f.locate()) for f in m.files(name) or ()\n"
+            "                      if os.path.isfile(f.locate())) / 1e6\n"
+            "print(json.dumps(sizes))")
+    sizes = subprocess.run([str(python), "-c", code, *(p["name"] for p in packages)],
+                           capture_output=True, text=True, check=True).stdout
+    return packages, json.loads(sizes)
 
 
 def process_seconds(python: Path, code: str) -> float:
@@ -115,10 +113,11 @@ def main() -> None:
     try:
         python = fresh_venv(work / "core")
         results["install_s"] = pip(python, str(wheel))
-        packages, size = installed(python)
+        packages, sizes = installed(python)
         results["packages"] = {p["name"]: p["version"] for p in packages}
         results["packages_besides_nnlm"] = len(packages) - 1
-        results["installed_mb"] = size
+        results["installed_mb"] = sum(sizes.values())
+        results["installed_mb_each"] = sizes
         results["import_nnlm_kenlm"] = over_bare(python, "import nnlm.kenlm", args.rounds)
         models = [PROBING] + ([args.model] if args.model else [])
         results["first_score"] = {}
@@ -136,14 +135,14 @@ def main() -> None:
     print(f"{wheel.name}: pip install {results['install_s']:.1f} s, "
           f"{results['packages_besides_nnlm']} packages besides nnlm "
           f"({', '.join(p for p in results['packages'] if p != 'nnlm')}), "
-          f"{results['installed_mb']:.1f} MB installed")
+          f"{results['installed_mb']:.1f} MB installed: "
+          + ", ".join(f"{k} {v:.1f} MB" for k, v in results["installed_mb_each"].items()))
     print(f"import nnlm.kenlm: +{results['import_nnlm_kenlm']['median_ms']:.1f} ms over a bare "
           f"interpreter ({results['import_nnlm_kenlm']['bare_ms']:.0f} ms)")
     for name, t in results["first_score"].items():
         print(f"first score on {name}: +{t['median_ms']:.1f} ms over a bare interpreter")
     if "kenlm_install_s" in results:
         print(f"pip install kenlm (compiles): {results['kenlm_install_s']:.1f} s")
-    os.environ.get("")  # nothing else
 
 
 if __name__ == "__main__":
