@@ -50,7 +50,7 @@ def add_parsers(sub) -> None:
                      help="comma-separated rows, e.g. kn5,mlp1,mlp2 (their dependencies too)")
     rep.add_argument("--quick", action="store_true",
                      help="a reduced run (delint3, kn3, kn5, class150, mlp7, mlp8; 2 epochs): "
-                     "about 10 minutes")
+                     "about 6 minutes on 2 cores")
     rep.add_argument("--extended", action="store_true",
                      help="also the networks beyond the paper (modern, deep) and their "
                      "mixtures with KN5 and each other, in a second table")
