@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from nnlm.base.doctor import COMPILED
+
 ROOT = Path(__file__).resolve().parents[1]
-EXTENSIONS = ["nnlm/decoding/_kenlm_query.c", "nnlm/ngram/store/_trie.c", "nnlm/text/_words.c",
-              "nnlm/ngram/formats/_arpa_lines.c", "nnlm/index/_suffix.c",
-              "nnlm/decoding/ctc/_prefix_search.c"]
+EXTENSIONS = [name.replace(".", "/") + ".c" for name in COMPILED]  # every compiled part
 TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_ngram_store.py", "tests/test_kenlm_binary.py",
          "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
          "tests/test_word_blocks.py", "tests/test_arpa_lines.py",
          "tests/test_value_codes.py", "tests/test_index.py", "tests/test_ctc_compiled.py",
-         "tests/test_ctc_prefix_search.py"]
+         "tests/test_ctc_prefix_search.py", "tests/test_ngram.py"]
 
 
 def _runtime(name: str) -> str | None:
@@ -63,14 +63,11 @@ def test_the_c_extensions_under_address_sanitizer(tmp_path):
     # finds the real one
     env = {**os.environ, "LD_PRELOAD": f"{asan} {cxx}", "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": str(src)}
-    probe = subprocess.run([sys.executable, "-c", "import nnlm.decoding._kenlm_query as q, "
-                            "nnlm.ngram.store._trie as t, nnlm.text._words as w, "
-                            "nnlm.ngram.formats._arpa_lines as a, nnlm.index._suffix as s, "
-                            "nnlm.decoding.ctc._prefix_search as c; "
-                            "print(q.__file__, t.__file__, w.__file__, a.__file__, c.__file__, "
-                            "s.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import importlib, sys; print(*(importlib."
+                            "import_module(m).__file__ for m in sys.argv[1:]))", *COMPILED],
                            env=env, capture_output=True, text=True, cwd=ROOT)
-    assert probe.returncode == 0 and str(src) in probe.stdout, probe.stderr
+    assert probe.returncode == 0, probe.stderr
+    assert all(p.startswith(str(src)) for p in probe.stdout.split()), probe.stdout
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p",
                            "no:cacheprovider", "-m", "not slow", "-k", "not pyctcdecode",
                            *TESTS], env=env, capture_output=True, text=True, cwd=ROOT,
