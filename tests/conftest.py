@@ -27,7 +27,7 @@ def pytest_make_collect_report(collector):
         if missing is not None:
             report.outcome = "skipped"
             report.longrepr = (str(collector.path), 0, f"Skipped: needs {missing}, part of "
-                               f"nnlm's {EXTRA_OF[missing]} extra, which is not installed")
+                               f"nnlm's {EXTRA_OF[missing][0]} extra, which is not installed")
 
 
 def write(path, text: str | bytes):

@@ -15,6 +15,7 @@ import platform
 import sys
 
 from .compiled import SWITCH
+from .extras import EXTRA_OF
 from .version import __version__
 
 # compiled part -> what is slower without it (the Python path gives the same numbers)
@@ -27,27 +28,29 @@ COMPILED = {
     "nnlm.ngram.formats._arpa_lines": "writing ARPA files",
     "nnlm.ngram.formats._arpa_scan": "reading ARPA files",
 }
-# distribution -> (how it comes: with nnlm, an extra, or on its own; what it gives)
+# distribution -> what it gives; how it comes (with nnlm, an extra, or on its own) is
+# EXTRA_OF's for an extra's packages
 OPTIONAL = {
-    "tqdm": ("with nnlm", "the progress bar on a terminal"),
-    "numba": ("extra fast", "the compiled kernels of n-gram counting (and neural, distributed)"),
-    "fastapi": ("extra serve", "nnlm serve"),
-    "uvicorn": ("extra serve", "nnlm serve"),
-    "orjson": ("extra serve, filter", "fast JSON for nnlm serve and nnlm filter"),
-    "pydivsufsort": ("extra index", "building suffix arrays (nnlm index build)"),
-    "nltk": ("extra data", "reading NLTK's Brown corpus; the oracle of nnlm.nltk"),
-    "torch": ("extra neural", "training and scoring the networks"),
-    "safetensors": ("extra neural", "the networks' weight files"),
-    "matplotlib": ("extra plots", "plots"),
-    "dask": ("extra distributed", "estimation on a cluster"),
-    "distributed": ("extra distributed", "estimation on a cluster"),
-    "sentencepiece": ("extra filter", "SentencePiece tokenizers (subword models, nnlm filter)"),
-    "zstandard": ("extra filter", ".zst files"),
-    "pyarrow": ("extra filter", "Parquet files"),
-    "huggingface_hub": ("extra decoders", "nnlm.pyctcdecode's load_from_hf_hub"),
-    "kenlm": ("on its own", "the kenlm module nnlm.kenlm replaces (the tests' oracle)"),
-    "pyctcdecode": ("on its own", "the decoder nnlm.pyctcdecode replaces (an oracle)"),
+    "tqdm": "the progress bar on a terminal",
+    "numba": "the compiled kernels of n-gram counting (and neural, distributed)",
+    "fastapi": "nnlm serve",
+    "uvicorn": "nnlm serve",
+    "orjson": "fast JSON for nnlm serve and nnlm filter",
+    "pydivsufsort": "building suffix arrays (nnlm index build)",
+    "nltk": "reading NLTK's Brown corpus; the oracle of nnlm.nltk",
+    "torch": "training and scoring the networks",
+    "safetensors": "the networks' weight files",
+    "matplotlib": "plots",
+    "dask": "estimation on a cluster",
+    "distributed": "estimation on a cluster",
+    "sentencepiece": "SentencePiece tokenizers (subword models, nnlm filter)",
+    "zstandard": ".zst files",
+    "pyarrow": "Parquet files",
+    "huggingface_hub": "nnlm.pyctcdecode's load_from_hf_hub",
+    "kenlm": "the kenlm module nnlm.kenlm replaces (the tests' oracle)",
+    "pyctcdecode": "the decoder nnlm.pyctcdecode replaces (an oracle)",
 }
+CORE = ("tqdm",)  # what comes with nnlm; the rest not in an extra comes on its own
 
 
 def compiled_parts() -> list[dict]:
@@ -70,7 +73,7 @@ def compiled_parts() -> list[dict]:
 def optional_packages() -> list[dict]:
     """Each package nnlm can use: how it comes, its installed version (or None)."""
     return [{"package": name, "extra": extra, "version": _version(name), "for": what}
-            for name, (extra, what) in OPTIONAL.items()]
+            for name, what in OPTIONAL.items() for extra in [_how(name)]]
 
 
 def cpu_flags() -> list[str]:
@@ -83,6 +86,13 @@ def cpu_flags() -> list[str]:
         return []
     wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "fma")
     return [x for x in wanted if x in flags]
+
+
+def _how(name: str) -> str:
+    if name in CORE:
+        return "with nnlm"
+    extras = EXTRA_OF.get(name)
+    return "on its own" if extras is None else f"extra {', '.join(extras)}"
 
 
 def report() -> dict:

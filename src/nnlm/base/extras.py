@@ -13,21 +13,22 @@ from __future__ import annotations
 
 from .errors import NnlmError
 
-# an importable module -> the extra that brings it
+# an importable module -> the extras that bring it (the first is named unless the
+# command that needs it is one of the others)
 EXTRA_OF = {
-    "torch": "neural", "safetensors": "neural",
-    "matplotlib": "plots",
-    "numba": "fast",
-    "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "pydantic": "serve",
-    "uvloop": "serve", "httptools": "serve",
-    "orjson": "serve",  # and filter's: see install()
-    "pydivsufsort": "index",
-    "dask": "distributed", "distributed": "distributed",
-    "nltk": "data",
-    "huggingface_hub": "decoders",
-    "sentencepiece": "filter", "zstandard": "filter", "pyarrow": "filter",
+    "torch": ("neural",), "safetensors": ("neural",),
+    "matplotlib": ("plots",),
+    "numba": ("fast",),
+    "fastapi": ("serve",), "uvicorn": ("serve",), "starlette": ("serve",),
+    "pydantic": ("serve",), "uvloop": ("serve",), "httptools": ("serve",),
+    "orjson": ("serve", "filter"),
+    "pydivsufsort": ("index",),
+    "dask": ("distributed",), "distributed": ("distributed",),
+    "nltk": ("data",),
+    "huggingface_hub": ("decoders",),
+    "sentencepiece": ("filter",), "zstandard": ("filter",), "pyarrow": ("filter",),
 }
-NEURAL = tuple(m for m, extra in EXTRA_OF.items() if extra == "neural")
+NEURAL = tuple(m for m, extras in EXTRA_OF.items() if "neural" in extras)
 TORCH_CPU = ("PyTorch's CPU build first, if you like: pip install torch --index-url "
              "https://download.pytorch.org/whl/cpu")
 
@@ -42,16 +43,16 @@ INSTALL = install("neural")
 DISTRIBUTED = install("distributed")  # Dask
 
 
-def missing_extra(error: ModuleNotFoundError, what: str = "this") -> NnlmError | None:
+def missing_extra(error: ModuleNotFoundError, what: str = "this",
+                  command: str | None = None) -> NnlmError | None:
     """The one-line error for a missing optional package, or None if ``error`` is about
-    another module (a real bug, to be raised as it is). ``what``: who needs it (``nnlm
-    filter``: a command whose name is an extra that holds the module names that one)."""
+    another module (a real bug, to be raised as it is). ``what``: who needs it;
+    ``command``: the command that does, named as the extra where it is one of the
+    package's (``filter`` for orjson)."""
     name = (error.name or "").split(".")[0]
-    extra = EXTRA_OF.get(name)
-    if extra is None:
+    extras = EXTRA_OF.get(name)
+    if extras is None:
         return None
-    command = what.split()[1] if what.startswith("nnlm ") and " " in what else ""
-    if command == "filter" and name == "orjson":
-        extra = "filter"
+    extra = command if command in extras else extras[0]
     return NnlmError(f"{what} needs {name}, part of nnlm's {extra} extra, which is not "
                      f"installed: {install(extra)}")

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as e:  # an optional part that is not installed
         from ..base.extras import missing_extra
 
-        error = missing_extra(e, f"nnlm {args.command}")
+        error = missing_extra(e, f"nnlm {args.command}", args.command)
         if error is None:
             raise
         print(f"nnlm: error: {error}", file=sys.stderr)

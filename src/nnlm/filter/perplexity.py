@@ -74,8 +74,8 @@ class DocumentScorer:
         self.normalize = NORMALIZERS[normalize]
 
     def spec(self) -> tuple | None:
-        """(model path, tokenizer path, normalization): what opens the same scorer in
-        another process; None for a scorer over a model object."""
+        """(model path, tokenizer path, normalization, bad model path): what opens the
+        same scorer in another process; None for a scorer over a model object."""
         return None if self._paths is None else (*self._paths, self.normalize_name,
                                                  self.bad_path)
 

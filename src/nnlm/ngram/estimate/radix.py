@@ -90,11 +90,11 @@ def radix_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return keys.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
     if keys.min() < 0:
         raise ValueError("radix_unique: keys must be non-negative")
-    uniq = np.empty(n, np.int64)
-    counts = np.empty(n, np.int64)
     if not HAVE_NUMBA:
         uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
         return uniq, inverse.astype(np.int32 if n < 2**31 else np.int64), counts.astype(np.int64)
+    uniq = np.empty(n, np.int64)
+    counts = np.empty(n, np.int64)
     inverse = np.empty(n, np.int32 if n < 2**31 else np.int64)
     m = first_call(_radix_unique, keys, uniq, inverse, counts)
     return uniq[:m].copy(), inverse, counts[:m].copy()

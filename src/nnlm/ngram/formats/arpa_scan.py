@@ -115,7 +115,8 @@ def _scan(data: bytes, pos, n, k, line, m, logp, bow, ids, lines, table, remap):
         end = data.find(b"\n", pos, n)
         if end < 0:
             end = n
-        fields = data[pos:end].split()
+        text = data[pos:end]
+        fields = text.split()
         if not fields:  # a blank line, or blanks up to the end
             if end >= n:
                 return n, line, m, DONE
@@ -126,17 +127,16 @@ def _scan(data: bytes, pos, n, k, line, m, logp, bow, ids, lines, table, remap):
         p = _number(fields[0])
         if p is None or len(fields) < 2:
             return pos, line, m, BAD_LINE
-        row = []
-        for word in fields[1:k + 1]:
-            if k == 1:  # the word's place in the buffer: after the number and blanks
-                start = data.index(word, pos + len(data[pos:end]) -
-                                   len(data[pos:end].lstrip(_BLANKS)) + len(fields[0]))
-                row = [start, len(word)]
-                continue
-            u = table.get(word)
-            if u is None:
-                return pos, line, m, UNKNOWN_WORD
-            row.append(remap[u])
+        if k == 1:  # the word's place in the buffer: after the blanks and the number
+            lead = len(text) - len(text.lstrip(_BLANKS))
+            row = [data.index(fields[1], pos + lead + len(fields[0])), len(fields[1])]
+        else:
+            row = []
+            for word in fields[1:k + 1]:
+                u = table.get(word)
+                if u is None:
+                    return pos, line, m, UNKNOWN_WORD
+                row.append(remap[u])
         if len(fields) < k + 1:
             return pos, line, m, BAD_LINE
         b = 0.0
