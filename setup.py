@@ -7,7 +7,8 @@
 - nnlm.index._suffix, the suffix array's searches;
 - nnlm.text._words, a corpus's lines split into numbered words;
 - nnlm.ngram.formats._arpa_lines, ARPA's lines formatted;
-- nnlm.ngram.formats._arpa_scan, ARPA's n-gram lines read into arrays.
+- nnlm.ngram.formats._arpa_scan, ARPA's n-gram lines read into arrays;
+- nnlm.ngram.formats._kenlm_build, KenLM's word hashes and probing tables placed.
 
 Everything else is in pyproject.toml. ``optional``: without a C compiler the install
 still succeeds and each answers from its Python or numpy path, slower."""
@@ -48,4 +49,7 @@ setup(ext_modules=[Extension("nnlm.decoding._kenlm_query",
                              extra_compile_args=EXACT, optional=True),
                    Extension("nnlm.ngram.formats._arpa_scan",
                              ["src/nnlm/ngram/formats/_arpa_scan.c"],
-                             extra_compile_args=EXACT, optional=True)])
+                             extra_compile_args=EXACT, optional=True),
+                   Extension("nnlm.ngram.formats._kenlm_build",
+                             ["src/nnlm/ngram/formats/_kenlm_build.c"],
+                             extra_compile_args=FAST, optional=True)])

@@ -419,8 +419,10 @@ def test_a_rerun_skips_finished_inputs_and_workers_write_the_same(pair, tmp_path
 
 def test_filter_train_writes_the_pair_the_tools_load(tmp_path, capsys):
     """nnlm filter train's folder: SentencePiece and the kenlm module load its files;
-    nnlm's scores over its ARPA file are cc_net's pipeline's there, to the bit, and over
-    its one-file model (values stored in float32 as nnlm computes them) within 1e-6."""
+    cc_net's pipeline through the kenlm module scores its KenLM binary (cc_net's
+    en.arpa.bin) as its ARPA file, to the bit; nnlm's scores over either are the
+    same, and over its one-file model (values stored in float32 as nnlm computes them)
+    within 1e-6."""
     spm = pytest.importorskip("sentencepiece")
     kenlm = pytest.importorskip("kenlm")
     toy_text(tmp_path / "toy", 300)
@@ -431,16 +433,20 @@ def test_filter_train_writes_the_pair_the_tools_load(tmp_path, capsys):
     out = tmp_path / "ref"
     assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o", str(out),
                  "--vocab-size", "60", "--order", "4"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["en.arpa", "en.bin", "en.sp.model",
-                                                      "nnlm-filter.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["en.arpa", "en.arpa.bin", "en.bin",
+                                                      "en.sp.model", "nnlm-filter.json"]
     sp = spm.SentencePieceProcessor(model_file=str(out / "en.sp.model"))
     model = kenlm.Model(str(out / "en.arpa"))
+    binary = kenlm.Model(str(out / "en.arpa.bin"))
     docs = (tmp_path / "toy/test.txt").read_text().splitlines()[:40]
     exact = DocumentScorer(out / "en.arpa", out / "en.sp.model").log10_scores(docs)
+    probing = DocumentScorer(out / "en.arpa.bin", out / "en.sp.model").log10_scores(docs)
     onefile = DocumentScorer(out / "en.bin", out / "en.sp.model").log10_scores(docs)
-    for doc, mine, mapped in zip(docs, exact, onefile):
-        want = kenlm_perplexity(model, " ".join(sp.encode_as_pieces(ccnet_rules(doc))))
-        assert mine == want and mapped[1] == want[1]
+    for doc, mine, hashed, mapped in zip(docs, exact, probing, onefile):
+        pieces = " ".join(sp.encode_as_pieces(ccnet_rules(doc)))
+        want = kenlm_perplexity(model, pieces)
+        assert kenlm_perplexity(binary, pieces) == want
+        assert mine == want and hashed == want and mapped[1] == want[1]
         assert mapped[0] == pytest.approx(want[0], rel=1e-6)
     assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "-o", str(out),
                  "--vocab-size", "50"]) == 0  # its own folder: replaced whole
@@ -462,7 +468,7 @@ def test_the_good_bad_ratio(tmp_path, capsys):
     assert main(["filter", "train", str(tmp_path / "toy/train.txt"), "--bad",
                  str(tmp_path / "bad.txt"), "-o", str(out), "--vocab-size", "60",
                  "--order", "3"]) == 0
-    assert {"en.bad.arpa", "en.bad.bin"} <= {p.name for p in out.iterdir()}
+    assert {"en.bad.arpa", "en.bad.bin", "en.bad.arpa.bin"} <= {p.name for p in out.iterdir()}
     capsys.readouterr()
     docs = (tmp_path / "toy/test.txt").read_text().splitlines()[:30] + \
         (tmp_path / "bad.txt").read_text().splitlines()[:30]

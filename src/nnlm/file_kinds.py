@@ -27,8 +27,9 @@ FILE_SUFFIXES = (".nnlm", ".bin", ".binary")  # one file: what KenLM's clients c
 
 
 def is_arpa_name(path: str | os.PathLike) -> bool:
-    """Whether a target's name asks for an ARPA file (model.arpa, model.arpa.gz, lm.xz)."""
-    return any(s in ARPA_SUFFIXES for s in Path(path).suffixes[-2:])
+    """Whether a target's name asks for an ARPA file (model.arpa, model.arpa.gz, lm.xz;
+    not en.arpa.bin, cc_net's name for a KenLM binary)."""
+    return Path(path).suffix in ARPA_SUFFIXES
 
 
 def is_file_name(path: str | os.PathLike) -> bool:

@@ -3,14 +3,14 @@
 C extensions speed up the n-gram side: ``nnlm.ngram.store._trie`` (the mapped trie's
 lookups, bulk scoring and word index), ``nnlm.decoding._kenlm_query`` (``nnlm.kenlm``'s
 per-call path), ``nnlm.decoding.ctc._prefix_search`` (the CTC decoder's search),
-``nnlm.index._suffix`` (the suffix array's searches),
-``nnlm.text._words`` (reading a corpus), ``nnlm.ngram.formats._arpa_scan`` (reading
-ARPA) and ``nnlm.ngram.formats._arpa_lines`` (writing it). Each has a pure-Python/numpy path
-that gives the same numbers, which the tests compare it with. setup.py builds them where
-a C compiler is found; without one, or with ``NNLM_NO_C=1`` in the environment (read
-once, here, at first use), every caller takes the Python path. A part that was not built
-(or does not import) is said once a process, in one line, unless ``NNLM_NO_C=1`` says
-that is meant.
+``nnlm.index._suffix`` (the suffix array's searches), ``nnlm.text._words`` (reading a
+corpus), ``nnlm.ngram.formats._arpa_scan`` (reading ARPA),
+``nnlm.ngram.formats._arpa_lines`` (writing it) and ``nnlm.ngram.formats._kenlm_build``
+(writing KenLM's probing files). Each has a pure-Python/numpy path that gives the same
+numbers, which the tests compare it with. setup.py builds them where a C compiler is
+found; without one, or with ``NNLM_NO_C=1`` in the environment (read once, here, at
+first use), every caller takes the Python path. A part that was not built (or does not
+import) is said once a process, in one line, unless ``NNLM_NO_C=1`` says that is meant.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ COMPILED = {
     "nnlm.text._words": "reading a corpus into ids",
     "nnlm.ngram.formats._arpa_lines": "writing ARPA files",
     "nnlm.ngram.formats._arpa_scan": "reading ARPA files",
+    "nnlm.ngram.formats._kenlm_build": "writing KenLM probing files",
 }
 # distribution -> what it gives; how it comes (with nnlm, an extra, or on its own) is
 # EXTRA_OF's for an extra's packages

@@ -158,14 +158,17 @@ def add_parsers(sub) -> None:
         description="Convert the back-off model IN into OUT.\n\n"
         "IN:  an ARPA file (plain, .gz, .bz2, .xz), or a kn/backoff model directory\n"
         "     (also one saved by an older nnlm, with arrays.npz).\n"
-        "OUT: an ARPA file if its name ends in .arpa (or .gz, .bz2, .xz); otherwise a\n"
+        "OUT: an ARPA file if its name ends in .arpa (or .gz, .bz2, .xz); nnlm's one-file\n"
+        "     model for .nnlm, .bin or .binary; KenLM's probing file with --kenlm (any\n"
+        "     other name, e.g. cc_net's en.arpa.bin); otherwise a\n"
         "     model directory in nnlm's mapped format: a trie of bit-packed word ids\n"
         "     and pointers with float32 values, which opens without being read (memory\n"
         "     grows with the pages that queries touch, and processes share them).",
         epilog="examples:\n"
         "  nnlm ngram convert lm.arpa.gz runs/lm          # ARPA -> nnlm, float32\n"
         "  nnlm ngram convert lm.arpa runs/lm-q8 --quantize 8 8   # as build_binary -q 8 -b 8\n"
-        "  nnlm ngram convert runs/lm lm.arpa            # back to ARPA")
+        "  nnlm ngram convert runs/lm lm.arpa            # back to ARPA\n"
+        "  nnlm ngram convert lm.arpa en.arpa.bin --kenlm   # as build_binary probing")
     conv.add_argument("input", type=Path, metavar="IN")
     conv.add_argument("output", type=Path, metavar="OUT")
     conv.add_argument("--quantize", nargs=2, type=ranged(int, 1, 25), metavar=("P", "B"),
@@ -175,6 +178,10 @@ def add_parsers(sub) -> None:
     conv.add_argument("--strict", action="store_true",
                       help="refuse an ARPA file whose probabilities sum above 1 (KenLM loads "
                       "it, and so does nnlm by default, with a warning)")
+    conv.add_argument("--kenlm", action="store_true",
+                      help="write OUT in KenLM's probing format, as `build_binary probing` "
+                      "would from the model's ARPA file: for tools that load models only "
+                      "through the kenlm module (DataTrove, cc_net); any name but an ARPA one")
     conv.add_argument("--json", action="store_true", help="print one JSON object")
     add_force(conv)
 
@@ -319,7 +326,7 @@ def cmd_convert(args) -> None:
     from ..models import convert
 
     done = convert(args.input, args.output, tuple(args.quantize) if args.quantize else None,
-                   strict=args.strict, force=args.force)
+                   strict=args.strict, force=args.force, kenlm=args.kenlm)
     if args.json:
         print(json.dumps(done))
     else:
@@ -401,5 +408,5 @@ FILE_OUTPUTS = {
     "ngram cluster": lambda a: [(a.output, "classes")],
     "ngram export-arpa": lambda a: [(a.output, "arpa")],
     "ngram convert": lambda a: [(a.output, "arpa")] if is_arpa_name(a.output) else
-    [(a.output, "model-file")] if is_file_name(a.output) else [],
+    [(a.output, "model-file")] if is_file_name(a.output) or a.kenlm else [],
 }

@@ -3,11 +3,13 @@ in one call: each line normalized (cc_net's normalization by default), a Sentenc
 unigram model trained on them (``LANG.sp.model``; cc_net's 65,536 pieces and character
 coverage 0.9995, fewer where the text holds fewer), and a modified Kneser-Ney n-gram model
 of the pieces (order 5, with KenLM's discount fallback, as cc_net runs lmplz), written as
-ARPA (``LANG.arpa``: the kenlm module, DataTrove and cc_net load it) and as nnlm's
-one-file model (``LANG.bin``: mapped, the fast one for ``nnlm filter score``). The folder
-is written whole or not at all, with ``nnlm-filter.json`` saying what made it. Given
-text to keep out as well, a second model of the same pieces (``LANG.bad.arpa``,
-``LANG.bad.bin``) gives each document ln ppl_good - ln ppl_bad (Kim et al., 2025).
+KenLM's probing file (``LANG.arpa.bin``, cc_net's name: DataTrove and cc_net load it with
+the kenlm module, as they load cc_net's own models), as ARPA (``LANG.arpa``) and as
+nnlm's one-file model (``LANG.bin``: mapped, the fast one for ``nnlm filter score``). The
+folder is written whole or not at all, with ``nnlm-filter.json`` saying what made it.
+Given text to keep out as well, a second model of the same pieces (``LANG.bad.arpa.bin``,
+``LANG.bad.arpa``, ``LANG.bad.bin``) gives each document ln ppl_good - ln ppl_bad (Kim et
+al., 2025).
 
 One difference from cc_net's pipeline: a piece SentencePiece does not know is counted
 as ``<unk>`` (spm_encode writes its surface characters instead, which lmplz then counts
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from ..base.errors import NnlmError
 from ..fit import train_ngram
-from ..models import convert
+from ..models import convert, load_model
 from ..text.fileio import atomic_path, iter_lines
 from ..text.tokenizer import SubwordTokenizer
 from .normalize import NORMALIZERS
@@ -83,9 +85,12 @@ def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str =
         for name, text in models:
             train_ngram(text, "kn", order, log=log, tokenizer=tokenizer,
                         discount_fallback=True, arpa=str(tmp / f"{name}.arpa"))
-            convert(tmp / f"{name}.arpa", tmp / f"{name}.bin")
+            model = load_model(tmp / f"{name}.arpa")  # read once, written twice
+            convert(model, tmp / f"{name}.bin")
+            convert(model, tmp / f"{name}.arpa.bin", kenlm=True)
+            del model
             text.unlink()
-            files += [f"{name}.arpa", f"{name}.bin"]
+            files += [f"{name}.arpa.bin", f"{name}.arpa", f"{name}.bin"]
         made = {"language": language, "texts": texts, "lines": lines, "normalize": normalize,
                 "pieces": tokenizer.size, "order": order, "files": files}
         if bad:

@@ -2,13 +2,15 @@
 
 Sources: an ARPA file (plain, gzip, bzip2 or xz), an nnlm model directory of a back-off
 kind (kn, backoff; either storage), or whatever else :func:`nnlm.models.load_model`
-reads. Targets: an ARPA file when the name says so (``.arpa``, or a compression
-suffix); a one-file model for ``.nnlm``, ``.bin`` or ``.binary`` (the mapped trie with
-its vocabulary inside: what KenLM's clients, pyctcdecode among them, copy around);
-otherwise an nnlm model directory in the mapped trie format
-(:mod:`nnlm.ngram.store.trie`). Either nnlm form is quantized with ``quantize=(P, B)``
-as KenLM's ``build_binary -q P -b B``; a model whose values are coded as counts
-(``nnlm ngram train --compress``) stays coded unless quantized.
+reads. Targets: an ARPA file when the name says so (``.arpa``, or a compression suffix);
+a one-file model for ``.nnlm``, ``.bin`` or ``.binary`` (the mapped trie with its
+vocabulary inside: what KenLM's clients, pyctcdecode among them, copy around); otherwise
+an nnlm model directory in the mapped trie format (:mod:`nnlm.ngram.store.trie`). With
+``kenlm``, a file of any name (cc_net's ``LANG.arpa.bin``, ``lm.binary``) in KenLM's
+probing format (:mod:`.kenlm_write`), for tools that load models only through the kenlm
+module. Either nnlm form is quantized with ``quantize=(P, B)`` as KenLM's ``build_binary
+-q P -b B``; a model whose values are coded as counts (``nnlm ngram train --compress``)
+stays coded unless quantized.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from ..backoff import BackoffNgram
 from ..store.trie import FILE_NAME
 from ..store.trie_write import write_trie
 from .arpa_write import write_arpa
+from .kenlm_write import write_kenlm_probing
 
 
-def convert(source: str | os.PathLike, target: str | os.PathLike,
+def convert(source: str | os.PathLike | BackoffNgram, target: str | os.PathLike,
             quantize: tuple[int, int] | None = None, strict: bool = False,
-            force: bool = False, *, load: Callable, save: Callable) -> dict:
+            force: bool = False, kenlm: bool = False, *, load: Callable,
+            save: Callable) -> dict:
     """Convert ``source`` into ``target``; returns what was written (for the CLI to
     print): format, orders, n-grams, bytes and bytes per n-gram. An ARPA or one-file
     target replaces only a file of its kind, or any file with ``force``. ``load`` and
@@ -39,6 +43,13 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
     format-level code never imports the models' registry above it."""
     target = Path(target)
     to_arpa, to_file = is_arpa_name(target), is_file_name(target)
+    if kenlm and quantize:
+        raise NnlmError(f"{target}: kenlm= writes KenLM's probing format, which is not "
+                        "quantized (quantize= applies to nnlm's format)")
+    if kenlm and to_arpa:
+        raise NnlmError(f"{target}: kenlm= writes a binary file; give it a name that is not "
+                        "an ARPA file's (.arpa, .gz, .bz2, .xz)")
+    to_file = to_file or kenlm
     if to_arpa and quantize:
         raise NnlmError(f"{target}: quantize= applies to nnlm's model format; ARPA files "
                         "hold decimal numbers (give a directory name as the target)")
@@ -48,7 +59,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         check_kind(target, "model-file", force)
     elif not to_arpa:
         check_model_output(target, "backoff")  # before the work, not after it
-    model = load(source, strict=strict)
+    # a model already loaded converts as it is (one ARPA read for several targets)
+    model = source if isinstance(source, BackoffNgram) else load(source, strict=strict)
+    source = getattr(model, "path", source) if model is source else source
     if not isinstance(model, BackoffNgram):
         raise NnlmError(f"{source}: a {model.kind} model has no back-off form; convert takes "
                         "ARPA files and kn or backoff model directories")
@@ -61,6 +74,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike,
         write_arpa(model, target)
         size = target.stat().st_size
         kind = "ARPA"
+    elif kenlm:
+        size = write_kenlm_probing(model, target)
+        kind = "KenLM probing file"
     elif to_file:
         with atomic_path(target) as tmp:
             size = write_trie(model, tmp, "", quantize, standalone=True, compress=compress)
