@@ -12,6 +12,7 @@ import math
 import random
 import re
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -511,3 +512,68 @@ def test_a_run_on_a_dask_cluster_writes_what_one_process_writes(pair, tmp_path, 
             gzip.decompress((tmp_path / "dask" / name).read_bytes())
     assert main([*run, str(tmp_path / "dask"), "--cluster", "local:2"]) == 0  # all done
     assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 3
+
+
+def test_the_id_path_gives_the_text_paths_numbers(pair, tmp_path, monkeypatch):
+    """Documents scored from SentencePiece's ids in one call (nnlm.kenlm's score_ids) get
+    the text path's numbers to the bit, over the ARPA file read into memory, KenLM's
+    probing file and nnlm's one-file model, under both normalizations; documents holding
+    SentencePiece's unknown piece (whose text is the characters it covers) are among
+    them and go the text way; the good/bad pair too."""
+    d, docs = pair
+    docs = docs + ["", "٣٣٣ 本", "a\u3000b"]
+    for target, extra in [("en.arpa.bin", ["--kenlm"]), ("en.bin", [])]:
+        if not (d / target).exists():
+            assert main(["ngram", "convert", str(d / "en.arpa"), str(d / target),
+                         *extra]) == 0
+    # cc_net's way: spm_encode's text (an unknown piece as its characters) for lmplz
+    sp = DocumentScorer(d / "en.arpa", d / "en.sp.model").tokenizer.processor
+    pieces = sp.encode([ccnet(x) for x in docs], out_type=str)
+    (tmp_path / "pieces.txt").write_text("\n".join(" ".join(p) for p in pieces) + "\n")
+    assert main(["ngram", "train", str(tmp_path / "pieces.txt"), "--order", "3",
+                 "--discount-fallback", "-o", str(tmp_path / "kn"), "--arpa",
+                 str(tmp_path / "ccnet.arpa")]) == 0
+    surfaces = {p for ps, ids in zip(pieces, sp.encode([ccnet(x) for x in docs]))
+                for p, i in zip(ps, ids) if i == sp.unk_id()}
+    assert surfaces  # unknown pieces' characters, words of that model
+    (tmp_path / "en.sp.model").write_bytes((d / "en.sp.model").read_bytes())
+    for name in ["en.arpa", "en.arpa.bin", "en.bin", tmp_path / "ccnet.arpa"]:
+        sp_model = tmp_path / "en.sp.model" if isinstance(name, Path) else d / "en.sp.model"
+        name = name if isinstance(name, Path) else d / name
+        for normalize in ["ccnet", "datatrove"]:
+            scorer = DocumentScorer(name, sp_model, normalize, bad_model=d / "en.arpa")
+            assert scorer._ids_apply(scorer.model)
+            unknown = scorer.tokenizer.processor.unk_id()
+            by_text = scorer._id_table(scorer.model)[unknown] < 0
+            assert by_text == (name.name == "ccnet.arpa")
+            encoded = scorer.tokenizer.processor.encode([scorer.normalize(x) for x in docs])
+            assert any(unknown in e for e in encoded) and not all(unknown in e for e in encoded)
+            fast, both = scorer.log10_scores(docs), scorer.both(docs)
+            with monkeypatch.context() as m:
+                m.setattr(DocumentScorer, "_ids_apply", lambda self, model: False)
+                assert scorer.log10_scores(docs) == fast and scorer.both(docs) == both
+    assert fast[-3] is not None  # DataTrove scores the empty document
+
+
+def test_many_sentences_of_ids_score_as_their_text():
+    """nnlm.kenlm's word_ids and score_ids: the float32 sums score() gives each sentence,
+    with and without <s> and </s>; -1 for what KenLM would not read as one word; ids past
+    the vocabulary and bounds that disagree are ValueErrors."""
+    import nnlm.kenlm
+
+    with pytest.warns(UserWarning):  # KenLM's own test model: pruned, summing above 1
+        model = nnlm.kenlm.Model(str(Path(__file__).parent / "fixtures/kenlm/test.arpa"))
+    sentences = ["looking on a little the biarritz not_found more .", "", "also would",
+                 "<s> a </s>"]
+    words = sorted({w for s in sentences for w in s.split()})
+    table = dict(zip(words, model.word_ids(words)))
+    assert model.word_ids(["", "a b", "a\tb", 3]) == [-1, -1, -1, -1]
+    ids = np.array([table[w] for s in sentences for w in s.split()], np.int32)
+    bounds = np.cumsum([0, *(len(s.split()) for s in sentences)])
+    for bos, eos in [(True, True), (False, True), (True, False), (False, False)]:
+        assert model.score_ids(ids, bounds, bos, eos).tolist() == \
+            [model.score(s, bos, eos) for s in sentences]
+    with pytest.raises(ValueError, match="not a word of the model"):
+        model.score_ids(np.array([10 ** 6], np.int32), [0, 1])
+    with pytest.raises(ValueError, match="disagree"):
+        model.score_ids(ids, [0, 2])

@@ -914,6 +914,101 @@ static PyObject *Query_full_scores_list(QueryObject *self, PyObject *args, PyObj
     return Query_sentence(self, args, kwds, 1);
 }
 
+/* word_ids(words): each word's id as run_sentence would find it (a list of ints; -1 for a
+ * "word" KenLM would not read as one word: empty, or holding whitespace) */
+static PyObject *Query_word_ids(QueryObject *self, PyObject *words) {
+    PyObject *seq = PySequence_Fast(words, "word_ids takes a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (!out) { Py_DECREF(seq); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *word = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t size;
+        const char *text = PyUnicode_Check(word) ? PyUnicode_AsUTF8AndSize(word, &size) : NULL;
+        if (!text) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear();
+                size = -1;  /* not a str, or a lone surrogate: no word */
+            } else {
+                goto fail;
+            }
+        }
+        int32_t id = size > 0 ? 0 : -1;
+        for (Py_ssize_t j = 0; j < size; j++)
+            if (is_space(text[j])) { id = -1; break; }
+        if (id == 0) id = bytes_id(self, text, size);
+        PyObject *v = PyLong_FromLong(id);
+        if (!v) goto fail;
+        PyList_SET_ITEM(out, i, v);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* score_ids(ids, bounds, out, bos=True, eos=True): sentences of word ids (int32 ids,
+ * sentence i being ids[bounds[i]:bounds[i + 1]], bounds int64) scored as score() scores
+ * their text: out[i] (float64) = the float32 sum of their log10 probabilities */
+static PyObject *Query_score_ids(QueryObject *self, PyObject *args, PyObject *kwds) {
+    Py_buffer ids, bounds, out;
+    int bos = 1, eos = 1;
+    static char *names[] = {"ids", "bounds", "out", "bos", "eos", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*y*w*|pp", names, &ids, &bounds, &out,
+                                     &bos, &eos))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n_ids = ids.len / 4, n = bounds.len / 8 - 1;
+    const int32_t *w = ids.buf;
+    const int64_t *b = bounds.buf;
+    double *o = out.buf;
+    if (ids.len % 4 || bounds.len % 8 || n < 0 || out.len != n * 8 || b[0] != 0 ||
+        b[n] != n_ids) {
+        PyErr_SetString(PyExc_ValueError, "score_ids: ids, bounds and out disagree");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (b[i + 1] < b[i]) {
+            PyErr_SetString(PyExc_ValueError, "score_ids: bounds go down");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n_ids; i++) {
+        if (w[i] < 0 || w[i] >= self->V) {
+            PyErr_Format(PyExc_ValueError, "score_ids: id %d is not a word of the model",
+                         (int)w[i]);
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t s = 0; s < n; s++) {
+        StateObject a, c;
+        StateObject *in = &a, *next = &c;
+        a.owner = 0;
+        a.length = 0;
+        a.ctx_length = 0;
+        if (bos) begin(self, &a);
+        float total = 0;
+        int length;
+        for (int64_t i = b[s]; i < b[s + 1]; i++) {
+            total += score_word(self, in, w[i], next, &length);
+            StateObject *tmp = in; in = next; next = tmp;
+        }
+        if (eos) total += score_word(self, in, self->eos, next, &length);
+        o[s] = (double)total;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef Query_methods[] = {
     {"BaseScore", (PyCFunction)(void (*)(void))Query_BaseScore, METH_FASTCALL,
      "log10 p(word | in_state); out_state becomes the state after word"},
@@ -929,6 +1024,10 @@ static PyMethodDef Query_methods[] = {
      "log10 p(sentence), summed in float32"},
     {"full_scores_list", (PyCFunction)(void (*)(void))Query_full_scores_list,
      METH_VARARGS | METH_KEYWORDS, "[(log10 p, n-gram length, oov)] of a sentence"},
+    {"word_ids", (PyCFunction)Query_word_ids, METH_O,
+     "each word's id as score() finds it (-1: not one word as KenLM splits)"},
+    {"score_ids", (PyCFunction)(void (*)(void))Query_score_ids, METH_VARARGS | METH_KEYWORDS,
+     "many sentences of word ids scored as score() scores their text"},
     {NULL}
 };
 

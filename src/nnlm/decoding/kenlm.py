@@ -447,6 +447,31 @@ class Model:
             total = np.float32(total + np.float32(p))
         return float(total)
 
+    # -- nnlm's additions: many sentences in one call -------------------------------------
+    def word_ids(self, words) -> list[int] | None:
+        """Each word's id in this model's compiled queries, as :meth:`score` finds it in a
+        sentence (``<unk>``'s if unknown; -1 for a string KenLM would not read as one word:
+        empty, or holding whitespace); None where the model has no compiled queries (a
+        network, no C compiler). Not in kenlm: for :meth:`score_ids`."""
+        return None if self._fast is None else self._fast.word_ids(list(words))
+
+    def score_ids(self, ids, bounds, bos: bool = True, eos: bool = True):
+        """:meth:`score` of many sentences given as :meth:`word_ids`: sentence i is
+        ``ids[bounds[i]:bounds[i + 1]]`` (int32 ids, int64 bounds from 0 to ``len(ids)``);
+        float64 array of the float32 sums :meth:`score` gives their text, to the bit.
+        No Python runs between words or sentences. Not in kenlm."""
+        import numpy as np
+
+        if self._fast is None:
+            raise ValueError("score_ids needs the model's compiled queries (a back-off "
+                             "model, with nnlm's compiled parts); use score")
+        ids = np.ascontiguousarray(ids, np.int32)
+        bounds = np.ascontiguousarray(bounds, np.int64)
+        out = np.empty(max(len(bounds) - 1, 0), np.float64)
+        if len(bounds):
+            self._fast.score_ids(ids, bounds, out, bool(bos), bool(eos))
+        return out
+
     def perplexity(self, sentence) -> float:
         """10^(-score / (words + 1)): ``</s>`` is counted (kenlm's ``perplexity``)."""
         from .core import sentence_words

@@ -13,18 +13,29 @@ adds one for its ``</s>``; both tools round it to one decimal. The model is read
 read into memory), so the scores are KenLM's to the bit. One difference between the
 tools is kept: cc_net gives a document whose pieces are empty no perplexity at all
 (None here), DataTrove scores the empty line.
+
+The same numbers come without strings where the model has compiled queries (a KenLM
+binary, nnlm's files): SentencePiece's ids, not its pieces' text, mapped once into the
+model's word ids, every document of a batch scored in one call to ``nnlm.kenlm``'s
+``score_ids``. SentencePiece's unknown piece stands for the characters it covers, which
+cc_net's own models count as words: it is looked up by that text unless every word of the
+model is a piece (nnlm's models of pieces count it as ``<unk>``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from ..base.errors import NnlmError
 from ..decoding import kenlm
 from ..text.tokenizer import SubwordTokenizer
+from ..text.vocab import UNK
 from .normalize import NORMALIZERS
 
 SP_SUFFIX = ".sp.model"  # cc_net's pair: LANG.arpa.bin beside LANG.sp.model
@@ -92,7 +103,12 @@ class DocumentScorer:
         """(sum of log10 scores, words + lines) per text; None where cc_net gives none
         (its pieces are empty: module docstring). ``pieces``: :meth:`pieces` of the
         texts where already cut; ``model``: another model than the scorer's."""
-        score = (model or self.model).score
+        model = model or self.model
+        if pieces is None and self._ids_apply(model):
+            normalized = [self.normalize(t) for t in texts]
+            encoded = self.tokenizer.processor.encode(normalized, out_type=int)
+            return self._scores_of_ids(model, normalized, encoded)
+        score = model.score
         skip_empty = self.normalize_name == "ccnet"
         out: list[tuple[float, int] | None] = []
         for doc in self.pieces(texts) if pieces is None else pieces:
@@ -106,13 +122,84 @@ class DocumentScorer:
             out.append((total, length))
         return out
 
+    # -- the same numbers without strings: pieces' ids into the model's ids, in one call
+    def _ids_apply(self, model) -> bool:
+        return self.tokenizer is not None and self._id_table(model) is not None
+
+    def _id_table(self, model):
+        """Per SentencePiece id, the model's id of its piece (``nnlm.kenlm``'s
+        ``word_ids``; -1 where KenLM would split the piece: the text path), and where
+        SentencePiece's unknown piece goes: its text is the characters it covers, which
+        cc_net's own models count as words (spm_encode wrote them for lmplz), so it is
+        looked up by its text (-1 here) unless every word of the model is a piece, when
+        no such text can be one of them (the model's ``<unk>``). None: the model has no
+        compiled queries."""
+        tables = self.__dict__.setdefault("_tables", {})
+        if id(model) not in tables:
+            sp = self.tokenizer.processor
+            ids = getattr(model, "word_ids", lambda _: None)(
+                [sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+            table = None if ids is None else np.asarray(ids, np.int32)
+            if table is not None and sp.unk_id() >= 0:
+                unk, *specials = model.word_ids([UNK, "<s>", "</s>"])
+                pieces = set(table[table >= 0].tolist()) | {unk, *specials}
+                table[sp.unk_id()] = unk if len(pieces) == len(model.vocabulary()) else -1
+            tables[id(model)] = (model, table)  # the model kept: its id stays its own
+        return tables[id(model)][1]
+
+    def _scores_of_ids(self, model, normalized: list[str], encoded: list[list[int]]):
+        """:meth:`log10_scores` from SentencePiece's ids: every document scored by
+        ``model.score_ids`` in one call, to the bit what the text path gives. An unknown
+        piece the table leaves to its text is looked up by it (the documents holding one
+        cut again as text); a document whose pieces KenLM would split goes the text
+        path."""
+        sp = self.tokenizer.processor
+        table = self._id_table(model)
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        bounds = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        flat = np.fromiter(itertools.chain.from_iterable(encoded), np.int32, int(bounds[-1]))
+        ids = table[flat]
+        if table[sp.unk_id()] < 0:  # unknown pieces by their text
+            unknown = np.flatnonzero(flat == sp.unk_id())
+            docs = np.unique(np.searchsorted(bounds, unknown, "right") - 1).tolist()
+            texts = sp.encode([normalized[i] for i in docs], out_type=str)
+            surface = [p for i, pieces in zip(docs, texts)
+                       for p, j in zip(pieces, encoded[i]) if j == sp.unk_id()]
+            ids[unknown] = model.word_ids(surface)
+        odd = np.flatnonzero(ids < 0)
+        redo = set(np.unique(np.searchsorted(bounds, odd, "right") - 1).tolist())
+        ids[odd] = 0
+        sums = model.score_ids(ids, bounds).tolist()
+        skip_empty = self.normalize_name == "ccnet"
+        out = []
+        for i, (total, n) in enumerate(zip(sums, lengths.tolist())):
+            if i in redo:
+                out.extend(self._text_scores(model, normalized[i]))
+            elif skip_empty and n == 0:
+                out.append(None)
+            else:
+                out.append((total, n + 1))
+        return out
+
+    def _text_scores(self, model, normalized: str) -> list:
+        """The text path for one normalized document."""
+        pieces = self.tokenizer.processor.encode([normalized], out_type=str)
+        return self.log10_scores([""], [" ".join(pieces[0])], model)
+
     def both(self, texts: Sequence[str]) -> list[tuple[float, float, int] | None]:
         """(good log10 sum, bad log10 sum, length) per text, from the pieces cut once."""
         if self.bad is None:
             raise NnlmError("no bad model: give bad_model= (nnlm filter score --bad-model)")
-        pieces = self.pieces(texts)
-        good = self.log10_scores(texts, pieces)
-        bad = self.log10_scores(texts, pieces, self.bad)
+        if self._ids_apply(self.model) and self._ids_apply(self.bad):
+            normalized = [self.normalize(t) for t in texts]
+            encoded = self.tokenizer.processor.encode(normalized, out_type=int)
+            good = self._scores_of_ids(self.model, normalized, encoded)
+            bad = self._scores_of_ids(self.bad, normalized, encoded)
+        else:
+            pieces = self.pieces(texts)
+            good = self.log10_scores(texts, pieces)
+            bad = self.log10_scores(texts, pieces, self.bad)
         return [None if g is None else (g[0], b[0], g[1]) for g, b in zip(good, bad)]
 
     def ratios(self, texts: Sequence[str]) -> list[float | None]:
