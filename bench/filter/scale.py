@@ -102,7 +102,7 @@ def main() -> None:
         [sys.executable, "-m", "nnlm", "filter", "score", *inputs, "-m", str(args.model),
          "--tokenizer", str(args.tokenizer), "--cluster", args.cluster, "-o",
          str(args.work / "out"), "--restart", "--json", "--log-every", "60"])
-    summary = json.loads(out.strip().splitlines()[-1])
+    summary = json.loads(out)
     workers = int(args.cluster.split(":")[1]) if args.cluster.startswith("local:") else None
     tokens = summary.get("tokens")
     results = {"corpus": {**made, "files": len(inputs), "lines_a_document": args.lines},

@@ -108,11 +108,12 @@ def _add_train(filter_sub) -> None:
         description="Train the pair nnlm filter score (and cc_net, DataTrove, the kenlm "
         "module) reads from TEXT, a document or sentence a line: each line normalized, a "
         "SentencePiece unigram model, a KN n-gram model of its pieces. OUTDIR gets "
-        "LANG.sp.model, LANG.arpa and LANG.bin (nnlm's one-file model, mapped).",
+        "LANG.sp.model and LANG.arpa.bin (KenLM's probing file: cc_net's pair, which "
+        "DataTrove and cc_net load), and LANG.arpa.",
         epilog="examples:\n"
         "  nnlm filter train wiki-en.txt -o models/en\n"
         "  nnlm filter train good-*.txt.gz -o models/mine --language xx --vocab-size 32000\n"
-        "  nnlm filter score docs.jsonl -m models/en/en.bin -o scored/")
+        "  nnlm filter score docs.jsonl -m models/en/en.arpa.bin -o scored/")
     train.add_argument("texts", type=Path, nargs="+", metavar="TEXT",
                        help="the good text, a document or sentence a line")
     train.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
@@ -125,7 +126,7 @@ def _add_train(filter_sub) -> None:
                        help="the n-gram order (default: 5)")
     train.add_argument("--bad", type=Path, nargs="+", metavar="TEXT",
                        help="text to keep out: a second model of the same pieces "
-                       "(LANG.bad.bin), for score --bad-model")
+                       "(LANG.bad.arpa.bin), for score --bad-model")
     train.add_argument("--normalize", choices=("ccnet", "datatrove", "none"),
                        default="ccnet", help="as the texts to score will be (default: ccnet)")
 

@@ -4,12 +4,11 @@ unigram model trained on them (``LANG.sp.model``; cc_net's 65,536 pieces and cha
 coverage 0.9995, fewer where the text holds fewer), and a modified Kneser-Ney n-gram model
 of the pieces (order 5, with KenLM's discount fallback, as cc_net runs lmplz), written as
 KenLM's probing file (``LANG.arpa.bin``, cc_net's name: DataTrove and cc_net load it with
-the kenlm module, as they load cc_net's own models), as ARPA (``LANG.arpa``) and as
-nnlm's one-file model (``LANG.bin``: mapped, the fast one for ``nnlm filter score``). The
-folder is written whole or not at all, with ``nnlm-filter.json`` saying what made it.
-Given text to keep out as well, a second model of the same pieces (``LANG.bad.arpa.bin``,
-``LANG.bad.arpa``, ``LANG.bad.bin``) gives each document ln ppl_good - ln ppl_bad (Kim et
-al., 2025).
+the kenlm module, as they load cc_net's own models; ``nnlm filter score`` maps it and
+scores fastest over it) and as ARPA (``LANG.arpa``). The folder is written whole or not
+at all, with ``nnlm-filter.json`` saying what made it. Given text to keep out as well, a
+second model of the same pieces (``LANG.bad.arpa.bin``, ``LANG.bad.arpa``) gives each
+document ln ppl_good - ln ppl_bad (Kim et al., 2025).
 
 One difference from cc_net's pipeline: a piece SentencePiece does not know is counted
 as ``<unk>`` (spm_encode writes its surface characters instead, which lmplz then counts
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from ..base.errors import NnlmError
 from ..fit import train_ngram
-from ..models import convert, load_model
+from ..models import convert
 from ..text.fileio import atomic_path, iter_lines
 from ..text.tokenizer import SubwordTokenizer
 from .normalize import NORMALIZERS
@@ -54,8 +53,8 @@ def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str =
                     vocab_size: int = VOCAB_SIZE, order: int = 5, normalize: str = "ccnet",
                     log=lambda message: None, bad: Iterable | None = None) -> dict:
     """The pair (module docstring) in ``out_dir``; what was made (the marker's content).
-    ``bad``: text to keep out, whose model of the same pieces (``LANG.bad.arpa``,
-    ``LANG.bad.bin``) gives the good/bad ratio of Kim et al. (2025)."""
+    ``bad``: text to keep out, whose model of the same pieces (``LANG.bad.arpa.bin``,
+    ``LANG.bad.arpa``) gives the good/bad ratio of Kim et al. (2025)."""
     import sentencepiece  # the filter extra: imported where a model is trained
 
     if normalize not in NORMALIZERS:
@@ -85,12 +84,9 @@ def train_reference(texts: Iterable, out_dir: str | os.PathLike, language: str =
         for name, text in models:
             train_ngram(text, "kn", order, log=log, tokenizer=tokenizer,
                         discount_fallback=True, arpa=str(tmp / f"{name}.arpa"))
-            model = load_model(tmp / f"{name}.arpa")  # read once, written twice
-            convert(model, tmp / f"{name}.bin")
-            convert(model, tmp / f"{name}.arpa.bin", kenlm=True)
-            del model
+            convert(tmp / f"{name}.arpa", tmp / f"{name}.arpa.bin", kenlm=True)
             text.unlink()
-            files += [f"{name}.arpa.bin", f"{name}.arpa", f"{name}.bin"]
+            files += [f"{name}.arpa.bin", f"{name}.arpa"]
         made = {"language": language, "texts": texts, "lines": lines, "normalize": normalize,
                 "pieces": tokenizer.size, "order": order, "files": files}
         if bad:
