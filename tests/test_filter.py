@@ -301,6 +301,17 @@ def test_damaged_inputs_and_outputs_over_inputs(pair, tmp_path, capsys):
     assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), "-m", str(d / "en.arpa"),
                  "--keep", "best", "-o", str(tmp_path / "o")]) == 2
     assert "--keep 'best'" in capsys.readouterr().err
+    # a model of words beside a SentencePiece model: a pair that was not trained together
+    assert main(["ngram", "train", str(d / "norm.txt"), "--order", "2", "--discount-fallback",
+                 "-o", str(tmp_path / "words"), "--arpa", str(tmp_path / "words.arpa")]) == 0
+    capsys.readouterr()
+    for flags in [["-m", str(tmp_path / "words.arpa")],
+                  ["-m", str(d / "en.arpa"), "--bad-model", str(tmp_path / "words.arpa")]]:
+        assert main(["filter", "score", str(tmp_path / "a.jsonl.gz"), *flags, "--tokenizer",
+                     str(d / "en.sp.model"), "-o", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "words.arpa and " in err and "en.sp.model disagree" in err, err
+        assert not (tmp_path / "o").exists()
 
 
 def test_the_datatrove_pipeline_step(pair, tmp_path):

@@ -83,6 +83,29 @@ class DocumentScorer:
         self.bad = None if bad_model is None else kenlm.Model(bad_model)
         self.normalize_name = normalize
         self.normalize = NORMALIZERS[normalize]
+        if self.tokenizer is not None:
+            for lm, path in [(self.model, model), (self.bad, bad_model)]:
+                if lm is not None:
+                    self._check_pair(lm, path, tokenizer)
+
+    def _check_pair(self, lm, path, tokenizer) -> None:
+        """Refuse a model whose words are mostly not the tokenizer's pieces: a pair that
+        was not trained together (every document would score as unknown words). cc_net's
+        own models hold a few words that are no piece (characters SentencePiece did not
+        know, which spm_encode wrote out), nnlm's none."""
+        vocabulary = getattr(lm, "vocabulary", None)
+        if vocabulary is None:
+            return
+        sp = self.tokenizer.processor
+        words = set(vocabulary()) - {UNK, "<s>", "</s>"}
+        pieces = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
+        shared = len(words & pieces)
+        if words and shared < len(words) / 2:
+            name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else "the model"
+            raise NnlmError(f"{name} and {os.fspath(tokenizer)} disagree: only {shared:,} of "
+                            f"the model's {len(words):,} words are pieces of the "
+                            "SentencePiece model; give the pair that was trained together "
+                            "(or --tokenizer none for a model of words)")
 
     def spec(self) -> tuple | None:
         """(model path, tokenizer path, normalization, bad model path): what opens the
