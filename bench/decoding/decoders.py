@@ -10,7 +10,9 @@ batched CTC beam search.
 The speech is synthetic and seeded, so every decoder hears the same thing:
 
 * **Letters** (pyctcdecode; nnlm-ctc, nnlm's own decoder with pyctcdecode's API, as
-  ``build_ctcdecoder(labels, kenlm_model_path=MODEL)`` makes it; flashlight-text): each
+  ``build_ctcdecoder(labels, kenlm_model_path=MODEL)`` makes it, and nnlm-ctc-lexicon,
+  the same held to the model's words with ``unk_score_offset=-inf``; flashlight-text's
+  lexicon decoder, whose lexicon is the same words): each
   Brown sentence (4 to 20 tokens, every token in the vocabulary, as the models were
   trained: case and punctuation kept) is spelled as CTC frames, each letter then a
   blank, a word separator after each word. Every frame's logits are Gaussian noise of
@@ -49,7 +51,7 @@ import harness  # noqa: E402 - after its folder is on the path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/decoding/ is two below
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
-DECODERS = ("pyctcdecode", "nnlm-ctc", "flashlight", "nnlm")
+DECODERS = ("pyctcdecode", "nnlm-ctc", "nnlm-ctc-lexicon", "flashlight", "nnlm")
 BLANK, SEP = "<blank>", "|"
 # (LM weight, word score) points, each decoder's LM weight on its own log scale; the
 # first point of the lowest WER wins, so each list starts from the plainest settings
@@ -58,6 +60,7 @@ SCORES = (0.0, -1.0, 1.0, -2.0)
 GRIDS = {
     "pyctcdecode": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
     "nnlm-ctc": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],  # pyctcdecode's search
+    "nnlm-ctc-lexicon": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
     "flashlight": [(a, b) for b in SCORES for a in (0.5, 0.25, 1.0)],
     "nnlm": [(a, b) for b in (0.0, -1.0, -2.0, -3.0, -4.0) for a in (0.25, 0.125, 0.5,
                                                                       0.0625)],
@@ -153,14 +156,16 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
                 decoder.reset_params(alpha=weight, beta=score)
             return lambda em: decoder.decode(em, beam_width=ARGS.beam).split()
         return make
-    if kind == "nnlm-ctc":  # nnlm's own decoder with pyctcdecode's API, as a client builds it
+    if kind.startswith("nnlm-ctc"):  # nnlm's own decoder, pyctcdecode's API, as clients build it
         import logging
 
         from nnlm.pyctcdecode import build_ctcdecoder
 
         logging.getLogger("nnlm").setLevel(logging.ERROR)  # "labels and unigrams differ"
+        # the lexicon: the model's words (its unigrams), every other word forbidden
+        lexicon = {"unk_score_offset": float("-inf")} if kind == "nnlm-ctc-lexicon" else {}
         decoder = build_ctcdecoder(["" if c == BLANK else " " if c == SEP else c
-                                    for c in labels], kenlm_model_path=lm_path)
+                                    for c in labels], kenlm_model_path=lm_path, **lexicon)
 
         def make(weight, score, hotwords=None):
             if lm_path:
@@ -275,7 +280,8 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    marks = {"pyctcdecode": "o", "flashlight": "s", "nnlm": "^"}
+    marks = {"pyctcdecode": "o", "nnlm-ctc": "D", "nnlm-ctc-lexicon": "P", "flashlight": "s",
+             "nnlm": "^"}
     lms = list(dict.fromkeys(r["lm"] for r in rows))
     colors = {lm: plt.cm.tab10(i) for i, lm in enumerate(lms)}
     top = 30.0  # a WER above it (a lexicon-free decoder with no LM) is drawn at the top
@@ -321,6 +327,8 @@ def main() -> None:
         if kind == "pyctcdecode" and not PYCTC.exists():
             sys.exit("no pyctcdecode environment: run `make pyctcdecode-env` first")
         for name, path in lms:
+            if kind == "nnlm-ctc-lexicon" and path is None:
+                continue  # pyctcdecode's API holds a word list only beside a model
             cmd = [python, __file__, "--worker", kind, name, path or "", *sys.argv[1:]]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode:

@@ -657,7 +657,10 @@ static double partial_score(Search *S, int32_t part) {
         Py_XDECREF(r);
         if (v == -1.0 && PyErr_Occurred()) return NAN;
     } else {
-        double u = S->unk_offset * (!S->uni || p->uni < 0 ? 1.0 : 0.0);
+        /* pyctcdecode's offset * is_oov, but a known prefix scores 0 even where the
+           offset is -inf (a lexicon: its -inf * 0 would be NaN) */
+        int oov = !S->uni || p->uni < 0;
+        double u = oov ? S->unk_offset : isinf(S->unk_offset) ? 0.0 : S->unk_offset * 0.0;
         if (p->len > 6) u = u * (double)p->len / 6.0;
         v = u;
     }

@@ -205,7 +205,10 @@ class LanguageModel(AbstractLanguageModel):
         """``unk_score_offset`` for a word being spelled that starts no known word."""
         is_oov = 1.0 if self._prefixes is None else \
             float(not self._prefixes.starts_some(partial_token))
-        unk_score = self.unk_score_offset * is_oov
+        if is_oov or math.isfinite(self.unk_score_offset):
+            unk_score = self.unk_score_offset * is_oov
+        else:  # a lexicon (offset -inf): a known prefix scores 0, not -inf * 0 = NaN
+            unk_score = 0.0
         if len(partial_token) > AVG_TOKEN_LEN:
             unk_score = unk_score * len(partial_token) / AVG_TOKEN_LEN
         return unk_score
