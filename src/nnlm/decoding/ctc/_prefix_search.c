@@ -130,6 +130,7 @@ typedef struct {
     int32_t *depth;        /* characters from the root */
     uint8_t *end;          /* a word ends here */
     int32_t *first_len;    /* the length of the first word below, depth first in order */
+    double *best;          /* the highest value of the words below (Trie(words, values)) */
     Map edges;             /* (node, code point) -> child */
     Py_ssize_t words;
 } TrieObject;
@@ -141,6 +142,7 @@ static void Trie_dealloc(TrieObject *self) {
     PyMem_Free(self->depth);
     PyMem_Free(self->end);
     PyMem_Free(self->first_len);
+    PyMem_Free(self->best);
     map_free(&self->edges);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -157,10 +159,39 @@ static int32_t trie_node(TrieObject *t, int32_t depth) {
     return (int32_t)t->n++;
 }
 
+/* best[node]: the highest of values[i] over the words i that start with the node's
+ * string (flashlight's smearing, MAX); -inf where none */
+static int trie_best(TrieObject *self, PyObject *words, PyObject *values) {
+    if (!(self->best = PyMem_Malloc(sizeof(double) * (self->n ? self->n : 1)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < self->n; i++) self->best[i] = -INFINITY;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        double v = PyFloat_AsDouble(PyList_GET_ITEM(values, i));
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        PyObject *w = PyList_GET_ITEM(words, i);
+        int kind = PyUnicode_KIND(w);
+        const void *data = PyUnicode_DATA(w);
+        int32_t node = 0;
+        for (Py_ssize_t j = 0; node >= 0; j++) {
+            if (v > self->best[node]) self->best[node] = v;
+            if (j == PyUnicode_GET_LENGTH(w)) break;
+            node = map_get(&self->edges, pair(node, PyUnicode_READ(kind, data, j)));
+        }
+    }
+    return 0;
+}
+
 static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *words;
-    if (self->cap || !PyArg_ParseTuple(args, "O!:Trie", &PyList_Type, &words)) {
+    PyObject *words, *values = Py_None;
+    if (self->cap || !PyArg_ParseTuple(args, "O!|O:Trie", &PyList_Type, &words, &values)) {
         if (self->cap) PyErr_SetString(PyExc_TypeError, "Trie is built once");
+        return -1;
+    }
+    if (values != Py_None && (!PyList_Check(values) ||
+                              PyList_GET_SIZE(values) != PyList_GET_SIZE(words))) {
+        PyErr_SetString(PyExc_TypeError, "Trie's values are a list of floats, one a word");
         return -1;
     }
     if (map_init(&self->edges, 64) || trie_node(self, 0) < 0) return -1;
@@ -186,6 +217,7 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
         self->end[node] = 1;
     }
     self->words = PyList_GET_SIZE(words);
+    if (values != Py_None && trie_best(self, words, values) < 0) return -1;
     for (size_t i = 0; i < self->n; i++) {  /* follow first children to the first word */
         int32_t node = (int32_t)i;
         while (!self->end[node] && self->first_child[node] >= 0) node = self->first_child[node];
@@ -201,7 +233,8 @@ static PySequenceMethods Trie_as_sequence = {.sq_length = (lenfunc)Trie_len};
 static PyTypeObject TrieType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "nnlm.decoding.ctc._prefix_search.Trie",
-    .tp_doc = "Trie(words): the words' characters as a trie, children in insertion order",
+    .tp_doc = "Trie(words, values=None): the words' characters as a trie, children in "
+              "insertion order; with values, each node's best value below",
     .tp_basicsize = sizeof(TrieObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -657,12 +690,16 @@ static double partial_score(Search *S, int32_t part) {
         Py_XDECREF(r);
         if (v == -1.0 && PyErr_Occurred()) return NAN;
     } else {
-        /* pyctcdecode's offset * is_oov, but a known prefix scores 0 even where the
-           offset is -inf (a lexicon: its -inf * 0 would be NaN) */
+        /* pyctcdecode's offset * is_oov; with an offset of -inf (a lexicon) a known
+           prefix scores the best LM score of the words it starts (fusion.py) */
         int oov = !S->uni || p->uni < 0;
-        double u = oov ? S->unk_offset : isinf(S->unk_offset) ? 0.0 : S->unk_offset * 0.0;
-        if (p->len > 6) u = u * (double)p->len / 6.0;
-        v = u;
+        if (!oov && isinf(S->unk_offset)) {
+            v = S->uni->best ? S->alpha * S->factor * S->uni->best[p->uni] : 0.0;
+        } else {
+            double u = oov ? S->unk_offset : S->unk_offset * 0.0;
+            if (p->len > 6) u = u * (double)p->len / 6.0;
+            v = u;
+        }
     }
     p->has_score = 1;
     p->score = v;

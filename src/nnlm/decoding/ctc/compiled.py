@@ -21,6 +21,7 @@ they disagree, the orders are computed here in Python and sent.
 
 from __future__ import annotations
 
+import math
 import random
 import weakref
 
@@ -31,7 +32,8 @@ from .fusion import LOG_BASE_CHANGE_FACTOR, KenlmState, LanguageModel
 
 _c = extension("nnlm.decoding.ctc._prefix_search")
 _query_module = extension("nnlm.decoding._kenlm_query")
-_word_tries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # lm -> (set, Trie)
+# lm -> (its word set, lexicon or not, Trie)
+_word_tries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _set_order_checked: list[bool] = []
 
 
@@ -75,10 +77,13 @@ def _word_trie(lm: LanguageModel):
     """The C trie of the LM's word list (None: no list, every partial word unknown)."""
     if lm._prefixes is None:
         return None
+    lexicon = math.isinf(lm.unk_score_offset)  # the trie holds the words' look-ahead
     cached = _word_tries.get(lm)
-    if cached is None or cached[0] is not lm._unigram_set:
-        cached = _word_tries[lm] = (lm._unigram_set, _c.Trie(sorted(lm._unigram_set)))
-    return cached[1]
+    if cached is None or cached[0] is not lm._unigram_set or cached[1] != lexicon:
+        words = sorted(lm._unigram_set)
+        trie = _c.Trie(words, lm.look_ahead()[1]) if lexicon else _c.Trie(words)
+        cached = _word_tries[lm] = (lm._unigram_set, lexicon, trie)
+    return cached[2]
 
 
 def _query(lm: LanguageModel, start):

@@ -202,16 +202,37 @@ class LanguageModel(AbstractLanguageModel):
         return float(self._kenlm_model.BaseScore(start_state, "</s>", self._new_state()))
 
     def score_partial_token(self, partial_token: str) -> float:
-        """``unk_score_offset`` for a word being spelled that starts no known word."""
+        """``unk_score_offset`` for a word being spelled that starts no known word; with
+        an offset of -inf (a lexicon), alpha times the best LM score of the listed words
+        a known one starts (:meth:`look_ahead`)."""
         is_oov = 1.0 if self._prefixes is None else \
             float(not self._prefixes.starts_some(partial_token))
-        if is_oov or math.isfinite(self.unk_score_offset):
-            unk_score = self.unk_score_offset * is_oov
-        else:  # a lexicon (offset -inf): a known prefix scores 0, not -inf * 0 = NaN
-            unk_score = 0.0
+        if not is_oov and math.isinf(self.unk_score_offset):
+            # a lexicon: the prefix scores the best LM score of the listed words it
+            # starts (flashlight's smeared trie), not pyctcdecode's -inf * 0 = NaN
+            return self.alpha * LOG_BASE_CHANGE_FACTOR * self.look_ahead()[0][partial_token]
+        unk_score = self.unk_score_offset * is_oov
         if len(partial_token) > AVG_TOKEN_LEN:
             unk_score = unk_score * len(partial_token) / AVG_TOKEN_LEN
         return unk_score
+
+    def look_ahead(self) -> tuple[dict[str, float], list[float]]:
+        """For a lexicon (``unk_score_offset`` -inf): each prefix of the listed words to
+        the highest log10 p(w) (no context) of the words it starts, as flashlight smears
+        its lexicon's trie (MAX), and each listed word's own, in sorted order."""
+        cached = self.__dict__.get("_look_ahead")
+        if cached is None or cached[0] is not self._unigram_set:
+            model, null, out = self._kenlm_model, self._new_state(), self._new_state()
+            model.NullContextWrite(null)
+            words = sorted(self._unigram_set)
+            values = [float(model.BaseScore(null, w, out)) for w in words]
+            best: dict[str, float] = {}
+            for w, v in zip(words, values):
+                for i in range(len(w) + 1):
+                    if best.get(w[:i], -math.inf) < v:
+                        best[w[:i]] = v
+            cached = self._look_ahead = (self._unigram_set, best, values)
+        return cached[1], cached[2]
 
     def score(self, prev_state, word: str, is_last_word: bool = False) -> tuple[float, object]:
         """The fused score of ``word`` after ``prev_state`` and the state after it."""
