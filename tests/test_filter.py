@@ -589,3 +589,47 @@ def test_many_sentences_of_ids_score_as_their_text():
         model.score_ids(np.array([10 ** 6], np.int32), [0, 1])
     with pytest.raises(ValueError, match="disagree"):
         model.score_ids(ids, [0, 2])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_loses_nothing(pair, tmp_path, capsys):
+    """A Dask worker killed (SIGKILL) while the inputs are being scored: Dask runs its
+    task again, and the outputs are one process's, byte for byte; a rerun does nothing."""
+    pytest.importorskip("distributed")
+    psutil = pytest.importorskip("psutil")
+    import subprocess
+    import sys
+    import time
+
+    d, docs = pair
+    model = tmp_path / "en.arpa.bin"
+    assert main(["ngram", "convert", str(d / "en.arpa"), str(model), "--kenlm"]) == 0
+    inputs = []
+    for i in range(32):
+        inputs.append(str(tmp_path / f"in{i:02d}.jsonl"))
+        write_jsonl(tmp_path / f"in{i:02d}.jsonl", [f"{i} {x}" for x in docs * 60])
+    run = ["filter", "score", *inputs, "-m", str(model), "--tokenizer", str(d / "en.sp.model")]
+    assert main([*run, "-o", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    job = subprocess.Popen([sys.executable, "-m", "nnlm", *run, "-o", str(tmp_path / "dask"),
+                            "--cluster", "local:2", "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and job.poll() is None and time.monotonic() < deadline:
+        if any((tmp_path / "dask").glob("in*.jsonl")):  # the first outputs are in place
+            workers = [p for p in psutil.Process(job.pid).children(recursive=True)
+                       if "multiprocessing" in " ".join(p.cmdline())]
+            if workers:
+                killed = workers[0].pid
+                workers[0].kill()
+        time.sleep(0.05)
+    out, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err[-2000:]
+    assert killed is not None, "the run ended before a worker could be killed"
+    summary = json.loads(out)
+    assert summary["documents"] == 32 * len(docs) * 60 and summary["skipped_inputs"] == 0
+    for path in inputs:
+        name = Path(path).name
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+    assert main([*run, "-o", str(tmp_path / "dask"), "--cluster", "local:2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped_inputs"] == 32
