@@ -8,7 +8,7 @@ Both sides start from the same text and end with a reference pair a perplexity f
 loads:
 
 - **nnlm**: ``nnlm filter train TEXT -o DIR`` (cc_net's normalization, SentencePiece,
-  KN 5-gram on the pieces, written as ARPA and as nnlm's one-file model), one process;
+  KN 5-gram on the pieces, written as ARPA and as KenLM's probing file), one process;
 - **cc_net's recipe**: the same normalization (nnlm's, the same function, so that it
   costs both sides alike), ``SentencePieceTrainer.train`` with the same settings, the
   text encoded into pieces, ``lmplz -o 5 --discount_fallback`` on them and
