@@ -252,14 +252,13 @@ def verify_model(path: str | os.PathLike) -> dict:
             "summary": f"{path}: {how} ({seconds:.2f} s)"}
 
 
-def convert(source, target: str | os.PathLike,
+def convert(source: str | os.PathLike, target: str | os.PathLike,
             quantize: tuple[int, int] | None = None, strict: bool = False,
             force: bool = False, kenlm: bool = False) -> dict:
     """``nnlm ngram convert``: the back-off model at ``source`` into ``target`` (ARPA, a
     one-file model, KenLM's probing file with ``kenlm``, or a model directory:
     :func:`nnlm.ngram.formats.convert.convert`, with ``quantize``, ``strict`` and
-    ``force``), loaded and saved by this module. ``source``: a path, or a back-off model
-    already loaded (several targets from one read)."""
+    ``force``), loaded and saved by this module."""
     from .ngram.formats.convert import convert as convert_with
 
     return convert_with(source, target, quantize, strict, force, kenlm=kenlm,

@@ -128,9 +128,7 @@ class DocumentScorer:
         texts where already cut; ``model``: another model than the scorer's."""
         model = model or self.model
         if pieces is None and self._ids_apply(model):
-            normalized = [self.normalize(t) for t in texts]
-            encoded = self.tokenizer.processor.encode(normalized, out_type=int)
-            return self._scores_of_ids(model, normalized, encoded)
+            return self._scores_of_ids(model, *self._encoded(texts))
         score = model.score
         skip_empty = self.normalize_name == "ccnet"
         out: list[tuple[float, int] | None] = []
@@ -146,6 +144,11 @@ class DocumentScorer:
         return out
 
     # -- the same numbers without strings: pieces' ids into the model's ids, in one call
+    def _encoded(self, texts: Sequence[str]) -> tuple[list[str], list[list[int]]]:
+        """The texts normalized, and their SentencePiece ids."""
+        normalized = [self.normalize(t) for t in texts]
+        return normalized, self.tokenizer.processor.encode(normalized, out_type=int)
+
     def _ids_apply(self, model) -> bool:
         return self.tokenizer is not None and self._id_table(model) is not None
 
@@ -215,10 +218,9 @@ class DocumentScorer:
         if self.bad is None:
             raise NnlmError("no bad model: give bad_model= (nnlm filter score --bad-model)")
         if self._ids_apply(self.model) and self._ids_apply(self.bad):
-            normalized = [self.normalize(t) for t in texts]
-            encoded = self.tokenizer.processor.encode(normalized, out_type=int)
-            good = self._scores_of_ids(self.model, normalized, encoded)
-            bad = self._scores_of_ids(self.bad, normalized, encoded)
+            encoded = self._encoded(texts)
+            good = self._scores_of_ids(self.model, *encoded)
+            bad = self._scores_of_ids(self.bad, *encoded)
         else:
             pieces = self.pieces(texts)
             good = self.log10_scores(texts, pieces)

@@ -31,7 +31,7 @@ from .arpa_write import write_arpa
 from .kenlm_write import write_kenlm_probing
 
 
-def convert(source: str | os.PathLike | BackoffNgram, target: str | os.PathLike,
+def convert(source: str | os.PathLike, target: str | os.PathLike,
             quantize: tuple[int, int] | None = None, strict: bool = False,
             force: bool = False, kenlm: bool = False, *, load: Callable,
             save: Callable) -> dict:
@@ -59,9 +59,7 @@ def convert(source: str | os.PathLike | BackoffNgram, target: str | os.PathLike,
         check_kind(target, "model-file", force)
     elif not to_arpa:
         check_model_output(target, "backoff")  # before the work, not after it
-    # a model already loaded converts as it is (one ARPA read for several targets)
-    model = source if isinstance(source, BackoffNgram) else load(source, strict=strict)
-    source = getattr(model, "path", source) if model is source else source
+    model = load(source, strict=strict)
     if not isinstance(model, BackoffNgram):
         raise NnlmError(f"{source}: a {model.kind} model has no back-off form; convert takes "
                         "ARPA files and kn or backoff model directories")
