@@ -114,12 +114,14 @@ def test_the_model_families_do_not_import_each_other():
 
 
 # -- private names ------------------------------------------------------------------------
-def private_names_crossing_folders() -> set[tuple[str, str, str]]:
+def private_names_crossing_folders(extra: dict | None = None) -> set[tuple[str, str, str]]:
     """(module, name, owner) for each private name (one underscore) that a module takes
     from a module in another folder, by ``from owner import _name`` or ``owner._name``:
     a folder's private names are its own, so that a change inside a folder (a storage
-    layout's reader, say) stays there."""
-    modules = _modules()
+    layout's reader, say) stays there. ``extra``: modules to count as nnlm's (name ->
+    (path, is a package)) without writing them into the package, which the other
+    tests' workers read at the same time."""
+    modules = {**_modules(), **(extra or {})}
 
     def folder(name):
         return name if modules[name][1] else name.rsplit(".", 1)[0]
@@ -161,16 +163,11 @@ def test_no_private_name_crosses_a_folder():
 def test_the_private_name_finder_sees_both_forms(tmp_path, monkeypatch):
     """The finder is not vacuous: a module that takes another folder's private name, in
     either form, is found."""
-    import nnlm.decoding
-
-    spy = Path(nnlm.decoding.__file__).parent / "_spy_for_test.py"
+    spy = tmp_path / "_spy_for_test.py"
     spy.write_text("from ..ngram.store.trie import _native\n"
                    "from ..ngram.store import trie\n"
                    "x = trie._lazy_thing\n", encoding="utf-8")
-    try:
-        found = private_names_crossing_folders()
-    finally:
-        spy.unlink()
+    found = private_names_crossing_folders({"nnlm.decoding._spy_for_test": (spy, False)})
     assert ("nnlm.decoding._spy_for_test", "_native", "nnlm.ngram.store.trie") in found
     assert ("nnlm.decoding._spy_for_test", "_lazy_thing", "nnlm.ngram.store.trie") in found
 
