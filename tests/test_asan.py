@@ -32,7 +32,8 @@ TESTS = ["tests/test_mapped_files.py", "tests/test_kenlm_module.py",
          "tests/test_kenlm_files.py", "tests/test_reliability.py", "tests/test_decoding.py",
          "tests/test_word_blocks.py", "tests/test_arpa_lines.py",
          "tests/test_value_codes.py", "tests/test_index.py", "tests/test_ctc_compiled.py",
-         "tests/test_ctc_prefix_search.py", "tests/test_ngram.py", "tests/test_kenlm_write.py"]
+         "tests/test_ctc_prefix_search.py", "tests/test_ngram.py", "tests/test_kenlm_write.py",
+         "tests/test_arpa_probing.py"]
 
 
 def _runtime(name: str) -> str | None:

@@ -47,6 +47,7 @@ import itertools
 import math
 import os
 from collections import OrderedDict
+from pathlib import Path
 
 from ..base.compiled import extension
 from ..base.errors import NnlmError
@@ -176,11 +177,29 @@ def _open_file(text: str, serial: int):
 
         spec = open_kenlm_spec(text, _fast.MAX_ORDER)
     if spec is None:
+        spec = _arpa_spec(text)
+    if spec is None:
         return None
     try:
         return _query(spec, serial)
     except (ValueError, TypeError):  # sizes that do not agree: load_model says what
         return None
+
+
+def _arpa_spec(text: str):
+    """The spec of an ARPA file read into KenLM's probing layout in memory, as the kenlm
+    module reads one (:mod:`nnlm.ngram.formats.arpa_probing`); None for anything else, or
+    for a file that layout cannot hold as it is (pruned, odd): the whole reader then
+    loads it, and warns or names the line."""
+    from ..models import is_arpa
+
+    if not is_arpa(Path(text)):
+        return None
+    from ..ngram.formats.arpa_probing import probing_image
+    from ..ngram.formats.kenlm_query_spec import kenlm_spec
+
+    built = probing_image(text)
+    return None if built is None else kenlm_spec(text, built[0], _fast.MAX_ORDER)
 
 
 def _model_query(lm, serial: int):
@@ -318,6 +337,8 @@ class Model:
     def vocabulary(self) -> list[str]:
         """The model's words, ``<unk>``, ``<s>`` and ``</s>`` included (nnlm's addition
         to kenlm's API: what a decoder's word list is made of)."""
+        if self._model is None and isinstance(self._index, dict):  # KenLM's layout, read
+            return list(self._index)  # where it lies: its words in id order
         return list(self._lm.vocab.words)
 
     def __repr__(self) -> str:

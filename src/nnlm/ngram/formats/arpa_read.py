@@ -33,6 +33,8 @@ MISSING_UNK = -100.0  # KenLM's log10 p(<unk>) for a file that lists no <unk>
 _NGRAM_LINE = re.compile(r"^ngram (\d+)=(\d+)$")
 _SECTION = re.compile(r"^\\(\d+)-grams:$")
 READ_BYTES = 1 << 24  # the file is scanned 16 MiB at a time
+STREAM_BYTES = 1 << 21  # 2 MiB, where a sink takes the n-grams
+WINDOW_ROWS = 1 << 15  # a sink's rows a window
 
 
 class _Section:
@@ -46,7 +48,22 @@ class _Section:
         self.ids = np.empty((declared, 2 if k == 1 else k), np.int64)  # unigrams: spans
         self.lines = np.empty(declared, np.int64)
         self.count = 0
+        self.flushed = 0  # rows handed to a sink (the arrays hold those after them)
         self.words: list[bytes] = []  # unigrams only
+
+    def release(self) -> None:
+        """Drop the arrays (a sink has taken every row)."""
+        self.logp = self.bow = self.ids = self.lines = None
+
+
+def _window_end(data: bytes, pos: int, cut: int, sec: _Section) -> int:
+    """Where a window of whole lines from ``pos`` ends that holds no more n-gram lines
+    than ``sec``'s arrays: an order-k line takes at least 2k + 2 bytes."""
+    limit = pos + len(sec.logp) * (2 * sec.k + 2)
+    if limit >= cut:
+        return cut
+    end = data.rfind(b"\n", pos, limit) + 1
+    return end if end > pos else data.find(b"\n", pos, cut) + 1
 
 
 class _ArpaScan:
@@ -58,11 +75,17 @@ class _ArpaScan:
     the file's order), with ``remap`` from a unigram's file index to its vocabulary id.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, sink=None):
+        """``sink``: where n-grams above the unigrams go as they are read, a window of
+        lines at a time (:mod:`.arpa_probing`), instead of arrays of the whole file; its
+        ``start(scan)`` (once the unigrams are read) returns each unigram's id for the
+        scanner, its ``rows(section, m)`` takes a window's m rows, its ``finish(section)``
+        each finished order."""
         from . import arpa_scan
 
         self.kernels = arpa_scan
         self.path = path
+        self.sink = sink
         self.declared: dict[int, int] = {}
         self.sections: dict[int, _Section] = {}
         self.table = None  # (words, starts, lengths, slots, bits) of the unigrams
@@ -80,7 +103,8 @@ class _ArpaScan:
         done = 0
         with open_for_reading(self.path) as f:
             while self.state != "end":
-                chunk = read_block(f, READ_BYTES, self.path, line)
+                chunk = read_block(f, READ_BYTES if self.sink is None else STREAM_BYTES,
+                                   self.path, line)
                 data = tail + chunk
                 if first and data.startswith(BOM_BYTES):
                     data = data[len(BOM_BYTES):]
@@ -116,13 +140,21 @@ class _ArpaScan:
                 sec = self.current
                 before = sec.count
                 words, starts, lengths, slots, bits, remap = self.table or _NO_TABLE
-                pos, line, sec.count, status = kernels.scan(
-                    buf, pos, cut, sec.k, line, sec.count, sec.logp, sec.bow, sec.ids,
-                    sec.lines, words, starts, lengths, slots, bits, remap)
+                windowed = self.sink is not None and sec.k > 1
+                stop = _window_end(data, pos, cut, sec) if windowed else cut
+                pos, line, m, status = kernels.scan(
+                    buf, pos, stop, sec.k, line, sec.count - sec.flushed, sec.logp, sec.bow,
+                    sec.ids, sec.lines, words, starts, lengths, slots, bits, remap)
+                sec.count = sec.flushed + m
                 if sec.k == 1:
                     sec.words.extend(data[s : s + n] for s, n in sec.ids[before : min(
                         sec.count, len(sec.ids))].tolist())
+                if windowed:
+                    self.sink.rows(sec, m)
+                    sec.flushed = sec.count
                 if status == kernels.DONE:
+                    if pos < cut:  # the end of a window, not of the block
+                        continue
                     break
                 if status != kernels.HEADER:
                     end = data.find(b"\n", pos, cut)
@@ -173,7 +205,9 @@ class _ArpaScan:
             raise NnlmError(f"{where(self.path, n)}: section {k}-grams out of place (the "
                             "sections come once each, in order from the 1-grams)")
         self._finish_section(n)
-        self.current = self.sections[k] = _Section(k, self.declared[k])
+        rows = self.declared[k] if self.sink is None or k == 1 else \
+            min(self.declared[k], WINDOW_ROWS)
+        self.current = self.sections[k] = _Section(k, rows)
         self.state = "grams"
 
     @functools.cached_property
@@ -195,8 +229,9 @@ class _ArpaScan:
             if count * (2 * k + 2) > size:
                 raise NnlmError(f"{place}: \\data\\ declares {count:,} {k}-grams, more than "
                                 f"the file's {size:,} bytes can hold; its header is damaged")
-        check_allocation(count * (24 + 8 * max(k, 2)), f"{place}: {count:,} {k}-grams",
-                         "is the count in its header right?")
+        if self.sink is None or k == 1:  # a sink keeps a window's rows, and checks its own
+            check_allocation(count * (24 + 8 * max(k, 2)), f"{place}: {count:,} {k}-grams",
+                             "is the count in its header right?")
 
     def _finish_section(self, n: int) -> None:
         """At the line after a section: its count must be the declared one."""
@@ -204,7 +239,10 @@ class _ArpaScan:
         if sec is not None and sec.count != self.declared[sec.k]:
             raise NnlmError(f"{self.path}: \\data\\ declares {self.declared[sec.k]:,} "
                             f"{sec.k}-grams, the file has {sec.count:,}")
-        if sec is not None and sec.k > 1 and sec.k == max(self.declared):
+        if sec is not None and self.sink is not None and sec.k > 1:
+            self.sink.finish(sec)
+            sec.release()
+        elif sec is not None and sec.k > 1 and sec.k == max(self.declared):
             odd = np.flatnonzero(sec.bow[:sec.count] != 0)
             if len(odd):
                 warn(f"{where(self.path, int(sec.lines[odd[0]]))}: {len(odd):,} of its "
@@ -240,7 +278,8 @@ class _ArpaScan:
         self.file_words = file_words
         self.vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
         self.remap = np.array([self.vocab.index[w] for w in file_words], np.int64)
-        self.table = (flat, starts, lengths, slots, bits, self.remap)
+        ids = self.remap if self.sink is None else self.sink.start(self)
+        self.table = (flat, starts, lengths, slots, bits, ids)
 
     def _line_error(self, n: int, raw: bytes, status: int) -> NnlmError:
         """What is wrong with line n, which the scanner could not read."""
@@ -318,8 +357,7 @@ def assemble(path: Path, vocab: Vocabulary, file_words: list[str], remap: np.nda
     uni_logp = np.full(V, ARPA_ZERO * ln10)
     if UNK not in file_words:  # KenLM's choice for a file without <unk>, and its warning
         uni_logp[UNK_ID] = MISSING_UNK * ln10
-        warn(f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
-             f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
+        warn(missing_unk_warning(path))
     uni_bow = np.zeros(V)
     uni_logp[remap] = sections[1].logp * ln10
     uni_bow[remap] = sections[1].bow * ln10
@@ -348,6 +386,11 @@ def assemble(path: Path, vocab: Vocabulary, file_words: list[str], remap: np.nda
     check_normalized(model, path, skip=_added_masks(model, added), strict=strict)
     model.unk_extends = UNK not in file_words
     return model
+
+
+def missing_unk_warning(path: Path) -> str:
+    return (f"{path}: no <unk> unigram; out-of-vocabulary words get log10 p = "
+            f"{MISSING_UNK:g} (as KenLM does), which will dominate any perplexity")
 
 
 class _Pruned(Exception):

@@ -24,6 +24,15 @@ def open_kenlm_spec(text: str, max_order: int) -> QuerySpec | None:
             if f.read(len(kh.MAGIC)) != kh.MAGIC:
                 return None
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError:
+        return None
+    return kenlm_spec(text, data, max_order)
+
+
+def kenlm_spec(text: str, data, max_order: int) -> QuerySpec | None:
+    """The spec of a KenLM binary's bytes ``data`` (a mapping: a file's, or an image of
+    one built in memory); None where they fail a check."""
+    try:
         header, start = kh.read_header(text, data)
         if header["model_type"] not in kh.MODEL_TYPES or header["order"] > max_order:
             return None
