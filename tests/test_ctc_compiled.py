@@ -296,3 +296,52 @@ def test_a_lexicon_is_an_unknown_word_offset_of_minus_infinity(world):
         outside += any(w not in lexicon for w in
                        same_beams(LABELS, nnlm_lm(d, alpha=0.7, beta=1.2), logp)[0][0].split())
     assert outside  # the word list changed what was decoded
+
+
+def test_a_network_computes_ahead_only_what_kept_beams_hold(world, monkeypatch):
+    """A whole-line network (an LSTM through WholeLine): the compiled search tells it the
+    kept beams' states each frame, so its batched passes compute fewer rows, in about as
+    many passes, than with every queued history; the beams are the reference's."""
+    from nnlm.decoding.whole_line import WholeLine
+    from nnlm.models import load_model
+    from nnlm.neural.networks.lstm import LSTMConfig, LSTMNetwork
+    from nnlm.neural.nplm_lm import NeuralLM
+
+    d, _, lines = world
+    vocab = load_model(str(d / "kn3")).vocab
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = LSTMNetwork(LSTMConfig(vocab_size=len(vocab), m=8, h=16, span=8))
+    words = [w for w in vocab.words if w not in ("<s>", "</s>", "<unk>")]
+    counts = {}
+    for told in (True, False):
+        lm = NeuralLM(vocab, net)
+        rows = []
+        lm.next_logprobs = lambda c, f=lm.next_logprobs, rows=rows: rows.append(len(c)) or f(c)
+        if not told:
+            monkeypatch.setattr(WholeLine, "live", lambda self, states: None)
+        fused = LanguageModel(WholeLine(lm), unigrams=words, alpha=0.7, beta=1.2)
+        for logp in char_logits([x[:40] for x in lines], n=3):
+            same_beams(LABELS, fused, logp)
+        counts[told] = rows
+    assert len(counts[True]) <= 1.1 * len(counts[False])
+    assert sum(counts[True]) < 0.8 * sum(counts[False])
+
+
+def test_build_ctcdecoder_takes_a_loaded_model(world, tmp_path):
+    """A model nnlm.load_model loaded (set up as the caller chose) decodes as its path
+    does, with its own words as the word list, and saves the path it was loaded from."""
+    from nnlm.models import load_model
+    from nnlm.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder
+
+    d, _, lines = world
+    labels = list(LABELS)
+    by_path = build_ctcdecoder(labels, kenlm_model_path=str(d / "kn3"), alpha=0.7)
+    loaded = build_ctcdecoder(labels, kenlm_model_path=load_model(str(d / "kn3")), alpha=0.7)
+    for logp in char_logits([x[:40] for x in lines], n=3):
+        assert loaded.decode(logp) == by_path.decode(logp)
+    (tmp_path / "saved").mkdir()
+    loaded.save_to_dir(str(tmp_path / "saved"))
+    again = BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "saved"))
+    logp = char_logits(lines, seed=5, n=1)[0]
+    assert again.decode(logp) == by_path.decode(logp)

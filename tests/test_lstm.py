@@ -272,9 +272,10 @@ def test_a_decoder_continues_each_hypothesis_from_its_parents_state():
     change of the weights drops the cached states."""
     lm = NeuralLM(VOCAB, lstm(layers=2))
     model = Decoder(lm)
-    widths = []  # words read by each call into the LSTM
-    read = lm.model.read_states
+    widths = []  # words read by each call into the LSTM (a step from a state: 1)
+    read, step = lm.model.read_states, lm.model.step
     lm.model.read_states = lambda inputs, *a: (widths.append(inputs.shape[1]), read(inputs, *a))[1]
+    lm.model.step = lambda words, *a: (widths.append(1), step(words, *a))[1]
     words = TEXT[3].split()
     start = DecoderState()
     model.BeginSentenceWrite(start)
@@ -299,3 +300,32 @@ def test_a_decoder_continues_each_hypothesis_from_its_parents_state():
     after = Decoder(lm).score(" ".join(words[:6]), eos=False)
     assert math.isclose(after, lm.logprobs(Stream.from_lines([words[:6]], VOCAB))[:6].sum()
                         * math.log10(math.e), abs_tol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_a_decoders_step_is_read_states_of_one_word(layers):
+    """LSTMNetwork.step (each layer's gates in one product, what a decoder's cached
+    states continue with) gives read_states' numbers for one word from the same state,
+    to float32's rounding; in bf16 products to bf16's (about 1e-2), and a decoder's rows
+    still sum to one."""
+    net = lstm(layers=layers).eval()
+    g = torch.Generator().manual_seed(layers)
+    B, h = 5, net.config.h
+    state = (torch.randn(layers, B, h, generator=g) * 0.5,
+             torch.randn(layers, B, h, generator=g) * 0.5)
+    words = torch.randint(3, V, (B,), generator=g)
+    with torch.no_grad():
+        top, (a, c) = net.read_states(words[:, None], torch.ones(B, dtype=torch.int64), state)
+    for bf16, tol in ((False, 1e-6), (True, 2e-2)):
+        top2, (a2, c2) = net.step(words, state, bf16)
+        for got, want in ((top2, top), (a2, a), (c2, c)):
+            assert got.shape == want.shape and torch.allclose(got, want, atol=tol)
+    lm = NeuralLM(VOCAB, net, bf16=True)
+    ctx = np.full((3, lm.order - 1), BOS_ID, np.int64)
+    ctx[:, -1] = [3, 4, 5]
+    rows = lm.next_logprobs(ctx)
+    assert np.allclose(np.exp(rows).sum(1), 1.0, atol=1e-9)
+    exact = NeuralLM(VOCAB, net).next_logprobs(ctx)
+    assert np.array_equal(np.isinf(rows), np.isinf(exact))  # <s>: never predicted
+    finite = np.isfinite(exact)
+    assert 0 < np.abs(rows - exact)[finite].max() < 5e-2

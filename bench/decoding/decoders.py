@@ -159,19 +159,31 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
     if kind.startswith("nnlm-ctc"):  # nnlm's own decoder, pyctcdecode's API, as clients build it
         import logging
 
+        from nnlm.model_files import read_header
         from nnlm.pyctcdecode import build_ctcdecoder
 
         logging.getLogger("nnlm").setLevel(logging.ERROR)  # "labels and unigrams differ"
         # the lexicon: the model's words (its unigrams), every other word forbidden
         lexicon = {"unk_score_offset": float("-inf")} if kind == "nnlm-ctc-lexicon" else {}
+        model, bf16 = lm_path, False
+        if ARGS.bf16 and lm_path and Path(lm_path, "config.json").exists() and \
+                read_header(lm_path)["nnlm_model"] in ("nplm", "mixture"):
+            from nnlm.models import load_model  # a network's products in bf16: loaded,
+            from nnlm.neural.runtime import configure_for_scoring  # set, handed over
+
+            loaded = load_model(lm_path)
+            if loaded.neural_parts():  # any other model goes by its path, mapped as ever
+                configure_for_scoring(loaded, bf16=True)
+                model, bf16 = loaded, True
         decoder = build_ctcdecoder(["" if c == BLANK else " " if c == SEP else c
-                                    for c in labels], kenlm_model_path=lm_path, **lexicon)
+                                    for c in labels], kenlm_model_path=model, **lexicon)
 
         def make(weight, score, hotwords=None):
             if lm_path:
                 decoder.reset_params(alpha=weight, beta=score)
             return lambda em: decoder.decode(em, beam_width=ARGS.beam,
                                              hotwords=hotwords).split()
+        make.bf16 = bf16
         return make
     if kind == "flashlight":
         from flashlight.lib.text import decoder as fl
@@ -262,6 +274,8 @@ def worker(kind: str, name: str, lm_path: str | None) -> dict:
            "tuned_on": len(tune), "lm_weight": tuned[0], "word_score": tuned[1],
            "seconds_a_sentence": seconds,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if getattr(make, "bf16", False):
+        row["bf16"] = True
     if ARGS.hotwords and kind == "nnlm-ctc":  # made-up words: what the list itself costs
         hot = make(*tuned, hotwords=[f"zq{i}x" for i in range(ARGS.hotwords)])
         hot(test_em[0])
@@ -377,6 +391,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--beam", type=int, default=50, help="pyctcdecode's and flashlight's")
     p.add_argument("--nnlm-beam", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bf16", action="store_true",
+                   help="nnlm-ctc: a network LM's products in bfloat16")
     p.add_argument("--hotwords", type=int, default=0, metavar="N",
                    help="also time nnlm-ctc with N made-up hotwords (default: none)")
     p.add_argument("--update", action="store_true",

@@ -44,6 +44,9 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=20)
     p.add_argument("--chunk", type=int, default=20, help="frames a chunk (default: 20)")
     p.add_argument("--beam", type=int, default=50)
+    p.add_argument("--bf16", action="store_true",
+                   help="a network's products in bfloat16 (the model loaded, set so, and "
+                   "handed to build_ctcdecoder)")
     p.add_argument("--out", type=Path, default=Path("bench/results/streaming.json"))
     args = p.parse_args()
     logging.getLogger("nnlm").setLevel(logging.ERROR)
@@ -57,8 +60,14 @@ def main() -> None:
     vocab = {w for w in words if not w.startswith("<")}
     test = decoders.sentences(args.data / "test.txt", vocab, args.sentences)
     ems = [decoders.letter_emissions(s, labels, i, 1.0) for i, s in enumerate(test)]
+    model = args.lm
+    if args.bf16:
+        from nnlm.neural.runtime import configure_for_scoring
+
+        model = load_model(args.lm)
+        configure_for_scoring(model, bf16=True)
     decoder = build_ctcdecoder(["" if c == decoders.BLANK else " " if c == decoders.SEP else c
-                                for c in labels], kenlm_model_path=args.lm)
+                                for c in labels], kenlm_model_path=model)
     decoder.reset_params(alpha=0.25, beta=0.0)
     decoder.decode(ems[0], beam_width=args.beam)  # first-use costs out of the timing
 
@@ -74,7 +83,7 @@ def main() -> None:
         python_ms, python = timed(lambda x: streamed(decoder, x, args.chunk, args.beam))
     finally:
         compiled._c = saved
-    out = {"lm": args.lm, "sentences": len(ems), "chunk_frames": args.chunk,
+    out = {"lm": args.lm, "bf16": args.bf16, "sentences": len(ems), "chunk_frames": args.chunk,
            "beam": args.beam, "machine": harness.machine(),
            "whole_ms_a_sentence": whole_ms, "streamed_ms_a_sentence": stream_ms,
            "streamed_python_ms_a_sentence": python_ms,

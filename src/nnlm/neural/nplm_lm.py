@@ -177,6 +177,14 @@ class NeuralLM(LanguageModel):
     def _logits(self, ctx: torch.Tensor) -> torch.Tensor:
         self.model.eval()
         net = self.model
+        if net.linear_output and len(ctx) <= DECODER_ROWS:  # a decoder's few rows: the
+            head = self._small_head()  # output layer prepared once, bias folded in
+            z = folded_input(self._hidden(ctx), head.weight.shape[1], head.weight.dtype)
+            out = torch.empty(len(z), head.weight.shape[0], device=z.device)
+            for i in range(0, len(z), head.batch):
+                y = head.product(z[i:i + head.batch])  # into the head's buffer: copied
+                out[i:i + head.batch] = y.t() if head.by_word else y
+            return out
         if net.linear_output:  # z through _hidden: a recurrent network's cached states
             return net.output_logits(self._hidden(ctx), bf16=self.bf16)
         return net.scores(ctx, bf16=self.bf16)
@@ -264,7 +272,7 @@ class NeuralLM(LanguageModel):
         if not hasattr(self, "_states"):
 
             self._states = StateCache()
-        return self._states.hidden_input(net, contexts)
+        return self._states.hidden_input(net, contexts, self.bf16)
 
     def _z_logprobs(self, head: _OutputHead, z32: torch.Tensor, tgt: torch.Tensor
                     ) -> np.ndarray:

@@ -33,8 +33,9 @@ class StateCache:
             self.version = version
 
     @torch.no_grad()
-    def hidden_input(self, net, contexts: torch.Tensor) -> torch.Tensor:
-        """z for each row of contexts (B, K), as ``net.hidden_input`` gives it."""
+    def hidden_input(self, net, contexts: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """z for each row of contexts (B, K), as ``net.hidden_input`` gives it (``bf16``:
+        a step's products in bfloat16)."""
         self._check(net)
         inputs, count = net.line_words(contexts)
         count = count.tolist()
@@ -56,8 +57,7 @@ class StateCache:
             state = (torch.stack([p[0] for p in parents], 1),
                      torch.stack([p[1] for p in parents], 1))
             words = contexts[step, K - 1 :]
-            top, (h, c) = net.read_states(words, torch.ones(len(step), dtype=torch.int64),
-                                          state)
+            top, (h, c) = net.step(words[:, 0], state, bf16)
             self._store(keys, step, top, h, c, a)
         if whole:  # read from the line's <s> (left-aligned, as hidden_input does)
             n = torch.tensor([count[r] for r in whole])

@@ -469,6 +469,7 @@ typedef struct {
     int boundary, uni_nonempty;
     TrieObject *uni;      /* the word list's prefixes; NULL: none (every partial OOV) */
     PyObject *partial_fn; /* the LM's own score_partial_token, where it is not built in */
+    PyObject *live_fn;    /* told the states of each frame's kept beams (a Python LM's) */
     PyObject *is_last_word;  /* ("is_last_word",) */
     PyObject *score_name;    /* "score" */
     int32_t start_state;
@@ -1107,11 +1108,12 @@ static int setup_lm(Search *S, PyObject *spec) {
         return 0;
     }
     const char *kind;
-    PyObject *start, *uni, *partial_fn;
-    if (!PyArg_ParseTuple(spec, "sOOOddddppO:lm", &kind, &S->lm, &start, &uni,
+    PyObject *start, *uni, *partial_fn, *live_fn = Py_None;
+    if (!PyArg_ParseTuple(spec, "sOOOddddppO|O:lm", &kind, &S->lm, &start, &uni,
                           &S->unk_offset, &S->alpha, &S->beta, &S->factor, &S->boundary,
-                          &S->uni_nonempty, &partial_fn))
+                          &S->uni_nonempty, &partial_fn, &live_fn))
         return -1;
+    S->live_fn = live_fn == Py_None ? NULL : live_fn;
     if (uni != Py_None && !PyObject_TypeCheck(uni, &TrieType)) {
         PyErr_SetString(PyExc_TypeError, "the word list is a Trie or None");
         return -1;
@@ -1192,6 +1194,22 @@ static int extend(Search *S, const double *col, int32_t t, const int32_t *order,
 }
 
 /* score, rank and keep the merged beams (S->next) as the current ones */
+/* live_fn(the LM states of the kept beams' texts): what a network's rows are worth
+ * computing ahead (WholeLine.live); every kept text is scored by keep_best */
+static int tell_live(Search *S) {
+    PyObject *states = PyList_New((Py_ssize_t)S->n_cur);
+    if (!states) return -1;
+    for (size_t j = 0; j < S->n_cur; j++) {
+        PyObject *st = S->pstates[S->texts[S->cur[j].text].state];
+        PyList_SET_ITEM(states, (Py_ssize_t)j, Py_NewRef(st ? st : Py_None));
+    }
+    PyObject *r = PyObject_CallOneArg(S->live_fn, states);
+    Py_DECREF(states);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static int keep_best(Search *S, size_t width, double prune_logp, int keep_words) {
     size_t n = S->n_next;
     if (GROW(S->score, S->cap_score, n + 1) || GROW(S->heap, S->cap_heap, n + 1) ||
@@ -1204,7 +1222,7 @@ static int keep_best(Search *S, size_t width, double prune_logp, int keep_words)
     S->n_cur = 0;
     for (size_t j = 0; j < k; j++)
         if (S->heap[j] >= 0) S->cur[S->n_cur++] = S->next[S->heap[j]];
-    return 0;
+    return S->live_fn && S->lm_kind == LM_PYTHON ? tell_live(S) : 0;
 }
 
 /* a frame's labels in set order: those at least token_min_logp, and the best */
@@ -1567,7 +1585,7 @@ PyDoc_STRVAR(decode_doc,
 "The output beams of one utterance, best first. ``logp``: float64 (frames, labels)\n"
 "log-probabilities, C order; ``keep_words``: prune_history's n - 1 (0: no pruning);\n"
 "``lm``: None or (kind, lm, start, trie, unk, alpha, beta, factor, boundary, nonempty,\n"
-"partial_fn); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
+"partial_fn[, live_fn]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
 "labels of each frame in Python's set order, computed here) or a list of each frame's.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {

@@ -117,7 +117,8 @@ def _lm_spec(lm, start) -> tuple | None:
         query = _query(lm, start)
     if query is not None:
         return ("query", query, start, trie, *weights, partial_fn)
-    return ("python", lm, start, trie, *weights, partial_fn)
+    live = getattr(lm._kenlm_model, "live", None) if own else None  # a network's WholeLine
+    return ("python", lm, start, trie, *weights, partial_fn, live)
 
 
 def _hot_spec(hotwords) -> tuple | None:

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ...base.checks import integer, number
+from ...lm import LanguageModel as NnlmLanguageModel
 from ...models import load_model
 from .. import kenlm
 from ..whole_line import WholeLine, reads_whole_line
@@ -494,18 +495,23 @@ class BeamSearchDecoderCTC:
         return cls.load_from_dir(snapshot_download(model_id, cache_dir=cache_dir, **kwargs))
 
 
-def build_ctcdecoder(labels: list[str], kenlm_model_path: str | None = None,
+def build_ctcdecoder(labels: list[str],
+                     kenlm_model_path: str | NnlmLanguageModel | None = None,
                      unigrams: Collection[str] | None = None, alpha: float = DEFAULT_ALPHA,
                      beta: float = DEFAULT_BETA,
                      unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
                      lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY
                      ) -> BeamSearchDecoderCTC:
     """A decoder for ``labels`` (the acoustic model's, in logit order) with the model at
-    ``kenlm_model_path`` (any model nnlm reads; None: no LM) fused at ``alpha`` and
-    ``beta``. ``unigrams``: the words partial words are checked against (default: an ARPA
-    file's unigrams as pyctcdecode reads them, else the model's vocabulary)."""
+    ``kenlm_model_path`` (any model nnlm reads, or one :func:`nnlm.load_model` loaded,
+    e.g. a network set to bf16 products; None: no LM) fused at ``alpha`` and ``beta``.
+    ``unigrams``: the words partial words are checked against (default: an ARPA file's
+    unigrams as pyctcdecode reads them, else the model's vocabulary)."""
     model = None
-    if kenlm_model_path is not None:
+    if isinstance(kenlm_model_path, NnlmLanguageModel):  # nnlm's: a model already loaded
+        model = open_loaded(kenlm_model_path)
+        unigrams = model_words(model) if unigrams is None else unigrams
+    elif kenlm_model_path is not None:
         model = open_model(os.fspath(kenlm_model_path))
         if unigrams is None:
             path = os.fspath(kenlm_model_path)
@@ -529,6 +535,16 @@ def open_model(path: str):
     lm = load_model(path)
     model = WholeLine(lm) if reads_whole_line(lm) else kenlm.Model(lm)
     model.path = os.path.abspath(path).encode("utf-8")  # what save_to_dir copies
+    return model
+
+
+def open_loaded(lm: NnlmLanguageModel):
+    """A loaded nnlm model with the kenlm module's face, as :func:`open_model` gives a
+    path's (a network configured as the caller chose: bf16 products, a GPU); saved with
+    ``save_to_dir`` from the path it was loaded from."""
+    model = WholeLine(lm) if reads_whole_line(lm) else kenlm.Model(lm)
+    source = getattr(lm, "loaded_from", None)
+    model.path = os.path.abspath(source).encode("utf-8") if source is not None else b""
     return model
 
 
