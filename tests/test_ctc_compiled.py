@@ -325,7 +325,7 @@ def test_a_network_computes_ahead_only_what_kept_beams_hold(world, monkeypatch):
             same_beams(LABELS, fused, logp)
         counts[told] = rows
     assert len(counts[True]) <= 1.1 * len(counts[False])
-    assert sum(counts[True]) < 0.8 * sum(counts[False])
+    assert sum(counts[True]) < 0.9 * sum(counts[False])
 
 
 def test_build_ctcdecoder_takes_a_loaded_model(world, tmp_path):
@@ -345,3 +345,29 @@ def test_build_ctcdecoder_takes_a_loaded_model(world, tmp_path):
     again = BeamSearchDecoderCTC.load_from_dir(str(tmp_path / "saved"))
     logp = char_logits(lines, seed=5, n=1)[0]
     assert again.decode(logp) == by_path.decode(logp)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_an_utterance_ending_on_the_separator_scores_end_of_sentence(world, monkeypatch,
+                                                                     exact):
+    """A beam that ends on the word separator (no word being spelled) scores </s> after
+    its last word: every final beam's LM score is alpha ln 10 log10 p(words </s>) + beta
+    a word, as nnlm.kenlm scores the sentence, whether its last word was finished by the
+    separator or is scored as the last one. pyctcdecode scores an empty last word as
+    unknown instead (NNLM_PYCTCDECODE_EXACT keeps that): there some beams differ. The
+    compiled search and the reference agree either way."""
+    import math
+
+    import nnlm.kenlm
+    from nnlm.decoding.ctc import fusion
+
+    monkeypatch.setattr(fusion, "PYCTCDECODE_EXACT", exact)
+    d, _, lines = world
+    lm = nnlm_lm(d, alpha=0.7, beta=1.2)
+    model = nnlm.kenlm.Model(str(d / "kn3"))
+    agree = []
+    for logp in char_logits([" ".join(x.split()[:5]) + " " for x in lines], n=10):
+        for text, _, _, logit, score in same_beams(LABELS, lm, logp):
+            want = 0.7 * math.log(10) * model.score(text) + 1.2 * len(text.split())
+            agree.append(math.isclose(score - logit, want, abs_tol=1e-4))  # float32 sums
+    assert len(agree) >= 10 and all(agree) != exact

@@ -602,7 +602,8 @@ def test_the_pyctcdecode_recipes_decode_as_kenlm_does(toy_arpa, tmp_path, page):
             "\nprint(json.dumps([decoder.decode_beams(m, beam_width=50)[0][0] "
             "for m in matrices]))\n")
         done = subprocess.run([str(PYCTC), str(script)], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=600)
+                              text=True, timeout=600,  # nnlm.pyctcdecode as pyctcdecode to
+                              env={**os.environ, "NNLM_PYCTCDECODE_EXACT": "1"})  # the bit
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1]) == theirs
 

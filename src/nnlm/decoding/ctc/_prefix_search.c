@@ -470,6 +470,7 @@ typedef struct {
     TrieObject *uni;      /* the word list's prefixes; NULL: none (every partial OOV) */
     PyObject *partial_fn; /* the LM's own score_partial_token, where it is not built in */
     PyObject *live_fn;    /* told the states of each frame's kept beams (a Python LM's) */
+    int exact_end;        /* an empty last word scored as pyctcdecode does (fusion.py) */
     PyObject *is_last_word;  /* ("is_last_word",) */
     PyObject *score_name;    /* "score" */
     int32_t start_state;
@@ -768,6 +769,18 @@ static int lm_word(Search *S, int32_t before, int32_t word, int eos, double *out
         S->pstates[st] = Py_NewRef(PyTuple_GET_ITEM(r, 1));
         Py_DECREF(r);
         *out = v;
+        return 0;
+    }
+    if (word == 0 && eos && !S->exact_end) {  /* ended on a separator: </s>, no word */
+        memcpy(state_at(S, st), state_at(S, in), (size_t)S->api->state_size);
+        double lm = 0.0;
+        if (S->boundary) {
+            int32_t tmp = new_state(S);
+            if (tmp < 0) return -1;
+            S->n_states--;  /* a scratch state, reused */
+            lm = (double)S->api->score(S->lm, state_at(S, in), S->eos_id, state_at(S, tmp));
+        }
+        *out = S->alpha * lm * S->factor;
         return 0;
     }
     int32_t w = word_id(S, word);
@@ -1109,9 +1122,10 @@ static int setup_lm(Search *S, PyObject *spec) {
     }
     const char *kind;
     PyObject *start, *uni, *partial_fn, *live_fn = Py_None;
-    if (!PyArg_ParseTuple(spec, "sOOOddddppO|O:lm", &kind, &S->lm, &start, &uni,
+    S->exact_end = 0;
+    if (!PyArg_ParseTuple(spec, "sOOOddddppO|Op:lm", &kind, &S->lm, &start, &uni,
                           &S->unk_offset, &S->alpha, &S->beta, &S->factor, &S->boundary,
-                          &S->uni_nonempty, &partial_fn, &live_fn))
+                          &S->uni_nonempty, &partial_fn, &live_fn, &S->exact_end))
         return -1;
     S->live_fn = live_fn == Py_None ? NULL : live_fn;
     if (uni != Py_None && !PyObject_TypeCheck(uni, &TrieType)) {
@@ -1585,7 +1599,7 @@ PyDoc_STRVAR(decode_doc,
 "The output beams of one utterance, best first. ``logp``: float64 (frames, labels)\n"
 "log-probabilities, C order; ``keep_words``: prune_history's n - 1 (0: no pruning);\n"
 "``lm``: None or (kind, lm, start, trie, unk, alpha, beta, factor, boundary, nonempty,\n"
-"partial_fn[, live_fn]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
+"partial_fn[, live_fn, exact_end]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
 "labels of each frame in Python's set order, computed here) or a list of each frame's.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {

@@ -28,6 +28,7 @@ import weakref
 import numpy as np
 
 from ...base.compiled import extension
+from . import fusion
 from .fusion import LOG_BASE_CHANGE_FACTOR, KenlmState, LanguageModel
 
 _c = extension("nnlm.decoding.ctc._prefix_search")
@@ -116,7 +117,8 @@ def _lm_spec(lm, start) -> tuple | None:
             type(lm)._get_raw_end_score is LanguageModel._get_raw_end_score:
         query = _query(lm, start)
     if query is not None:
-        return ("query", query, start, trie, *weights, partial_fn)
+        return ("query", query, start, trie, *weights, partial_fn, None,
+                fusion.PYCTCDECODE_EXACT)
     live = getattr(lm._kenlm_model, "live", None) if own else None  # a network's WholeLine
     return ("python", lm, start, trie, *weights, partial_fn, live)
 
