@@ -12,13 +12,17 @@ whole process: interpreter, pyctcdecode, the model), whether the beams are the s
 and the ratios. With --network MODEL: that network through nnlm's PyctcdecodeLM against
 nnlm.kenlm under kenlm's name without its batching. With --own: pyctcdecode with the
 kenlm module against nnlm's own decoder (nnlm.pyctcdecode, in nnlm's environment with
-numpy 2), with no hotwords and with --hotwords made-up ones. Never run by the tests.
+numpy 2), with no hotwords and with --hotwords made-up ones; nnlm's side runs with
+NNLM_PYCTCDECODE_EXACT=1, so that the beams compared are pyctcdecode's to the bit (an
+utterance that ends on the word separator is otherwise scored as a sentence's end).
+Never run by the tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -91,7 +95,7 @@ def main() -> None:
                     [python, str(CLIENT), which, str(models[which]),
                      str((args.data / "test.txt").resolve()), str(args.sentences), str(args.beam),
                      str(hot)], capture_output=True, text=True, check=True,
-                    cwd=CLIENT.parent)
+                    cwd=CLIENT.parent, env={**os.environ, "NNLM_PYCTCDECODE_EXACT": "1"})
                 key = f"{which}/{hot}" if args.own else which
                 runs[key].append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(key, runs[key][-1]["decode_seconds"], flush=True)
