@@ -302,6 +302,7 @@ def test_a_network_computes_ahead_only_what_kept_beams_hold(world, monkeypatch):
     """A whole-line network (an LSTM through WholeLine): the compiled search tells it the
     kept beams' states each frame, so its batched passes compute fewer rows, in about as
     many passes, than with every queued history; the beams are the reference's."""
+    torch = pytest.importorskip("torch", reason="torch (nnlm[neural]) is not installed")
     from nnlm.decoding.whole_line import WholeLine
     from nnlm.models import load_model
     from nnlm.neural.networks.lstm import LSTMConfig, LSTMNetwork
@@ -309,7 +310,6 @@ def test_a_network_computes_ahead_only_what_kept_beams_hold(world, monkeypatch):
 
     d, _, lines = world
     vocab = load_model(str(d / "kn3")).vocab
-    torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     net = LSTMNetwork(LSTMConfig(vocab_size=len(vocab), m=8, h=16, span=8))
     words = [w for w in vocab.words if w not in ("<s>", "</s>", "<unk>")]
