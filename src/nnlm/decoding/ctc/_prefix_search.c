@@ -740,6 +740,19 @@ static int32_t word_id(Search *S, int32_t part) {
     return p->lm_id;
 }
 
+/* LanguageModel._get_raw_end_score: log10 p(</s> | state st) with score_boundary, else 0 */
+static int end_score(Search *S, int32_t st, double *out) {
+    if (!S->boundary) {
+        *out = 0.0;
+        return 0;
+    }
+    int32_t tmp = new_state(S);
+    if (tmp < 0) return -1;
+    S->n_states--;  /* a scratch state, reused */
+    *out = (double)S->api->score(S->lm, state_at(S, st), S->eos_id, state_at(S, tmp));
+    return 0;
+}
+
 /* LanguageModel.score: the fused score of ``word`` after the state of text ``before``,
  * with </s> after it where ``eos``; *state: the state after the word */
 static int lm_word(Search *S, int32_t before, int32_t word, int eos, double *out,
@@ -773,14 +786,9 @@ static int lm_word(Search *S, int32_t before, int32_t word, int eos, double *out
     }
     if (word == 0 && eos && !S->exact_end) {  /* ended on a separator: </s>, no word */
         memcpy(state_at(S, st), state_at(S, in), (size_t)S->api->state_size);
-        double lm = 0.0;
-        if (S->boundary) {
-            int32_t tmp = new_state(S);
-            if (tmp < 0) return -1;
-            S->n_states--;  /* a scratch state, reused */
-            lm = (double)S->api->score(S->lm, state_at(S, in), S->eos_id, state_at(S, tmp));
-        }
-        *out = S->alpha * lm * S->factor;
+        double end = 0.0;
+        if (end_score(S, st, &end)) return -1;
+        *out = S->alpha * end * S->factor;
         return 0;
     }
     int32_t w = word_id(S, word);
@@ -790,15 +798,9 @@ static int lm_word(Search *S, int32_t before, int32_t word, int eos, double *out
     if ((S->uni_nonempty && !(p->uni >= 0 && S->uni->end[p->uni])) || w == S->unk_id)
         lm += S->unk_offset;
     if (eos) {
-        if (S->boundary) {
-            int32_t tmp = new_state(S);
-            if (tmp < 0) return -1;
-            S->n_states--;  /* a scratch state, reused */
-            lm = lm + (double)S->api->score(S->lm, state_at(S, st), S->eos_id,
-                                            state_at(S, tmp));
-        } else {
-            lm = lm + 0.0;
-        }
+        double end = 0.0;
+        if (end_score(S, st, &end)) return -1;
+        lm = lm + end;
     }
     *out = S->alpha * lm * S->factor + S->beta;
     return 0;

@@ -532,10 +532,7 @@ def open_model(path: str):
     kenlm's States cannot hold, a :class:`~nnlm.decoding.whole_line.WholeLine`."""
     if not os.path.isdir(path):
         return kenlm.Model(path)  # a file: KenLM's or nnlm's, opened where it lies
-    lm = load_model(path)
-    model = WholeLine(lm) if reads_whole_line(lm) else kenlm.Model(lm)
-    model.path = os.path.abspath(path).encode("utf-8")  # what save_to_dir copies
-    return model
+    return open_loaded(load_model(path))
 
 
 def open_loaded(lm: NnlmLanguageModel):
@@ -543,7 +540,7 @@ def open_loaded(lm: NnlmLanguageModel):
     path's (a network configured as the caller chose: bf16 products, a GPU); saved with
     ``save_to_dir`` from the path it was loaded from."""
     model = WholeLine(lm) if reads_whole_line(lm) else kenlm.Model(lm)
-    source = getattr(lm, "loaded_from", None)
+    source = getattr(lm, "loaded_from", None)  # what save_to_dir copies
     model.path = os.path.abspath(source).encode("utf-8") if source is not None else b""
     return model
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +34,7 @@ from ...text.vocab import BOS, EOS, UNK
 from ..normalization import MASS_TOLERANCE
 from .arpa_read import LOG10_LIMIT, MISSING_UNK, _ArpaScan, missing_unk_warning
 from .kenlm_binary import combine
-from .kenlm_header import FIXED, PROBING_VERSION, SANITY, float32, probing_buckets
-from .kenlm_write import LONGEST, MIDDLE, MULTIPLIER, UNIGRAM, VOCAB_ENTRY, _write_vocab
+from .kenlm_write import LONGEST, MIDDLE, MULTIPLIER, UNIGRAM, _write_vocab, probing_plan
 
 _C = extension("nnlm.ngram.formats._kenlm_build")
 _SCAN = extension("nnlm.ngram.formats._arpa_scan")
@@ -55,7 +53,7 @@ def probing_image(path: str | os.PathLike, multiplier: float = MULTIPLIER):
     None where the stream cannot hold the file (module docstring)."""
     if _C is None or _SCAN is None:
         return None
-    sink = _ProbingSink(Path(path), float32(multiplier))
+    sink = _ProbingSink(Path(path), multiplier)
     try:
         scan = _ArpaScan(Path(path), sink)
         if sink.image is None or len(scan.declared) != sink.order:
@@ -82,20 +80,18 @@ class _ProbingSink:
         ids for every n-gram above)."""
         words, uni = scan.file_words, scan.sections[1]
         counts = [scan.declared[k] for k in range(1, len(scan.declared) + 1)]
-        self.order = order = len(counts)
-        if order < 2 or order > 64:
+        self.order = len(counts)
+        if not 2 <= self.order <= 64:
             raise _Unstreamable
         kid = np.zeros(len(words), np.int64)
         known = np.array([w != UNK for w in words])
         kid[known] = np.arange(1, int(known.sum()) + 1)
-        V = int(known.sum()) + 1
         self.bos, self.eos = int(kid[words.index(BOS)]), int(kid[words.index(EOS)])
-        names = [UNK] + [w for w in words if w != UNK]
-        blob = b"\0".join(w.encode("utf-8") for w in names) + b"\0"
-        self._layout(counts, V, len(blob))
+        names = [UNK.encode("utf-8")] + [w.encode("utf-8") for w in words if w != UNK]
+        blob = b"\0".join(names) + b"\0"
+        self._layout(counts, len(blob))
         image = np.frombuffer(self.image, np.uint8)
-        _write_vocab(image[self.offsets[1]:self.offsets[2]], [w.encode("utf-8") for w in names],
-                     self.vocab_buckets)
+        _write_vocab(image[self.offsets[1]:self.offsets[2]], names, self.vocab_buckets)
         image[self.offsets[-1]:] = np.frombuffer(blob, np.uint8)
         logp, bow = uni.logp[:uni.count], uni.bow[:uni.count]
         if not (np.all((logp >= -LOG10_LIMIT) & (logp <= 0))
@@ -104,7 +100,7 @@ class _ProbingSink:
         table = self.tables[1] = image[self.offsets[2]:self.offsets[3]].view(UNIGRAM)
         table["p"][kid] = logp.astype(np.float32)
         table["b"][kid] = _backoffs(bow)
-        if V == len(words) + 1:  # no <unk>: KenLM's closed vocabulary
+        if known.all():  # no <unk>: KenLM's closed vocabulary
             table[0] = (np.float32(MISSING_UNK), np.float32(0.0))
             self.warnings.append(missing_unk_warning(self.path))
         p = np.delete(logp, words.index(BOS))
@@ -113,19 +109,8 @@ class _ProbingSink:
         self.ends_eos = {1: np.arange(len(table)) == self.eos}
         return kid
 
-    def _layout(self, counts: list[int], V: int, words_size: int) -> None:
-        order, mult = self.order, self.multiplier
-        file_unigrams = counts[0]
-        self.vocab_buckets = probing_buckets(file_unigrams, mult)
-        self.buckets = {k: probing_buckets(n, mult) for k, n in enumerate(counts[1:], start=2)}
-        header = SANITY + FIXED.pack(order, mult, 0, 1, PROBING_VERSION) \
-            + struct.pack(f"<{order}Q", *counts)
-        header += b"\0" * (-len(header) % 8)
-        sizes = [len(header), 8 + self.vocab_buckets * VOCAB_ENTRY.itemsize,
-                 (file_unigrams + 1) * UNIGRAM.itemsize]
-        sizes += [n * (LONGEST if k == order else MIDDLE).itemsize
-                  for k, n in self.buckets.items()]
-        self.offsets = [int(x) for x in np.cumsum([0, *sizes])]
+    def _layout(self, counts: list[int], words_size: int) -> None:
+        header, self.vocab_buckets, _, self.offsets = probing_plan(counts, self.multiplier)
         self.size = self.offsets[-1] + words_size
         check_allocation(self.size, f"{self.path}: KenLM's probing tables of its n-grams",
                          "convert it to a binary first (nnlm ngram convert ... --kenlm), "
@@ -134,9 +119,9 @@ class _ProbingSink:
         image = np.frombuffer(self.image, np.uint8)
         image[:len(header)] = np.frombuffer(header, np.uint8)
         self.tables = {}
-        for k in self.buckets:
+        for k in range(2, len(counts) + 1):
             region = image[self.offsets[k + 1]:self.offsets[k + 2]]
-            self.tables[k] = region.view(LONGEST if k == order else MIDDLE)
+            self.tables[k] = region.view(LONGEST if k == self.order else MIDDLE)
         self.sums = None
 
     # -- each window of n-grams ------------------------------------------------------------

@@ -72,7 +72,8 @@ class _ArpaScan:
 
     After reading: ``declared`` ({order: count}), ``sections`` ({order: _Section}),
     ``file_words`` (the unigrams' words in file order) and ``vocab`` (specials first, then
-    the file's order), with ``remap`` from a unigram's file index to its vocabulary id.
+    the file's order), with ``remap`` from a unigram's file index to its vocabulary id
+    (those two where no sink numbers the words).
     """
 
     def __init__(self, path: Path, sink=None):
@@ -254,7 +255,7 @@ class _ArpaScan:
         """At the end of the 1-grams: decode the words, refuse repeats, build the
         vocabulary and the compiled scanner's word table."""
         uni = self.sections.get(1)
-        if uni is None or self.vocab is not None:
+        if uni is None or self.table is not None:
             return
         words = uni.words
         try:
@@ -276,10 +277,12 @@ class _ArpaScan:
                 raise NnlmError(f"{self.path}: no {special} unigram; not a sentence-level "
                                 "ARPA model")
         self.file_words = file_words
+        if self.sink is not None:  # the sink numbers the words its own way
+            self.table = (flat, starts, lengths, slots, bits, self.sink.start(self))
+            return
         self.vocab = Vocabulary([*SPECIALS, *(w for w in file_words if w not in SPECIALS)])
         self.remap = np.array([self.vocab.index[w] for w in file_words], np.int64)
-        ids = self.remap if self.sink is None else self.sink.start(self)
-        self.table = (flat, starts, lengths, slots, bits, ids)
+        self.table = (flat, starts, lengths, slots, bits, self.remap)
 
     def _line_error(self, n: int, raw: bytes, status: int) -> NnlmError:
         """What is wrong with line n, which the scanner could not read."""

@@ -176,7 +176,6 @@ def write_kenlm_probing(model: BackoffNgram, path: str | os.PathLike,
     path = Path(path)
     _check(model, path, multiplier)
     counts = [int(c) for c in model.num_ngrams()]
-    order = model.order
     words = [w.encode("utf-8") for w in model.vocab.words]
     if model.vocab.words[UNK_ID] != UNK:
         raise NnlmError(f"{path}: not written: the vocabulary's word 0 is not {UNK}")
@@ -184,21 +183,11 @@ def write_kenlm_probing(model: BackoffNgram, path: str | os.PathLike,
     # KenLM's closed-vocabulary form: the file's count, <unk> in the spare unigram slot
     closed = bool(getattr(model, "unk_extends", False))
     counts[0] -= closed
-    mult = float32(multiplier)
-    vocab_buckets = probing_buckets(counts[0], mult)
-    tables = [probing_buckets(n, mult) for n in counts[1:]]
+    header, vocab_buckets, tables, offsets = probing_plan(counts, multiplier)
     # the largest order's buckets and keys, its slots and values, twice over
     check_allocation(8 * 4 * max([vocab_buckets, *tables]) + 40 * max(counts),
                      f"{path}: KenLM's probing tables", "write nnlm's format instead")
-    header = SANITY + FIXED.pack(order, mult, 0, 1, PROBING_VERSION) \
-        + struct.pack(f"<{order}Q", *counts)
-    header += b"\0" * (-len(header) % 8)
-    sizes = [len(header), 8 + vocab_buckets * VOCAB_ENTRY.itemsize,
-             (counts[0] + 1) * UNIGRAM.itemsize]
-    sizes += [n * (LONGEST if k == order else MIDDLE).itemsize
-              for k, n in enumerate(tables, start=2)]
     blob = b"\0".join(words) + b"\0"
-    offsets = np.cumsum([0, *sizes])
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             f.truncate(int(offsets[-1]) + len(blob))
@@ -210,6 +199,24 @@ def write_kenlm_probing(model: BackoffNgram, path: str | os.PathLike,
         image.flush()
         del image
     return int(offsets[-1]) + len(blob)
+
+
+def probing_plan(counts: list[int], multiplier: float) -> tuple[bytes, int, list[int],
+                                                                list[int]]:
+    """A probing file's layout for ``counts`` (the header's: the ARPA file's unigram
+    count): (the header's bytes, the vocabulary's buckets, each order's buckets from 2
+    on, the offsets of the header, vocabulary, unigrams, each order and the words)."""
+    order, mult = len(counts), float32(multiplier)
+    vocab_buckets = probing_buckets(counts[0], mult)
+    tables = [probing_buckets(n, mult) for n in counts[1:]]
+    header = SANITY + FIXED.pack(order, mult, 0, 1, PROBING_VERSION) \
+        + struct.pack(f"<{order}Q", *counts)
+    header += b"\0" * (-len(header) % 8)
+    sizes = [len(header), 8 + vocab_buckets * VOCAB_ENTRY.itemsize,
+             (counts[0] + 1) * UNIGRAM.itemsize]
+    sizes += [n * (LONGEST if k == order else MIDDLE).itemsize
+              for k, n in enumerate(tables, start=2)]
+    return header, vocab_buckets, tables, [int(x) for x in np.cumsum([0, *sizes])]
 
 
 def _write_vocab(region: np.ndarray, words: list[bytes], buckets: int) -> None:
