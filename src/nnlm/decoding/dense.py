@@ -154,23 +154,31 @@ class TensorBackoff:
             ids.append(self._find(j - 2, query))
         return ids
 
-    @torch.no_grad()
-    def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
-        """[B, V]: log p(w | contexts[b]) for every word w (natural log, or log10), in
-        one pass over the context lengths (module docstring)."""
+    def _checked_contexts(self, contexts, what: str) -> torch.Tensor:
         contexts = _as_contexts(contexts, self.k, self.device)
         if len(contexts) and (int(contexts.max()) >= self.V or int(contexts.min()) < NO_WORD):
-            raise NnlmError(f"advance: a context word id is outside 0 .. {self.V - 1} (or "
+            raise NnlmError(f"{what}: a context word id is outside 0 .. {self.V - 1} (or "
                             f"{NO_WORD}: no word)")
-        B = len(contexts)
-        check_batch(B, self.V, self.dtype, self.device)
-        ids = self.context_ids(contexts)
+        return contexts
+
+    def _backoff_sums(self, ids: list[torch.Tensor], B: int) -> torch.Tensor:
+        """after[j] = sum of log bow(c_i) for i = j+1..k (0 where c_i is not stored)."""
         zero = torch.zeros((), dtype=self.dtype, device=self.device)
         bows = torch.zeros((len(ids) + 1, B), dtype=self.dtype, device=self.device)
         for j, cid in enumerate(ids, start=1):
             table = self.unigram_bow if j == 1 else self.bows[j - 2]
             bows[j - 1] = torch.where(cid >= 0, table[cid.clamp_min(0)], zero)
-        after = torch.flip(torch.cumsum(torch.flip(bows, [0]), 0), [0])  # S_j, then 0
+        return torch.flip(torch.cumsum(torch.flip(bows, [0]), 0), [0])  # S_j, then 0
+
+    @torch.no_grad()
+    def advance(self, contexts: torch.Tensor, log10: bool = False) -> torch.Tensor:
+        """[B, V]: log p(w | contexts[b]) for every word w (natural log, or log10), in
+        one pass over the context lengths (module docstring)."""
+        contexts = self._checked_contexts(contexts, "advance")
+        B = len(contexts)
+        check_batch(B, self.V, self.dtype, self.device)
+        ids = self.context_ids(contexts)
+        after = self._backoff_sums(ids, B)
         row = self.unigram[None, :] + after[0][:, None]
         for j, cid in enumerate(ids, start=1):
             present = cid >= 0
@@ -181,6 +189,54 @@ class TensorBackoff:
             r, pos = _expand(start, end)
             row[r, self.child_words[j - 1][pos]] = self.child_logp[j - 1][pos] + after[j][r]
         return row * LOG10_E if log10 else row
+
+    def _child_keys(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per order j + 1 = 2..n: its n-grams' keys ``id(c_j) * |V| + w``, sorted, and
+        their log P (made on first use: only :meth:`score` reads them)."""
+        if getattr(self, "_children", None) is None:
+            self._children = []
+            for offsets, words, logp in zip(self.offsets, self.child_words, self.child_logp):
+                sizes = offsets[1:] - offsets[:-1]
+                prefix = torch.repeat_interleave(
+                    torch.arange(len(sizes), device=self.device), sizes)
+                keys, order = torch.sort(prefix * self.V + words)
+                self._children.append((keys, logp[order]))
+        return self._children
+
+    @torch.no_grad()
+    def score(self, contexts: torch.Tensor, words: torch.Tensor,
+              log10: bool = False) -> torch.Tensor:
+        """[B]: log p(words[b] | contexts[b]), the one entry of :meth:`advance`'s row a
+        word-level decoder reads: the longest stored (c_j w) found by one
+        ``searchsorted`` an order, plus the back-off weights of the longer contexts."""
+        contexts = self._checked_contexts(contexts, "score")
+        words = torch.as_tensor(words, dtype=torch.int64, device=self.device)
+        if words.shape != contexts.shape[:1]:
+            raise NnlmError(f"score: one word per context ({len(contexts)}), not "
+                            f"{list(words.shape)}")
+        if len(words) and (int(words.min()) < 0 or int(words.max()) >= self.V):
+            raise NnlmError(f"score: a word id is outside 0 .. {self.V - 1}")
+        ids = self.context_ids(contexts)
+        after = self._backoff_sums(ids, len(words))
+        best = self.unigram[words] + after[0]
+        for j, (cid, (keys, logp)) in enumerate(zip(ids, self._child_keys()), start=1):
+            if len(keys) == 0:
+                continue
+            query = torch.where(cid >= 0, cid * self.V + words, torch.full_like(cid, -1))
+            at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
+            found = (keys[at] == query) & (query >= 0)
+            best = torch.where(found, logp[at] + after[j], best)  # longer j: overwritten
+        return best * LOG10_E if log10 else best
+
+
+def word_scores(step, contexts: torch.Tensor, words: torch.Tensor,
+                log10: bool = False) -> torch.Tensor:
+    """[B]: log p(words[b] | contexts[b]) from any tensor LM: a back-off model's own
+    point query, or the word's entry of a network's (or mixture's) whole row."""
+    if hasattr(step, "score"):
+        return step.score(contexts, words, log10)
+    words = torch.as_tensor(words, dtype=torch.int64, device=step.device)
+    return step.advance(contexts, log10).gather(1, words[:, None])[:, 0]
 
 
 class TensorNetwork:

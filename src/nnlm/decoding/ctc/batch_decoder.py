@@ -1,0 +1,165 @@
+"""A batch of utterances decoded at once, on the CPU or a GPU: pyctcdecode's settings and
+fusion over :mod:`.batched`'s tensor search.
+
+    decoder = build_batch_decoder(labels, "lm.arpa", device="cuda")
+    texts = decoder.decode_batch(logits)          # [N, T, L], or a list of [T_i, L]
+
+``build_batch_decoder`` takes :func:`~nnlm.pyctcdecode.build_ctcdecoder`'s arguments
+(labels, model, unigrams, alpha, beta, unk_score_offset, lm_score_boundary) and a
+``device``; any model nnlm loads: an ARPA file or KenLM binary (read into nnlm's back-off
+arrays, placed on the device), an nnlm n-gram model, a network (run where it is placed),
+a mixture. ``decode_beams_batch`` gives each utterance's beams with their scores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Collection, Sequence
+
+import numpy as np
+import torch
+
+from ...base.checks import integer, number
+from ...models import LanguageModel as NnlmLanguageModel
+from ...models import load_model
+from ...text.specials import NO_WORD, SPECIALS
+from ..dense import tensor_lm
+from .alphabet import Alphabet
+from .batched import MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion
+from .fusion import (
+    DEFAULT_ALPHA,
+    DEFAULT_BETA,
+    DEFAULT_SCORE_LM_BOUNDARY,
+    DEFAULT_UNK_LOGP_OFFSET,
+    weight,
+)
+from .prefix_search import DEFAULT_MIN_TOKEN_LOGP, DEFAULT_PRUNE_LOGP
+from .word_table import WordTable
+
+DEFAULT_BATCH_BEAM_WIDTH = 64
+
+
+def as_log_probs(logits, width: int, device: torch.device
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, T, L] float64 log-probabilities on ``device`` and [N] lengths, from a tensor or
+    array [N, T, L] or a list of [T_i, L] (padded): probabilities (rows summing to 1) by
+    their log, anything else by a log-softmax, clipped at 1e-15 as pyctcdecode clips."""
+    if isinstance(logits, (list, tuple)):
+        parts = [torch.as_tensor(_numeric(x, f"logits[{i}]", 2)) for i, x in enumerate(logits)]
+        lengths = torch.tensor([len(p) for p in parts], dtype=torch.int64)
+        T = int(lengths.max()) if len(parts) else 0
+        out = torch.zeros((len(parts), T, width), dtype=torch.float64)
+        for i, p in enumerate(parts):
+            _width(p, width, f"logits[{i}]")
+            out[i, :len(p)] = p.to(torch.float64)
+    else:
+        out = torch.as_tensor(_numeric(logits, "logits", 3)).to(torch.float64)
+        _width(out, width, "logits")
+        lengths = torch.full((out.shape[0],), out.shape[1], dtype=torch.int64)
+    out, lengths = out.to(device), lengths.to(device)
+    frames = torch.arange(out.shape[1], device=device)[None, :] < lengths[:, None]
+    if bool(torch.isnan(out[frames]).any()) or bool((out[frames] == math.inf).any()):
+        raise ValueError("logits hold NaN or +inf: the acoustic model's output is broken")
+    sums = torch.where(frames, out.sum(2), torch.zeros_like(out[..., 0])).sum(1)
+    probs = torch.isclose(sums / lengths.clamp_min(1), torch.ones_like(sums)) & (lengths > 0)
+    with torch.no_grad():
+        as_probs = torch.log(out.clamp(MIN_TOKEN_CLIP_P, 1))
+        as_logits = torch.log_softmax(torch.where(frames[..., None], out, 0.0), dim=2)
+    floor = math.log(MIN_TOKEN_CLIP_P)
+    lp = torch.where(probs[:, None, None], as_probs, as_logits.clamp(floor, 0))
+    return lp, lengths
+
+
+def _numeric(x, name: str, rank: int):
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        raise ValueError(f"{name} must be a tensor or numpy array, not {type(x).__name__}")
+    if getattr(x, "ndim", None) != rank:
+        raise ValueError(f"{name} has {x.ndim} dimensions, but needs {rank}: "
+                         f"{'(batch, time, vocabulary)' if rank == 3 else '(time, vocabulary)'}")
+    kind = np.dtype(str(dtype).replace("torch.", "")).kind if not isinstance(
+        dtype, np.dtype) else dtype.kind
+    if kind not in "iuf":
+        raise ValueError(f"{name} must be numbers, not {dtype}")
+    return x
+
+
+def _width(x, width: int, name: str) -> None:
+    if x.shape[-1] != width:
+        raise ValueError(f"{name} shape is {tuple(x.shape)}, but the alphabet has {width} "
+                         "labels")
+
+
+class BatchDecoderCTC:
+    """A batch decoder for one alphabet and LM on one device (module docstring)."""
+
+    def __init__(self, alphabet: Alphabet, model: NnlmLanguageModel | None = None,
+                 unigrams: Collection[str] | None = None, alpha: float = DEFAULT_ALPHA,
+                 beta: float = DEFAULT_BETA, unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
+                 lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY,
+                 device: str | torch.device = "cpu"):
+        self.device = torch.device(device)
+        self.alphabet = alphabet
+        self.fusion = Fusion(weight(alpha, "alpha"), weight(beta, "beta"),
+                             weight(unk_score_offset, "unk_score_offset"),
+                             bool(lm_score_boundary))
+        step, words, log10 = None, [], np.zeros(0)
+        if model is not None:
+            step = tensor_lm(model, self.device)
+            words = list(model.vocab.words)
+            null = torch.full((1, step.k), NO_WORD, dtype=torch.int64, device=self.device)
+            log10 = step.advance(null, log10=True)[0].to(torch.float64).cpu().numpy()
+            if unigrams is None:
+                unigrams = [w for w in words if w not in SPECIALS]
+        listed = None if unigrams is None else set(unigrams) & set(words)
+        table = WordTable(words, log10, listed, alphabet.labels, alphabet.is_bpe, self.device)
+        self._search = BatchedSearch(table, step, self.fusion)
+
+    def reset_params(self, alpha: float | None = None, beta: float | None = None,
+                     unk_score_offset: float | None = None,
+                     lm_score_boundary: bool | None = None) -> None:
+        """New fusion weights, in place (None: unchanged)."""
+        for name, value in (("alpha", alpha), ("beta", beta),
+                            ("unk_score_offset", unk_score_offset)):
+            if value is not None:
+                setattr(self.fusion, name, weight(value, name))
+        if lm_score_boundary is not None:
+            self.fusion.score_boundary = bool(lm_score_boundary)
+
+    def decode_beams_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+                           beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
+                           token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP
+                           ) -> list[list[BatchBeam]]:
+        """Each utterance's beams, best first: (text, logit_score, lm_score)."""
+        integer(beam_width, "beam_width", 1)
+        number(beam_prune_logp, "beam_prune_logp", high=0)
+        number(token_min_logp, "token_min_logp", high=0)
+        lp, lengths = as_log_probs(logits, len(self.alphabet.labels), self.device)
+        if lp.shape[0] == 0:
+            return []
+        return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp)
+
+    def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+                     beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
+                     token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP) -> list[str]:
+        """Each utterance's best text."""
+        return [beams[0].text for beams in self.decode_beams_batch(
+            logits, beam_width, beam_prune_logp, token_min_logp)]
+
+
+def build_batch_decoder(labels: Sequence[str],
+                        kenlm_model_path: str | os.PathLike | NnlmLanguageModel | None = None,
+                        unigrams: Collection[str] | None = None, alpha: float = DEFAULT_ALPHA,
+                        beta: float = DEFAULT_BETA,
+                        unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
+                        lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY,
+                        device: str | torch.device = "cpu") -> BatchDecoderCTC:
+    """A batch decoder for ``labels`` with the model at ``kenlm_model_path`` (any model
+    nnlm loads, or one already loaded; None: no LM) on ``device``; the other arguments
+    are :func:`~nnlm.pyctcdecode.build_ctcdecoder`'s."""
+    model = kenlm_model_path
+    if model is not None and not isinstance(model, NnlmLanguageModel):
+        model = load_model(os.fspath(model), verify=False)
+    return BatchDecoderCTC(Alphabet.build_alphabet(list(labels)), model, unigrams, alpha,
+                           beta, unk_score_offset, lm_score_boundary, device)

@@ -1,0 +1,157 @@
+"""The words and labels of a CTC search as integer tables on a device, so that a batched
+search spells, looks up and scores words with tensor operations only.
+
+A string s = s_1 .. s_m is the 64-bit polynomial hash
+
+    h(s) = sum_i (ord(s_i) + 1) * M^(m - i)   (mod 2^64, M = FNV's 64-bit prime)
+
+so that h(s t) = h(s) * M^|t| + h(t): a partial word extended by a label's characters is
+one multiply and one add (``pow``, ``piece``), however long the label. The model's words
+are sorted by hash (``keys``) with their ids (a partial word finished is one
+``searchsorted``); so are the prefixes of the listed words (``unigrams``), with the best
+log10 p(w) (no context) of the words each starts, for pyctcdecode's partial-word score and
+flashlight's smeared lexicon. Two strings that share a hash would be one word: the table
+refuses a vocabulary where two of its words or prefixes do.
+
+Labels (pyctcdecode's normalized alphabet, :mod:`.alphabet`): the blank ``""``; in a
+character alphabet the separator ``" "``; in a BPE one a label starting with ``▁``
+starts a word and one ending with ``▁`` (``▁⁇▁``) makes the next start one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+import torch
+
+from ...base.errors import NnlmError
+from .alphabet import BPE_TOKEN
+
+HASH_MUL = np.uint64(0x100000001B3)
+
+
+def _codes(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each string's characters as ord + 1, zero-padded to the longest: [S, m], lengths."""
+    lengths = np.fromiter((len(s) for s in strings), np.int64, len(strings))
+    width = int(lengths.max()) if len(strings) else 0
+    codes = np.zeros((len(strings), width), np.uint64)
+    for i, s in enumerate(strings):
+        if s:
+            codes[i, :len(s)] = np.frombuffer(s.encode("utf-32-le"), np.uint32) + 1
+    return codes, lengths
+
+
+def prefix_hashes(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """[S, m] hashes of every string's prefixes of 1..m characters (uint64, wrapping), and
+    the lengths: ``out[i, j]`` is h(strings[i][:j + 1]) for j < len(strings[i])."""
+    codes, lengths = _codes(strings)
+    out = np.zeros(codes.shape, np.uint64)
+    h = np.zeros(len(strings), np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(codes.shape[1]):
+            h = np.where(j < lengths, h * HASH_MUL + codes[:, j], h)
+            out[:, j] = h
+    return out, lengths
+
+
+def string_hashes(strings: Sequence[str]) -> np.ndarray:
+    """h(s) of each string as int64 (0 for the empty string)."""
+    out, lengths = prefix_hashes(strings)
+    if out.shape[1] == 0:
+        return np.zeros(len(strings), np.int64)
+    last = out[np.arange(len(strings)), np.maximum(lengths - 1, 0)]
+    return np.where(lengths > 0, last, 0).view(np.int64)
+
+
+def _unique_or_refuse(keys: np.ndarray, what: str) -> None:
+    if len(keys) > 1 and bool(np.any(keys[1:] == keys[:-1])):
+        raise NnlmError(f"two {what} share a 64-bit hash; the batched CTC search cannot "
+                        "tell them apart (use the compiled decoder)")
+
+
+class WordTable:
+    """The model's words, the listed words' prefixes and the labels as tensors on
+    ``device`` (module docstring). ``unigram_log10[i]``: log10 p(words[i]) with no
+    context, for the prefixes' best score; ``unigrams`` None: no list (pyctcdecode then
+    scores every partial word as unknown)."""
+
+    def __init__(self, words: Sequence[str], unigram_log10: np.ndarray,
+                 unigrams: Collection[str] | None, labels: Sequence[str], is_bpe: bool,
+                 device: torch.device):
+        self.device = device
+        hashes = string_hashes(words)
+        order = np.argsort(hashes, kind="stable")
+        _unique_or_refuse(hashes[order], "of the model's words")
+        listed = np.ones(len(words), bool) if unigrams is None else \
+            np.fromiter((w in unigrams for w in words), bool, len(words))
+        put = self._put
+        self.keys, self.ids, self.listed = put(hashes[order]), put(order), put(listed[order])
+        self.has_prefixes = unigrams is not None
+        known = [i for i, w in enumerate(words) if w and listed[i]]
+        pre, lengths = prefix_hashes([words[i] for i in known])
+        mask = np.arange(pre.shape[1])[None, :] < lengths[:, None]
+        flat = pre[mask].view(np.int64)
+        best = np.broadcast_to(unigram_log10[known][:, None], pre.shape)[mask]
+        order = np.lexsort((-best, flat))  # by hash, the best score first
+        flat, best = flat[order], best[order]
+        first = np.ones(len(flat), bool)
+        first[1:] = flat[1:] != flat[:-1]
+        self.prefix_keys, self.prefix_values = put(flat[first]), put(best[first], torch.float64)
+        self._labels(labels, is_bpe)
+
+    def _put(self, x, dtype=None) -> torch.Tensor:
+        t = torch.as_tensor(np.ascontiguousarray(x))
+        return t.to(self.device, dtype or (torch.int64 if t.dtype != torch.bool else None))
+
+    def _labels(self, labels: Sequence[str], is_bpe: bool) -> None:
+        """Per label: blank, separator, starts a word, ends one, its characters' hash, M to
+        their number, their number; and the text it adds to a decoded string."""
+        clean, starts, ends, texts = [], [], [], []
+        for label in labels:
+            s = label
+            starts.append(is_bpe and s.startswith(BPE_TOKEN))
+            s = s[1:] if starts[-1] else s
+            ends.append(is_bpe and label.endswith(BPE_TOKEN))
+            s = s[:-1] if ends[-1] and s.endswith(BPE_TOKEN) else s
+            clean.append("" if (not is_bpe and label == " ") else s)
+            texts.append(" " * starts[-1] + (" " if (not is_bpe and label == " ") else s)
+                         + " " * ends[-1])
+        hashes = string_hashes(clean)
+        lengths = np.fromiter(map(len, clean), np.int64, len(clean))
+        with np.errstate(over="ignore"):
+            pows = np.array([HASH_MUL ** np.uint64(n) for n in lengths], np.uint64)
+        self.blank = labels.index("")
+        self.separator = self._put([(not is_bpe) and s == " " for s in labels])
+        self.starts, self.ends = self._put(starts), self._put(ends)
+        self.piece, self.pow = self._put(hashes), self._put(pows.view(np.int64))
+        self.piece_len = self._put(lengths)
+        self.texts = texts
+
+    def _find(self, keys: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(keys) == 0:
+            return torch.zeros_like(query, dtype=torch.bool), torch.zeros_like(query)
+        at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
+        return keys[at] == query, at
+
+    def word_ids(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The model's id of each hashed word (-1: not a model word) and whether it is a
+        listed word (in the model and in ``unigrams``)."""
+        found, at = self._find(self.keys, hashes)
+        ids = torch.where(found, self.ids[at], torch.full_like(at, -1))
+        return ids, found & self.listed[at]
+
+    def prefix_best(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether each hashed string starts a listed word, and the best log10 p(w) of
+        the words it starts (-inf where none)."""
+        found, at = self._find(self.prefix_keys, hashes)
+        if len(self.prefix_values) == 0:
+            return found, torch.full(hashes.shape, -np.inf, dtype=torch.float64,
+                                     device=self.device)
+        best = torch.where(found, self.prefix_values[at],
+                           torch.full_like(self.prefix_values[at], -np.inf))
+        return found, best
+
+    def text(self, labels: Sequence[int]) -> str:
+        """The words a label sequence spells, single-spaced."""
+        return " ".join("".join(self.texts[c] for c in labels).split())
