@@ -7,8 +7,9 @@ frame a beam *stays* (a blank: pb' = pb + pnb + p(blank); its last label repeate
 pnb' = pnb + p(last)) or *extends* by a label c (pnb'(prefix c) = (pb if c repeats the
 last label, else pb + pnb) + p(c)); an extension that lands on a prefix already in the
 beam (its parent extended by its last label) is added into it. Prefixes are 64-bit
-rolling hashes of their labels; a beam keeps its parent's, so the merge is one
-[N, K, K] comparison.
+rolling hashes of their labels; a beam keeps its parent's, so the merge is one sort
+and one search a frame. A separator read again with no word being spelled leaves the
+text as it is, so it is added into its beam, as pyctcdecode keys beams by text.
 
 Words form as in pyctcdecode (:mod:`.prefix_search`): a separator (``" "``; a label
 starting with ``▁``) finishes the word being spelled, any other label extends it. A
@@ -54,6 +55,7 @@ LN10 = math.log(10.0)
 MIN_TOKEN_CLIP_P = 1e-15  # probabilities are clipped here before their log (pyctcdecode's)
 AVG_TOKEN_LEN = 6  # a partial word's unknown offset scales past this many characters
 _HASH_MUL = 0x100000001B3  # prefixes of labels as a rolling hash (wrapping int64)
+_NONE = 2**63 - 1  # an empty slot's hash in the parent search (sorted last; 1 in 2^64 real)
 # bytes a search holds per (utterance, beam, label) at a frame, and per (beam, frame) for
 # the back-pointers: what check_allocation is asked for before the first frame
 _BYTES_PER_CANDIDATE = 160
@@ -207,10 +209,11 @@ class BatchedSearch:
         tried = allowed.gather(1, last)  # pyctcdecode tries only these labels
         p_last = lp.gather(1, last)
         pnb = torch.where((b.last >= 0) & tried, b.pnb + p_last, none)
-        match = (b.parent[:, :, None] == b.hash[:, None, :]) & valid[:, None, :]
-        match &= (valid & (b.last >= 0))[:, :, None]
-        has = match.any(2) & tried
-        src = match.to(torch.int8).argmax(2)  # the parent's slot, where it is in the beam
+        # each beam's parent among the beams: one sort of the hashes, one search a row
+        hashes, slots = torch.sort(torch.where(valid, b.hash, torch.full_like(b.hash, _NONE)))
+        at = torch.searchsorted(hashes, b.parent.contiguous()).clamp_max(K - 1)
+        has = (hashes.gather(1, at) == b.parent) & valid & (b.last >= 0) & tried
+        src = slots.gather(1, at)  # the parent's slot, where it is in the beam
         from_pb = b.last.gather(1, src) == b.last
         base = torch.where(from_pb, b.pb.gather(1, src), total.gather(1, src))
         pnb = torch.where(has, torch.logaddexp(pnb, base + p_last), pnb)

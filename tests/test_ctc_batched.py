@@ -1,0 +1,269 @@
+"""The batched CTC search on tensors (nnlm.decoding.ctc.batch_decoder): against the sum
+over every alignment with pyctcdecode's fusion scored word by word (brute force, beams
+wide enough to hold every prefix), for letters and subwords; a batch against its
+utterances one at a time; the candidate bound against none; the point query of the
+back-off step against its whole rows; CUDA against the CPU; bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the batched CTC search runs on torch")
+
+import nnlm.kenlm as kenlm  # noqa: E402
+from conftest import toy_world  # noqa: E402 - after the skip
+from nnlm.cli import main  # noqa: E402
+from nnlm.decoding.ctc import batched, fusion  # noqa: E402
+from nnlm.decoding.ctc.batch_decoder import build_batch_decoder  # noqa: E402
+from nnlm.decoding.dense import TensorBackoff  # noqa: E402
+from nnlm.models import load_model  # noqa: E402
+from nnlm.text.specials import NO_WORD  # noqa: E402
+
+WIDE = {"beam_width": 1_500, "beam_prune_logp": -1e9, "token_min_logp": -1e9}
+AB_TEXT = ["a b ab", "ab ba a", "b a ba ab", "a a b", "ba ab b a", "ab ab"] * 5
+
+
+@pytest.fixture(scope="module")
+def ab(tmp_path_factory):
+    """A bigram KN model over the words a, b, ab, ba (ARPA)."""
+    w = tmp_path_factory.mktemp("ab")
+    (w / "train.txt").write_text("\n".join(AB_TEXT) + "\n")
+    assert main(["ngram", "train", str(w / "train.txt"), "--order", "2",
+                 "--discount-fallback", "-o", str(w / "kn2"), "--arpa",
+                 str(w / "kn2.arpa")]) == 0
+    return w / "kn2.arpa"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return toy_world(tmp_path_factory.mktemp("batched"), neural=False)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
+
+
+def collapse(path, blank: int) -> tuple[int, ...]:
+    out, prev = [], None
+    for c in path:
+        if c != prev and c != blank:
+            out.append(c)
+        prev = c
+    return tuple(out)
+
+
+def fused(lm: fusion.LanguageModel, words: list[str], partial: str) -> float:
+    """pyctcdecode's fused LM score of a finished utterance, word by word: each finished
+    word, then the last (partial) word with </s>, or </s> after a final separator."""
+    state, total = lm.get_start_state(), 0.0
+    for w in words:
+        score, state = lm.score(state, w)
+        total += score
+    score, _ = lm.score(state, partial, is_last_word=True)
+    return total + score
+
+
+def brute(lp: np.ndarray, labels: list[str], split, lm=None) -> dict:
+    """Every label sequence (a separator run kept once) -> log of the sum over its
+    alignments, plus the fused LM score of its words when ``lm``."""
+    blank = labels.index("")
+    sums: dict = {}
+    for path in itertools.product(range(len(labels)), repeat=len(lp)):
+        seq = collapse(path, blank)
+        seq = tuple(c for j, c in enumerate(seq)
+                    if not (labels[c] == " " and j and seq[j - 1] == c))
+        s = float(sum(lp[t, c] for t, c in enumerate(path)))
+        sums[seq] = np.logaddexp(sums.get(seq, -np.inf), s)
+    if lm is None:
+        return sums
+    return {seq: s + fused(lm, *split([labels[c] for c in seq])) for seq, s in sums.items()}
+
+
+def split_letters(pieces: list[str]) -> tuple[list[str], str]:
+    parts = "".join(pieces).split(" ")
+    return [p for p in parts[:-1] if p], parts[-1]
+
+
+def split_subwords(pieces: list[str]) -> tuple[list[str], str]:
+    words = " ".join("".join(pieces).split("▁")).split()
+    return (words[:-1], words[-1]) if words else ([], "")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_without_a_model_every_beam_is_the_sum_over_its_alignments(seed):
+    labels = ["", " ", "a", "b"]
+    lp = log_softmax(np.random.default_rng(seed).normal(size=(5, 4)) * 2)
+    expected = brute(lp, labels, split_letters)
+    beams = build_batch_decoder(labels).decode_beams_batch([lp], **WIDE)[0]
+    assert len(beams) == len(expected)
+    np.testing.assert_allclose(sorted(b.logit_score for b in beams),
+                               sorted(expected.values()), atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("alpha,beta", [(0.5, 1.5), (1.2, -0.5)])
+def test_with_a_model_every_beam_scores_the_sum_and_pyctcdecodes_fusion(ab, seed, alpha, beta):
+    """Letters: each beam's lm_score is its alignments' sum plus the fused score that
+    pyctcdecode's LanguageModel gives its words (unknown words, </s> and all); the best
+    beam is the brute-force best."""
+    labels = ["", " ", "a", "b"]
+    lp = log_softmax(np.random.default_rng(10 + seed).normal(size=(5, 4)) * 2)
+    lm = fusion.LanguageModel(kenlm.Model(str(ab)), ["a", "b", "ab"], alpha, beta)
+    expected = brute(lp, labels, split_letters, lm)
+    decoder = build_batch_decoder(labels, ab, unigrams=["a", "b", "ab"], alpha=alpha,
+                                  beta=beta)
+    beams = decoder.decode_beams_batch([lp], **WIDE)[0]
+    assert len(beams) == len(expected)
+    np.testing.assert_allclose(sorted(b.lm_score for b in beams), sorted(expected.values()),
+                               atol=1e-6)
+    best = max(expected, key=expected.get)
+    assert beams[0].text == " ".join("".join(labels[c] for c in best).split())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_subword_labels_start_words_at_their_mark(ab, seed):
+    labels = ["", "▁a", "▁b", "a", "b"]
+    lp = log_softmax(np.random.default_rng(20 + seed).normal(size=(4, 5)) * 2)
+    lm = fusion.LanguageModel(kenlm.Model(str(ab)), ["a", "b", "ab", "ba"], 0.7, 0.5)
+    expected = brute(lp, labels, split_subwords, lm)
+    decoder = build_batch_decoder(labels, ab, unigrams=["a", "b", "ab", "ba"], alpha=0.7,
+                                  beta=0.5)
+    beams = decoder.decode_beams_batch([lp], **WIDE)[0]
+    np.testing.assert_allclose(sorted(b.lm_score for b in beams), sorted(expected.values()),
+                               atol=1e-6)
+    assert all(set(b.text) <= set("ab ") for b in beams)
+
+
+def test_a_label_ending_in_the_mark_makes_the_next_start_a_word():
+    labels = ["", "▁⁇▁", "▁a", "b"]
+    lp = np.full((3, 4), -20.0)
+    lp[0, 2], lp[1, 1], lp[2, 3] = 0.0, 0.0, 0.0  # ▁a ▁⁇▁ b
+    assert build_batch_decoder(labels).decode_batch([lp]) == ["a ⁇ b"]
+
+
+def spelled(words: list[str], labels: list[str], rng, noise: float = 1.0) -> np.ndarray:
+    """Letters then a blank, a separator after each word; Gaussian logits, the right
+    label's +3."""
+    frames = []
+    for w in words:
+        for ch in list(w) + [" "]:
+            frames += [labels.index(ch), labels.index("")]
+    x = rng.normal(size=(len(frames), len(labels))) * noise
+    x[np.arange(len(frames)), frames] += 3
+    return x.astype(np.float32)
+
+
+def toy_batch(world, count: int = 6, seed: int = 0):
+    lines = (world / "toy/valid.txt").read_text().splitlines()[:count]
+    labels = [""] + sorted(set("".join(lines)) - {" "}) + [" "]
+    rng = np.random.default_rng(seed)
+    return lines, labels, [spelled(x.split(), labels, rng) for x in lines]
+
+
+def test_a_batch_decodes_as_its_utterances_one_at_a_time(world):
+    """Ragged utterances padded into one batch: each decodes as it does alone (the
+    frames past its end leave it as it is)."""
+    lines, labels, ems = toy_batch(world)
+    decoder = build_batch_decoder(labels, world / "kn3")
+    together = decoder.decode_beams_batch(ems, beam_width=12)
+    alone = [decoder.decode_beams_batch([e], beam_width=12)[0] for e in ems]
+    assert len({len(e) for e in ems}) > 1
+    for a, b in zip(together, alone):
+        assert [x.text for x in a] == [x.text for x in b]
+        np.testing.assert_allclose([x.lm_score for x in a], [x.lm_score for x in b],
+                                   atol=1e-9)
+    assert sum(b[0].text == x for b, x in zip(together, lines)) >= len(lines) // 2
+
+
+def test_the_candidate_bound_drops_nothing_that_could_be_kept(world, monkeypatch):
+    lines, labels, ems = toy_batch(world, count=5, seed=3)
+    decoder = build_batch_decoder(labels, world / "kn3", alpha=0.8, beta=2.0)
+    bounded = decoder.decode_beams_batch(ems, beam_width=6)
+    monkeypatch.setattr(batched, "BOUND_CANDIDATES", False)
+    assert decoder.decode_beams_batch(ems, beam_width=6) == bounded
+
+
+def test_probabilities_and_logits_decode_alike(world):
+    lines, labels, ems = toy_batch(world, count=3)
+    decoder = build_batch_decoder(labels, world / "kn3")
+    probs = [np.exp(log_softmax(e.astype(np.float64))) for e in ems]
+    assert decoder.decode_batch(probs, beam_width=8) == decoder.decode_batch(ems, beam_width=8)
+    padded = np.zeros((2, max(map(len, ems[:2])), len(labels)), np.float32)
+    assert decoder.decode_batch(padded[:0]) == []
+    assert decoder.decode_batch([ems[0][:0]]) == [""]
+
+
+def test_a_lexicon_keeps_every_word_listed(world):
+    lines, labels, ems = toy_batch(world, count=6, seed=5)
+    words = set((world / "toy/train.txt").read_text().split())
+    decoder = build_batch_decoder(labels, world / "kn3", unk_score_offset=-math.inf)
+    for beams in decoder.decode_beams_batch(ems, beam_width=8):
+        assert beams[0].lm_score > -math.inf
+        assert all(set(b.text.split()) <= words for b in beams if b.lm_score > -math.inf)
+
+
+def test_the_point_query_is_the_rows_entry(world):
+    lm = load_model(world / "kn3")
+    step = TensorBackoff(lm, dtype=torch.float64)
+    rng = np.random.default_rng(0)
+    words = torch.from_numpy(rng.integers(3, len(lm.vocab), 300))
+    contexts = torch.from_numpy(rng.integers(3, len(lm.vocab), (300, 2)))
+    contexts[:20] = 1
+    contexts[20:40, 0] = NO_WORD
+    rows = step.advance(contexts)
+    assert torch.equal(step.score(contexts, words), rows.gather(1, words[:, None])[:, 0])
+    model = kenlm.Model(str(world / "kn3"))
+    out = kenlm.State()
+    for b in range(0, 300, 37):
+        state = kenlm.State()
+        model.NullContextWrite(state)
+        for w in contexts[b].tolist():
+            if w != NO_WORD:
+                nxt = kenlm.State()
+                model.BaseScore(state, lm.vocab.words[w], nxt)
+                state = nxt
+        expected = model.BaseScore(state, lm.vocab.words[int(words[b])], out)
+        assert abs(float(step.score(contexts[b:b + 1], words[b:b + 1], log10=True)) -
+                   expected) < 1e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_decodes_what_the_cpu_decodes(world):
+    lines, labels, ems = toy_batch(world, count=8)
+    cpu = build_batch_decoder(labels, world / "kn3").decode_beams_batch(ems, beam_width=16)
+    gpu = build_batch_decoder(labels, world / "kn3", device="cuda").decode_beams_batch(
+        [torch.from_numpy(e).cuda() for e in ems], beam_width=16)
+    assert [b[0].text for b in gpu] == [b[0].text for b in cpu]
+    np.testing.assert_allclose([b[0].lm_score for b in gpu], [b[0].lm_score for b in cpu],
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda d: d.decode_batch(np.zeros((2, 3))), "needs 3"),
+    (lambda d: d.decode_batch(np.zeros((1, 3, 5))), "alphabet has 4"),
+    (lambda d: d.decode_batch([np.full((3, 4), np.nan)]), "NaN"),
+    (lambda d: d.decode_batch([np.full((3, 4), np.inf)]), r"NaN or \+inf"),
+    (lambda d: d.decode_batch([np.full((3, 4), "a", dtype=object)]), "numbers"),
+    (lambda d: d.decode_batch("logits"), "tensor or numpy array"),
+    (lambda d: d.decode_batch([np.zeros((3, 4))], beam_width=0), "beam_width"),
+    (lambda d: d.decode_batch([np.zeros((3, 4))], token_min_logp=1.0), "token_min_logp"),
+    (lambda d: d.reset_params(alpha=float("nan")), "alpha=nan"),
+])
+def test_bad_input_is_one_line_naming_the_argument(ab, call, message):
+    decoder = build_batch_decoder(["", " ", "a", "b"], ab)
+    with pytest.raises(ValueError, match=message) as caught:
+        call(decoder)
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_labels_and_models_are_one_line(ab, tmp_path):
+    with pytest.raises(ValueError, match="duplicate"):
+        build_batch_decoder(["", "a", "a"])
+    (tmp_path / "not_a_model").write_text("hello\n")
+    with pytest.raises(Exception, match="not_a_model") as caught:
+        build_batch_decoder(["", " ", "a"], tmp_path / "not_a_model")
+    assert "\n" not in str(caught.value)
