@@ -1,8 +1,9 @@
 """The batched CTC search on tensors (nnlm.decoding.ctc.batch_decoder): against the sum
 over every alignment with pyctcdecode's fusion scored word by word (brute force, beams
-wide enough to hold every prefix), for letters and subwords; a batch against its
-utterances one at a time; the candidate bound against none; the point query of the
-back-off step against its whole rows; CUDA against the CPU; bad input."""
+wide enough to hold every text), for letters and subwords; against the compiled decoder
+(pyctcdecode's beams) with pruning at work; a batch against its utterances one at a
+time; the point query of the back-off step against its whole rows and kenlm; CUDA
+against the CPU; bad input."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ torch = pytest.importorskip("torch", reason="the batched CTC search runs on torc
 import nnlm.kenlm as kenlm  # noqa: E402
 from conftest import toy_world  # noqa: E402 - after the skip
 from nnlm.cli import main  # noqa: E402
-from nnlm.decoding.ctc import batched, fusion  # noqa: E402
+from nnlm.decoding.ctc import fusion  # noqa: E402
 from nnlm.decoding.ctc.batch_decoder import build_batch_decoder  # noqa: E402
 from nnlm.decoding.dense import TensorBackoff  # noqa: E402
 from nnlm.models import load_model  # noqa: E402
 from nnlm.text.specials import NO_WORD  # noqa: E402
 
-WIDE = {"beam_width": 1_500, "beam_prune_logp": -1e9, "token_min_logp": -1e9}
+WIDE = {"beam_width": 2_000, "beam_prune_logp": -1e9, "token_min_logp": -1e9}
 AB_TEXT = ["a b ab", "ab ba a", "b a ba ab", "a a b", "ba ab b a", "ab ab"] * 5
 
 
@@ -56,72 +57,72 @@ def collapse(path, blank: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def fused(lm: fusion.LanguageModel, words: list[str], partial: str) -> float:
-    """pyctcdecode's fused LM score of a finished utterance, word by word: each finished
-    word, then the last (partial) word with </s>, or </s> after a final separator."""
+def fused(lm: fusion.LanguageModel, text: str) -> float:
+    """pyctcdecode's fused LM score of a finished utterance's text, word by word: each
+    word, the last with </s> (or </s> after <s> where there is no word)."""
+    words = text.split()
     state, total = lm.get_start_state(), 0.0
-    for w in words:
+    for w in words[:-1]:
         score, state = lm.score(state, w)
         total += score
-    score, _ = lm.score(state, partial, is_last_word=True)
+    score, _ = lm.score(state, words[-1] if words else "", is_last_word=True)
     return total + score
 
 
-def brute(lp: np.ndarray, labels: list[str], split, lm=None) -> dict:
-    """Every label sequence (a separator run kept once) -> log of the sum over its
-    alignments, plus the fused LM score of its words when ``lm``."""
+def brute(lp: np.ndarray, labels: list[str], spell, lm=None) -> dict:
+    """Every text -> log of the sum over the alignments that spell it (``spell``: label
+    strings -> text), plus its fused LM score when ``lm``: what pyctcdecode's search
+    computes when no beam is pruned."""
     blank = labels.index("")
     sums: dict = {}
     for path in itertools.product(range(len(labels)), repeat=len(lp)):
-        seq = collapse(path, blank)
-        seq = tuple(c for j, c in enumerate(seq)
-                    if not (labels[c] == " " and j and seq[j - 1] == c))
+        text = " ".join(spell([labels[c] for c in collapse(path, blank)]).split())
         s = float(sum(lp[t, c] for t, c in enumerate(path)))
-        sums[seq] = np.logaddexp(sums.get(seq, -np.inf), s)
+        sums[text] = np.logaddexp(sums.get(text, -np.inf), s)
     if lm is None:
         return sums
-    return {seq: s + fused(lm, *split([labels[c] for c in seq])) for seq, s in sums.items()}
+    return {text: s + fused(lm, text) for text, s in sums.items()}
 
 
-def split_letters(pieces: list[str]) -> tuple[list[str], str]:
-    parts = "".join(pieces).split(" ")
-    return [p for p in parts[:-1] if p], parts[-1]
+def letters(pieces: list[str]) -> str:
+    return "".join(pieces)
 
 
-def split_subwords(pieces: list[str]) -> tuple[list[str], str]:
-    words = " ".join("".join(pieces).split("▁")).split()
-    return (words[:-1], words[-1]) if words else ([], "")
+def subwords(pieces: list[str]) -> str:
+    return "".join(pieces).replace("▁", " ")
+
+
+def assert_same(beams, expected: dict, score: str) -> None:
+    got = {b.text: getattr(b, score) for b in beams}
+    assert len(got) == len(beams) == len(expected)
+    assert set(got) == set(expected)
+    np.testing.assert_allclose([got[t] for t in expected], list(expected.values()),
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_without_a_model_every_beam_is_the_sum_over_its_alignments(seed):
+def test_without_a_model_every_text_scores_the_sum_over_its_alignments(seed):
     labels = ["", " ", "a", "b"]
     lp = log_softmax(np.random.default_rng(seed).normal(size=(5, 4)) * 2)
-    expected = brute(lp, labels, split_letters)
     beams = build_batch_decoder(labels).decode_beams_batch([lp], **WIDE)[0]
-    assert len(beams) == len(expected)
-    np.testing.assert_allclose(sorted(b.logit_score for b in beams),
-                               sorted(expected.values()), atol=1e-9)
+    assert_same(beams, brute(lp, labels, letters), "logit_score")
 
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("alpha,beta", [(0.5, 1.5), (1.2, -0.5)])
-def test_with_a_model_every_beam_scores_the_sum_and_pyctcdecodes_fusion(ab, seed, alpha, beta):
-    """Letters: each beam's lm_score is its alignments' sum plus the fused score that
-    pyctcdecode's LanguageModel gives its words (unknown words, </s> and all); the best
-    beam is the brute-force best."""
+def test_with_a_model_every_text_scores_the_sum_and_pyctcdecodes_fusion(ab, seed, alpha, beta):
+    """Letters: each beam's lm_score is its text's sum over alignments plus the fused
+    score pyctcdecode's LanguageModel gives its words (unknown words, </s> and all); the
+    best beam is the brute-force best."""
     labels = ["", " ", "a", "b"]
     lp = log_softmax(np.random.default_rng(10 + seed).normal(size=(5, 4)) * 2)
     lm = fusion.LanguageModel(kenlm.Model(str(ab)), ["a", "b", "ab"], alpha, beta)
-    expected = brute(lp, labels, split_letters, lm)
+    expected = brute(lp, labels, letters, lm)
     decoder = build_batch_decoder(labels, ab, unigrams=["a", "b", "ab"], alpha=alpha,
                                   beta=beta)
     beams = decoder.decode_beams_batch([lp], **WIDE)[0]
-    assert len(beams) == len(expected)
-    np.testing.assert_allclose(sorted(b.lm_score for b in beams), sorted(expected.values()),
-                               atol=1e-6)
-    best = max(expected, key=expected.get)
-    assert beams[0].text == " ".join("".join(labels[c] for c in best).split())
+    assert_same(beams, expected, "lm_score")
+    assert beams[0].text == max(expected, key=expected.get)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -129,13 +130,10 @@ def test_subword_labels_start_words_at_their_mark(ab, seed):
     labels = ["", "▁a", "▁b", "a", "b"]
     lp = log_softmax(np.random.default_rng(20 + seed).normal(size=(4, 5)) * 2)
     lm = fusion.LanguageModel(kenlm.Model(str(ab)), ["a", "b", "ab", "ba"], 0.7, 0.5)
-    expected = brute(lp, labels, split_subwords, lm)
     decoder = build_batch_decoder(labels, ab, unigrams=["a", "b", "ab", "ba"], alpha=0.7,
                                   beta=0.5)
     beams = decoder.decode_beams_batch([lp], **WIDE)[0]
-    np.testing.assert_allclose(sorted(b.lm_score for b in beams), sorted(expected.values()),
-                               atol=1e-6)
-    assert all(set(b.text) <= set("ab ") for b in beams)
+    assert_same(beams, brute(lp, labels, subwords, lm), "lm_score")
 
 
 def test_a_label_ending_in_the_mark_makes_the_next_start_a_word():
@@ -179,12 +177,25 @@ def test_a_batch_decodes_as_its_utterances_one_at_a_time(world):
     assert sum(b[0].text == x for b, x in zip(together, lines)) >= len(lines) // 2
 
 
-def test_the_candidate_bound_drops_nothing_that_could_be_kept(world, monkeypatch):
-    lines, labels, ems = toy_batch(world, count=5, seed=3)
-    decoder = build_batch_decoder(labels, world / "kn3", alpha=0.8, beta=2.0)
-    bounded = decoder.decode_beams_batch(ems, beam_width=6)
-    monkeypatch.setattr(batched, "BOUND_CANDIDATES", False)
-    assert decoder.decode_beams_batch(ems, beam_width=6) == bounded
+@pytest.mark.parametrize("beam,token_min_logp", [(4, -5.0), (12, -5.0), (8, -0.3)])
+def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp):
+    """With pruning at work (the beam, beam_prune_logp, token_min_logp: -0.3 leaves
+    many frames only their best label), every utterance's beams are those of nnlm's
+    compiled decoder, which gives pyctcdecode's to the bit: the same texts in the same
+    order, scores to 1e-4 (float32 LM values summed in another order)."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    lines, labels, ems = toy_batch(world, count=8, seed=7)
+    compiled = build_ctcdecoder(labels, str(world / "kn3"), alpha=0.6, beta=1.0)
+    batch = build_batch_decoder(labels, world / "kn3", alpha=0.6, beta=1.0)
+    settings = {"beam_width": beam, "token_min_logp": token_min_logp}
+    for em, beams in zip(ems, batch.decode_beams_batch(ems, **settings)):
+        theirs = compiled.decode_beams(em, **settings)
+        assert [b.text for b in beams] == [b[0] for b in theirs]
+        np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
+                                   atol=1e-4)
+        np.testing.assert_allclose([b.logit_score for b in beams], [b[3] for b in theirs],
+                                   atol=1e-6)
 
 
 def test_probabilities_and_logits_decode_alike(world):
@@ -258,6 +269,13 @@ def test_bad_input_is_one_line_naming_the_argument(ab, call, message):
     with pytest.raises(ValueError, match=message) as caught:
         call(decoder)
     assert "\n" not in str(caught.value)
+
+
+def test_the_batch_decoder_is_reached_from_nnlm_pyctcdecode(ab):
+    import nnlm.pyctcdecode
+
+    decoder = nnlm.pyctcdecode.build_batch_decoder(["", " ", "a", "b"], str(ab))
+    assert decoder.decode_batch([np.log(np.full((2, 4), 0.25))]) in (["a"], ["b"], [""])
 
 
 def test_bad_labels_and_models_are_one_line(ab, tmp_path):

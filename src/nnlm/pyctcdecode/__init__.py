@@ -6,8 +6,13 @@ Code that imports ``pyctcdecode`` itself (transformers' ``Wav2Vec2ProcessorWithL
 NeMo's scripts) runs unchanged once ``sys.modules["pyctcdecode"] = nnlm.pyctcdecode``:
 its submodules (``alphabet``, ``constants``, ``decoder``, ``language_model``) are here
 too. :mod:`nnlm.decoding.ctc.pyctcdecode` says what differs from pyctcdecode 0.5.
+
+nnlm's own addition: ``build_batch_decoder`` (the same arguments and a ``device``)
+decodes a batch of utterances at once on the CPU or a GPU, with the same beams
+(:mod:`nnlm.decoding.ctc.batch_decoder`; it needs torch).
 """
 
+from ..decoding import ctc
 from ..decoding.ctc.alphabet import Alphabet
 from ..decoding.ctc.pyctcdecode import (
     BeamSearchDecoderCTC,
@@ -15,4 +20,11 @@ from ..decoding.ctc.pyctcdecode import (
     build_ctcdecoder,
 )
 
-__all__ = ["Alphabet", "BeamSearchDecoderCTC", "LanguageModel", "build_ctcdecoder"]
+__all__ = ["Alphabet", "BeamSearchDecoderCTC", "LanguageModel", "build_batch_decoder",
+           "build_ctcdecoder"]
+
+
+def __getattr__(name):
+    if name == "build_batch_decoder":
+        return ctc.build_batch_decoder  # needs torch: the package loads it when asked for
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

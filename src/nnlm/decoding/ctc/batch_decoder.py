@@ -26,7 +26,7 @@ from ...models import load_model
 from ...text.specials import NO_WORD, SPECIALS
 from ..dense import tensor_lm
 from .alphabet import Alphabet
-from .batched import MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion
+from .batched import MAX_BATCH, MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion
 from .fusion import (
     DEFAULT_ALPHA,
     DEFAULT_BETA,
@@ -78,10 +78,13 @@ def _numeric(x, name: str, rank: int):
     if getattr(x, "ndim", None) != rank:
         raise ValueError(f"{name} has {x.ndim} dimensions, but needs {rank}: "
                          f"{'(batch, time, vocabulary)' if rank == 3 else '(time, vocabulary)'}")
-    kind = np.dtype(str(dtype).replace("torch.", "")).kind if not isinstance(
-        dtype, np.dtype) else dtype.kind
-    if kind not in "iuf":
-        raise ValueError(f"{name} must be numbers, not {dtype}")
+    if isinstance(x, torch.Tensor):
+        numbers = (x.dtype.is_floating_point or not (x.dtype.is_complex or
+                                                     x.dtype == torch.bool))
+    else:
+        numbers = np.dtype(dtype).kind in "iuf"
+    if not numbers:
+        raise ValueError(f"{name} must be real numbers, not {dtype}")
     return x
 
 
@@ -138,6 +141,9 @@ class BatchDecoderCTC:
         lp, lengths = as_log_probs(logits, len(self.alphabet.labels), self.device)
         if lp.shape[0] == 0:
             return []
+        if lp.shape[0] > MAX_BATCH:
+            raise ValueError(f"logits hold {lp.shape[0]:,} utterances; decode at most "
+                             f"{MAX_BATCH:,} at a time")
         return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp)
 
     def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,

@@ -1,21 +1,17 @@
 """CTC prefix beam search over a batch of utterances at once, on tensors (CPU or CUDA),
-over character or subword labels, with words fused as pyctcdecode fuses them.
+over character or subword labels, with words fused as pyctcdecode fuses them: its beams,
+computed a frame at a time for the whole batch.
 
-A beam is a label prefix with CTC's two sums over its alignments (Hannun et al. 2014):
-``pb``, those ending in a blank, and ``pnb``, those ending in its last label. At each
-frame a beam *stays* (a blank: pb' = pb + pnb + p(blank); its last label repeated:
-pnb' = pnb + p(last)) or *extends* by a label c (pnb'(prefix c) = (pb if c repeats the
-last label, else pb + pnb) + p(c)); an extension that lands on a prefix already in the
-beam (its parent extended by its last label) is added into it. Prefixes are 64-bit
-rolling hashes of their labels; a beam keeps its parent's, so the merge is one sort
-and one search a frame. A separator read again with no word being spelled leaves the
-text as it is, so it is added into its beam, as pyctcdecode keys beams by text.
+A beam is pyctcdecode's: finished words, a partial word, the last label read (the blank
+after a blank) and one score, the log of the sum over the alignments merged into it
+(:mod:`.prefix_search` has the rules). At each frame every beam meets every label worth
+reading (at least ``token_min_logp``, and the frame's best): a blank or its last label
+again leaves the words as they are; a separator (``" "``; a label starting with ``▁``)
+finishes the partial word; any other label extends it. Beams that agree on their words,
+partial word and last label are one (log-sum-exp), found by one sort of the candidates'
+64-bit keys a frame. Each ranks by
 
-Words form as in pyctcdecode (:mod:`.prefix_search`): a separator (``" "``; a label
-starting with ``▁``) finishes the word being spelled, any other label extends it. A
-beam ranks by
-
-    log(pb + pnb) + its finished words' fused scores + the partial word's score
+    score + its finished words' fused scores + the partial word's score
 
 with the scores of :mod:`.fusion` (``alpha``, ``beta``, ``unk_score_offset``, the
 partial word's offset scaled past 6 characters, and with a lexicon, ``unk_score_offset``
@@ -24,15 +20,14 @@ beam's partial word, and the LM context after it, are computed once, when the pa
 word changes (one batched point query of the LM for all new beams of a frame:
 :func:`~nnlm.decoding.dense.word_scores`), so a separator costs no LM call. Beams more
 than ``beam_prune_logp`` below their utterance's best are dropped and the
-``beam_width`` best kept; labels below ``token_min_logp`` (other than the frame's best)
-are not tried. At the end the partial word is finished and ``</s>`` scored.
+``beam_width`` best kept. At the end every partial word is finished, beams with the
+same words merged and ``</s>`` scored.
 
 What differs from pyctcdecode's search (and the compiled one, which follows it to the
-bit): a beam is a label prefix with its two sums, where pyctcdecode keys beams by text,
-partial word and last label and merges them in its own order, so scores differ in the
-last bits and a tie can break the other way; no hotwords, ``prune_history`` or word
-frames. With beams wide enough to hold every prefix, the result is exact: the test
-compares it with the sum over every alignment.
+bit): merged scores are summed in another order, so they agree to the last bits, and a
+tie at the edge of the beam can break the other way; a label ending in ``▁`` makes the
+next label start a word for that beam only (pyctcdecode: for whichever beam meets one
+next); no hotwords, ``prune_history`` or word frames.
 
 Each frame is a fixed number of tensor operations over the batch's candidates, none per
 beam: the batch decodes where its logits lie.
@@ -54,13 +49,17 @@ from ..dense import word_scores
 LN10 = math.log(10.0)
 MIN_TOKEN_CLIP_P = 1e-15  # probabilities are clipped here before their log (pyctcdecode's)
 AVG_TOKEN_LEN = 6  # a partial word's unknown offset scales past this many characters
-_HASH_MUL = 0x100000001B3  # prefixes of labels as a rolling hash (wrapping int64)
-_NONE = 2**63 - 1  # an empty slot's hash in the parent search (sorted last; 1 in 2^64 real)
+# words, then beams' keys, as rolling hashes (wrapping int64); each level its own odd
+# multiplier, so that no structure of one (a word's characters) lines up with another's
+_TEXT_MUL = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15, the golden ratio's, as int64
+_KEY_MUL = (0x2545F4914F6CDD1D, 0x5851F42D4C957F2D)
+_KEY_BITS = 48  # of a beam's key, below its utterance's index, in the frame's one sort
+MAX_BATCH = 2 ** (63 - _KEY_BITS) - 1  # utterances a batch holds
+START, BLANK_LAST = -2, -1  # a beam's last label before any frame, and after a blank
 # bytes a search holds per (utterance, beam, label) at a frame, and per (beam, frame) for
 # the back-pointers: what check_allocation is asked for before the first frame
-_BYTES_PER_CANDIDATE = 160
+_BYTES_PER_CANDIDATE = 200
 _BYTES_PER_STEP = 16
-BOUND_CANDIDATES = True  # skip extensions the stays already keep out (exact; tests turn it off)
 
 
 class BatchBeam(NamedTuple):
@@ -85,15 +84,12 @@ class Fusion:
 
 @dataclass
 class _Beams:
-    """[N, K] per field (``ctx``, ``close_ctx``: [N, K, k]); an empty slot has pb = pnb
-    = -inf."""
+    """[N, K] per field (``ctx``, ``close_ctx``: [N, K, k]); an empty slot scores -inf."""
 
-    pb: torch.Tensor
-    pnb: torch.Tensor
-    hash: torch.Tensor  # the label prefix
-    parent: torch.Tensor  # the prefix without its last label
-    last: torch.Tensor  # the last label (-1: none)
-    lm: torch.Tensor  # fused scores of the finished words
+    score: torch.Tensor  # log of the sum over the alignments merged into the beam
+    last: torch.Tensor  # the last label read (BLANK_LAST after a blank; START)
+    text: torch.Tensor  # the finished words, hashed
+    lm: torch.Tensor  # their fused scores
     part_hash: torch.Tensor  # the partial word (0: none) and its characters
     part_len: torch.Tensor
     part_score: torch.Tensor  # its score
@@ -105,25 +101,77 @@ class _Beams:
     @classmethod
     def start(cls, N: int, K: int, k: int, boundary: bool, dev) -> _Beams:
         f64 = {"dtype": torch.float64, "device": dev}
-        i64 = {"dtype": torch.int64, "device": dev}
-        pb = torch.full((N, K), -math.inf, **f64)
-        pb[:, 0] = 0.0
-        zeros = torch.zeros((N, K), **i64)
-        ctx = torch.full((N, K, k), BOS_ID if boundary else NO_WORD, **i64)
-        return cls(pb, torch.full((N, K), -math.inf, **f64), zeros + 1, zeros, zeros - 1,
-                   torch.zeros((N, K), **f64), zeros.clone(), zeros.clone(),
-                   torch.zeros((N, K), **f64), torch.zeros((N, K), **f64), ctx, ctx.clone(),
+        score = torch.full((N, K), -math.inf, **f64)
+        score[:, 0] = 0.0
+        zeros = torch.zeros((N, K), dtype=torch.int64, device=dev)
+        ctx = torch.full((N, K, k), BOS_ID if boundary else NO_WORD, dtype=torch.int64,
+                         device=dev)
+        return cls(score, zeros + START, zeros.clone(), torch.zeros((N, K), **f64),
+                   zeros.clone(), zeros.clone(), torch.zeros((N, K), **f64),
+                   torch.zeros((N, K), **f64), ctx, ctx.clone(),
                    torch.zeros((N, K), dtype=torch.bool, device=dev))
 
-    def total(self) -> torch.Tensor:
-        return torch.logaddexp(self.pb, self.pnb)
-
     def rank(self) -> torch.Tensor:
-        return self.total() + self.lm + self.part_score
+        return self.score + self.lm + self.part_score
 
-    def take(self, n: torch.Tensor, i: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every field at (n, i) (flat index tensors)."""
-        return {f.name: getattr(self, f.name)[n, i] for f in fields(self)}
+    def at(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every field at the flat slots ``flat`` (n * K + i)."""
+        out = {}
+        for f in fields(self):
+            x = getattr(self, f.name)
+            out[f.name] = x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]).index_select(0, flat)
+        return out
+
+
+def key_of(text: torch.Tensor, part_hash: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """A beam's identity (pyctcdecode's: words, partial word, last label) as 64 bits."""
+    return (text * _KEY_MUL[0] + part_hash) * _KEY_MUL[1] + last + 3
+
+
+def finished_text(text: torch.Tensor, part_hash: torch.Tensor, part_len: torch.Tensor
+                  ) -> torch.Tensor:
+    """The words' hash once the partial word (where there is one) is finished."""
+    return torch.where(part_len > 0, text * _TEXT_MUL + part_hash, text)
+
+
+def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Candidates with the same (utterance, key) as one: each group's first candidate and
+    the log-sum-exp of its scores, groups in utterance order. One sort of 64 bits a
+    candidate: the utterance above (``MAX_BATCH``), 48 bits of the key below (two keys of
+    one utterance's frame share them about once in 2^48 / candidates^2)."""
+    mixed = (n << _KEY_BITS) | (key & ((1 << _KEY_BITS) - 1))
+    order = torch.argsort(mixed)
+    k = mixed[order]
+    first = torch.ones_like(k, dtype=torch.bool)
+    first[1:] = k[1:] != k[:-1]
+    group = torch.cumsum(first, 0) - 1
+    x = score[order]
+    top = torch.full_like(x, -math.inf).scatter_reduce(0, group, x, "amax")
+    shift = torch.where(top > -math.inf, top, torch.zeros_like(top))
+    total = torch.zeros_like(x).scatter_add(0, group, torch.exp(x - shift[group]))
+    heads = first.nonzero(as_tuple=True)[0]
+    sums = (shift + torch.log(total))[:len(heads)]
+    return order[heads], torch.where(top[:len(heads)] > -math.inf, sums, top[:len(heads)])
+
+
+def best_per_row(n: torch.Tensor, rank: torch.Tensor, N: int, width: int,
+                 prune: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Of candidates grouped by utterance ``n`` (in order), the ``width`` best of each
+    within ``prune`` of its best: their indices and places (0 = best). One ``topk`` over
+    an [N, most candidates of an utterance] matrix."""
+    sizes = torch.bincount(n, minlength=N)
+    firsts = torch.cumsum(sizes, 0) - sizes
+    most = int(sizes.max()) if len(n) else 0
+    if most == 0:
+        empty = torch.zeros(0, dtype=torch.int64, device=n.device)
+        return empty, empty
+    dense = torch.full((N, most), -math.inf, dtype=rank.dtype, device=rank.device)
+    dense[n, torch.arange(len(n), device=n.device) - firsts[n]] = rank
+    best, cols = torch.topk(dense, min(width, most), dim=1)
+    keep = (best > -math.inf) & (best >= best[:, :1] + prune)
+    place = torch.arange(cols.shape[1], device=n.device).expand_as(cols)
+    return (firsts[:, None] + cols)[keep], place[keep]
 
 
 class BatchedSearch:
@@ -171,178 +219,105 @@ class BatchedSearch:
         after = torch.cat([ctx[:, 1:], word[:, None]], dim=1) if self.k else ctx
         return score, after
 
-    def end_scores(self, b: _Beams) -> torch.Tensor:
-        """[N, K]: what finishing each beam adds: its partial word, then ``</s>``."""
-        if self.step is None:
-            return torch.zeros_like(b.pb)
-        out = b.close.clone()
-        if self.fusion.score_boundary:
-            N, K = b.pb.shape
-            eos = torch.full((N * K,), EOS_ID, dtype=torch.int64, device=self.device)
-            log10 = word_scores(self.step, b.close_ctx.reshape(N * K, self.k), eos, log10=True)
-            out += self.fusion.alpha * LN10 * log10.to(torch.float64).reshape(N, K)
-        return out
+    def end_scores(self, close: torch.Tensor, close_ctx: torch.Tensor) -> torch.Tensor:
+        """What finishing a beam adds: its partial word's closing score, then ``</s>``
+        after it (flat tensors)."""
+        if self.step is None or not self.fusion.score_boundary:
+            return close
+        eos = torch.full(close.shape, EOS_ID, dtype=torch.int64, device=self.device)
+        log10 = word_scores(self.step, close_ctx, eos, log10=True).to(torch.float64)
+        return close + self.fusion.alpha * LN10 * log10
 
     # -- one frame -------------------------------------------------------------------------
-    def idle_repeat(self, last: torch.Tensor, part_len: torch.Tensor) -> torch.Tensor:
-        """Where the last label read again after a blank leaves the text as it is: a
-        separator (or a bare ``▁``) with no word being spelled. pyctcdecode keys a beam
-        by its text, partial word and last label, so that beam is the same one: the
-        extension is added into it, not kept as a prefix of its own."""
+    def candidates(self, b: _Beams, lp: torch.Tensor, allowed: torch.Tensor
+                   ) -> dict[str, torch.Tensor]:
+        """Every live beam with every label ``allowed`` in its utterance, as flat tensors
+        of what a new beam's key and rank need (``flat``: the beam's slot, n * K + i;
+        ``ext``: the label extends it, where a blank or a repeat leaves it)."""
+        N, K = b.score.shape
         t = self.table
-        c = last.clamp_min(0)
-        textless = t.separator[c] | (t.starts[c] & (t.piece_len[c] == 0))
-        return (last >= 0) & textless & (part_len == 0)
+        pn, x = allowed.nonzero(as_tuple=True)
+        flat = (pn[:, None] * K + torch.arange(K, device=self.device)).reshape(-1)
+        x = x.repeat_interleave(K)
+        live = b.score.reshape(-1).index_select(0, flat) > -math.inf
+        flat, x = flat[live], x[live]
+        n = flat // K
 
-    def stays(self, b: _Beams, lp: torch.Tensor, allowed: torch.Tensor, active: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """pb', pnb' of every beam staying, extensions merged in, and [N, K, L] where an
-        extension (beam, label) was merged (no longer a candidate of its own)."""
-        N, K = b.pb.shape
-        valid = b.pb > -math.inf
-        valid |= b.pnb > -math.inf
-        total = b.total()
-        last = b.last.clamp_min(0)
-        none = torch.full_like(b.pnb, -math.inf)
-        blank = self.table.blank
-        pb = torch.where(allowed[:, blank, None], total + lp[:, blank, None], none)
-        tried = allowed.gather(1, last)  # pyctcdecode tries only these labels
-        p_last = lp.gather(1, last)
-        pnb = torch.where((b.last >= 0) & tried, b.pnb + p_last, none)
-        # each beam's parent among the beams: one sort of the hashes, one search a row
-        hashes, slots = torch.sort(torch.where(valid, b.hash, torch.full_like(b.hash, _NONE)))
-        at = torch.searchsorted(hashes, b.parent.contiguous()).clamp_max(K - 1)
-        has = (hashes.gather(1, at) == b.parent) & valid & (b.last >= 0) & tried
-        src = slots.gather(1, at)  # the parent's slot, where it is in the beam
-        from_pb = b.last.gather(1, src) == b.last
-        base = torch.where(from_pb, b.pb.gather(1, src), total.gather(1, src))
-        pnb = torch.where(has, torch.logaddexp(pnb, base + p_last), pnb)
-        again = self.idle_repeat(b.last, b.part_len) & tried  # the text unchanged
-        pnb = torch.where(again, torch.logaddexp(pnb, b.pb + p_last), pnb)
-        merged = torch.zeros((N, K, lp.shape[1]), dtype=torch.bool, device=self.device)
-        rows = torch.arange(N, device=self.device)[:, None].expand(N, K)
-        merged[rows[has], src[has], last[has]] = True
-        merged[rows[again], torch.arange(K, device=self.device).expand(N, K)[again],
-               last[again]] = True
-        keep = active[:, None]
-        return torch.where(keep, pb, b.pb), torch.where(keep, pnb, b.pnb), merged
+        def at(field):
+            return field.reshape(-1).index_select(0, flat)
 
-    def extend(self, b: _Beams, lp: torch.Tensor, n: torch.Tensor, i: torch.Tensor,
-               c: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Beam (n, i) extended by label c (flat tensors): the new pnb, words' scores,
-        partial word and its score; ``finishes``: whether c finished a word."""
-        t = self.table
-        flat = n * b.pb.shape[1] + i
-
-        def at(x):  # one flat gather: faster than indexing by (n, i) on the CPU
-            return x.reshape(-1).index_select(0, flat)
-
-        last, pb, pnb, old_len = at(b.last), at(b.pb), at(b.pnb), at(b.part_len)
-        base = torch.where(c == last, pb, torch.logaddexp(pb, pnb))
-        starts = t.starts[c] | at(b.brk)
-        finishes = (t.separator[c] | starts) & (old_len > 0)
-        part_hash = torch.where(starts, t.piece[c], at(b.part_hash) * t.pow[c] + t.piece[c])
-        part_len = torch.where(starts, t.piece_len[c], old_len + t.piece_len[c])
-        sep = t.separator[c]
-        part_hash = torch.where(sep, torch.zeros_like(part_hash), part_hash)
-        part_len = torch.where(sep, torch.zeros_like(part_len), part_len)
+        last, ph, pl = at(b.last), at(b.part_hash), at(b.part_len)
+        ext = (x != t.blank) & (x != last)
+        starts = t.starts[x] | at(b.brk)
+        sep = t.separator[x]
+        finishes = ext & (sep | starts) & (pl > 0)
+        new_ph = torch.where(starts, t.piece[x], ph * t.pow[x] + t.piece[x])
+        new_pl = torch.where(starts, t.piece_len[x], pl + t.piece_len[x])
+        keep = ~ext | sep
         close = at(b.close)
-        lm = at(b.lm) + torch.where(finishes, close, torch.zeros_like(close))
-        p = lp.reshape(-1).index_select(0, n * lp.shape[1] + c)
-        return {"pnb": base + p, "lm": lm, "part_hash": part_hash,
-                "part_len": part_len, "part_score": self.partial_scores(part_hash, part_len),
-                "finishes": finishes}
-
-    def candidates(self, b: _Beams, lp: torch.Tensor, allowed: torch.Tensor,
-                   merged: torch.Tensor, floor: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(n, i, c) of every extension tried: a live beam, a label worth reading, not
-        merged into a beam already there, and not certain to rank below ``floor`` [N]
-        (what the stays alone already keep out): its rank is at most log(pb + pnb) + p(c)
-        + the words' scores + a finished word's closing score if positive, where a partial
-        word's score is never positive (``unk_score_offset`` <= 0, ``alpha`` >= 0)."""
-        N, K = b.pb.shape
-        f = self.fusion
-        if BOUND_CANDIDATES and f.unk_score_offset <= 0 and f.alpha >= 0:
-            bound = b.total() + b.lm + b.close.clamp_min(0)
-            worth = (bound[:, :, None] + lp[:, None, :]) >= floor[:, None, None]
-            n, i, c = (worth & allowed[:, None, :]).nonzero(as_tuple=True)
-        else:
-            pn, pc = allowed.nonzero(as_tuple=True)
-            n = pn.repeat_interleave(K)
-            i = torch.arange(K, device=self.device).repeat(len(pn))
-            c = pc.repeat_interleave(K)
-        flat = n * K + i
-        live = (b.pb.reshape(-1)[flat] > -math.inf) | (b.pnb.reshape(-1)[flat] > -math.inf)
-        live &= ~merged.reshape(-1)[flat * merged.shape[2] + c]
-        return n[live], i[live], c[live]
+        return {
+            "flat": flat, "n": n, "x": x, "ext": ext, "finishes": finishes,
+            "score": at(b.score) + lp.reshape(-1).index_select(0, n * lp.shape[1] + x),
+            "last": torch.where(x == t.blank, torch.full_like(x, BLANK_LAST), x),
+            "text": finished_text(at(b.text), ph, torch.where(finishes, pl, 0 * pl)),
+            "lm": at(b.lm) + torch.where(finishes, close, torch.zeros_like(close)),
+            "part_hash": torch.where(keep, torch.where(ext, 0 * ph, ph), new_ph),
+            "part_len": torch.where(keep, torch.where(ext, 0 * pl, pl), new_pl)}
 
     def frame(self, b: _Beams, lp: torch.Tensor, active: torch.Tensor, beam_width: int,
               beam_prune_logp: float, token_min_logp: float
               ) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The beams after one frame of log-probabilities ``lp`` [N, L] (utterances not
-        ``active`` unchanged), with each new slot's source slot and label (-1: stayed).
-        Candidates rank in one [N, K * L + K] matrix: extension (i, c) at i * L + c, the
-        stays after; one ``topk`` a frame picks every utterance's beam."""
-        N, K = b.pb.shape
-        L = lp.shape[1]
-        allowed = (lp >= token_min_logp)  # the labels tried: these and the frame's best
+        ``active`` unchanged), with each new slot's source slot and the label it added
+        (-1: none)."""
+        N, K = b.score.shape
+        allowed = lp >= token_min_logp  # the labels read: these and the frame's best
         allowed[torch.arange(N, device=self.device), lp.argmax(1)] = True
         allowed &= active[:, None]
-        pb, pnb, merged = self.stays(b, lp, allowed, active)
-        allowed[:, self.table.blank] = False  # a blank never extends
-        stay_rank = torch.logaddexp(pb, pnb) + b.lm + b.part_score
-        kth = stay_rank.min(1).values if K <= beam_width else \
-            torch.topk(stay_rank, beam_width, dim=1).values[:, -1]
-        floor = torch.maximum(kth, stay_rank.max(1).values + beam_prune_logp)
-        n, i, c = self.candidates(b, lp, allowed, merged, floor)
-        ext = self.extend(b, lp, n, i, c)
-        ranks = torch.full((N, K * L + K), -math.inf, dtype=torch.float64, device=self.device)
-        ranks[n, i * L + c] = ext["pnb"] + ext["lm"] + ext["part_score"]
-        ranks[:, K * L:] = stay_rank
-        width = min(beam_width, ranks.shape[1])
-        best, cols = torch.topk(ranks, width, dim=1)
-        keep = best > -math.inf
-        keep &= (best >= best[:, :1] + beam_prune_logp) | ~active[:, None]
-        is_ext = cols < K * L
-        src = torch.where(is_ext, cols // L, cols - K * L)
-        label = torch.where(is_ext & keep, cols % L, torch.full_like(cols, -1))
-        if width < K:  # fewer candidates than slots: the rest empty
-            pad = torch.zeros((N, K - width), dtype=cols.dtype, device=self.device)
-            src, label = torch.cat([src, pad], 1), torch.cat([label, pad - 1], 1)
-            keep = torch.cat([keep, pad.bool()], 1)
-        return self._gather(b, lp, pb, pnb, src, label, keep), src, label
+        c = self.candidates(b, lp, allowed)
+        heads, sums = grouped(c["n"], key_of(c["text"], c["part_hash"], c["last"]),
+                              c["score"])
+        h = {name: value.index_select(0, heads) for name, value in c.items()}
+        part_score = torch.where(h["ext"], self.partial_scores(h["part_hash"], h["part_len"]),
+                                 b.part_score.reshape(-1)[h["flat"]])
+        pick, place = best_per_row(h["n"], sums + h["lm"] + part_score, N, beam_width,
+                                   beam_prune_logp)
+        g = {name: value.index_select(0, pick) for name, value in h.items()}
+        g["score"], g["part_score"] = sums.index_select(0, pick), part_score.index_select(0, pick)
+        return self._placed(b, g, place, active)
 
-    def _gather(self, b: _Beams, lp, pb, pnb, src, label, keep) -> _Beams:
-        """The new beams: slot j from beam ``src[j]``, extended by ``label[j]`` (-1:
-        stayed), empty where not ``keep``; a new partial word gets its closing score."""
-        N, K = src.shape
-        stay = label < 0
-        n = torch.arange(N, device=self.device)[:, None].expand(N, K)
-        old = b.take(n, src)
-        ext = self.extend(b, lp, n.reshape(-1), src.reshape(-1), label.clamp_min(0).reshape(-1))
-        ext = {name: value.reshape(N, K) for name, value in ext.items()}
-        none = torch.full_like(old["pb"], -math.inf)
-        new = dict(old)
-        new["pb"] = torch.where(stay & keep, pb[n, src], none)
-        new["pnb"] = torch.where(keep, torch.where(stay, pnb[n, src], ext["pnb"]), none)
-        for name in ("lm", "part_hash", "part_len", "part_score"):
-            new[name] = torch.where(stay, old[name], ext[name])
-        new["hash"] = torch.where(stay, old["hash"], old["hash"] * _HASH_MUL + label + 1)
-        new["parent"] = torch.where(stay, old["parent"], old["hash"])
-        new["last"] = torch.where(stay, old["last"], label)
-        new["brk"] = torch.where(stay, old["brk"], self.table.ends[label.clamp_min(0)])
+    def _placed(self, b: _Beams, g: dict[str, torch.Tensor], place: torch.Tensor,
+                active: torch.Tensor) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
+        """The new beams from the picked candidates ``g`` (each at ``place`` in its
+        utterance's row), their LM fields completed (a new partial word's closing score:
+        one query for all), utterances past their end left as they were."""
+        N, K = b.score.shape
+        flat, ext, finishes = g.pop("flat"), g.pop("ext"), g.pop("finishes")
+        x, rows = g.pop("x"), g.pop("n")
+        old = b.at(flat)
+        g["ctx"] = torch.where(finishes[:, None], old["close_ctx"], old["ctx"])
+        g["close"] = torch.where(ext, torch.zeros_like(old["close"]), old["close"])
+        g["close_ctx"] = torch.where(ext[:, None], g["ctx"], old["close_ctx"])
+        g["brk"] = torch.where(ext, self.table.ends[x], old["brk"])
+        fresh = ext & (g["part_len"] > 0)
         if self.step is not None:
-            ctx = torch.where(ext["finishes"][..., None], old["close_ctx"], old["ctx"])
-            new["ctx"] = torch.where(stay[..., None], old["ctx"], ctx)
-            new["close"] = torch.where(stay, old["close"], torch.zeros_like(old["close"]))
-            new["close_ctx"] = torch.where(stay[..., None], old["close_ctx"], new["ctx"])
-            fresh = ~stay & keep & (new["part_len"] > 0)  # a new partial word: its closing
-            if bool(fresh.any()):
-                score, after = self.closing(new["ctx"][fresh], new["part_hash"][fresh])
-                new["close"][fresh] = score
-                new["close_ctx"][fresh] = after
-        return _Beams(**new)
+            score, after = self.closing(g["ctx"][fresh], g["part_hash"][fresh])
+            g["close"][fresh], g["close_ctx"][fresh] = score, after
+        new = _Beams.start(N, K, self.k, self.fusion.score_boundary, self.device)
+        new.score[:, 0] = -math.inf
+        for name, value in g.items():
+            getattr(new, name)[rows, place] = value
+        src = torch.arange(K, device=self.device).expand(N, K).clone()
+        label = torch.full((N, K), -1, dtype=torch.int64, device=self.device)
+        src[rows, place] = flat - rows * K
+        label[rows, place] = torch.where(ext, x, torch.full_like(x, -1))
+        keep = active[:, None]  # utterances past their end: as they were
+        for f in fields(_Beams):
+            x, y = getattr(new, f.name), getattr(b, f.name)
+            setattr(new, f.name, torch.where(keep.view(N, 1, *([1] * (x.dim() - 2))), x, y))
+        return new, torch.where(keep, src, torch.arange(K, device=self.device)), \
+            torch.where(keep, label, -1)
+
 
     # -- a batch -----------------------------------------------------------------------------
     def check_sizes(self, N: int, T: int, L: int, K: int) -> None:
@@ -366,40 +341,39 @@ class BatchedSearch:
         N, T, L = lp.shape
         self.check_sizes(N, T, L, beam_width)
         b = _Beams.start(N, beam_width, self.k, self.fusion.score_boundary, self.device)
-        if self.step is not None:  # the empty partial word's closing: none, the same context
-            b.close_ctx = b.ctx.clone()
         history = []
         for t in range(T):
-            active = lengths > t
-            b, src, label = self.frame(b, lp[:, t], active, beam_width, beam_prune_logp,
-                                       token_min_logp)
+            b, src, label = self.frame(b, lp[:, t], lengths > t, beam_width,
+                                       beam_prune_logp, token_min_logp)
             history.append(torch.stack([src, label]).to(torch.int32))
-        final = b.total() + b.lm + self.end_scores(b)
-        return self._beams(b, final, history)
+        return self._finish(b, history, beam_width, beam_prune_logp)
 
-    def _beams(self, b: _Beams, final: torch.Tensor, history: list[torch.Tensor]
-               ) -> list[list[BatchBeam]]:
-        """Each utterance's beams by final score, their labels read back frame by frame."""
-        N, K = final.shape
-        order = torch.argsort(final, dim=1, descending=True, stable=True)
+    def _finish(self, b: _Beams, history: list[torch.Tensor], beam_width: int,
+                beam_prune_logp: float) -> list[list[BatchBeam]]:
+        """pyctcdecode's end: partial words finished, beams with the same words merged,
+        ``</s>`` scored, pruned and trimmed; their labels read back frame by frame."""
+        N, K = b.score.shape
+        flat = (b.score.reshape(-1) > -math.inf).nonzero(as_tuple=True)[0]
+        s = b.at(flat)
+        n = flat // K
+        text = finished_text(s["text"], s["part_hash"], s["part_len"])
+        heads, logit = grouped(n, text, s["score"])
+        rank = logit + s["lm"][heads] + self.end_scores(s["close"][heads],
+                                                        s["close_ctx"][heads])
+        pick, place = best_per_row(n[heads], rank, N, beam_width, beam_prune_logp)
+        rows = n[heads][pick].cpu().numpy()
+        slots = (flat[heads][pick] - n[heads][pick] * K).cpu().numpy()
+        logit, rank = logit[pick].cpu().numpy(), rank[pick].cpu().numpy()
         steps = torch.stack(history).cpu().numpy() if history else \
             np.zeros((0, 2, N, K), np.int32)
-        rows = np.arange(N)[:, None]
-        at = order.cpu().numpy()
-        labels = np.full((len(steps), N, K), -1, np.int64)
+        labels = np.full((len(steps), len(rows)), -1, np.int64)
+        at = slots
         for t in range(len(steps) - 1, -1, -1):
             labels[t] = steps[t, 1][rows, at]
             at = steps[t, 0][rows, at]
-        final_sorted = final.gather(1, order).cpu().numpy()
-        logit = b.total().gather(1, order).cpu().numpy()
-        out = []
-        for n in range(N):
-            beams = []
-            for j in range(K):
-                if final_sorted[n, j] == -math.inf and j > 0:
-                    break
-                seq = labels[:, n, j]
-                beams.append(BatchBeam(self.table.text(seq[seq >= 0].tolist()),
-                                       float(logit[n, j]), float(final_sorted[n, j])))
-            out.append(beams)
+        out: list[list[BatchBeam]] = [[] for _ in range(N)]
+        for j in np.argsort(place.cpu().numpy(), kind="stable"):
+            seq = labels[:, j]
+            out[rows[j]].append(BatchBeam(self.table.text(seq[seq >= 0].tolist()),
+                                          float(logit[j]), float(rank[j])))
         return out
