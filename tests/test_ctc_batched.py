@@ -177,8 +177,12 @@ def test_a_batch_decodes_as_its_utterances_one_at_a_time(world):
     assert sum(b[0].text == x for b, x in zip(together, lines)) >= len(lines) // 2
 
 
-@pytest.mark.parametrize("beam,token_min_logp", [(4, -5.0), (12, -5.0), (8, -0.3)])
-def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp):
+@pytest.mark.parametrize("beam,token_min_logp,weights", [
+    (4, -5.0, {}), (12, -5.0, {}), (8, -0.3, {}),
+    (8, -5.0, {"lm_score_boundary": False}),
+    (8, -5.0, {"unk_score_offset": -math.inf}),  # a lexicon: the prefixes' look-ahead
+])
+def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weights):
     """With pruning at work (the beam, beam_prune_logp, token_min_logp: -0.3 leaves
     many frames only their best label), every utterance's beams are those of nnlm's
     compiled decoder, which gives pyctcdecode's to the bit: the same texts in the same
@@ -186,8 +190,9 @@ def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp):
     from nnlm.pyctcdecode import build_ctcdecoder
 
     lines, labels, ems = toy_batch(world, count=8, seed=7)
-    compiled = build_ctcdecoder(labels, str(world / "kn3"), alpha=0.6, beta=1.0)
-    batch = build_batch_decoder(labels, world / "kn3", alpha=0.6, beta=1.0)
+    weights = {"alpha": 0.6, "beta": 1.0, **weights}
+    compiled = build_ctcdecoder(labels, str(world / "kn3"), **weights)
+    batch = build_batch_decoder(labels, world / "kn3", **weights)
     settings = {"beam_width": beam, "token_min_logp": token_min_logp}
     for em, beams in zip(ems, batch.decode_beams_batch(ems, **settings)):
         theirs = compiled.decode_beams(em, **settings)
@@ -196,6 +201,26 @@ def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp):
                                    atol=1e-4)
         np.testing.assert_allclose([b.logit_score for b in beams], [b[3] for b in theirs],
                                    atol=1e-6)
+
+
+def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):
+    """An NPLM (a fixed window, its whole rows read a word at a time) gives the compiled
+    decoder's beams; a network that reads the whole line is refused in one line."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    w = toy_world(tmp_path_factory.mktemp("batched_nplm"))
+    lines, labels, ems = toy_batch(w, count=4, seed=2)
+    compiled = build_ctcdecoder(labels, str(w / "nplm"))
+    for em, beams in zip(ems, build_batch_decoder(labels, w / "nplm").decode_beams_batch(
+            ems, beam_width=6)):
+        theirs = compiled.decode_beams(em, beam_width=6)
+        assert [b.text for b in beams] == [b[0] for b in theirs]
+        np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
+                                   atol=1e-4)
+    lm = load_model(w / "nplm")
+    lm.order = 2000  # as an lstm's
+    with pytest.raises(ValueError, match="reads the whole line"):
+        build_batch_decoder(labels, lm)
 
 
 def test_probabilities_and_logits_decode_alike(world):

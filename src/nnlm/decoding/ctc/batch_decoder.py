@@ -23,8 +23,9 @@ import torch
 from ...base.checks import integer, number
 from ...models import LanguageModel as NnlmLanguageModel
 from ...models import load_model
-from ...text.specials import NO_WORD, SPECIALS
+from ...text.specials import BOS_ID, NO_WORD, SPECIALS
 from ..dense import tensor_lm
+from ..whole_line import reads_whole_line
 from .alphabet import Alphabet
 from .batched import MAX_BATCH, MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion
 from .fusion import (
@@ -108,16 +109,21 @@ class BatchDecoderCTC:
                              weight(unk_score_offset, "unk_score_offset"),
                              bool(lm_score_boundary))
         step, words, log10 = None, [], np.zeros(0)
+        if model is not None and reads_whole_line(model):
+            raise ValueError(f"the model reads the whole line (order {model.order}), which "
+                             "the batch decoder's fixed contexts cannot hold; decode it with "
+                             "build_ctcdecoder (one utterance at a time, any model)")
+        pad = NO_WORD if hasattr(model, "state_lengths") else BOS_ID  # nnlm.kenlm's null
         if model is not None:
             step = tensor_lm(model, self.device)
             words = list(model.vocab.words)
-            null = torch.full((1, step.k), NO_WORD, dtype=torch.int64, device=self.device)
+            null = torch.full((1, step.k), pad, dtype=torch.int64, device=self.device)
             log10 = step.advance(null, log10=True)[0].to(torch.float64).cpu().numpy()
             if unigrams is None:
                 unigrams = [w for w in words if w not in SPECIALS]
         listed = None if unigrams is None else set(unigrams) & set(words)
         table = WordTable(words, log10, listed, alphabet.labels, alphabet.is_bpe, self.device)
-        self._search = BatchedSearch(table, step, self.fusion)
+        self._search = BatchedSearch(table, step, self.fusion, pad)
 
     def reset_params(self, alpha: float | None = None, beta: float | None = None,
                      unk_score_offset: float | None = None,

@@ -99,13 +99,14 @@ class _Beams:
     brk: torch.Tensor  # the next label starts a word (after a label ending in ▁)
 
     @classmethod
-    def start(cls, N: int, K: int, k: int, boundary: bool, dev) -> _Beams:
+    def start(cls, N: int, K: int, k: int, pad: int, dev) -> _Beams:
+        """One empty beam an utterance, its context ``pad`` (``<s>``, or the null
+        context), the other slots empty."""
         f64 = {"dtype": torch.float64, "device": dev}
         score = torch.full((N, K), -math.inf, **f64)
         score[:, 0] = 0.0
         zeros = torch.zeros((N, K), dtype=torch.int64, device=dev)
-        ctx = torch.full((N, K, k), BOS_ID if boundary else NO_WORD, dtype=torch.int64,
-                         device=dev)
+        ctx = torch.full((N, K, k), pad, dtype=torch.int64, device=dev)
         return cls(score, zeros + START, zeros.clone(), torch.zeros((N, K), **f64),
                    zeros.clone(), zeros.clone(), torch.zeros((N, K), **f64),
                    torch.zeros((N, K), **f64), ctx, ctx.clone(),
@@ -179,10 +180,17 @@ class BatchedSearch:
     :class:`~.word_table.WordTable`, ``step`` a tensor LM (:func:`~nnlm.decoding.dense.
     tensor_lm`; None: no LM) on the same device."""
 
-    def __init__(self, table, step, fusion: Fusion):
-        self.table, self.step, self.fusion = table, step, fusion
+    def __init__(self, table, step, fusion: Fusion, null: int = NO_WORD):
+        """``null``: the context word of KenLM's null context (``lm_score_boundary``
+        False): no word for a back-off model, ``<s>`` for a network, as nnlm.kenlm
+        pads."""
+        self.table, self.step, self.fusion, self.null = table, step, fusion, null
         self.k = step.k if step is not None else 0
         self.device = table.device
+
+    def start(self, N: int, K: int) -> _Beams:
+        pad = BOS_ID if self.fusion.score_boundary else self.null
+        return _Beams.start(N, K, self.k, pad, self.device)
 
     # -- the fused scores ------------------------------------------------------------------
     def partial_scores(self, hashes: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -303,7 +311,7 @@ class BatchedSearch:
         if self.step is not None:
             score, after = self.closing(g["ctx"][fresh], g["part_hash"][fresh])
             g["close"][fresh], g["close_ctx"][fresh] = score, after
-        new = _Beams.start(N, K, self.k, self.fusion.score_boundary, self.device)
+        new = self.start(N, K)
         new.score[:, 0] = -math.inf
         for name, value in g.items():
             getattr(new, name)[rows, place] = value
@@ -340,7 +348,7 @@ class BatchedSearch:
         ``lengths`` [N] frames of each."""
         N, T, L = lp.shape
         self.check_sizes(N, T, L, beam_width)
-        b = _Beams.start(N, beam_width, self.k, self.fusion.score_boundary, self.device)
+        b = self.start(N, beam_width)
         history = []
         for t in range(T):
             b, src, label = self.frame(b, lp[:, t], lengths > t, beam_width,
