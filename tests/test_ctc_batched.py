@@ -181,6 +181,7 @@ def test_a_batch_decodes_as_its_utterances_one_at_a_time(world):
     (4, -5.0, {}), (12, -5.0, {}), (8, -0.3, {}),
     (8, -5.0, {"lm_score_boundary": False}),
     (8, -5.0, {"unk_score_offset": -math.inf}),  # a lexicon: the prefixes' look-ahead
+    (8, -5.0, {"prune_history": True}),
 ])
 def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weights):
     """With pruning at work (the beam, beam_prune_logp, token_min_logp: -0.3 leaves
@@ -190,10 +191,11 @@ def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weight
     from nnlm.pyctcdecode import build_ctcdecoder
 
     lines, labels, ems = toy_batch(world, count=8, seed=7)
+    settings = {"beam_width": beam, "token_min_logp": token_min_logp,
+                "prune_history": weights.pop("prune_history", False)}
     weights = {"alpha": 0.6, "beta": 1.0, **weights}
     compiled = build_ctcdecoder(labels, str(world / "kn3"), **weights)
     batch = build_batch_decoder(labels, world / "kn3", **weights)
-    settings = {"beam_width": beam, "token_min_logp": token_min_logp}
     for em, beams in zip(ems, batch.decode_beams_batch(ems, **settings)):
         theirs = compiled.decode_beams(em, **settings)
         assert [b.text for b in beams] == [b[0] for b in theirs]
@@ -201,6 +203,31 @@ def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weight
                                    atol=1e-4)
         np.testing.assert_allclose([b.logit_score for b in beams], [b[3] for b in theirs],
                                    atol=1e-6)
+    del settings["prune_history"]  # decode prunes the history, as pyctcdecode's does
+    assert batch.decode_batch(ems, **settings) == [compiled.decode(e, **settings).strip()
+                                                   for e in ems]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_history_pruning_keeps_the_compiled_decoders_beams(ab, seed):
+    """A bigram: beams that agree on their last word, partial word and last label are
+    one (the best) with ``prune_history``, as in the compiled decoder; without it they
+    stay, so the two lists differ."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    labels = ["", " ", "a", "b"]
+    lp = log_softmax(np.random.default_rng(40 + seed).normal(size=(16, 4)) * 1.5)
+    compiled = build_ctcdecoder(labels, str(ab), unigrams=["a", "b", "ab", "ba"])
+    batch = build_batch_decoder(labels, ab, unigrams=["a", "b", "ab", "ba"])
+    lists = {}
+    for prune in (True, False):
+        theirs = compiled.decode_beams(lp, beam_width=10, prune_history=prune)
+        ours = batch.decode_beams_batch([lp], beam_width=10, prune_history=prune)[0]
+        assert [b.text for b in ours] == [b[0] for b in theirs]
+        np.testing.assert_allclose([b.lm_score for b in ours], [b[4] for b in theirs],
+                                   atol=1e-4)
+        lists[prune] = [b.text for b in ours]
+    assert lists[True] != lists[False]
 
 
 def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):

@@ -35,7 +35,7 @@ from .fusion import (
     DEFAULT_UNK_LOGP_OFFSET,
     weight,
 )
-from .prefix_search import DEFAULT_MIN_TOKEN_LOGP, DEFAULT_PRUNE_LOGP
+from .prefix_search import DEFAULT_MIN_TOKEN_LOGP, DEFAULT_PRUNE_BEAMS, DEFAULT_PRUNE_LOGP
 from .word_table import WordTable
 
 DEFAULT_BATCH_BEAM_WIDTH = 64
@@ -138,9 +138,11 @@ class BatchDecoderCTC:
 
     def decode_beams_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
                            beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
-                           token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP
+                           token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
+                           prune_history: bool = DEFAULT_PRUNE_BEAMS
                            ) -> list[list[BatchBeam]]:
-        """Each utterance's beams, best first: (text, logit_score, lm_score)."""
+        """Each utterance's beams, best first: (text, logit_score, lm_score), as
+        pyctcdecode's ``decode_beams`` gives them."""
         integer(beam_width, "beam_width", 1)
         number(beam_prune_logp, "beam_prune_logp", high=0)
         number(token_min_logp, "token_min_logp", high=0)
@@ -150,14 +152,16 @@ class BatchDecoderCTC:
         if lp.shape[0] > MAX_BATCH:
             raise ValueError(f"logits hold {lp.shape[0]:,} utterances; decode at most "
                              f"{MAX_BATCH:,} at a time")
-        return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp)
+        return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
+                                bool(prune_history))
 
     def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
                      beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
                      token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP) -> list[str]:
-        """Each utterance's best text."""
+        """Each utterance's best text, as pyctcdecode's ``decode`` gives it (history
+        pruned)."""
         return [beams[0].text for beams in self.decode_beams_batch(
-            logits, beam_width, beam_prune_logp, token_min_logp)]
+            logits, beam_width, beam_prune_logp, token_min_logp, prune_history=True)]
 
 
 def build_batch_decoder(labels: Sequence[str],

@@ -27,7 +27,7 @@ What differs from pyctcdecode's search (and the compiled one, which follows it t
 bit): merged scores are summed in another order, so they agree to the last bits, and a
 tie at the edge of the beam can break the other way; a label ending in ``▁`` makes the
 next label start a word for that beam only (pyctcdecode: for whichever beam meets one
-next); no hotwords, ``prune_history`` or word frames.
+next); no hotwords or word frames.
 
 Each frame is a fixed number of tensor operations over the batch's candidates, none per
 beam: the batch decodes where its logits lie.
@@ -97,9 +97,10 @@ class _Beams:
     ctx: torch.Tensor  # the LM context after the finished words
     close_ctx: torch.Tensor  # ... and after the partial word too
     brk: torch.Tensor  # the next label starts a word (after a label ending in ▁)
+    recent: torch.Tensor  # [N, K, max(1, n - 1)] the last finished words, hashed
 
     @classmethod
-    def start(cls, N: int, K: int, k: int, pad: int, dev) -> _Beams:
+    def start(cls, N: int, K: int, k: int, pad: int, dev, m: int = 1) -> _Beams:
         """One empty beam an utterance, its context ``pad`` (``<s>``, or the null
         context), the other slots empty."""
         f64 = {"dtype": torch.float64, "device": dev}
@@ -110,7 +111,8 @@ class _Beams:
         return cls(score, zeros + START, zeros.clone(), torch.zeros((N, K), **f64),
                    zeros.clone(), zeros.clone(), torch.zeros((N, K), **f64),
                    torch.zeros((N, K), **f64), ctx, ctx.clone(),
-                   torch.zeros((N, K), dtype=torch.bool, device=dev))
+                   torch.zeros((N, K), dtype=torch.bool, device=dev),
+                   torch.zeros((N, K, m), dtype=torch.int64, device=dev))
 
     def rank(self) -> torch.Tensor:
         return self.score + self.lm + self.part_score
@@ -175,6 +177,28 @@ def best_per_row(n: torch.Tensor, rank: torch.Tensor, N: int, width: int,
     return (firsts[:, None] + cols)[keep], place[keep]
 
 
+def first_of_each(n: torch.Tensor, key: torch.Tensor, place: torch.Tensor, K: int
+                  ) -> torch.Tensor:
+    """Where each candidate is the best placed of those with its (utterance, key)."""
+    mixed = (n << _KEY_BITS) | (key & ((1 << _KEY_BITS) - 1))
+    order = torch.argsort(mixed)
+    k = mixed[order]
+    first = torch.ones_like(k, dtype=torch.bool)
+    first[1:] = k[1:] != k[:-1]
+    group = torch.cumsum(first, 0) - 1
+    best = torch.full_like(place, K).scatter_reduce(0, group, place[order], "amin")
+    kept = torch.zeros_like(first)
+    kept[order] = place[order] == best[group]
+    return kept
+
+
+def renumbered(n: torch.Tensor, place: torch.Tensor, N: int, K: int) -> torch.Tensor:
+    """Places 0, 1, ... again in each utterance, in their order, after some were taken."""
+    taken = torch.zeros((N, K), dtype=torch.int64, device=n.device)
+    taken[n, place] = 1
+    return (torch.cumsum(taken, 1) - 1)[n, place]
+
+
 class BatchedSearch:
     """The search of the module docstring for one alphabet and LM: ``table`` a
     :class:`~.word_table.WordTable`, ``step`` a tensor LM (:func:`~nnlm.decoding.dense.
@@ -190,7 +214,7 @@ class BatchedSearch:
 
     def start(self, N: int, K: int) -> _Beams:
         pad = BOS_ID if self.fusion.score_boundary else self.null
-        return _Beams.start(N, K, self.k, pad, self.device)
+        return _Beams.start(N, K, self.k, pad, self.device, max(1, self.k))
 
     # -- the fused scores ------------------------------------------------------------------
     def partial_scores(self, hashes: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -273,11 +297,12 @@ class BatchedSearch:
             "part_len": torch.where(keep, torch.where(ext, 0 * pl, pl), new_pl)}
 
     def frame(self, b: _Beams, lp: torch.Tensor, active: torch.Tensor, beam_width: int,
-              beam_prune_logp: float, token_min_logp: float
+              beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
               ) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The beams after one frame of log-probabilities ``lp`` [N, L] (utterances not
         ``active`` unchanged), with each new slot's source slot and the label it added
-        (-1: none)."""
+        (-1: none). ``prune_history``: of beams that agree on their last n - 1 words,
+        partial word and last label, the best only (pyctcdecode's, after the trim)."""
         N, K = b.score.shape
         allowed = lp >= token_min_logp  # the labels read: these and the frame's best
         allowed[torch.arange(N, device=self.device), lp.argmax(1)] = True
@@ -292,6 +317,18 @@ class BatchedSearch:
                                    beam_prune_logp)
         g = {name: value.index_select(0, pick) for name, value in h.items()}
         g["score"], g["part_score"] = sums.index_select(0, pick), part_score.index_select(0, pick)
+        m = b.recent.shape[2]
+        recent = b.recent.reshape(N * K, m).index_select(0, g["flat"])
+        finished = b.part_hash.reshape(-1).index_select(0, g["flat"])
+        g["recent"] = torch.where(g["finishes"][:, None],
+                                  torch.cat([recent[:, 1:], finished[:, None]], 1), recent)
+        if prune_history:
+            key = torch.zeros_like(finished)
+            for j in range(m):
+                key = key * _KEY_MUL[0] + g["recent"][:, j]
+            kept = first_of_each(g["n"], key_of(key, g["part_hash"], g["last"]), place, K)
+            g = {name: value[kept] for name, value in g.items()}
+            place = renumbered(g["n"], place[kept], N, K)
         return self._placed(b, g, place, active)
 
     def _placed(self, b: _Beams, g: dict[str, torch.Tensor], place: torch.Tensor,
@@ -343,7 +380,8 @@ class BatchedSearch:
 
     @torch.no_grad()
     def run(self, lp: torch.Tensor, lengths: torch.Tensor, beam_width: int,
-            beam_prune_logp: float, token_min_logp: float) -> list[list[BatchBeam]]:
+            beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
+            ) -> list[list[BatchBeam]]:
         """Every utterance's beams, best first: ``lp`` [N, T, L] log-probabilities,
         ``lengths`` [N] frames of each."""
         N, T, L = lp.shape
@@ -352,7 +390,7 @@ class BatchedSearch:
         history = []
         for t in range(T):
             b, src, label = self.frame(b, lp[:, t], lengths > t, beam_width,
-                                       beam_prune_logp, token_min_logp)
+                                       beam_prune_logp, token_min_logp, prune_history)
             history.append(torch.stack([src, label]).to(torch.int32))
         return self._finish(b, history, beam_width, beam_prune_logp)
 
