@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -328,6 +329,31 @@ def test_the_batch_decoder_is_reached_from_nnlm_pyctcdecode(ab):
 
     decoder = nnlm.pyctcdecode.build_batch_decoder(["", " ", "a", "b"], str(ab))
     assert decoder.decode_batch([np.log(np.full((2, 4), 0.25))]) in (["a"], ["b"], [""])
+
+
+def test_the_guides_batch_recipe_decodes_as_decode_does(world, tmp_path, monkeypatch):
+    """docs/guide/decoders.md's batch recipe, run as written (its model at the path it
+    names), gives what the compiled decoder's ``decode`` gives each utterance."""
+    from ctc_logits import LABELS, logits_for
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    page = Path(__file__).parents[1] / "docs" / "guide" / "decoders.md"
+    blocks = [b.split("```")[0] for b in page.read_text().split("```python\n")[1:]
+              if "build_batch_decoder" in b.split("```")[0]]
+    assert blocks
+    (tmp_path / "runs").mkdir()
+    assert main(["ngram", "convert", str(world / "kn3"), str(tmp_path / "runs/kn5")]) == 0
+    lines = [x.strip().lower() for x in (world / "toy/test.txt").read_text().splitlines()
+             if x.strip()][:6]
+    rng = np.random.default_rng(0)
+    matrices = [logits_for(line, rng) for line in lines]
+    monkeypatch.chdir(tmp_path)
+    compiled = build_ctcdecoder(LABELS, "runs/kn5")
+    for block in blocks:
+        names = {"labels": LABELS, "matrices": matrices}
+        exec(block, names)
+        assert names["texts"] == [compiled.decode(m).strip() for m in matrices]
+        assert names["text"] == names["texts"][0]
 
 
 def test_bad_labels_and_models_are_one_line(ab, tmp_path):
