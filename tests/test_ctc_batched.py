@@ -231,6 +231,38 @@ def test_history_pruning_keeps_the_compiled_decoders_beams(ab, seed):
     assert lists[True] != lists[False]
 
 
+@pytest.mark.parametrize("count", [1, 10, 1000])
+def test_hotwords_give_the_compiled_decoders_beams(world, count):
+    """Hotwords (words of the utterances, a phrase, and made-up ones up to ``count``):
+    the beams and texts of the compiled decoder, which gives pyctcdecode's; a made-up
+    hotword the audio does not hold is not decoded."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    lines, labels, ems = toy_batch(world, count=6, seed=11)
+    spoken = sorted({w for x in lines for w in x.split()})
+    hot = ([spoken[0], " ".join(spoken[1:3])] + [f"zq{i}x" for i in range(count)])[:count]
+    for model in (None, world / "kn3"):  # without a model the hotwords score alone
+        compiled = build_ctcdecoder(labels, None if model is None else str(model))
+        batch = build_batch_decoder(labels, model)
+        same_beams_with_hotwords(compiled, batch, ems, hot)
+    assert not any("zq" in t for t in batch.decode_batch(ems, hotwords=hot))
+    with pytest.raises(ValueError, match="one string"):
+        batch.decode_batch(ems, hotwords="zebra")
+    with pytest.raises(ValueError, match="hotword_weight"):
+        batch.decode_batch(ems, hotwords=["a"], hotword_weight=float("nan"))
+
+
+def same_beams_with_hotwords(compiled, batch, ems, hot) -> None:
+    for weight in (10.0, 2.5):
+        ours = batch.decode_beams_batch(ems, beam_width=8, hotwords=hot, hotword_weight=weight)
+        for em, beams in zip(ems, ours):
+            theirs = compiled.decode_beams(em, beam_width=8, hotwords=hot,
+                                           hotword_weight=weight)
+            assert [b.text for b in beams] == [b[0] for b in theirs]
+            np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
+                                       atol=1e-4)
+
+
 def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):
     """An NPLM (a fixed window, its whole rows read a word at a time) gives the compiled
     decoder's beams; a network that reads the whole line is refused in one line."""
@@ -354,6 +386,16 @@ def test_the_guides_batch_recipe_decodes_as_decode_does(world, tmp_path, monkeyp
         exec(block, names)
         assert names["texts"] == [compiled.decode(m).strip() for m in matrices]
         assert names["text"] == names["texts"][0]
+
+
+def test_a_batch_over_memory_is_refused_before_the_first_frame(ab, monkeypatch):
+    import nnlm.base.sysmem as sysmem
+
+    decoder = build_batch_decoder(["", " ", "a", "b"], ab)
+    monkeypatch.setattr(sysmem, "available_memory", lambda: 1000)
+    with pytest.raises(Exception, match="decode fewer utterances at a time") as caught:
+        decoder.decode_batch(np.zeros((8, 50, 4), np.float32))
+    assert "\n" not in str(caught.value)
 
 
 def test_bad_labels_and_models_are_one_line(ab, tmp_path):

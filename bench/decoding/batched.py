@@ -11,7 +11,8 @@ labels, model and weights (``--alpha``, ``--beta``: pyctcdecode's defaults) at b
 ``--beam``. The compiled decoder runs in this process on one core (its search is one
 thread); the batched one with ``--threads`` torch threads on the CPU, and on
 ``--device`` where given (or CUDA where there is one). Cases alternate over
-``--rounds`` (bench/harness.py); each is the whole batch. Never run by the tests.
+``--rounds`` (bench/harness.py); each is the whole batch. ``--hotwords N`` adds the
+batch with N made-up hotwords (what the list itself costs). Never run by the tests.
 """
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ def main() -> None:
         return run
 
     cases = {"compiled": run_compiled, **{f"batched_{d}": run_batched(d) for d in devices}}
+    if args.hotwords:  # made-up words: what the list itself costs
+        hot = [f"zq{i}x" for i in range(args.hotwords)]
+
+        def run_hot(device):
+            def run():
+                on = [torch.from_numpy(e).to(device) for e in ems]
+                out[f"batched_{device}_hotwords"] = batch[device].decode_batch(
+                    on, beam_width=args.beam, hotwords=hot)
+            return run
+        cases.update({f"batched_{d}_hotwords": run_hot(d) for d in devices})
     times = harness.rounds(cases, n=args.rounds)
     words_total = sum(map(len, test))
     rows = {}
@@ -71,7 +82,11 @@ def main() -> None:
                "threads": args.threads, "lm": args.lm, **weights, "cases": rows,
                "compiled_one_core_over": {
                    name: harness.ratio(times, "compiled", name) for name in times
-                   if name != "compiled"}}
+                   if name != "compiled"},
+               "hotwords": args.hotwords,
+               "hotwords_over_none": {d: harness.ratio(times, f"batched_{d}_hotwords",
+                                                       f"batched_{d}")
+                                      for d in devices if args.hotwords}}
     harness.write_record(args.out, results)
     for name, row in rows.items():
         print(f"{name:>16}: {1000 * row['median_seconds_a_sentence']:7.2f} ms a sentence, "
@@ -79,6 +94,8 @@ def main() -> None:
               f"{row['same_text_as_compiled']}/{len(test)}")
     for name, r in results["compiled_one_core_over"].items():
         print(f"compiled on one core / {name}: {r['median']:.2f}x")
+    for device, r in results["hotwords_over_none"].items():
+        print(f"{args.hotwords} hotwords / none, {device}: {r['median']:.2f}x")
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -97,6 +114,8 @@ def parse(argv=None) -> argparse.Namespace:
                    help="torch threads of the batched search on the CPU (default: 1)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                    help="where the batched search also runs (default: cuda if present)")
+    p.add_argument("--hotwords", type=int, default=0, metavar="N",
+                   help="also decode with N made-up hotwords (default: none)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path("bench/results/batched.json"))
     return p.parse_args(argv)

@@ -8,14 +8,15 @@ fusion over :mod:`.batched`'s tensor search.
 (labels, model, unigrams, alpha, beta, unk_score_offset, lm_score_boundary) and a
 ``device``; any model nnlm loads: an ARPA file or KenLM binary (read into nnlm's back-off
 arrays, placed on the device), an nnlm n-gram model, a network (run where it is placed),
-a mixture. ``decode_beams_batch`` gives each utterance's beams with their scores.
+a mixture. ``decode_beams_batch`` gives each utterance's beams with their scores; both
+take pyctcdecode's ``hotwords`` and ``hotword_weight``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -35,8 +36,9 @@ from .fusion import (
     DEFAULT_UNK_LOGP_OFFSET,
     weight,
 )
+from .hotwords import DEFAULT_HOTWORD_WEIGHT, HotwordScorer
 from .prefix_search import DEFAULT_MIN_TOKEN_LOGP, DEFAULT_PRUNE_BEAMS, DEFAULT_PRUNE_LOGP
-from .word_table import WordTable
+from .word_table import HotwordTable, WordTable
 
 DEFAULT_BATCH_BEAM_WIDTH = 64
 
@@ -139,13 +141,21 @@ class BatchDecoderCTC:
     def decode_beams_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
                            beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
                            token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
-                           prune_history: bool = DEFAULT_PRUNE_BEAMS
+                           prune_history: bool = DEFAULT_PRUNE_BEAMS,
+                           hotwords: Iterable[str] | None = None,
+                           hotword_weight: float = DEFAULT_HOTWORD_WEIGHT
                            ) -> list[list[BatchBeam]]:
         """Each utterance's beams, best first: (text, logit_score, lm_score), as
-        pyctcdecode's ``decode_beams`` gives them."""
+        pyctcdecode's ``decode_beams`` gives them (``hotwords`` as there)."""
         integer(beam_width, "beam_width", 1)
         number(beam_prune_logp, "beam_prune_logp", high=0)
         number(token_min_logp, "token_min_logp", high=0)
+        weight(hotword_weight, "hotword_weight")
+        hot = None
+        if hotwords is not None:
+            scorer = HotwordScorer.build_scorer(hotwords, hotword_weight)
+            hot = HotwordTable(scorer, hotword_weight, self.device) if scorer.trie_words \
+                else None
         lp, lengths = as_log_probs(logits, len(self.alphabet.labels), self.device)
         if lp.shape[0] == 0:
             return []
@@ -153,15 +163,18 @@ class BatchDecoderCTC:
             raise ValueError(f"logits hold {lp.shape[0]:,} utterances; decode at most "
                              f"{MAX_BATCH:,} at a time")
         return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
-                                bool(prune_history))
+                                bool(prune_history), hot)
 
     def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
                      beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
-                     token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP) -> list[str]:
+                     token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
+                     hotwords: Iterable[str] | None = None,
+                     hotword_weight: float = DEFAULT_HOTWORD_WEIGHT) -> list[str]:
         """Each utterance's best text, as pyctcdecode's ``decode`` gives it (history
         pruned)."""
         return [beams[0].text for beams in self.decode_beams_batch(
-            logits, beam_width, beam_prune_logp, token_min_logp, prune_history=True)]
+            logits, beam_width, beam_prune_logp, token_min_logp, prune_history=True,
+            hotwords=hotwords, hotword_weight=hotword_weight)]
 
 
 def build_batch_decoder(labels: Sequence[str],

@@ -27,7 +27,7 @@ What differs from pyctcdecode's search (and the compiled one, which follows it t
 bit): merged scores are summed in another order, so they agree to the last bits, and a
 tie at the edge of the beam can break the other way; a label ending in ``▁`` makes the
 next label start a word for that beam only (pyctcdecode: for whichever beam meets one
-next); no hotwords or word frames.
+next); no word frames or LM states.
 
 Each frame is a fixed number of tensor operations over the batch's candidates, none per
 beam: the batch decodes where its logits lie.
@@ -209,6 +209,7 @@ class BatchedSearch:
         False): no word for a back-off model, ``<s>`` for a network, as nnlm.kenlm
         pads."""
         self.table, self.step, self.fusion, self.null = table, step, fusion, null
+        self.hot = None  # a run's HotwordTable
         self.k = step.k if step is not None else 0
         self.device = table.device
 
@@ -218,7 +219,16 @@ class BatchedSearch:
 
     # -- the fused scores ------------------------------------------------------------------
     def partial_scores(self, hashes: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """pyctcdecode's score of a word being spelled (module docstring); 0 without LM."""
+        """pyctcdecode's score of a word being spelled (module docstring; 0 without LM):
+        a hotword's prefix scores as the hotwords say, in place of the LM's."""
+        lm = self._lm_partial_scores(hashes, lengths)
+        if self.hot is None:
+            return lm
+        starts, score = self.hot.partial(hashes)
+        return torch.where(starts & (lengths > 0), score, lm)
+
+    def _lm_partial_scores(self, hashes: torch.Tensor, lengths: torch.Tensor
+                           ) -> torch.Tensor:
         f = self.fusion
         if self.step is None:
             return torch.zeros(hashes.shape, dtype=torch.float64, device=self.device)
@@ -238,7 +248,12 @@ class BatchedSearch:
     def closing(self, ctx: torch.Tensor, hashes: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """The fused score of finishing each hashed word after ``ctx``, and the context
-        after it (an unknown word is ``<unk>`` to the LM, plus ``unk_score_offset``)."""
+        after it (an unknown word is ``<unk>`` to the LM, plus ``unk_score_offset``); a
+        hotword word adds the hotwords' weight."""
+        bonus = 0.0 if self.hot is None else self.hot.word_bonus(hashes)
+        if self.step is None:
+            return bonus + torch.zeros(hashes.shape, dtype=torch.float64,
+                                       device=self.device), ctx
         f = self.fusion
         ids, listed = self.table.word_ids(hashes)
         word = torch.where(ids >= 0, ids, torch.full_like(ids, UNK_ID))
@@ -249,7 +264,7 @@ class BatchedSearch:
         if f.unk_score_offset == -math.inf:  # forbidden, whatever alpha (0 * -inf: NaN)
             score = torch.where(listed, score, torch.full_like(score, -math.inf))
         after = torch.cat([ctx[:, 1:], word[:, None]], dim=1) if self.k else ctx
-        return score, after
+        return score + bonus, after
 
     def end_scores(self, close: torch.Tensor, close_ctx: torch.Tensor) -> torch.Tensor:
         """What finishing a beam adds: its partial word's closing score, then ``</s>``
@@ -345,7 +360,7 @@ class BatchedSearch:
         g["close_ctx"] = torch.where(ext[:, None], g["ctx"], old["close_ctx"])
         g["brk"] = torch.where(ext, self.table.ends[x], old["brk"])
         fresh = ext & (g["part_len"] > 0)
-        if self.step is not None:
+        if self.step is not None or self.hot is not None:
             score, after = self.closing(g["ctx"][fresh], g["part_hash"][fresh])
             g["close"][fresh], g["close_ctx"][fresh] = score, after
         new = self.start(N, K)
@@ -380,10 +395,20 @@ class BatchedSearch:
 
     @torch.no_grad()
     def run(self, lp: torch.Tensor, lengths: torch.Tensor, beam_width: int,
-            beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
-            ) -> list[list[BatchBeam]]:
+            beam_prune_logp: float, token_min_logp: float, prune_history: bool = False,
+            hot=None) -> list[list[BatchBeam]]:
         """Every utterance's beams, best first: ``lp`` [N, T, L] log-probabilities,
-        ``lengths`` [N] frames of each."""
+        ``lengths`` [N] frames of each, ``hot`` the hotwords (a
+        :class:`~.word_table.HotwordTable`, or None)."""
+        self.hot = hot
+        try:
+            return self._run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
+                             prune_history)
+        finally:
+            self.hot = None
+
+    def _run(self, lp, lengths, beam_width, beam_prune_logp, token_min_logp,
+             prune_history) -> list[list[BatchBeam]]:
         N, T, L = lp.shape
         self.check_sizes(N, T, L, beam_width)
         b = self.start(N, beam_width)

@@ -155,3 +155,42 @@ class WordTable:
     def text(self, labels: Sequence[int]) -> str:
         """The words a label sequence spells, single-spaced."""
         return " ".join("".join(self.texts[c] for c in labels).split())
+
+
+class HotwordTable:
+    """A :class:`~.hotwords.HotwordScorer`'s words as hashes on ``device``: a finished
+    word earns ``weight`` where it is a hotword word; a partial word that starts one
+    scores the scorer's ``score_partial_token`` (weight x its length / the first hotword
+    word's below it), in place of the language model's partial-word score."""
+
+    def __init__(self, scorer, weight: float, device: torch.device):
+        words = list(scorer.trie_words or [])
+        self.weight = float(weight)
+        self.words = torch.as_tensor(np.unique(string_hashes(sorted(set(words))))).to(device)
+        prefixes = sorted({w[:i] for w in words for i in range(1, len(w) + 1)})
+        keys = string_hashes(prefixes)
+        order = np.argsort(keys, kind="stable")
+        _unique_or_refuse(keys[order], "hotword prefixes")
+        self.prefix_keys = torch.as_tensor(keys[order]).to(device)
+        self.prefix_scores = torch.as_tensor(np.array(
+            [scorer.score_partial_token(prefixes[i]) for i in order], np.float64)).to(device)
+
+    @staticmethod
+    def _find(keys: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(keys) == 0:
+            return torch.zeros_like(query, dtype=torch.bool), torch.zeros_like(query)
+        at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
+        return keys[at] == query, at
+
+    def word_bonus(self, hashes: torch.Tensor) -> torch.Tensor:
+        """``weight`` where the hashed word is a hotword word, else 0."""
+        found, _ = self._find(self.words, hashes)
+        return found.to(torch.float64) * self.weight
+
+    def partial(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether each hashed partial word starts a hotword word, and its score."""
+        found, at = self._find(self.prefix_keys, hashes)
+        if len(self.prefix_scores) == 0:
+            return found, torch.zeros(hashes.shape, dtype=torch.float64, device=hashes.device)
+        return found, torch.where(found, self.prefix_scores[at],
+                                  torch.zeros_like(self.prefix_scores[at]))
