@@ -311,17 +311,18 @@ class BatchedSearch:
             "part_hash": torch.where(keep, torch.where(ext, 0 * ph, ph), new_ph),
             "part_len": torch.where(keep, torch.where(ext, 0 * pl, pl), new_pl)}
 
-    def frame(self, b: _Beams, lp: torch.Tensor, active: torch.Tensor, beam_width: int,
+    def frame(self, b: _Beams, lp: torch.Tensor, active: torch.Tensor | None, beam_width: int,
               beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
               ) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The beams after one frame of log-probabilities ``lp`` [N, L] (utterances not
-        ``active`` unchanged), with each new slot's source slot and the label it added
-        (-1: none). ``prune_history``: of beams that agree on their last n - 1 words,
+        ``active`` unchanged; None: all active), with each new slot's source slot and the
+        label it added (-1: none). ``prune_history``: of beams that agree on their last n - 1 words,
         partial word and last label, the best only (pyctcdecode's, after the trim)."""
         N, K = b.score.shape
         allowed = lp >= token_min_logp  # the labels read: these and the frame's best
         allowed[torch.arange(N, device=self.device), lp.argmax(1)] = True
-        allowed &= active[:, None]
+        if active is not None:
+            allowed &= active[:, None]
         c = self.candidates(b, lp, allowed)
         heads, sums = grouped(c["n"], key_of(c["text"], c["part_hash"], c["last"]),
                               c["score"])
@@ -347,7 +348,7 @@ class BatchedSearch:
         return self._placed(b, g, place, active)
 
     def _placed(self, b: _Beams, g: dict[str, torch.Tensor], place: torch.Tensor,
-                active: torch.Tensor) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
+                active: torch.Tensor | None) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The new beams from the picked candidates ``g`` (each at ``place`` in its
         utterance's row), their LM fields completed (a new partial word's closing score:
         one query for all), utterances past their end left as they were."""
@@ -371,6 +372,8 @@ class BatchedSearch:
         label = torch.full((N, K), -1, dtype=torch.int64, device=self.device)
         src[rows, place] = flat - rows * K
         label[rows, place] = torch.where(ext, x, torch.full_like(x, -1))
+        if active is None:  # every utterance still has frames
+            return new, src, label
         keep = active[:, None]  # utterances past their end: as they were
         for f in fields(_Beams):
             x, y = getattr(new, f.name), getattr(b, f.name)
@@ -413,8 +416,10 @@ class BatchedSearch:
         self.check_sizes(N, T, L, beam_width)
         b = self.start(N, beam_width)
         history = []
+        shortest = int(lengths.min())
         for t in range(T):
-            b, src, label = self.frame(b, lp[:, t], lengths > t, beam_width,
+            active = None if t < shortest else lengths > t  # None: all
+            b, src, label = self.frame(b, lp[:, t], active, beam_width,
                                        beam_prune_logp, token_min_logp, prune_history)
             history.append(torch.stack([src, label]).to(torch.int32))
         return self._finish(b, history, beam_width, beam_prune_logp)
