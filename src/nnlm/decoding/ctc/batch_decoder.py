@@ -50,17 +50,16 @@ def as_log_probs(logits, width: int, device: torch.device
     their log, anything else by a log-softmax, clipped at 1e-15 as pyctcdecode clips."""
     if isinstance(logits, (list, tuple)):
         parts = [torch.as_tensor(_numeric(x, f"logits[{i}]", 2)) for i, x in enumerate(logits)]
-        lengths = torch.tensor([len(p) for p in parts], dtype=torch.int64)
-        T = int(lengths.max()) if len(parts) else 0
-        out = torch.zeros((len(parts), T, width), dtype=torch.float64)
+        lengths = torch.tensor([len(p) for p in parts], dtype=torch.int64, device=device)
+        T = max((len(p) for p in parts), default=0)
+        out = torch.zeros((len(parts), T, width), dtype=torch.float64, device=device)
         for i, p in enumerate(parts):
             _width(p, width, f"logits[{i}]")
-            out[i, :len(p)] = p.to(torch.float64)
+            out[i, :len(p)] = p.to(device, torch.float64)
     else:
-        out = torch.as_tensor(_numeric(logits, "logits", 3)).to(torch.float64)
+        out = torch.as_tensor(_numeric(logits, "logits", 3)).to(device, torch.float64)
         _width(out, width, "logits")
-        lengths = torch.full((out.shape[0],), out.shape[1], dtype=torch.int64)
-    out, lengths = out.to(device), lengths.to(device)
+        lengths = torch.full((out.shape[0],), out.shape[1], dtype=torch.int64, device=device)
     frames = torch.arange(out.shape[1], device=device)[None, :] < lengths[:, None]
     if bool(torch.isnan(out[frames]).any()) or bool((out[frames] == math.inf).any()):
         raise ValueError("logits hold NaN or +inf: the acoustic model's output is broken")

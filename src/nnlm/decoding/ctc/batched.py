@@ -35,6 +35,7 @@ beam: the batch decodes where its logits lie.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, fields
 from typing import NamedTuple
@@ -209,7 +210,7 @@ class BatchedSearch:
         False): no word for a back-off model, ``<s>`` for a network, as nnlm.kenlm
         pads."""
         self.table, self.step, self.fusion, self.null = table, step, fusion, null
-        self.hot = None  # a run's HotwordTable
+        self.hot = None  # a run's HotwordTable (set on the run's copy)
         self.k = step.k if step is not None else 0
         self.device = table.device
 
@@ -403,12 +404,10 @@ class BatchedSearch:
         """Every utterance's beams, best first: ``lp`` [N, T, L] log-probabilities,
         ``lengths`` [N] frames of each, ``hot`` the hotwords (a
         :class:`~.word_table.HotwordTable`, or None)."""
-        self.hot = hot
-        try:
-            return self._run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
-                             prune_history)
-        finally:
-            self.hot = None
+        search = copy.copy(self)  # this run's hotwords on a copy: runs may share a decoder
+        search.hot = hot
+        return search._run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
+                           prune_history)
 
     def _run(self, lp, lengths, beam_width, beam_prune_logp, token_min_logp,
              prune_history) -> list[list[BatchBeam]]:
