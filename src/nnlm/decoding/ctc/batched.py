@@ -138,18 +138,25 @@ def finished_text(text: torch.Tensor, part_hash: torch.Tensor, part_len: torch.T
     return torch.where(part_len > 0, text * _TEXT_MUL + part_hash, text)
 
 
+def _sorted_groups(n: torch.Tensor, key: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The candidates sorted so that each (utterance, key) is together, utterances in
+    order: the order, where each group starts, each sorted candidate's group."""
+    mixed = (n << _KEY_BITS) | (key & ((1 << _KEY_BITS) - 1))
+    order = torch.argsort(mixed)
+    k = mixed[order]
+    first = torch.ones_like(k, dtype=torch.bool)
+    first[1:] = k[1:] != k[:-1]
+    return order, first, torch.cumsum(first, 0) - 1
+
+
 def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """Candidates with the same (utterance, key) as one: each group's first candidate and
     the log-sum-exp of its scores, groups in utterance order. One sort of 64 bits a
     candidate: the utterance above (``MAX_BATCH``), 48 bits of the key below (two keys of
     one utterance's frame share them about once in 2^48 / candidates^2)."""
-    mixed = (n << _KEY_BITS) | (key & ((1 << _KEY_BITS) - 1))
-    order = torch.argsort(mixed)
-    k = mixed[order]
-    first = torch.ones_like(k, dtype=torch.bool)
-    first[1:] = k[1:] != k[:-1]
-    group = torch.cumsum(first, 0) - 1
+    order, first, group = _sorted_groups(n, key)
     x = score[order]
     top = torch.full_like(x, -math.inf).scatter_reduce(0, group, x, "amax")
     shift = torch.where(top > -math.inf, top, torch.zeros_like(top))
@@ -181,12 +188,7 @@ def best_per_row(n: torch.Tensor, rank: torch.Tensor, N: int, width: int,
 def first_of_each(n: torch.Tensor, key: torch.Tensor, place: torch.Tensor, K: int
                   ) -> torch.Tensor:
     """Where each candidate is the best placed of those with its (utterance, key)."""
-    mixed = (n << _KEY_BITS) | (key & ((1 << _KEY_BITS) - 1))
-    order = torch.argsort(mixed)
-    k = mixed[order]
-    first = torch.ones_like(k, dtype=torch.bool)
-    first[1:] = k[1:] != k[:-1]
-    group = torch.cumsum(first, 0) - 1
+    order, first, group = _sorted_groups(n, key)
     best = torch.full_like(place, K).scatter_reduce(0, group, place[order], "amin")
     kept = torch.zeros_like(first)
     kept[order] = place[order] == best[group]
