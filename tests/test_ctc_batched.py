@@ -283,6 +283,25 @@ def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):
         build_batch_decoder(labels, lm)
 
 
+@pytest.mark.parametrize("chunk", [1, 7])
+def test_a_stream_fed_in_chunks_decodes_as_the_whole_batch(world, chunk):
+    """Ragged utterances fed ``chunk`` frames at a time (the shorter ones run out and get
+    empty chunks): the beams are the whole batch's; a look at the beams midway leaves the
+    stream as it was."""
+    lines, labels, ems = toy_batch(world, count=5, seed=4)
+    decoder = build_batch_decoder(labels, world / "kn3")
+    whole = decoder.decode_beams_batch(ems, beam_width=8, hotwords=["zebra"])
+    stream = decoder.stream(len(ems), beam_width=8, hotwords=["zebra"])
+    for lo in range(0, max(map(len, ems)), chunk):
+        stream.feed([e[lo:lo + chunk] for e in ems])
+        if lo == chunk * 3:
+            assert len(stream.decode_beams()) == len(ems)
+    assert stream.decode_beams() == whole
+    assert stream.decode() == [b[0].text for b in whole]
+    with pytest.raises(ValueError, match="a chunk of 2 utterances for a stream of 5"):
+        stream.feed(ems[:2])
+
+
 def test_probabilities_and_logits_decode_alike(world):
     lines, labels, ems = toy_batch(world, count=3)
     decoder = build_batch_decoder(labels, world / "kn3")
@@ -364,15 +383,16 @@ def test_the_batch_decoder_is_reached_from_nnlm_pyctcdecode(ab):
 
 
 def test_the_guides_batch_recipe_decodes_as_decode_does(world, tmp_path, monkeypatch):
-    """docs/guide/decoders.md's batch recipe, run as written (its model at the path it
-    names), gives what the compiled decoder's ``decode`` gives each utterance."""
+    """docs/guide/decoders.md's batch recipes, run as written (the model at the path they
+    name): the batch gives what the compiled decoder's ``decode`` gives each utterance,
+    its streams what the batch gives whole."""
     from ctc_logits import LABELS, logits_for
     from nnlm.pyctcdecode import build_ctcdecoder
 
     page = Path(__file__).parents[1] / "docs" / "guide" / "decoders.md"
     blocks = [b.split("```")[0] for b in page.read_text().split("```python\n")[1:]
-              if "build_batch_decoder" in b.split("```")[0]]
-    assert blocks
+              if "build_batch_decoder" in b.split("```")[0] or "batch.stream(" in b]
+    assert len(blocks) == 2  # the batch, then its streams
     (tmp_path / "runs").mkdir()
     assert main(["ngram", "convert", str(world / "kn3"), str(tmp_path / "runs/kn5")]) == 0
     lines = [x.strip().lower() for x in (world / "toy/test.txt").read_text().splitlines()
@@ -381,11 +401,13 @@ def test_the_guides_batch_recipe_decodes_as_decode_does(world, tmp_path, monkeyp
     matrices = [logits_for(line, rng) for line in lines]
     monkeypatch.chdir(tmp_path)
     compiled = build_ctcdecoder(LABELS, "runs/kn5")
-    for block in blocks:
-        names = {"labels": LABELS, "matrices": matrices}
-        exec(block, names)
-        assert names["texts"] == [compiled.decode(m).strip() for m in matrices]
-        assert names["text"] == names["texts"][0]
+    names = {"labels": LABELS, "matrices": matrices}
+    exec(blocks[0], names)
+    assert names["texts"] == [compiled.decode(m).strip() for m in matrices]
+    assert names["text"] == names["texts"][0]
+    whole = names["beams"]
+    exec(blocks[1], names)
+    assert names["beams"] == whole
 
 
 def test_a_batch_over_memory_is_refused_before_the_first_frame(ab, monkeypatch):

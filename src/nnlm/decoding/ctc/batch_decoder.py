@@ -28,7 +28,7 @@ from ...text.specials import BOS_ID, NO_WORD, SPECIALS
 from ..dense import tensor_lm
 from ..whole_line import reads_whole_line
 from .alphabet import Alphabet
-from .batched import MAX_BATCH, MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion
+from .batched import MAX_BATCH, MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion, Settings
 from .fusion import (
     DEFAULT_ALPHA,
     DEFAULT_BETA,
@@ -146,6 +146,27 @@ class BatchDecoderCTC:
                            ) -> list[list[BatchBeam]]:
         """Each utterance's beams, best first: (text, logit_score, lm_score), as
         pyctcdecode's ``decode_beams`` gives them (``hotwords`` as there)."""
+        settings, hot = self._prepared(beam_width, beam_prune_logp, token_min_logp,
+                                       prune_history, hotwords, hotword_weight)
+        lp, lengths = self._log_probs(logits)
+        return self._search.run(lp, lengths, settings, hot) if len(lp) else []
+
+    def stream(self, utterances: int, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+               beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
+               token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
+               prune_history: bool = DEFAULT_PRUNE_BEAMS,
+               hotwords: Iterable[str] | None = None,
+               hotword_weight: float = DEFAULT_HOTWORD_WEIGHT) -> BatchStream:
+        """A batch of ``utterances`` streams decoded together, fed chunk by chunk
+        (:class:`BatchStream`); the settings are :meth:`decode_beams_batch`'s."""
+        integer(utterances, "utterances", 1, MAX_BATCH)
+        settings, hot = self._prepared(beam_width, beam_prune_logp, token_min_logp,
+                                       prune_history, hotwords, hotword_weight)
+        return BatchStream(self, self._search.begin(utterances, settings, hot))
+
+    def _prepared(self, beam_width, beam_prune_logp, token_min_logp, prune_history,
+                  hotwords, hotword_weight) -> tuple[Settings, HotwordTable | None]:
+        """The settings checked, and the hotwords' table (None: none)."""
         integer(beam_width, "beam_width", 1)
         number(beam_prune_logp, "beam_prune_logp", high=0)
         number(token_min_logp, "token_min_logp", high=0)
@@ -153,16 +174,16 @@ class BatchDecoderCTC:
         hot = None
         if hotwords is not None:
             scorer = HotwordScorer.build_scorer(hotwords, hotword_weight)
-            hot = HotwordTable(scorer, hotword_weight, self.device) if scorer.trie_words \
-                else None
+            if scorer.trie_words:
+                hot = HotwordTable(scorer, hotword_weight, self.device)
+        return Settings(beam_width, beam_prune_logp, token_min_logp, bool(prune_history)), hot
+
+    def _log_probs(self, logits) -> tuple[torch.Tensor, torch.Tensor]:
         lp, lengths = as_log_probs(logits, len(self.alphabet.labels), self.device)
-        if lp.shape[0] == 0:
-            return []
         if lp.shape[0] > MAX_BATCH:
             raise ValueError(f"logits hold {lp.shape[0]:,} utterances; decode at most "
                              f"{MAX_BATCH:,} at a time")
-        return self._search.run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
-                                bool(prune_history), hot)
+        return lp, lengths
 
     def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
                      beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
@@ -174,6 +195,30 @@ class BatchDecoderCTC:
         return [beams[0].text for beams in self.decode_beams_batch(
             logits, beam_width, beam_prune_logp, token_min_logp, prune_history=True,
             hotwords=hotwords, hotword_weight=hotword_weight)]
+
+
+class BatchStream:
+    """Utterances decoded as their frames arrive, all in one search: :meth:`feed` each
+    chunk (an array [N, T, L], or a list of N arrays [T_i, L], T_i 0 where an utterance
+    has nothing new), :meth:`decode_beams` or :meth:`decode` at any point for the beams
+    or texts as if the utterances ended there. Chunked, a batch gives what it gives
+    whole."""
+
+    def __init__(self, decoder: BatchDecoderCTC, run):
+        self._decoder, self._run = decoder, run
+
+    def feed(self, logits) -> None:
+        """The next chunk of every utterance's frames."""
+        lp, lengths = self._decoder._log_probs(logits)
+        self._run.feed(lp, lengths)
+
+    def decode_beams(self) -> list[list[BatchBeam]]:
+        """Each utterance's beams so far, best first: (text, logit_score, lm_score)."""
+        return self._run.finish()
+
+    def decode(self) -> list[str]:
+        """Each utterance's best text so far."""
+        return [beams[0].text for beams in self.decode_beams()]
 
 
 def build_batch_decoder(labels: Sequence[str],

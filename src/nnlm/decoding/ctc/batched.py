@@ -73,6 +73,16 @@ class BatchBeam(NamedTuple):
     lm_score: float
 
 
+@dataclass(frozen=True)
+class Settings:
+    """pyctcdecode's settings of one search."""
+
+    beam_width: int
+    beam_prune_logp: float
+    token_min_logp: float
+    prune_history: bool = False
+
+
 @dataclass
 class Fusion:
     """The LM's weights in the fused score (:mod:`.fusion`)."""
@@ -400,33 +410,23 @@ class BatchedSearch:
         check_allocation(need, what, "decode fewer utterances at a time")
 
     @torch.no_grad()
-    def run(self, lp: torch.Tensor, lengths: torch.Tensor, beam_width: int,
-            beam_prune_logp: float, token_min_logp: float, prune_history: bool = False,
+    def run(self, lp: torch.Tensor, lengths: torch.Tensor, settings: Settings,
             hot=None) -> list[list[BatchBeam]]:
         """Every utterance's beams, best first: ``lp`` [N, T, L] log-probabilities,
         ``lengths`` [N] frames of each, ``hot`` the hotwords (a
         :class:`~.word_table.HotwordTable`, or None)."""
-        search = copy.copy(self)  # this run's hotwords on a copy: runs may share a decoder
+        run = self.begin(lp.shape[0], settings, hot)
+        run.feed(lp, lengths)
+        return run.finish()
+
+    def begin(self, N: int, settings: Settings, hot=None) -> Run:
+        """A search of ``N`` utterances fed a chunk of frames at a time (:class:`Run`)."""
+        search = copy.copy(self)  # the run's hotwords on a copy: runs may share a decoder
         search.hot = hot
-        return search._run(lp, lengths, beam_width, beam_prune_logp, token_min_logp,
-                           prune_history)
+        return Run(search, N, settings)
 
-    def _run(self, lp, lengths, beam_width, beam_prune_logp, token_min_logp,
-             prune_history) -> list[list[BatchBeam]]:
-        N, T, L = lp.shape
-        self.check_sizes(N, T, L, beam_width)
-        b = self.start(N, beam_width)
-        history = []
-        shortest = int(lengths.min())
-        for t in range(T):
-            active = None if t < shortest else lengths > t  # None: all
-            b, src, label = self.frame(b, lp[:, t], active, beam_width,
-                                       beam_prune_logp, token_min_logp, prune_history)
-            history.append(torch.stack([src, label]).to(torch.int32))
-        return self._finish(b, history, beam_width, beam_prune_logp)
-
-    def _finish(self, b: _Beams, history: list[torch.Tensor], beam_width: int,
-                beam_prune_logp: float) -> list[list[BatchBeam]]:
+    def finish(self, b: _Beams, history: list[torch.Tensor], beam_width: int,
+               beam_prune_logp: float) -> list[list[BatchBeam]]:
         """pyctcdecode's end: partial words finished, beams with the same words merged,
         ``</s>`` scored, pruned and trimmed; their labels read back frame by frame."""
         N, K = b.score.shape
@@ -454,3 +454,40 @@ class BatchedSearch:
             out[rows[j]].append(BatchBeam(self.table.text(seq[seq >= 0].tolist()),
                                           float(logit[j]), float(rank[j])))
         return out
+
+
+class Run:
+    """One batch's search, fed chunk by chunk: the beams and the back-pointers so far.
+    :meth:`feed` advances each utterance by its chunk's frames (a chunk may be empty for
+    some); :meth:`finish` gives the beams as if the utterances ended here, and leaves the
+    run as it was, so more chunks may follow. Chunked, a batch decodes as it does whole."""
+
+    def __init__(self, search: BatchedSearch, N: int, settings: Settings):
+        self.search, self.settings = search, settings
+        self.beams = search.start(N, settings.beam_width)
+        self.history: list[torch.Tensor] = []
+        self.frames = 0  # of the longest utterance so far
+
+    @torch.no_grad()
+    def feed(self, lp: torch.Tensor, lengths: torch.Tensor) -> None:
+        """The next chunk: ``lp`` [N, T, L] log-probabilities, ``lengths`` [N] frames of
+        each utterance in it."""
+        s, (N, T, L) = self.settings, lp.shape
+        if N != self.beams.score.shape[0]:
+            raise ValueError(f"a chunk of {N} utterances for a stream of "
+                             f"{self.beams.score.shape[0]}")
+        self.frames += T
+        self.search.check_sizes(N, self.frames, L, s.beam_width)
+        shortest = int(lengths.min()) if N else 0
+        for t in range(T):
+            active = None if t < shortest else lengths > t  # None: all
+            self.beams, src, label = self.search.frame(
+                self.beams, lp[:, t], active, s.beam_width, s.beam_prune_logp,
+                s.token_min_logp, s.prune_history)
+            self.history.append(torch.stack([src, label]).to(torch.int32))
+
+    @torch.no_grad()
+    def finish(self) -> list[list[BatchBeam]]:
+        """Every utterance's beams if it ended here, best first."""
+        return self.search.finish(self.beams, self.history, self.settings.beam_width,
+                                  self.settings.beam_prune_logp)
