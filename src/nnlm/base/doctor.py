@@ -39,7 +39,7 @@ OPTIONAL = {
     "orjson": "fast JSON for nnlm serve and nnlm filter",
     "pydivsufsort": "building suffix arrays (nnlm index build)",
     "nltk": "reading NLTK's Brown corpus; the oracle of nnlm.nltk",
-    "torch": "training and scoring the networks",
+    "torch": "training and scoring the networks; the batch CTC decoder (CPU or GPU)",
     "safetensors": "the networks' weight files",
     "matplotlib": "plots",
     "dask": "estimation on a cluster",
