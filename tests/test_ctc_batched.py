@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch", reason="the batched CTC search runs on torc
 
 import nnlm.kenlm as kenlm  # noqa: E402
 from conftest import toy_world  # noqa: E402 - after the skip
+from nnlm.base.errors import NnlmError  # noqa: E402
 from nnlm.cli import main  # noqa: E402
 from nnlm.decoding.ctc import fusion  # noqa: E402
 from nnlm.decoding.ctc.batch_decoder import build_batch_decoder  # noqa: E402
@@ -331,6 +332,10 @@ def test_the_point_query_is_the_rows_entry(world):
     contexts[20:40, 0] = NO_WORD
     rows = step.advance(contexts)
     assert torch.equal(step.score(contexts, words), rows.gather(1, words[:, None])[:, 0])
+    with pytest.raises(NnlmError, match="a word id is outside"):
+        step.score(contexts[:2], torch.tensor([0, len(lm.vocab)]))
+    with pytest.raises(NnlmError, match="one word per context"):
+        step.score(contexts[:2], words[:3])
     model = kenlm.Model(str(world / "kn3"))
     out = kenlm.State()
     for b in range(0, 300, 37):

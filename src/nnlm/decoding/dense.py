@@ -204,18 +204,21 @@ class TensorBackoff:
         return self._children
 
     @torch.no_grad()
-    def score(self, contexts: torch.Tensor, words: torch.Tensor,
-              log10: bool = False) -> torch.Tensor:
+    def score(self, contexts: torch.Tensor, words: torch.Tensor, log10: bool = False,
+              checked: bool = True) -> torch.Tensor:
         """[B]: log p(words[b] | contexts[b]), the one entry of :meth:`advance`'s row a
         word-level decoder reads: the longest stored (c_j w) found by one
-        ``searchsorted`` an order, plus the back-off weights of the longer contexts."""
-        contexts = self._checked_contexts(contexts, "score")
+        ``searchsorted`` an order, plus the back-off weights of the longer contexts.
+        ``checked=False``: ids a search made itself, not checked (each check waits for
+        the device)."""
         words = torch.as_tensor(words, dtype=torch.int64, device=self.device)
-        if words.shape != contexts.shape[:1]:
-            raise NnlmError(f"score: one word per context ({len(contexts)}), not "
-                            f"{list(words.shape)}")
-        if len(words) and (int(words.min()) < 0 or int(words.max()) >= self.V):
-            raise NnlmError(f"score: a word id is outside 0 .. {self.V - 1}")
+        if checked:
+            contexts = self._checked_contexts(contexts, "score")
+            if words.shape != contexts.shape[:1]:
+                raise NnlmError(f"score: one word per context ({len(contexts)}), not "
+                                f"{list(words.shape)}")
+            if len(words) and (int(words.min()) < 0 or int(words.max()) >= self.V):
+                raise NnlmError(f"score: a word id is outside 0 .. {self.V - 1}")
         ids = self.context_ids(contexts)
         after = self._backoff_sums(ids, len(words))
         best = self.unigram[words] + after[0]
@@ -230,11 +233,12 @@ class TensorBackoff:
 
 
 def word_scores(step, contexts: torch.Tensor, words: torch.Tensor,
-                log10: bool = False) -> torch.Tensor:
+                log10: bool = False, checked: bool = True) -> torch.Tensor:
     """[B]: log p(words[b] | contexts[b]) from any tensor LM: a back-off model's own
-    point query, or the word's entry of a network's (or mixture's) whole row."""
+    point query, or the word's entry of a network's (or mixture's) whole row
+    (``checked``: as :meth:`TensorBackoff.score`'s)."""
     if hasattr(step, "score"):
-        return step.score(contexts, words, log10)
+        return step.score(contexts, words, log10, checked)
     words = torch.as_tensor(words, dtype=torch.int64, device=step.device)
     return step.advance(contexts, log10).gather(1, words[:, None])[:, 0]
 

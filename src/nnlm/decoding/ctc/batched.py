@@ -270,7 +270,8 @@ class BatchedSearch:
         f = self.fusion
         ids, listed = self.table.word_ids(hashes)
         word = torch.where(ids >= 0, ids, torch.full_like(ids, UNK_ID))
-        log10 = word_scores(self.step, ctx, word, log10=True).to(torch.float64)
+        log10 = word_scores(self.step, ctx, word, log10=True, checked=False).to(
+            torch.float64)
         unk = torch.where(listed, torch.zeros_like(log10),
                           torch.full_like(log10, f.unk_score_offset))
         score = f.alpha * LN10 * (log10 + unk) + f.beta
@@ -285,7 +286,8 @@ class BatchedSearch:
         if self.step is None or not self.fusion.score_boundary:
             return close
         eos = torch.full(close.shape, EOS_ID, dtype=torch.int64, device=self.device)
-        log10 = word_scores(self.step, close_ctx, eos, log10=True).to(torch.float64)
+        log10 = word_scores(self.step, close_ctx, eos, log10=True, checked=False).to(
+            torch.float64)
         return close + self.fusion.alpha * LN10 * log10
 
     # -- one frame -------------------------------------------------------------------------
