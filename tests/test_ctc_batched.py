@@ -264,6 +264,31 @@ def same_beams_with_hotwords(compiled, batch, ems, hot) -> None:
                                        atol=1e-4)
 
 
+def test_a_pyctcdecode_decoder_gives_its_batch_decoder(world):
+    """from_decoder: the labels, model file, word list and weights of a decoder built
+    with build_ctcdecoder (as transformers' processor holds one): the same beams."""
+    from nnlm.decoding.ctc.batch_decoder import BatchDecoderCTC
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    lines, labels, ems = toy_batch(world, count=4, seed=3)
+    words = sorted(set((world / "toy/train.txt").read_text().split()))[:40]
+    compiled = build_ctcdecoder(labels, str(world / "kn3.arpa"), unigrams=words,
+                                alpha=0.7, beta=0.5, unk_score_offset=-6.0)
+    batch = BatchDecoderCTC.from_decoder(compiled)
+    for em, beams in zip(ems, batch.decode_beams_batch(ems, beam_width=8)):
+        theirs = compiled.decode_beams(em, beam_width=8)
+        assert [b.text for b in beams] == [b[0] for b in theirs]
+        np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
+                                   atol=1e-4)
+    no_lm = BatchDecoderCTC.from_decoder(build_ctcdecoder(labels))
+    assert no_lm.decode_batch(ems) == [build_ctcdecoder(labels).decode(e).strip()
+                                       for e in ems]
+    loaded = load_model(world / "kn3")
+    loaded.loaded_from = None  # a model object with no file behind it
+    with pytest.raises(ValueError, match="no file to load"):
+        BatchDecoderCTC.from_decoder(build_ctcdecoder(labels, loaded))
+
+
 def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):
     """An NPLM (a fixed window, its whole rows read a word at a time) gives the compiled
     decoder's beams; a network that reads the whole line is refused in one line."""

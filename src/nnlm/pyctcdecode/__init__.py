@@ -7,9 +7,10 @@ NeMo's scripts) runs unchanged once ``sys.modules["pyctcdecode"] = nnlm.pyctcdec
 its submodules (``alphabet``, ``constants``, ``decoder``, ``language_model``) are here
 too. :mod:`nnlm.decoding.ctc.pyctcdecode` says what differs from pyctcdecode 0.5.
 
-nnlm's own addition: ``build_batch_decoder`` (the same arguments and a ``device``)
-decodes a batch of utterances at once on the CPU or a GPU, with the same beams
-(:mod:`nnlm.decoding.ctc.batch_decoder`; it needs torch).
+nnlm's own addition: ``build_batch_decoder`` (the same arguments and a ``device``), or
+``BatchDecoderCTC.from_decoder(decoder)``, decodes a batch of utterances at once on the
+CPU or a GPU, with the same beams (:mod:`nnlm.decoding.ctc.batch_decoder`; it needs
+torch).
 """
 
 from ..decoding import ctc
@@ -20,11 +21,11 @@ from ..decoding.ctc.pyctcdecode import (
     build_ctcdecoder,
 )
 
-__all__ = ["Alphabet", "BeamSearchDecoderCTC", "LanguageModel", "build_batch_decoder",
-           "build_ctcdecoder"]
+__all__ = ["Alphabet", "BatchDecoderCTC", "BeamSearchDecoderCTC", "LanguageModel",
+           "build_batch_decoder", "build_ctcdecoder"]
 
 
 def __getattr__(name):
-    if name == "build_batch_decoder":
-        return ctc.build_batch_decoder  # needs torch: the package loads it when asked for
+    if name in ("build_batch_decoder", "BatchDecoderCTC"):
+        return getattr(ctc, name)  # needs torch: the package loads it when asked for
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

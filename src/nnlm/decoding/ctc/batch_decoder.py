@@ -36,11 +36,15 @@ from .fusion import (
     DEFAULT_UNK_LOGP_OFFSET,
     weight,
 )
+from .fusion import LanguageModel as FusedLanguageModel
 from .hotwords import DEFAULT_HOTWORD_WEIGHT, HotwordScorer
-from .prefix_search import DEFAULT_MIN_TOKEN_LOGP, DEFAULT_PRUNE_BEAMS, DEFAULT_PRUNE_LOGP
+from .prefix_search import (
+    DEFAULT_BEAM_WIDTH,
+    DEFAULT_MIN_TOKEN_LOGP,
+    DEFAULT_PRUNE_BEAMS,
+    DEFAULT_PRUNE_LOGP,
+)
 from .word_table import HotwordTable, WordTable
-
-DEFAULT_BATCH_BEAM_WIDTH = 64
 
 
 def as_log_probs(logits, width: int, device: torch.device
@@ -126,6 +130,24 @@ class BatchDecoderCTC:
         table = WordTable(words, log10, listed, alphabet.labels, alphabet.is_bpe, self.device)
         self._search = BatchedSearch(table, step, self.fusion, pad)
 
+    @classmethod
+    def from_decoder(cls, decoder, device: str | torch.device = "cpu") -> BatchDecoderCTC:
+        """The batch decoder of a pyctcdecode-API decoder (``build_ctcdecoder``'s, or
+        transformers' ``processor.decoder``): its labels, its model (loaded from the file
+        it was opened from) and its weights."""
+        lm = decoder.model_container[decoder._model_key]  # where pyctcdecode keeps it
+        alphabet = Alphabet(decoder._alphabet.labels, decoder._alphabet.is_bpe)
+        if lm is None:
+            return cls(alphabet, device=device)
+        source = getattr(getattr(lm, "_kenlm_model", None), "path", b"")
+        if not isinstance(lm, FusedLanguageModel) or not source:
+            raise ValueError("the decoder's language model has no file to load (a model "
+                             "object, or several models): build the batch decoder from "
+                             "the model itself with build_batch_decoder")
+        model = load_model(os.fsdecode(source), verify=False)
+        return cls(alphabet, model, lm.unigrams, lm.alpha, lm.beta, lm.unk_score_offset,
+                   lm.score_boundary, device)
+
     def reset_params(self, alpha: float | None = None, beta: float | None = None,
                      unk_score_offset: float | None = None,
                      lm_score_boundary: bool | None = None) -> None:
@@ -137,7 +159,7 @@ class BatchDecoderCTC:
         if lm_score_boundary is not None:
             self.fusion.score_boundary = bool(lm_score_boundary)
 
-    def decode_beams_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+    def decode_beams_batch(self, logits, beam_width: int = DEFAULT_BEAM_WIDTH,
                            beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
                            token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
                            prune_history: bool = DEFAULT_PRUNE_BEAMS,
@@ -151,7 +173,7 @@ class BatchDecoderCTC:
         lp, lengths = self._log_probs(logits)
         return self._search.run(lp, lengths, settings, hot) if len(lp) else []
 
-    def stream(self, utterances: int, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+    def stream(self, utterances: int, beam_width: int = DEFAULT_BEAM_WIDTH,
                beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
                token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
                prune_history: bool = DEFAULT_PRUNE_BEAMS,
@@ -185,7 +207,7 @@ class BatchDecoderCTC:
                              f"{MAX_BATCH:,} at a time")
         return lp, lengths
 
-    def decode_batch(self, logits, beam_width: int = DEFAULT_BATCH_BEAM_WIDTH,
+    def decode_batch(self, logits, beam_width: int = DEFAULT_BEAM_WIDTH,
                      beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
                      token_min_logp: float = DEFAULT_MIN_TOKEN_LOGP,
                      hotwords: Iterable[str] | None = None,
