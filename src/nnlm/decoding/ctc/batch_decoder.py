@@ -28,7 +28,7 @@ from ...text.specials import BOS_ID, NO_WORD, SPECIALS
 from ..dense import tensor_lm
 from ..whole_line import reads_whole_line
 from .alphabet import Alphabet
-from .batched import MAX_BATCH, MIN_TOKEN_CLIP_P, BatchBeam, BatchedSearch, Fusion, Settings
+from .batched import MAX_BATCH, BatchBeam, BatchedSearch, Fusion, Settings
 from .fusion import (
     DEFAULT_ALPHA,
     DEFAULT_BETA,
@@ -43,6 +43,7 @@ from .prefix_search import (
     DEFAULT_MIN_TOKEN_LOGP,
     DEFAULT_PRUNE_BEAMS,
     DEFAULT_PRUNE_LOGP,
+    MIN_TOKEN_CLIP_P,
 )
 from .word_table import HotwordTable, WordTable
 

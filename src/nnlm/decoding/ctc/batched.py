@@ -46,10 +46,9 @@ import torch
 from ...base.sysmem import check_allocation
 from ...text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
 from ..dense import word_scores
+from .fusion import AVG_TOKEN_LEN, LOG_BASE_CHANGE_FACTOR
 
-LN10 = math.log(10.0)
-MIN_TOKEN_CLIP_P = 1e-15  # probabilities are clipped here before their log (pyctcdecode's)
-AVG_TOKEN_LEN = 6  # a partial word's unknown offset scales past this many characters
+LN10 = LOG_BASE_CHANGE_FACTOR  # log10 -> ln
 # words, then beams' keys, as rolling hashes (wrapping int64); each level its own odd
 # multiplier, so that no structure of one (a word's characters) lines up with another's
 _TEXT_MUL = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15, the golden ratio's, as int64
