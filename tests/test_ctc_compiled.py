@@ -371,3 +371,18 @@ def test_an_utterance_ending_on_the_separator_scores_end_of_sentence(world, monk
             want = 0.7 * math.log(10) * model.score(text) + 1.2 * len(text.split())
             agree.append(math.isclose(score - logit, want, abs_tol=1e-4))  # float32 sums
     assert len(agree) >= 10 and all(agree) != exact
+
+
+def test_the_batch_decoder_without_torch_names_the_extra():
+    """In the core install (no torch), asking for the batch decoder is one line naming
+    the neural extra, never an ImportError."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here; the core wheels' tests run this")
+    import nnlm.pyctcdecode
+    from nnlm.base.errors import NnlmError
+
+    with pytest.raises(NnlmError, match=r"build_batch_decoder needs torch.*neural") as caught:
+        getattr(nnlm.pyctcdecode, "build_batch_decoder")  # noqa: B009 - the lookup is the test
+    assert "\n" not in str(caught.value)

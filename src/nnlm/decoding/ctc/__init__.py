@@ -16,6 +16,8 @@
 The torch searches are imported on first use (the core install has no torch).
 """
 
+from ...base.extras import missing_extra
+
 _TORCH = {"beam_search": "words", "reference_beam_search": "words", "Hypothesis": "words",
           "build_batch_decoder": "batch_decoder", "BatchDecoderCTC": "batch_decoder",
           "BatchBeam": "batched"}
@@ -25,8 +27,11 @@ def __getattr__(name):
     if name in _TORCH:
         import importlib  # these need torch: loaded only when asked for
 
-        value = getattr(importlib.import_module(f"{__name__}.{_TORCH[name]}"), name)
-        globals()[name] = value
+        try:
+            module = importlib.import_module(f"{__name__}.{_TORCH[name]}")
+        except ModuleNotFoundError as e:  # no torch: one line naming the extra
+            raise missing_extra(e, name) or e from None
+        value = globals()[name] = getattr(module, name)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
