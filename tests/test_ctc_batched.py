@@ -201,6 +201,7 @@ def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weight
     for em, beams in zip(ems, batch.decode_beams_batch(ems, **settings)):
         theirs = compiled.decode_beams(em, **settings)
         assert [b.text for b in beams] == [b[0] for b in theirs]
+        assert [b.text_frames for b in beams] == [b[2] for b in theirs]
         np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
                                    atol=1e-4)
         np.testing.assert_allclose([b.logit_score for b in beams], [b[3] for b in theirs],
@@ -226,6 +227,7 @@ def test_history_pruning_keeps_the_compiled_decoders_beams(ab, seed):
         theirs = compiled.decode_beams(lp, beam_width=10, prune_history=prune)
         ours = batch.decode_beams_batch([lp], beam_width=10, prune_history=prune)[0]
         assert [b.text for b in ours] == [b[0] for b in theirs]
+        assert [b.text_frames for b in ours] == [b[2] for b in theirs]
         np.testing.assert_allclose([b.lm_score for b in ours], [b[4] for b in theirs],
                                    atol=1e-4)
         lists[prune] = [b.text for b in ours]
@@ -260,6 +262,7 @@ def same_beams_with_hotwords(compiled, batch, ems, hot) -> None:
             theirs = compiled.decode_beams(em, beam_width=8, hotwords=hot,
                                            hotword_weight=weight)
             assert [b.text for b in beams] == [b[0] for b in theirs]
+            assert [b.text_frames for b in beams] == [b[2] for b in theirs]
             np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
                                        atol=1e-4)
 
@@ -278,6 +281,7 @@ def test_a_pyctcdecode_decoder_gives_its_batch_decoder(world):
     for em, beams in zip(ems, batch.decode_beams_batch(ems, beam_width=8)):
         theirs = compiled.decode_beams(em, beam_width=8)
         assert [b.text for b in beams] == [b[0] for b in theirs]
+        assert [b.text_frames for b in beams] == [b[2] for b in theirs]
         np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
                                    atol=1e-4)
     no_lm = BatchDecoderCTC.from_decoder(build_ctcdecoder(labels))
@@ -301,6 +305,7 @@ def test_a_network_decodes_as_in_the_compiled_decoder(tmp_path_factory):
             ems, beam_width=6)):
         theirs = compiled.decode_beams(em, beam_width=6)
         assert [b.text for b in beams] == [b[0] for b in theirs]
+        assert [b.text_frames for b in beams] == [b[2] for b in theirs]
         np.testing.assert_allclose([b.lm_score for b in beams], [b[4] for b in theirs],
                                    atol=1e-4)
     lm = load_model(w / "nplm")

@@ -169,10 +169,15 @@ class BatchDecoderCTC:
                            ) -> list[list[BatchBeam]]:
         """Each utterance's beams, best first: (text, logit_score, lm_score), as
         pyctcdecode's ``decode_beams`` gives them (``hotwords`` as there)."""
+        return self._decode(logits, beam_width, beam_prune_logp, token_min_logp,
+                            prune_history, hotwords, hotword_weight, best_only=False)
+
+    def _decode(self, logits, beam_width, beam_prune_logp, token_min_logp, prune_history,
+                hotwords, hotword_weight, best_only: bool) -> list[list[BatchBeam]]:
         settings, hot = self._prepared(beam_width, beam_prune_logp, token_min_logp,
                                        prune_history, hotwords, hotword_weight)
         lp, lengths = self._log_probs(logits)
-        return self._search.run(lp, lengths, settings, hot) if len(lp) else []
+        return self._search.run(lp, lengths, settings, hot, best_only) if len(lp) else []
 
     def stream(self, utterances: int, beam_width: int = DEFAULT_BEAM_WIDTH,
                beam_prune_logp: float = DEFAULT_PRUNE_LOGP,
@@ -215,9 +220,9 @@ class BatchDecoderCTC:
                      hotword_weight: float = DEFAULT_HOTWORD_WEIGHT) -> list[str]:
         """Each utterance's best text, as pyctcdecode's ``decode`` gives it (history
         pruned)."""
-        return [beams[0].text for beams in self.decode_beams_batch(
-            logits, beam_width, beam_prune_logp, token_min_logp, prune_history=True,
-            hotwords=hotwords, hotword_weight=hotword_weight)]
+        return [beams[0].text for beams in self._decode(
+            logits, beam_width, beam_prune_logp, token_min_logp, True, hotwords,
+            hotword_weight, best_only=True)]
 
 
 class BatchStream:
@@ -241,7 +246,7 @@ class BatchStream:
 
     def decode(self) -> list[str]:
         """Each utterance's best text so far."""
-        return [beams[0].text for beams in self.decode_beams()]
+        return [beams[0].text for beams in self._run.finish(best_only=True)]
 
 
 def build_batch_decoder(labels: Sequence[str],

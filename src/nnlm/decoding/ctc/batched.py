@@ -27,7 +27,8 @@ What differs from pyctcdecode's search (and the compiled one, which follows it t
 bit): merged scores are summed in another order, so they agree to the last bits, and a
 tie at the edge of the beam can break the other way; a label ending in ``▁`` makes the
 next label start a word for that beam only (pyctcdecode: for whichever beam meets one
-next); no word frames or LM states.
+next); no LM states. Word frames are pyctcdecode's: the last merged beam's, read back
+along its back-pointers at the end (a blank, the last label again, a new label).
 
 Each frame is a fixed number of tensor operations over the batch's candidates, none per
 beam: the batch decodes where its logits lie.
@@ -56,6 +57,7 @@ _KEY_MUL = (0x2545F4914F6CDD1D, 0x5851F42D4C957F2D)
 _KEY_BITS = 48  # of a beam's key, below its utterance's index, in the frame's one sort
 MAX_BATCH = 2 ** (63 - _KEY_BITS) - 1  # utterances a batch holds
 START, BLANK_LAST = -2, -1  # a beam's last label before any frame, and after a blank
+REPEAT = -2  # in the back-pointers: the slot read its last label again (BLANK_LAST: a blank)
 # bytes a search holds per (utterance, beam, label) at a frame, and per (beam, frame) for
 # the back-pointers: what check_allocation is asked for before the first frame
 _BYTES_PER_CANDIDATE = 200
@@ -63,11 +65,12 @@ _BYTES_PER_STEP = 16
 
 
 class BatchBeam(NamedTuple):
-    """One decoded hypothesis: its text, CTC's log-probability of its labels
-    (``logit_score``) and the score it ranks by, the LM's included (``lm_score``, as
-    pyctcdecode names it)."""
+    """One decoded hypothesis, as pyctcdecode's ``decode_beams_batch`` gives one: its text,
+    each word with its (first, last + 1) frame, CTC's log-probability of its labels
+    (``logit_score``) and the score it ranks by, the LM's included (``lm_score``)."""
 
     text: str
+    text_frames: list[tuple[str, tuple[int, int]]]
     logit_score: float
     lm_score: float
 
@@ -159,10 +162,11 @@ def _sorted_groups(n: torch.Tensor, key: torch.Tensor
     return order, first, torch.cumsum(first, 0) - 1
 
 
-def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor
+def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor, made: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Candidates with the same (utterance, key) as one: each group's first candidate and
-    the log-sum-exp of its scores, groups in utterance order. One sort of 64 bits a
+    """Candidates with the same (utterance, key) as one: each group's last-made candidate
+    (the largest ``made``: pyctcdecode keeps the last merged beam's word frames) and the
+    log-sum-exp of its scores, groups in utterance order. One sort of 64 bits a
     candidate: the utterance above (``MAX_BATCH``), 48 bits of the key below (two keys of
     one utterance's frame share them about once in 2^48 / candidates^2)."""
     order, first, group = _sorted_groups(n, key)
@@ -170,9 +174,11 @@ def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor
     top = torch.full_like(x, -math.inf).scatter_reduce(0, group, x, "amax")
     shift = torch.where(top > -math.inf, top, torch.zeros_like(top))
     total = torch.zeros_like(x).scatter_add(0, group, torch.exp(x - shift[group]))
-    heads = first.nonzero(as_tuple=True)[0]
+    m = made[order]
+    latest = torch.full_like(m, -1).scatter_reduce(0, group, m, "amax")
+    heads = order[m == latest[group]]  # one a group, in group order
     sums = (shift + torch.log(total))[:len(heads)]
-    return order[heads], torch.where(top[:len(heads)] > -math.inf, sums, top[:len(heads)])
+    return heads, torch.where(top[:len(heads)] > -math.inf, sums, top[:len(heads)])
 
 
 def best_per_row(n: torch.Tensor, rank: torch.Tensor, N: int, width: int,
@@ -339,7 +345,7 @@ class BatchedSearch:
             allowed &= active[:, None]
         c = self.candidates(b, lp, allowed)
         heads, sums = grouped(c["n"], key_of(c["text"], c["part_hash"], c["last"]),
-                              c["score"])
+                              c["score"], c["flat"])  # a frame makes them in slot order
         h = {name: value.index_select(0, heads) for name, value in c.items()}
         part_score = torch.where(h["ext"], self.partial_scores(h["part_hash"], h["part_len"]),
                                  b.part_score.reshape(-1)[h["flat"]])
@@ -385,7 +391,8 @@ class BatchedSearch:
         src = torch.arange(K, device=self.device).expand(N, K).clone()
         label = torch.full((N, K), -1, dtype=torch.int64, device=self.device)
         src[rows, place] = flat - rows * K
-        label[rows, place] = torch.where(ext, x, torch.full_like(x, -1))
+        label[rows, place] = torch.where(ext, x, torch.where(  # what each slot read:
+            x == self.table.blank, torch.full_like(x, BLANK_LAST), torch.full_like(x, REPEAT)))
         if active is None:  # every utterance still has frames
             return new, src, label
         keep = active[:, None]  # utterances past their end: as they were
@@ -412,13 +419,13 @@ class BatchedSearch:
 
     @torch.no_grad()
     def run(self, lp: torch.Tensor, lengths: torch.Tensor, settings: Settings,
-            hot=None) -> list[list[BatchBeam]]:
+            hot=None, best_only: bool = False) -> list[list[BatchBeam]]:
         """Every utterance's beams, best first: ``lp`` [N, T, L] log-probabilities,
         ``lengths`` [N] frames of each, ``hot`` the hotwords (a
         :class:`~.word_table.HotwordTable`, or None)."""
         run = self.begin(lp.shape[0], settings, hot)
         run.feed(lp, lengths)
-        return run.finish()
+        return run.finish(best_only)
 
     def begin(self, N: int, settings: Settings, hot=None) -> Run:
         """A search of ``N`` utterances fed a chunk of frames at a time (:class:`Run`)."""
@@ -427,15 +434,16 @@ class BatchedSearch:
         return Run(search, N, settings)
 
     def finish(self, b: _Beams, history: list[torch.Tensor], beam_width: int,
-               beam_prune_logp: float) -> list[list[BatchBeam]]:
+               beam_prune_logp: float, best_only: bool = False) -> list[list[BatchBeam]]:
         """pyctcdecode's end: partial words finished, beams with the same words merged,
-        ``</s>`` scored, pruned and trimmed; their labels read back frame by frame."""
+        ``</s>`` scored, pruned and trimmed; their labels read back frame by frame
+        (``best_only``: each utterance's best beam, its text, no word frames)."""
         N, K = b.score.shape
         flat = (b.score.reshape(-1) > -math.inf).nonzero(as_tuple=True)[0]
         s = b.at(flat)
         n = flat // K
         text = finished_text(s["text"], s["part_hash"], s["part_len"])
-        heads, logit = grouped(n, text, s["score"])
+        heads, logit = grouped(n, text, s["score"], flat)  # the last in the beams' order
         rank = logit + s["lm"][heads] + self.end_scores(s["close"][heads],
                                                         s["close_ctx"][heads])
         pick, place = best_per_row(n[heads], rank, N, beam_width, beam_prune_logp)
@@ -450,9 +458,14 @@ class BatchedSearch:
             labels[t] = steps[t, 1][rows, at]
             at = steps[t, 0][rows, at]
         out: list[list[BatchBeam]] = [[] for _ in range(N)]
-        for j in np.argsort(place.cpu().numpy(), kind="stable"):
-            seq = labels[:, j]
-            out[rows[j]].append(BatchBeam(self.table.text(seq[seq >= 0].tolist()),
+        places = place.cpu().numpy()
+        for j in np.argsort(places, kind="stable"):
+            if best_only and places[j] > 0:
+                break
+            events = labels[:, j]
+            text = self.table.text(events[events >= 0].tolist())
+            frames = [] if best_only else self.table.word_frames(events.tolist())
+            out[rows[j]].append(BatchBeam(text, list(zip(text.split(), frames)),
                                           float(logit[j]), float(rank[j])))
         return out
 
@@ -488,7 +501,8 @@ class Run:
             self.history.append(torch.stack([src, label]).to(torch.int32))
 
     @torch.no_grad()
-    def finish(self) -> list[list[BatchBeam]]:
-        """Every utterance's beams if it ended here, best first."""
+    def finish(self, best_only: bool = False) -> list[list[BatchBeam]]:
+        """Every utterance's beams if it ended here, best first (``best_only``: the best,
+        without word frames)."""
         return self.search.finish(self.beams, self.history, self.settings.beam_width,
-                                  self.settings.beam_prune_logp)
+                                  self.settings.beam_prune_logp, best_only)

@@ -127,6 +127,8 @@ class WordTable:
         self.piece, self.pow = self._put(hashes), self._put(pows.view(np.int64))
         self.piece_len = self._put(lengths)
         self.texts = texts
+        separators = [(not is_bpe) and label == " " for label in labels]
+        self._kinds = list(zip(separators, starts, ends, lengths.tolist()))
 
     def _find(self, keys: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if len(keys) == 0:
@@ -155,6 +157,33 @@ class WordTable:
     def text(self, labels: Sequence[int]) -> str:
         """The words a label sequence spells, single-spaced."""
         return " ".join("".join(self.texts[c] for c in labels).split())
+
+    def word_frames(self, events: Sequence[int]) -> list[tuple[int, int]]:
+        """Each word's (first frame, last frame + 1) along a beam's frames, pyctcdecode's
+        way: ``events[t]`` the label read at frame t (-1 a blank, -2 the last label
+        again, which stretches the word being spelled)."""
+        frames, span, spelled, brk = [], (-1, -1), 0, False
+        for t, c in enumerate(events):
+            if c == -1:
+                continue
+            if c == -2:
+                span = (span[0], t + 1)
+                continue
+            separator, starts, ends, length = self._kinds[c]
+            if starts or brk:  # a subword that starts a word
+                if spelled:
+                    frames.append(span)
+                span, spelled = (t, t + 1), length
+            elif separator:
+                if spelled:
+                    frames.append(span)
+                span, spelled = (-1, -1), 0
+            else:
+                span, spelled = (t if span[0] < 0 else span[0], t + 1), spelled + length
+            brk = ends
+        if spelled:
+            frames.append(span)
+        return frames
 
 
 class HotwordTable:
