@@ -52,23 +52,18 @@ def main() -> None:
     def run_compiled():
         out["compiled"] = [compiled.decode(e, beam_width=args.beam) for e in ems]
 
-    def run_batched(device):
+    def run_batched(device, hotwords=None):
+        name = f"batched_{device}" + ("_hotwords" if hotwords else "")
+
         def run():
             on = [torch.from_numpy(e).to(device) for e in ems]
-            out[f"batched_{device}"] = batch[device].decode_batch(on, beam_width=args.beam)
-        return run
+            out[name] = batch[device].decode_batch(on, beam_width=args.beam, hotwords=hotwords)
+        return name, run
 
-    cases = {"compiled": run_compiled, **{f"batched_{d}": run_batched(d) for d in devices}}
+    cases = {"compiled": run_compiled, **dict(run_batched(d) for d in devices)}
     if args.hotwords:  # made-up words: what the list itself costs
         hot = [f"zq{i}x" for i in range(args.hotwords)]
-
-        def run_hot(device):
-            def run():
-                on = [torch.from_numpy(e).to(device) for e in ems]
-                out[f"batched_{device}_hotwords"] = batch[device].decode_batch(
-                    on, beam_width=args.beam, hotwords=hot)
-            return run
-        cases.update({f"batched_{d}_hotwords": run_hot(d) for d in devices})
+        cases.update(dict(run_batched(d, hot) for d in devices))
     times = harness.rounds(cases, n=args.rounds)
     words_total = sum(map(len, test))
     rows = {}

@@ -45,19 +45,35 @@ from ..text.specials import NO_WORD
 LOG10_E = 1.0 / math.log(10.0)
 
 
+def check_device_memory(need: int, what: str, advice: str, device: torch.device) -> None:
+    """Refuse, before allocating, ``need`` bytes that ``device`` cannot hold (a GPU's free
+    memory, or :func:`check_allocation` on the CPU): one line naming ``what``."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        if need > free:
+            raise NnlmError(f"{what} needs {need / 2**30:.1f} GiB on {device}, which has "
+                            f"{free / 2**30:.1f} GiB free; {advice}")
+        return
+    check_allocation(need, what, advice)
+
+
 def check_batch(B: int, V: int, dtype: torch.dtype, device: torch.device,
                 copies: int = 3) -> None:
     """Refuse, before allocating, a batch whose [B, |V|] rows (and ``copies`` of them in
     temporaries) the device cannot hold: one line naming the sizes."""
     need = B * V * torch.empty((), dtype=dtype).element_size() * copies
-    what = f"advance over {B:,} states x {V:,} words"
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        if need > free:
-            raise NnlmError(f"{what} needs {need / 2**30:.1f} GiB on {device}, which has "
-                            f"{free / 2**30:.1f} GiB free; advance fewer states at a time")
-        return
-    check_allocation(need, what, "advance fewer states at a time")
+    check_device_memory(need, f"advance over {B:,} states x {V:,} words",
+                        "advance fewer states at a time", device)
+
+
+def sorted_lookup(keys: torch.Tensor, query: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each query is in the sorted ``keys``: whether it is there, and its index
+    (meaningless where it is not; 0 for empty ``keys``). One ``searchsorted``."""
+    if len(keys) == 0:
+        return torch.zeros_like(query, dtype=torch.bool), torch.zeros_like(query)
+    at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
+    return keys[at] == query, at
 
 
 def _as_contexts(contexts, k: int, device: torch.device) -> torch.Tensor:
@@ -132,11 +148,8 @@ class TensorBackoff:
 
     def _find(self, i: int, queries: torch.Tensor) -> torch.Tensor:
         """The entry of each key in order i + 2 (-1 where absent or the query is -1)."""
-        keys = self.keys[i]
-        if len(keys) == 0:
-            return torch.full_like(queries, -1)
-        at = torch.searchsorted(keys, queries).clamp_max(len(keys) - 1)
-        found = (keys[at] == queries) & (queries >= 0)
+        found, at = sorted_lookup(self.keys[i], queries)
+        found &= queries >= 0
         if self._sort_maps[i] is not None:
             at = self._sort_maps[i][at]
         return torch.where(found, at, torch.full_like(at, -1))
@@ -226,8 +239,8 @@ class TensorBackoff:
             if len(keys) == 0:
                 continue
             query = torch.where(cid >= 0, cid * self.V + words, torch.full_like(cid, -1))
-            at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
-            found = (keys[at] == query) & (query >= 0)
+            found, at = sorted_lookup(keys, query)
+            found &= query >= 0
             best = torch.where(found, logp[at] + after[j], best)  # longer j: overwritten
         return best * LOG10_E if log10 else best
 

@@ -86,8 +86,7 @@ def _numeric(x, name: str, rank: int):
         raise ValueError(f"{name} has {x.ndim} dimensions, but needs {rank}: "
                          f"{'(batch, time, vocabulary)' if rank == 3 else '(time, vocabulary)'}")
     if isinstance(x, torch.Tensor):
-        numbers = (x.dtype.is_floating_point or not (x.dtype.is_complex or
-                                                     x.dtype == torch.bool))
+        numbers = not (x.dtype.is_complex or x.dtype == torch.bool)
     else:
         numbers = np.dtype(dtype).kind in "iuf"
     if not numbers:

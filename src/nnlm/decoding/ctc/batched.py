@@ -44,9 +44,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ...base.sysmem import check_allocation
 from ...text.specials import BOS_ID, EOS_ID, NO_WORD, UNK_ID
-from ..dense import word_scores
+from ..dense import check_device_memory, word_scores
 from .fusion import AVG_TOKEN_LEN, LOG_BASE_CHANGE_FACTOR
 
 LN10 = LOG_BASE_CHANGE_FACTOR  # log10 -> ln
@@ -59,7 +58,7 @@ MAX_BATCH = 2 ** (63 - _KEY_BITS) - 1  # utterances a batch holds
 START, BLANK_LAST = -2, -1  # a beam's last label before any frame, and after a blank
 REPEAT = -2  # in the back-pointers: the slot read its last label again (BLANK_LAST: a blank)
 # bytes a search holds per (utterance, beam, label) at a frame, and per (beam, frame) for
-# the back-pointers: what check_allocation is asked for before the first frame
+# the back-pointers: what the memory check is asked for before the first frame
 _BYTES_PER_CANDIDATE = 200
 _BYTES_PER_STEP = 16
 
@@ -127,15 +126,12 @@ class _Beams:
                    torch.zeros((N, K), dtype=torch.bool, device=dev),
                    torch.zeros((N, K, m), dtype=torch.int64, device=dev))
 
-    def rank(self) -> torch.Tensor:
-        return self.score + self.lm + self.part_score
-
-    def at(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every field at the flat slots ``flat`` (n * K + i)."""
+    def at(self, flat: torch.Tensor, names=None) -> dict[str, torch.Tensor]:
+        """The fields ``names`` (default: all) at the flat slots ``flat`` (n * K + i)."""
         out = {}
-        for f in fields(self):
-            x = getattr(self, f.name)
-            out[f.name] = x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]).index_select(0, flat)
+        for name in names or [f.name for f in fields(self)]:
+            x = getattr(self, name)
+            out[name] = x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]).index_select(0, flat)
         return out
 
 
@@ -335,9 +331,10 @@ class BatchedSearch:
               beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
               ) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The beams after one frame of log-probabilities ``lp`` [N, L] (utterances not
-        ``active`` unchanged; None: all active), with each new slot's source slot and the
-        label it added (-1: none). ``prune_history``: of beams that agree on their last n - 1 words,
-        partial word and last label, the best only (pyctcdecode's, after the trim)."""
+        ``active`` unchanged; None: all active), with each new slot's source slot and what
+        it read (a label, BLANK_LAST, REPEAT). ``prune_history``: of beams that agree on
+        their last n - 1 words, partial word and last label, the best only (pyctcdecode's,
+        after the trim)."""
         N, K = b.score.shape
         allowed = lp >= token_min_logp  # the labels read: these and the frame's best
         allowed[torch.arange(N, device=self.device), lp.argmax(1)] = True
@@ -375,7 +372,7 @@ class BatchedSearch:
         N, K = b.score.shape
         flat, ext, finishes = g.pop("flat"), g.pop("ext"), g.pop("finishes")
         x, rows = g.pop("x"), g.pop("n")
-        old = b.at(flat)
+        old = b.at(flat, ("ctx", "close_ctx", "close", "brk"))
         g["ctx"] = torch.where(finishes[:, None], old["close_ctx"], old["ctx"])
         g["close"] = torch.where(ext, torch.zeros_like(old["close"]), old["close"])
         g["close_ctx"] = torch.where(ext[:, None], g["ctx"], old["close_ctx"])
@@ -402,20 +399,12 @@ class BatchedSearch:
         return new, torch.where(keep, src, torch.arange(K, device=self.device)), \
             torch.where(keep, label, -1)
 
-
     # -- a batch -----------------------------------------------------------------------------
     def check_sizes(self, N: int, T: int, L: int, K: int) -> None:
         """Refuse, before the first frame, a batch the device cannot hold."""
-        need = N * K * (L * _BYTES_PER_CANDIDATE + T * _BYTES_PER_STEP)
-        what = f"CTC search of {N:,} utterances x {T:,} frames at beam {K:,}"
-        if self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            if need > free:
-                raise ValueError(f"{what} needs {need / 2**30:.1f} GiB on {self.device}, "
-                                 f"which has {free / 2**30:.1f} GiB free; decode fewer "
-                                 "utterances at a time")
-            return
-        check_allocation(need, what, "decode fewer utterances at a time")
+        check_device_memory(N * K * (L * _BYTES_PER_CANDIDATE + T * _BYTES_PER_STEP),
+                            f"CTC search of {N:,} utterances x {T:,} frames at beam {K:,}",
+                            "decode fewer utterances at a time", self.device)
 
     @torch.no_grad()
     def run(self, lp: torch.Tensor, lengths: torch.Tensor, settings: Settings,

@@ -11,7 +11,7 @@ are sorted by hash (``keys``) with their ids (a partial word finished is one
 ``searchsorted``); so are the prefixes of the listed words (``unigrams``), with the best
 log10 p(w) (no context) of the words each starts, for pyctcdecode's partial-word score and
 flashlight's smeared lexicon. Two strings that share a hash would be one word: the table
-refuses a vocabulary where two of its words or prefixes do.
+refuses a vocabulary where two of its words do.
 
 Labels (pyctcdecode's normalized alphabet, :mod:`.alphabet`): the blank ``""``; in a
 character alphabet the separator ``" "``; in a BPE one a label starting with ``▁``
@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ...base.errors import NnlmError
+from ..dense import sorted_lookup
 from .alphabet import BPE_TOKEN
 
 HASH_MUL = np.uint64(0x100000001B3)
@@ -107,46 +108,39 @@ class WordTable:
     def _labels(self, labels: Sequence[str], is_bpe: bool) -> None:
         """Per label: blank, separator, starts a word, ends one, its characters' hash, M to
         their number, their number; and the text it adds to a decoded string."""
+        separators = [(not is_bpe) and label == " " for label in labels]
         clean, starts, ends, texts = [], [], [], []
-        for label in labels:
+        for label, separator in zip(labels, separators):
             s = label
             starts.append(is_bpe and s.startswith(BPE_TOKEN))
             s = s[1:] if starts[-1] else s
             ends.append(is_bpe and label.endswith(BPE_TOKEN))
             s = s[:-1] if ends[-1] and s.endswith(BPE_TOKEN) else s
-            clean.append("" if (not is_bpe and label == " ") else s)
-            texts.append(" " * starts[-1] + (" " if (not is_bpe and label == " ") else s)
-                         + " " * ends[-1])
+            clean.append("" if separator else s)
+            texts.append(" " * starts[-1] + (" " if separator else s) + " " * ends[-1])
         hashes = string_hashes(clean)
         lengths = np.fromiter(map(len, clean), np.int64, len(clean))
         with np.errstate(over="ignore"):
             pows = np.array([HASH_MUL ** np.uint64(n) for n in lengths], np.uint64)
         self.blank = labels.index("")
-        self.separator = self._put([(not is_bpe) and s == " " for s in labels])
+        self.separator = self._put(separators)
         self.starts, self.ends = self._put(starts), self._put(ends)
         self.piece, self.pow = self._put(hashes), self._put(pows.view(np.int64))
         self.piece_len = self._put(lengths)
         self.texts = texts
-        separators = [(not is_bpe) and label == " " for label in labels]
         self._kinds = list(zip(separators, starts, ends, lengths.tolist()))
-
-    def _find(self, keys: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if len(keys) == 0:
-            return torch.zeros_like(query, dtype=torch.bool), torch.zeros_like(query)
-        at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
-        return keys[at] == query, at
 
     def word_ids(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The model's id of each hashed word (-1: not a model word) and whether it is a
         listed word (in the model and in ``unigrams``)."""
-        found, at = self._find(self.keys, hashes)
+        found, at = sorted_lookup(self.keys, hashes)
         ids = torch.where(found, self.ids[at], torch.full_like(at, -1))
         return ids, found & self.listed[at]
 
     def prefix_best(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether each hashed string starts a listed word, and the best log10 p(w) of
         the words it starts (-inf where none)."""
-        found, at = self._find(self.prefix_keys, hashes)
+        found, at = sorted_lookup(self.prefix_keys, hashes)
         if len(self.prefix_values) == 0:
             return found, torch.full(hashes.shape, -np.inf, dtype=torch.float64,
                                      device=self.device)
@@ -204,21 +198,14 @@ class HotwordTable:
         self.prefix_scores = torch.as_tensor(np.array(
             [scorer.score_partial_token(prefixes[i]) for i in order], np.float64)).to(device)
 
-    @staticmethod
-    def _find(keys: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if len(keys) == 0:
-            return torch.zeros_like(query, dtype=torch.bool), torch.zeros_like(query)
-        at = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
-        return keys[at] == query, at
-
     def word_bonus(self, hashes: torch.Tensor) -> torch.Tensor:
         """``weight`` where the hashed word is a hotword word, else 0."""
-        found, _ = self._find(self.words, hashes)
+        found, _ = sorted_lookup(self.words, hashes)
         return found.to(torch.float64) * self.weight
 
     def partial(self, hashes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether each hashed partial word starts a hotword word, and its score."""
-        found, at = self._find(self.prefix_keys, hashes)
+        found, at = sorted_lookup(self.prefix_keys, hashes)
         if len(self.prefix_scores) == 0:
             return found, torch.zeros(hashes.shape, dtype=torch.float64, device=hashes.device)
         return found, torch.where(found, self.prefix_scores[at],
