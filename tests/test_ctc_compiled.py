@@ -328,6 +328,51 @@ def test_a_network_computes_ahead_only_what_kept_beams_hold(world, monkeypatch):
     assert sum(counts[True]) < 0.9 * sum(counts[False])
 
 
+def test_a_network_scores_the_utterances_end_in_one_pass(world):
+    """At the end of an utterance the compiled search hands a whole-line network every
+    beam's last word at once (score_last_words): every word is scored before any </s>,
+    so the rows the </s> read are computed in one batched pass, not one pass a beam. The
+    beams are the reference's, and those of a model whose score() is its own (which the
+    search calls beam by beam, as pyctcdecode does)."""
+    pytest.importorskip("torch", reason="torch (nnlm[neural]) is not installed")
+    import torch
+
+    from nnlm.decoding.whole_line import WholeLine
+    from nnlm.models import load_model
+    from nnlm.neural.networks.lstm import LSTMConfig, LSTMNetwork
+    from nnlm.neural.nplm_lm import NeuralLM
+
+    class OwnScore(LanguageModel):
+        def score(self, prev_state, word, is_last_word=False):
+            return super().score(prev_state, word, is_last_word)
+
+    d, _, lines = world
+    vocab = load_model(str(d / "kn3")).vocab
+    torch.manual_seed(0)
+    net = LSTMNetwork(LSTMConfig(vocab_size=len(vocab), m=8, h=16, span=8))
+    words = [w for w in vocab.words if w not in ("<s>", "</s>", "<unk>")]
+    end_passes, beams = {}, {}
+    for kind in (LanguageModel, OwnScore):
+        lm = NeuralLM(vocab, net)
+        whole = WholeLine(lm)
+        frames = []
+        lm.next_logprobs = lambda c, f=lm.next_logprobs: frames.append(whole.frame) or f(c)
+        fused = kind(whole, unigrams=words, alpha=0.7, beta=1.2)
+        end_passes[kind], beams[kind] = [], []
+        for logp in char_logits([x[:37] for x in lines], seed=2, n=6):
+            frames.clear()
+            out = compiled.decode(PrefixSearch(LABELS, False, fused), logp, 64, -10.0, -5.0,
+                                  False, HotwordScorer.build_scorer([], 10.0), None)
+            end_passes[kind].append(frames.count(max(frames)))
+            beams[kind].append([(b[0], b[4]) for b in out])
+            if kind is LanguageModel:
+                assert [(b[0], b[4]) for b in same_beams(LABELS, fused, logp, width=64)] \
+                    == beams[kind][-1]
+    assert beams[LanguageModel] == beams[OwnScore]
+    assert max(end_passes[LanguageModel]) <= 2  # a missing row of a history, then the ends
+    assert min(end_passes[OwnScore]) > 2  # beam by beam: 3-6 passes here
+
+
 def test_build_ctcdecoder_takes_a_loaded_model(world, tmp_path):
     """A model nnlm.load_model loaded (set up as the caller chose) decodes as its path
     does, with its own words as the word list, and saves the path it was loaded from."""

@@ -135,7 +135,8 @@ class WholeLine:
         # history and an <s> before it, not the model's k columns (1,024 for awd)
         width = min(self.k, 1 + max(map(len, todo))) if self.recurrent else self.k
         contexts = np.array([((BOS_ID,) * width + h)[-width:] for h in todo], np.int64)
-        rows = (np.asarray(self.lm.next_logprobs(contexts)) * LOG10_E).astype(np.float32)
+        ln = np.asarray(self.lm.next_logprobs(contexts))
+        rows = np.multiply(ln, LOG10_E, out=np.empty(ln.shape, np.float32), casting="same_kind")
         for h, r in zip(todo, rows):
             self.rows[h] = r
         return self.rows[words]

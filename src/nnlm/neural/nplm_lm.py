@@ -210,6 +210,8 @@ class NeuralLM(LanguageModel):
     def next_logprobs(self, contexts: np.ndarray) -> np.ndarray:
         """Exact distributions (self-normalized scoring applies to ``target_logprobs``)."""
         contexts = np.asarray(contexts)
+        if len(contexts) <= EVAL_BATCH:  # one batch (a decoder's pass): no copy
+            return self._rows_logprobs(contexts)
         out = np.empty((len(contexts), len(self.vocab)))
         for i in range(0, len(contexts), EVAL_BATCH):
             rows = contexts[i : i + EVAL_BATCH]

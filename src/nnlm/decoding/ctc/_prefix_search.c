@@ -470,6 +470,7 @@ typedef struct {
     TrieObject *uni;      /* the word list's prefixes; NULL: none (every partial OOV) */
     PyObject *partial_fn; /* the LM's own score_partial_token, where it is not built in */
     PyObject *live_fn;    /* told the states of each frame's kept beams (a Python LM's) */
+    PyObject *last_fn;    /* score_last_words: every text's last word at once (a Python LM's) */
     int exact_end;        /* an empty last word scored as pyctcdecode does (fusion.py) */
     PyObject *is_last_word;  /* ("is_last_word",) */
     PyObject *score_name;    /* "score" */
@@ -1123,13 +1124,14 @@ static int setup_lm(Search *S, PyObject *spec) {
         return 0;
     }
     const char *kind;
-    PyObject *start, *uni, *partial_fn, *live_fn = Py_None;
+    PyObject *start, *uni, *partial_fn, *live_fn = Py_None, *last_fn = Py_None;
     S->exact_end = 0;
-    if (!PyArg_ParseTuple(spec, "sOOOddddppO|Op:lm", &kind, &S->lm, &start, &uni,
+    if (!PyArg_ParseTuple(spec, "sOOOddddppO|OpO:lm", &kind, &S->lm, &start, &uni,
                           &S->unk_offset, &S->alpha, &S->beta, &S->factor, &S->boundary,
-                          &S->uni_nonempty, &partial_fn, &live_fn, &S->exact_end))
+                          &S->uni_nonempty, &partial_fn, &live_fn, &S->exact_end, &last_fn))
         return -1;
     S->live_fn = live_fn == Py_None ? NULL : live_fn;
+    S->last_fn = last_fn == Py_None ? NULL : last_fn;
     if (uni != Py_None && !PyObject_TypeCheck(uni, &TrieType)) {
         PyErr_SetString(PyExc_TypeError, "the word list is a Trie or None");
         return -1;
@@ -1252,6 +1254,70 @@ static size_t frame_order(Search *S, const double *col, double token_min_logp) {
     return sim_order(&S->sa, &S->sb, S->spare, S->cand, n, best, S->order);
 }
 
+/* the end scores of the finished beams' texts (S->next) in one call of the Python LM's
+ * score_last_words([(state, word), ...]) -> [(score, state), ...], each what
+ * score(state, word, is_last_word=True) gives: a network (WholeLine) then computes the
+ * rows every </s> reads in one batched pass, not one pass a beam */
+static int score_last_words(Search *S) {
+    PyObject *pairs = PyList_New(0), *r = NULL;
+    int32_t *todo = NULL;
+    size_t m = 0;
+    int ret = -1;
+    if (!pairs || !(todo = PyMem_Malloc((2 * S->n_next + 1) * sizeof *todo))) goto done;
+    for (size_t i = 0; i < S->n_next; i++) {
+        const Beam *b = &S->next[i];
+        Text *x = &S->texts[b->text];
+        if (x->eos_scored) continue;
+        x->eos_scored = 2;  /* asked for (a text held by several beams is asked once) */
+        PyObject *w = part_str(S, b->word);
+        PyObject *pair_ = w ? PyTuple_Pack(2, S->pstates[S->texts[b->before].state], w)
+                            : NULL;
+        if (!pair_ || PyList_Append(pairs, pair_)) {
+            Py_XDECREF(pair_);
+            goto done;
+        }
+        Py_DECREF(pair_);
+        todo[2 * m] = b->text;  /* the text, and the text before its last word */
+        todo[2 * m++ + 1] = b->before;
+    }
+    if (!m) {
+        ret = 0;
+        goto done;
+    }
+    r = PyObject_CallOneArg(S->last_fn, pairs);
+    if (!r) goto done;
+    if (!PyList_Check(r) || (size_t)PyList_GET_SIZE(r) != m) {
+        PyErr_SetString(PyExc_TypeError, "the language model's score_last_words() must "
+                        "return a list of (score, state), one a pair");
+        goto done;
+    }
+    for (size_t j = 0; j < m; j++) {
+        PyObject *item = PyList_GET_ITEM(r, (Py_ssize_t)j);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "the language model's score_last_words() "
+                            "must return a list of (score, state)");
+            goto done;
+        }
+        double v = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 0));
+        if (v == -1.0 && PyErr_Occurred()) goto done;
+        int32_t st = new_state(S);
+        if (st < 0) goto done;
+        S->pstates[st] = Py_NewRef(PyTuple_GET_ITEM(item, 1));
+        Text *x = &S->texts[todo[2 * j]];
+        x->eos_with_hot = S->texts[todo[2 * j + 1]].raw + v + hot_text(S, todo[2 * j]);
+        x->eos_state = st;
+        x->eos_scored = 1;
+    }
+    ret = 0;
+done:
+    for (size_t j = 0; j < m; j++)  /* on an error, none is left half asked */
+        if (S->texts[todo[2 * j]].eos_scored == 2) S->texts[todo[2 * j]].eos_scored = 0;
+    PyMem_Free(todo);
+    Py_XDECREF(pairs);
+    Py_XDECREF(r);
+    return ret;
+}
+
 /* finalize(force_next_word, is_end): where either, each partial word finished and the
  * beams merged again; each scored (with </s> after the last word where is_end) and
  * ranked: S->next in S->heap's order, how many returned (-1 on error) */
@@ -1279,6 +1345,7 @@ static Py_ssize_t finalize_rank(Search *S, size_t width, double prune_logp, int 
     }
     size_t n = S->n_next;
     if (GROW(S->score, S->cap_score, n + 1) || GROW(S->heap, S->cap_heap, n + 1)) return -1;
+    if (is_end && S->lm_kind == LM_PYTHON && S->last_fn && score_last_words(S)) return -1;
     for (size_t i = 0; i < n; i++) {
         Beam *b = &S->next[i];
         if (!is_end || S->lm_kind == LM_NONE) {
@@ -1601,7 +1668,7 @@ PyDoc_STRVAR(decode_doc,
 "The output beams of one utterance, best first. ``logp``: float64 (frames, labels)\n"
 "log-probabilities, C order; ``keep_words``: prune_history's n - 1 (0: no pruning);\n"
 "``lm``: None or (kind, lm, start, trie, unk, alpha, beta, factor, boundary, nonempty,\n"
-"partial_fn[, live_fn, exact_end]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
+"partial_fn[, live_fn, exact_end, last_fn]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
 "labels of each frame in Python's set order, computed here) or a list of each frame's.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {

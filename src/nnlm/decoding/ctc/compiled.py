@@ -112,15 +112,16 @@ def _lm_spec(lm, start) -> tuple | None:
                    lm.score_boundary, len(lm._unigram_set) > 0)
     else:
         weights = (0.0, 0.0, 0.0, 0.0, False, False)
-    query = None
-    if own and type(lm).score is LanguageModel.score and \
-            type(lm)._get_raw_end_score is LanguageModel._get_raw_end_score:
-        query = _query(lm, start)
+    builtin_score = own and type(lm).score is LanguageModel.score and \
+        type(lm)._get_raw_end_score is LanguageModel._get_raw_end_score
+    query = _query(lm, start) if builtin_score else None
     if query is not None:
         return ("query", query, start, trie, *weights, partial_fn, None,
                 fusion.PYCTCDECODE_EXACT)
     live = getattr(lm._kenlm_model, "live", None) if own else None  # a network's WholeLine
-    return ("python", lm, start, trie, *weights, partial_fn, live)
+    # the utterance's end scored at once, where that is score()'s calls reordered
+    last = lm.score_last_words if builtin_score else None
+    return ("python", lm, start, trie, *weights, partial_fn, live, False, last)
 
 
 def _hot_spec(hotwords) -> tuple | None:
