@@ -343,6 +343,31 @@ def test_probabilities_and_logits_decode_alike(world):
     assert decoder.decode_batch([ems[0][:0]]) == [""]
 
 
+def test_probabilities_are_told_from_logits_as_decode_tells_them(world):
+    """pyctcdecode's rule, per utterance: the mean row sum in the caller's dtype within
+    1e-9 of 1. Softmax outputs made in float32 and handed over as float64 miss it by
+    about 1e-8, so decode (as pyctcdecode) takes them for logits; so does the batch
+    decoder, for arrays, tensors and lists alike."""
+    import torch
+
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    lines, labels, ems = toy_batch(world, count=4, seed=3)
+    ems = [e[:min(map(len, ems))] for e in ems]
+    exact = [np.exp(log_softmax(e.astype(np.float64))) for e in ems]
+    near = [np.exp(log_softmax(e.astype(np.float64)) + 3e-8) for e in ems]  # off by 1e-8 x L
+    compiled = build_ctcdecoder(labels, str(world / "kn3"))
+    batch = build_batch_decoder(labels, world / "kn3")
+    for probs in (exact, near, [x.astype(np.float32) for x in near]):
+        want = [compiled.decode(x, beam_width=8) for x in probs]
+        assert batch.decode_batch(probs, beam_width=8) == want
+        assert batch.decode_batch(np.stack(probs), beam_width=8) == want
+        assert batch.decode_batch(torch.from_numpy(np.stack(probs)), beam_width=8) == want
+    # the two readings differ here, so the test tells them apart
+    assert [compiled.decode(x, beam_width=8) for x in exact] != \
+        [compiled.decode(x, beam_width=8) for x in near]
+
+
 def test_a_lexicon_keeps_every_word_listed(world):
     lines, labels, ems = toy_batch(world, count=6, seed=5)
     words = set((world / "toy/train.txt").read_text().split())

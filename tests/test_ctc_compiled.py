@@ -356,7 +356,8 @@ def test_a_network_scores_the_utterances_end_in_one_pass(world):
         lm = NeuralLM(vocab, net)
         whole = WholeLine(lm)
         frames = []
-        lm.next_logprobs = lambda c, f=lm.next_logprobs: frames.append(whole.frame) or f(c)
+        lm.next_logprobs = (lambda c, f=lm.next_logprobs, frames=frames, whole=whole:
+                            frames.append(whole.frame) or f(c))
         fused = kind(whole, unigrams=words, alpha=0.7, beta=1.2)
         end_passes[kind], beams[kind] = [], []
         for logp in char_logits([x[:37] for x in lines], seed=2, n=6):

@@ -44,6 +44,7 @@ from .prefix_search import (
     DEFAULT_PRUNE_BEAMS,
     DEFAULT_PRUNE_LOGP,
     MIN_TOKEN_CLIP_P,
+    looks_like_probabilities,
 )
 from .word_table import HotwordTable, WordTable
 
@@ -52,7 +53,9 @@ def as_log_probs(logits, width: int, device: torch.device
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """[N, T, L] float64 log-probabilities on ``device`` and [N] lengths, from a tensor or
     array [N, T, L] or a list of [T_i, L] (padded): probabilities (rows summing to 1) by
-    their log, anything else by a log-softmax, clipped at 1e-15 as pyctcdecode clips."""
+    their log, anything else by a log-softmax, clipped at 1e-15 as pyctcdecode clips.
+    Which is which is decided per utterance as ``decode`` decides it (pyctcdecode's
+    rule, in the caller's dtype)."""
     if isinstance(logits, (list, tuple)):
         parts = [torch.as_tensor(_numeric(x, f"logits[{i}]", 2)) for i, x in enumerate(logits)]
         lengths = torch.tensor([len(p) for p in parts], dtype=torch.int64, device=device)
@@ -68,14 +71,24 @@ def as_log_probs(logits, width: int, device: torch.device
     frames = torch.arange(out.shape[1], device=device)[None, :] < lengths[:, None]
     if bool(torch.isnan(out[frames]).any()) or bool((out[frames] == math.inf).any()):
         raise ValueError("logits hold NaN or +inf: the acoustic model's output is broken")
-    sums = torch.where(frames, out.sum(2), torch.zeros_like(out[..., 0])).sum(1)
-    probs = torch.isclose(sums / lengths.clamp_min(1), torch.ones_like(sums)) & (lengths > 0)
+    probs = torch.tensor([looks_like_probabilities(_host(x)) for x in
+                          (parts if isinstance(logits, (list, tuple)) else logits)],
+                         dtype=torch.bool, device=device)
     with torch.no_grad():
         as_probs = torch.log(out.clamp(MIN_TOKEN_CLIP_P, 1))
         as_logits = torch.log_softmax(torch.where(frames[..., None], out, 0.0), dim=2)
     floor = math.log(MIN_TOKEN_CLIP_P)
     lp = torch.where(probs[:, None, None], as_probs, as_logits.clamp(floor, 0))
     return lp, lengths
+
+
+def _host(x) -> np.ndarray:
+    """An utterance's [T, L] as the caller gave it, in its dtype, on the host: where
+    pyctcdecode's rule is applied (bfloat16, which numpy lacks, as float32)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        return (x.float() if x.dtype == torch.bfloat16 else x).cpu().numpy()
+    return np.asarray(x)
 
 
 def _numeric(x, name: str, rank: int):

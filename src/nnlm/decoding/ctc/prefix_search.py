@@ -104,13 +104,21 @@ EMPTY_START_BEAM = Beam("", "", "", None, [], NULL_FRAMES, 0.0)
 LMScoreCache = dict
 
 
+def looks_like_probabilities(logits: np.ndarray) -> bool:
+    """pyctcdecode's test: the mean row sum, in the array's dtype, within 1e-9 of 1
+    (``math.isclose``). float32 softmax outputs often miss it by an ulp and are then
+    taken for logits, by pyctcdecode and so by nnlm."""
+    return len(logits) > 0 and math.isclose(logits.sum(axis=1).mean(), 1)
+
+
 def log_probs(logits: np.ndarray) -> np.ndarray:
     """Logits as clipped log-probabilities: the log of a matrix whose rows look like
-    probabilities (mean row sum close to 1), a log-softmax otherwise, in its dtype. No
-    frames (an empty utterance) stay none: it decodes to "", as pyctcdecode's does."""
+    probabilities (:func:`looks_like_probabilities`), a log-softmax otherwise, in its
+    dtype. No frames (an empty utterance) stay none: it decodes to "", as pyctcdecode's
+    does."""
     if len(logits) == 0:
         return np.zeros(logits.shape, np.float64)
-    if math.isclose(logits.sum(axis=1).mean(), 1):
+    if looks_like_probabilities(logits):
         return np.log(np.clip(logits, MIN_TOKEN_CLIP_P, 1))
     x_max = np.amax(logits, axis=1, keepdims=True)
     x_max[~np.isfinite(x_max)] = 0
