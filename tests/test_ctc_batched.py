@@ -71,16 +71,17 @@ def fused(lm: fusion.LanguageModel, text: str) -> float:
     return total + score
 
 
-def brute(lp: np.ndarray, labels: list[str], spell, lm=None) -> dict:
+def brute(lp: np.ndarray, labels: list[str], spell, lm=None, log_add: bool = True) -> dict:
     """Every text -> log of the sum over the alignments that spell it (``spell``: label
-    strings -> text), plus its fused LM score when ``lm``: what pyctcdecode's search
-    computes when no beam is pruned."""
+    strings -> text; ``log_add`` False: the best alignment's), plus its fused LM score
+    when ``lm``: what pyctcdecode's search computes when no beam is pruned."""
     blank = labels.index("")
     sums: dict = {}
+    add = np.logaddexp if log_add else max
     for path in itertools.product(range(len(labels)), repeat=len(lp)):
         text = " ".join(spell([labels[c] for c in collapse(path, blank)]).split())
         s = float(sum(lp[t, c] for t, c in enumerate(path)))
-        sums[text] = np.logaddexp(sums.get(text, -np.inf), s)
+        sums[text] = add(sums.get(text, -np.inf), s)
     if lm is None:
         return sums
     return {text: s + fused(lm, text) for text, s in sums.items()}
@@ -125,6 +126,34 @@ def test_with_a_model_every_text_scores_the_sum_and_pyctcdecodes_fusion(ab, seed
     beams = decoder.decode_beams_batch([lp], **WIDE)[0]
     assert_same(beams, expected, "lm_score")
     assert beams[0].text == max(expected, key=expected.get)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("labels,spell", [(["", " ", "a", "b"], letters),
+                                          (["", "▁a", "▁b", "a", "b"], subwords)])
+def test_log_add_false_scores_each_text_by_its_best_alignment(ab, seed, labels, spell):
+    """log_add=False (flashlight's name): merged beams keep the larger score, so each
+    text's logit score is its best alignment's (brute force: the max over every
+    alignment), in the batch and the compiled decoder alike, with a model and without."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    lp = log_softmax(np.random.default_rng(30 + seed).normal(size=(5, len(labels))) * 2)
+    words = ["a", "b", "ab", "ba"]
+    lm = fusion.LanguageModel(kenlm.Model(str(ab)), words, 0.7, 0.5)
+    for path, expected in ((None, brute(lp, labels, spell, log_add=False)),
+                           (ab, brute(lp, labels, spell, lm, log_add=False))):
+        unigrams = None if path is None else words
+        batch = build_batch_decoder(labels, path, unigrams=unigrams, alpha=0.7, beta=0.5,
+                                    log_add=False)
+        assert_same(batch.decode_beams_batch([lp], **WIDE)[0], expected, "lm_score")
+        one = build_ctcdecoder(labels, None if path is None else str(path), unigrams,
+                               alpha=0.7, beta=0.5, log_add=False)
+        got = {b[0]: b[4] for b in one.decode_beams(lp, **WIDE)}
+        assert set(got) == set(expected)
+        np.testing.assert_allclose([got[t] for t in expected], list(expected.values()),
+                                   atol=1e-6)
+    # the sums differ: the test tells the two apart
+    assert brute(lp, labels, spell) != brute(lp, labels, spell, log_add=False)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -184,6 +213,7 @@ def test_a_batch_decodes_as_its_utterances_one_at_a_time(world):
     (8, -5.0, {"lm_score_boundary": False}),
     (8, -5.0, {"unk_score_offset": -math.inf}),  # a lexicon: the prefixes' look-ahead
     (8, -5.0, {"prune_history": True}),
+    (8, -5.0, {"log_add": False}),  # merged beams keep the larger score
 ])
 def test_the_beams_are_the_compiled_decoders(world, beam, token_min_logp, weights):
     """With pruning at work (the beam, beam_prune_logp, token_min_logp: -0.3 leaves
@@ -287,6 +317,8 @@ def test_a_pyctcdecode_decoder_gives_its_batch_decoder(world):
     no_lm = BatchDecoderCTC.from_decoder(build_ctcdecoder(labels))
     assert no_lm.decode_batch(ems) == [build_ctcdecoder(labels).decode(e).strip()
                                        for e in ems]
+    best = build_ctcdecoder(labels, str(world / "kn3.arpa"), log_add=False)
+    assert BatchDecoderCTC.from_decoder(best).log_add is False  # its merge too
     loaded = load_model(world / "kn3")
     loaded.loaded_from = None  # a model object with no file behind it
     with pytest.raises(ValueError, match="no file to load"):

@@ -44,13 +44,13 @@ def nnlm_lm(d, **kw):
 
 
 def same_beams(labels, lm, logp, is_bpe=False, hot=(), prune=False, width=16,
-               weight=10.0, start=None, token_min_logp=-5.0):
+               weight=10.0, start=None, token_min_logp=-5.0, log_add=True):
     """The compiled and the reference output beams, asserted equal; the compiled ones."""
     scorer = HotwordScorer.build_scorer(list(hot), weight)
     args = (logp, width, -10.0, token_min_logp, prune, scorer, start)
-    fast = compiled.decode(PrefixSearch(labels, is_bpe, lm), *args)
+    fast = compiled.decode(PrefixSearch(labels, is_bpe, lm, log_add=log_add), *args)
     assert fast is not None, "the compiled search declined"
-    ref = PrefixSearch(labels, is_bpe, lm, use_compiled=False).decode(*args)
+    ref = PrefixSearch(labels, is_bpe, lm, use_compiled=False, log_add=log_add).decode(*args)
     assert [b.text for b in ref] == [b[0] for b in fast]
     assert [b.text_frames for b in ref] == [b[2] for b in fast]
     assert [b.logit_score for b in ref] == [b[3] for b in fast]  # to the bit
@@ -249,6 +249,58 @@ def test_a_stream_on_the_compiled_search_is_the_references(world):
             assert streamed(decoder, x, 9, True, cut_at=1) == \
                 streamed(decoder, x, 9, False, cut_at=1)
     assert not compiled._streams  # each stream dropped at its end
+
+
+@pytest.mark.parametrize("prune,hot", [(False, ()), (True, ("cat", "the dog"))])
+def test_log_add_false_is_the_references_max(world, prune, hot):
+    """log_add=False: the compiled search merges beams by the larger score as the
+    reference's merge_beams does (to the bit), whole and streamed; the beams differ from
+    the sums'."""
+    from nnlm.pyctcdecode import build_ctcdecoder
+
+    d, arpa, lines = world
+    differs = 0
+    for logp in char_logits([x[:40] for x in lines], n=3):
+        for lm in (None, nnlm_lm(d, alpha=0.7, beta=1.2)):
+            best = same_beams(LABELS, lm, logp, hot=hot, prune=prune, log_add=False)
+            summed = same_beams(LABELS, lm, logp, hot=hot, prune=prune)
+            differs += [b[3] for b in best] != [b[3] for b in summed]
+    assert differs
+    decoder = build_ctcdecoder(LABELS, str(d / "kn3"), log_add=False)
+    x = logits_for(lines[0][:45], np.random.default_rng(0))
+    assert streamed(decoder, x, 11, True) == streamed(decoder, x, 11, False)
+    decoder.log_add = True  # an attribute, read at each call
+    assert decoder.decode_beams(x)[0][3] == \
+        build_ctcdecoder(LABELS, str(d / "kn3")).decode_beams(x)[0][3]
+
+
+def test_log_add_is_saved_only_where_it_is_false(world, tmp_path):
+    """save_to_dir keeps pyctcdecode's layout for the default (pyctcdecode loads the
+    folder), and writes nnlm_search.json where log_add is False, which load_from_dir
+    reads; a broken one, or a log_add that is not a bool, is one line."""
+    from nnlm.pyctcdecode import BeamSearchDecoderCTC, build_ctcdecoder
+
+    d, arpa, lines = world
+    x = logits_for(lines[1][:40], np.random.default_rng(1))
+    for log_add in (True, False):
+        folder = tmp_path / f"saved-{log_add}"
+        folder.mkdir()
+        decoder = build_ctcdecoder(LABELS, str(arpa), log_add=log_add)
+        decoder.save_to_dir(str(folder))
+        assert (folder / "nnlm_search.json").exists() is not log_add
+        again = BeamSearchDecoderCTC.load_from_dir(str(folder))
+        assert again.log_add is log_add
+        assert again.decode_beams(x)[0][3] == decoder.decode_beams(x)[0][3]
+    no_lm = tmp_path / "no-lm"
+    no_lm.mkdir()
+    build_ctcdecoder(LABELS, log_add=False).save_to_dir(str(no_lm))
+    assert BeamSearchDecoderCTC.load_from_dir(str(no_lm)).log_add is False
+    (no_lm / "nnlm_search.json").write_text('{"log_add": "no"}')
+    with pytest.raises(ValueError, match="nnlm_search.json: expected"):
+        BeamSearchDecoderCTC.load_from_dir(str(no_lm))
+    for bad in ("no", 0, None):
+        with pytest.raises(TypeError, match="log_add="):
+            build_ctcdecoder(LABELS, log_add=bad)
 
 
 def test_a_hotword_scorer_the_search_used_still_pickles(world):

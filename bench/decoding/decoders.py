@@ -11,8 +11,9 @@ The speech is synthetic and seeded, so every decoder hears the same thing:
 
 * **Letters** (pyctcdecode; nnlm-ctc, nnlm's own decoder with pyctcdecode's API, as
   ``build_ctcdecoder(labels, kenlm_model_path=MODEL)`` makes it, and nnlm-ctc-lexicon,
-  the same held to the model's words with ``unk_score_offset=-inf``; flashlight-text's
-  lexicon decoder, whose lexicon is the same words): each
+  the same held to the model's words with ``unk_score_offset=-inf``; their ``-viterbi``
+  twins, built with ``log_add=False``: merged beams keep the best alignment's score,
+  not the sum; flashlight-text's lexicon decoder, whose lexicon is the same words): each
   Brown sentence (4 to 20 tokens, every token in the vocabulary, as the models were
   trained: case and punctuation kept) is spelled as CTC frames, each letter then a
   blank, a word separator after each word. Every frame's logits are Gaussian noise of
@@ -51,7 +52,8 @@ import harness  # noqa: E402 - after its folder is on the path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/decoding/ is two below
 PYCTC = ROOT / ".venv-pyctcdecode" / "bin" / "python"
-DECODERS = ("pyctcdecode", "nnlm-ctc", "nnlm-ctc-lexicon", "flashlight", "nnlm")
+DECODERS = ("pyctcdecode", "nnlm-ctc", "nnlm-ctc-lexicon", "nnlm-ctc-viterbi",
+            "nnlm-ctc-lexicon-viterbi", "flashlight", "nnlm")
 BLANK, SEP = "<blank>", "|"
 # (LM weight, word score) points, each decoder's LM weight on its own log scale; the
 # first point of the lowest WER wins, so each list starts from the plainest settings
@@ -61,6 +63,8 @@ GRIDS = {
     "pyctcdecode": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
     "nnlm-ctc": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],  # pyctcdecode's search
     "nnlm-ctc-lexicon": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
+    "nnlm-ctc-viterbi": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
+    "nnlm-ctc-lexicon-viterbi": [(a, b) for b in SCORES for a in (0.25, 0.1, 0.5)],
     "flashlight": [(a, b) for b in SCORES for a in (0.5, 0.25, 1.0)],
     "nnlm": [(a, b) for b in (0.0, -1.0, -2.0, -3.0, -4.0) for a in (0.25, 0.125, 0.5,
                                                                       0.0625)],
@@ -164,7 +168,8 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
 
         logging.getLogger("nnlm").setLevel(logging.ERROR)  # "labels and unigrams differ"
         # the lexicon: the model's words (its unigrams), every other word forbidden
-        lexicon = {"unk_score_offset": float("-inf")} if kind == "nnlm-ctc-lexicon" else {}
+        lexicon = {"unk_score_offset": float("-inf")} \
+            if kind.startswith("nnlm-ctc-lexicon") else {}
         model, bf16 = lm_path, False
         if ARGS.bf16 and lm_path and Path(lm_path, "config.json").exists() and \
                 read_header(lm_path)["nnlm_model"] in ("nplm", "mixture"):
@@ -176,7 +181,8 @@ def _decoder_factory(kind: str, lm_path: str | None, words: list[str], labels: l
                 configure_for_scoring(loaded, bf16=True)
                 model, bf16 = loaded, True
         decoder = build_ctcdecoder(["" if c == BLANK else " " if c == SEP else c
-                                    for c in labels], kenlm_model_path=model, **lexicon)
+                                    for c in labels], kenlm_model_path=model, **lexicon,
+                                   log_add=not kind.endswith("-viterbi"))
 
         def make(weight, score, hotwords=None):
             if lm_path:
@@ -294,7 +300,8 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    marks = {"pyctcdecode": "o", "nnlm-ctc": "D", "nnlm-ctc-lexicon": "P", "flashlight": "s",
+    marks = {"pyctcdecode": "o", "nnlm-ctc": "D", "nnlm-ctc-lexicon": "P",
+             "nnlm-ctc-viterbi": "d", "nnlm-ctc-lexicon-viterbi": "X", "flashlight": "s",
              "nnlm": "^"}
     lms = list(dict.fromkeys(r["lm"] for r in rows))
     colors = {lm: plt.cm.tab10(i) for i, lm in enumerate(lms)}
@@ -341,7 +348,7 @@ def main() -> None:
         if kind == "pyctcdecode" and not PYCTC.exists():
             sys.exit("no pyctcdecode environment: run `make pyctcdecode-env` first")
         for name, path in lms:
-            if kind == "nnlm-ctc-lexicon" and path is None:
+            if kind.startswith("nnlm-ctc-lexicon") and path is None:
                 continue  # pyctcdecode's API holds a word list only beside a model
             cmd = [python, __file__, "--worker", kind, name, path or "", *sys.argv[1:]]
             done = subprocess.run(cmd, capture_output=True, text=True)

@@ -57,3 +57,12 @@ def number(value, name: str, low: float | None = None, high: float | None = None
         raise ArgumentValueError(f"{name}={value!r}: a finite number")
     _range(value, name, low, high, low_open, high_open)
     return value
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a Python bool: True, False or numpy's bools (not 0, 1 or a string,
+    whose truth would be a guess)."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise ArgumentTypeError(f"{name}={value!r}: True or False, not "
+                                f"{type(value).__name__}")
+    return bool(value)

@@ -472,6 +472,7 @@ typedef struct {
     PyObject *live_fn;    /* told the states of each frame's kept beams (a Python LM's) */
     PyObject *last_fn;    /* score_last_words: every text's last word at once (a Python LM's) */
     int exact_end;        /* an empty last word scored as pyctcdecode does (fusion.py) */
+    int viterbi;          /* merged beams keep the better score (log_add=False), not the sum */
     PyObject *is_last_word;  /* ("is_last_word",) */
     PyObject *score_name;    /* "score" */
     int32_t start_state;
@@ -878,7 +879,8 @@ static inline double sum_log(double s1, double s2) {  /* prefix_search.sum_log_s
     return s2 + log(1 + exp(s1 - s2));
 }
 
-/* merge_beams, one beam at a time: the first's place, the last's fields, the log-sum */
+/* merge_beams, one beam at a time: the first's place, the last's fields, the log-sum
+ * (the larger score where S->viterbi) */
 static inline void merge_add(Search *S, const Beam *b) {
     size_t i = beam_key(b->text, b->part, b->last) & S->merge_mask;
     for (;; i = (i + 1) & S->merge_mask) {
@@ -890,7 +892,8 @@ static inline void merge_add(Search *S, const Beam *b) {
         }
         Beam *seen = &S->next[S->merge_slots[i]];
         if (seen->text == b->text && seen->part == b->part && seen->last == b->last) {
-            double logit = sum_log(seen->logit, b->logit);
+            double logit = S->viterbi ? (seen->logit >= b->logit ? seen->logit : b->logit)
+                                      : sum_log(seen->logit, b->logit);
             *seen = *b;
             seen->logit = logit;
             return;
@@ -1527,16 +1530,17 @@ static void Session_dealloc(SessionObject *self) {
 
 static int Session_init(SessionObject *self, PyObject *args, PyObject *kwds) {
     PyObject *labels, *lm_spec, *hot_spec;
-    int is_bpe;
+    int is_bpe, log_add = 1;
     if (self->ready) {
         PyErr_SetString(PyExc_TypeError, "a Session is set up once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!pOO:Session", &PyList_Type, &labels, &is_bpe, &lm_spec,
-                          &hot_spec))
+    if (!PyArg_ParseTuple(args, "O!pOO|p:Session", &PyList_Type, &labels, &is_bpe, &lm_spec,
+                          &hot_spec, &log_add))
         return -1;
     self->keep = Py_BuildValue("(OOO)", labels, lm_spec, hot_spec);
     if (!self->keep || setup_search(&self->S, labels, is_bpe, lm_spec, hot_spec)) return -1;
+    self->S.viterbi = !log_add;
     self->ready = 1;
     return 0;
 }
@@ -1653,7 +1657,8 @@ static PyMethodDef Session_methods[] = {
 static PyTypeObject SessionType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "nnlm.decoding.ctc._prefix_search.Session",
-    .tp_doc = "Session(labels, is_bpe, lm, hotwords): a search carried from chunk to chunk",
+    .tp_doc = "Session(labels, is_bpe, lm, hotwords[, log_add]): a search carried from chunk "
+              "to chunk",
     .tp_basicsize = sizeof(SessionObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -1664,21 +1669,22 @@ static PyTypeObject SessionType = {
 
 PyDoc_STRVAR(decode_doc,
 "decode(logp, labels, is_bpe, beam_width, beam_prune_logp, token_min_logp, keep_words,\n"
-"       lm, hotwords, orders) -> [(words, frames, logit, score, state)]\n\n"
+"       lm, hotwords, orders[, log_add]) -> [(words, frames, logit, score, state)]\n\n"
 "The output beams of one utterance, best first. ``logp``: float64 (frames, labels)\n"
 "log-probabilities, C order; ``keep_words``: prune_history's n - 1 (0: no pruning);\n"
 "``lm``: None or (kind, lm, start, trie, unk, alpha, beta, factor, boundary, nonempty,\n"
 "partial_fn[, live_fn, exact_end, last_fn]); ``hotwords``: (trie or None, weight, any words); ``orders``: None (the\n"
-"labels of each frame in Python's set order, computed here) or a list of each frame's.");
+"labels of each frame in Python's set order, computed here) or a list of each frame's;\n"
+"``log_add``: False merges beams by their better score (the best alignment), not the sum.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     PyObject *logp_obj, *labels, *lm_spec, *hot_spec, *orders;
-    int is_bpe, keep_words;
+    int is_bpe, keep_words, log_add = 1;
     Py_ssize_t width;
     double prune_logp, token_min_logp;
-    if (!PyArg_ParseTuple(args, "OO!pnddiOOO:decode", &logp_obj, &PyList_Type, &labels,
+    if (!PyArg_ParseTuple(args, "OO!pnddiOOO|p:decode", &logp_obj, &PyList_Type, &labels,
                           &is_bpe, &width, &prune_logp, &token_min_logp, &keep_words,
-                          &lm_spec, &hot_spec, &orders))
+                          &lm_spec, &hot_spec, &orders, &log_add))
         return NULL;
     if (width < 1) {
         PyErr_SetString(PyExc_ValueError, "beam_width must be at least 1");
@@ -1689,6 +1695,7 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     Search S;
     memset(&S, 0, sizeof(S));
     PyObject *out = NULL;
+    S.viterbi = !log_add;
     if (!setup_search(&S, labels, is_bpe, lm_spec, hot_spec) &&
         !run_frames(&S, &buf, 0, (size_t)width, prune_logp, token_min_logp, keep_words,
                     orders))

@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Sequence
 import numpy as np
 import torch
 
-from ...base.checks import integer, number
+from ...base.checks import flag, integer, number
 from ...models import LanguageModel as NnlmLanguageModel
 from ...models import load_model
 from ...text.specials import BOS_ID, NO_WORD, SPECIALS
@@ -120,9 +120,10 @@ class BatchDecoderCTC:
                  unigrams: Collection[str] | None = None, alpha: float = DEFAULT_ALPHA,
                  beta: float = DEFAULT_BETA, unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
                  lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", log_add: bool = True):
         self.device = torch.device(device)
         self.alphabet = alphabet
+        self.log_add = flag(log_add, "log_add")
         self.fusion = Fusion(weight(alpha, "alpha"), weight(beta, "beta"),
                              weight(unk_score_offset, "unk_score_offset"),
                              bool(lm_score_boundary))
@@ -150,8 +151,9 @@ class BatchDecoderCTC:
         it was opened from) and its weights."""
         lm = decoder.model_container[decoder._model_key]  # where pyctcdecode keeps it
         alphabet = Alphabet(decoder._alphabet.labels, decoder._alphabet.is_bpe)
+        log_add = getattr(decoder, "log_add", True)
         if lm is None:
-            return cls(alphabet, device=device)
+            return cls(alphabet, device=device, log_add=log_add)
         source = getattr(getattr(lm, "_kenlm_model", None), "path", b"")
         if not isinstance(lm, FusedLanguageModel) or not source:
             raise ValueError("the decoder's language model has no file to load (a model "
@@ -159,7 +161,7 @@ class BatchDecoderCTC:
                              "the model itself with build_batch_decoder")
         model = load_model(os.fsdecode(source), verify=False)
         return cls(alphabet, model, lm.unigrams, lm.alpha, lm.beta, lm.unk_score_offset,
-                   lm.score_boundary, device)
+                   lm.score_boundary, device, log_add)
 
     def reset_params(self, alpha: float | None = None, beta: float | None = None,
                      unk_score_offset: float | None = None,
@@ -216,7 +218,8 @@ class BatchDecoderCTC:
             scorer = HotwordScorer.build_scorer(hotwords, hotword_weight)
             if scorer.trie_words:
                 hot = HotwordTable(scorer, hotword_weight, self.device)
-        return Settings(beam_width, beam_prune_logp, token_min_logp, bool(prune_history)), hot
+        return Settings(beam_width, beam_prune_logp, token_min_logp, bool(prune_history),
+                        flag(self.log_add, "log_add")), hot
 
     def _log_probs(self, logits) -> tuple[torch.Tensor, torch.Tensor]:
         lp, lengths = as_log_probs(logits, len(self.alphabet.labels), self.device)
@@ -267,12 +270,14 @@ def build_batch_decoder(labels: Sequence[str],
                         beta: float = DEFAULT_BETA,
                         unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
                         lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY,
-                        device: str | torch.device = "cpu") -> BatchDecoderCTC:
+                        device: str | torch.device = "cpu", log_add: bool = True
+                        ) -> BatchDecoderCTC:
     """A batch decoder for ``labels`` with the model at ``kenlm_model_path`` (any model
     nnlm loads, or one already loaded; None: no LM) on ``device``; the other arguments
     are :func:`~nnlm.pyctcdecode.build_ctcdecoder`'s."""
+    log_add = flag(log_add, "log_add")
     model = kenlm_model_path
     if model is not None and not isinstance(model, NnlmLanguageModel):
         model = load_model(os.fspath(model), verify=False)
     return BatchDecoderCTC(Alphabet.build_alphabet(list(labels)), model, unigrams, alpha,
-                           beta, unk_score_offset, lm_score_boundary, device)
+                           beta, unk_score_offset, lm_score_boundary, device, log_add)

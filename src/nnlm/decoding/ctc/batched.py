@@ -82,6 +82,7 @@ class Settings:
     beam_prune_logp: float
     token_min_logp: float
     prune_history: bool = False
+    log_add: bool = True  # merged beams sum their scores; False: the larger (Viterbi)
 
 
 @dataclass
@@ -158,13 +159,14 @@ def _sorted_groups(n: torch.Tensor, key: torch.Tensor
     return order, first, torch.cumsum(first, 0) - 1
 
 
-def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor, made: torch.Tensor
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor, made: torch.Tensor,
+            log_add: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Candidates with the same (utterance, key) as one: each group's last-made candidate
     (the largest ``made``: pyctcdecode keeps the last merged beam's word frames) and the
-    log-sum-exp of its scores, groups in utterance order. One sort of 64 bits a
-    candidate: the utterance above (``MAX_BATCH``), 48 bits of the key below (two keys of
-    one utterance's frame share them about once in 2^48 / candidates^2)."""
+    log-sum-exp of its scores (``log_add`` False: the largest), groups in utterance
+    order. One sort of 64 bits a candidate: the utterance above (``MAX_BATCH``), 48 bits
+    of the key below (two keys of one utterance's frame share them about once in 2^48 /
+    candidates^2)."""
     order, first, group = _sorted_groups(n, key)
     x = score[order]
     top = torch.full_like(x, -math.inf).scatter_reduce(0, group, x, "amax")
@@ -173,6 +175,8 @@ def grouped(n: torch.Tensor, key: torch.Tensor, score: torch.Tensor, made: torch
     m = made[order]
     latest = torch.full_like(m, -1).scatter_reduce(0, group, m, "amax")
     heads = order[m == latest[group]]  # one a group, in group order
+    if not log_add:
+        return heads, top[:len(heads)]
     sums = (shift + torch.log(total))[:len(heads)]
     return heads, torch.where(top[:len(heads)] > -math.inf, sums, top[:len(heads)])
 
@@ -328,13 +332,13 @@ class BatchedSearch:
             "part_len": torch.where(keep, torch.where(ext, 0 * pl, pl), new_pl)}
 
     def frame(self, b: _Beams, lp: torch.Tensor, active: torch.Tensor | None, beam_width: int,
-              beam_prune_logp: float, token_min_logp: float, prune_history: bool = False
-              ) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
+              beam_prune_logp: float, token_min_logp: float, prune_history: bool = False,
+              log_add: bool = True) -> tuple[_Beams, torch.Tensor, torch.Tensor]:
         """The beams after one frame of log-probabilities ``lp`` [N, L] (utterances not
         ``active`` unchanged; None: all active), with each new slot's source slot and what
         it read (a label, BLANK_LAST, REPEAT). ``prune_history``: of beams that agree on
         their last n - 1 words, partial word and last label, the best only (pyctcdecode's,
-        after the trim)."""
+        after the trim); ``log_add`` False: merged beams keep the larger score."""
         N, K = b.score.shape
         allowed = lp >= token_min_logp  # the labels read: these and the frame's best
         allowed[torch.arange(N, device=self.device), lp.argmax(1)] = True
@@ -342,7 +346,7 @@ class BatchedSearch:
             allowed &= active[:, None]
         c = self.candidates(b, lp, allowed)
         heads, sums = grouped(c["n"], key_of(c["text"], c["part_hash"], c["last"]),
-                              c["score"], c["flat"])  # a frame makes them in slot order
+                              c["score"], c["flat"], log_add)  # made in slot order
         h = {name: value.index_select(0, heads) for name, value in c.items()}
         part_score = torch.where(h["ext"], self.partial_scores(h["part_hash"], h["part_len"]),
                                  b.part_score.reshape(-1)[h["flat"]])
@@ -423,7 +427,8 @@ class BatchedSearch:
         return Run(search, N, settings)
 
     def finish(self, b: _Beams, history: list[torch.Tensor], beam_width: int,
-               beam_prune_logp: float, best_only: bool = False) -> list[list[BatchBeam]]:
+               beam_prune_logp: float, best_only: bool = False, log_add: bool = True
+               ) -> list[list[BatchBeam]]:
         """pyctcdecode's end: partial words finished, beams with the same words merged,
         ``</s>`` scored, pruned and trimmed; their labels read back frame by frame
         (``best_only``: each utterance's best beam, its text, no word frames)."""
@@ -432,7 +437,7 @@ class BatchedSearch:
         s = b.at(flat)
         n = flat // K
         text = finished_text(s["text"], s["part_hash"], s["part_len"])
-        heads, logit = grouped(n, text, s["score"], flat)  # the last in the beams' order
+        heads, logit = grouped(n, text, s["score"], flat, log_add)  # the beams' last
         rank = logit + s["lm"][heads] + self.end_scores(s["close"][heads],
                                                         s["close_ctx"][heads])
         pick, place = best_per_row(n[heads], rank, N, beam_width, beam_prune_logp)
@@ -486,12 +491,13 @@ class Run:
             active = None if t < shortest else lengths > t  # None: all
             self.beams, src, label = self.search.frame(
                 self.beams, lp[:, t], active, s.beam_width, s.beam_prune_logp,
-                s.token_min_logp, s.prune_history)
+                s.token_min_logp, s.prune_history, s.log_add)
             self.history.append(torch.stack([src, label]).to(torch.int32))
 
     @torch.no_grad()
     def finish(self, best_only: bool = False) -> list[list[BatchBeam]]:
         """Every utterance's beams if it ended here, best first (``best_only``: the best,
         without word frames)."""
-        return self.search.finish(self.beams, self.history, self.settings.beam_width,
-                                  self.settings.beam_prune_logp, best_only)
+        s = self.settings
+        return self.search.finish(self.beams, self.history, s.beam_width, s.beam_prune_logp,
+                                  best_only, s.log_add)

@@ -153,7 +153,7 @@ def decode(search, logp: np.ndarray, beam_width: int, beam_prune_logp: float,
     logp = np.ascontiguousarray(logp, np.float64)
     beams = _c.decode(logp, list(search.labels), search.is_bpe, beam_width,
                       float(beam_prune_logp), float(token_min_logp), keep, spec, hot,
-                      _orders(logp, token_min_logp))
+                      _orders(logp, token_min_logp), search.log_add)
     return [(" ".join(words), state, list(zip(words, frames)), logit, score)
             for words, frames, logit, score, state in beams]
 
@@ -177,6 +177,7 @@ class _Stream:
         return (frames == self.frames and hotwords is self.hotwords and
                 search.labels == self.search.labels and
                 search.language_model is self.search.language_model and
+                search.log_add == self.search.log_add and
                 [tuple(b[:7]) for b in beams] == self.beams)
 
     def hand_over(self, cache: dict) -> None:
@@ -216,8 +217,8 @@ def partial_decode(search, logp: np.ndarray, cache: dict, partial_cache: dict, b
         if hot is None or (lm is not None and start is None):
             return None
         spec = None if lm is None else _lm_spec(lm, start)
-        stream = _Stream(_c.Session(list(search.labels), search.is_bpe, spec, hot), search,
-                         hotwords)
+        stream = _Stream(_c.Session(list(search.labels), search.is_bpe, spec, hot,
+                                    search.log_add), search, hotwords)
     else:
         return None
     keep = 0 if not prune else max(1, (1 if search.language_model is None

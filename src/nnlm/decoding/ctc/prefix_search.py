@@ -144,15 +144,17 @@ def merge_tokens(token_1: str, token_2: str) -> str:
     return token_1 + " " + token_2
 
 
-def merge_beams(beams: list[Beam]) -> list[Beam]:
+def merge_beams(beams: list[Beam], log_add: bool = True) -> list[Beam]:
     """Beams with the same words, partial word and last label as one: in the first's
-    place, with the last one's fields and the log-sum of the scores (pyctcdecode's)."""
+    place, with the last one's fields and the log-sum of the scores (pyctcdecode's: CTC's
+    sum over the alignments merged), or with ``log_add`` False the larger score (the best
+    alignment's, as flashlight's decoders with ``log_add=False``)."""
     merged: dict[tuple, Beam] = {}
     for beam in beams:  # by index: pyctcdecode 0.5's beams are plain tuples
         key = (merge_tokens(beam[0], beam[1]), beam[2], beam[3])
         seen = merged.get(key)
         merged[key] = beam if seen is None else \
-            (*beam[:6], sum_log_scores(seen[6], beam[6]))
+            (*beam[:6], sum_log_scores(seen[6], beam[6]) if log_add else max(seen[6], beam[6]))
     return list(merged.values())
 
 
@@ -179,11 +181,14 @@ class PrefixSearch:
     """The search over one alphabet with one language model (or none)."""
 
     def __init__(self, labels: list[str], is_bpe: bool,
-                 language_model: AbstractLanguageModel | None, use_compiled: bool = True):
+                 language_model: AbstractLanguageModel | None, use_compiled: bool = True,
+                 log_add: bool = True):
         """``use_compiled``: :meth:`decode` runs the compiled search where it applies
-        (:mod:`.compiled`: the same beams); False keeps to this module's."""
+        (:mod:`.compiled`: the same beams); False keeps to this module's. ``log_add``:
+        merged beams sum their scores (pyctcdecode's); False keeps the larger one
+        (:func:`merge_beams`)."""
         self.labels, self.is_bpe, self.language_model = list(labels), is_bpe, language_model
-        self.use_compiled = use_compiled
+        self.use_compiled, self.log_add = use_compiled, log_add
 
     def start(self, lm_start_state=None
               ) -> tuple[list[Beam], LMScoreCache, dict[str, float]]:
@@ -268,7 +273,8 @@ class PrefixSearch:
         lm = self.language_model
         force_break = [False]
         for frame, column in enumerate(np.asarray(logits, np.float64), start=processed_frames):
-            new = merge_beams(self.extend(beams, column, frame, token_min_logp, force_break))
+            new = merge_beams(self.extend(beams, column, frame, token_min_logp, force_break),
+                              self.log_add)
             scored = self.lm_beams(new, hotwords, cache, partial_cache)
             floor = max(b[7] for b in scored) + beam_prune_logp
             trimmed = sort_and_trim([b for b in scored if b[7] >= floor], beam_width)
@@ -287,7 +293,8 @@ class PrefixSearch:
         if force_next_word or is_end:
             beams = merge_beams([(text, part, "", None, frames + [pframes] if part else frames,
                                   NULL_FRAMES, logit)
-                                 for text, _, part, _, frames, pframes, logit in beams])
+                                 for text, _, part, _, frames, pframes, logit in beams],
+                                self.log_add)
         scored = self.lm_beams(list(beams), hotwords, cache, partial_cache, is_eos=is_end)
         floor = max(b[7] for b in scored) + beam_prune_logp
         return sort_and_trim([b for b in scored if b[7] >= floor], beam_width)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...base.checks import integer, number
+from ...base.checks import flag, integer, number
 from ...lm import LanguageModel as NnlmLanguageModel
 from ...models import load_model
 from .. import kenlm
@@ -217,9 +217,16 @@ class BeamSearchDecoderCTC:
     model_container: dict[bytes, AbstractLanguageModel | None] = {}
     _ALPHABET_SERIALIZED_FILENAME = "alphabet.json"
     _LANGUAGE_MODEL_SERIALIZED_DIRECTORY = "language_model"
+    _SEARCH_SERIALIZED_FILENAME = "nnlm_search.json"  # only where log_add is False
 
-    def __init__(self, alphabet: Alphabet, language_model: AbstractLanguageModel | None = None
-                 ) -> None:
+    def __init__(self, alphabet: Alphabet, language_model: AbstractLanguageModel | None = None,
+                 log_add: bool = True) -> None:
+        """``log_add`` (nnlm's, flashlight's name): True merges beams by the sum of their
+        scores, CTC's sum over alignments (pyctcdecode's); False keeps the larger, the
+        best alignment's (flashlight's ``log_add=False``, torchaudio's default). An
+        attribute: set ``decoder.log_add`` on a decoder already built (transformers'
+        ``processor.decoder``)."""
+        self.log_add = flag(log_add, "log_add")
         self._alphabet = alphabet
         self._idx2vocab = dict(enumerate(alphabet.labels))
         self._is_bpe = alphabet.is_bpe
@@ -250,7 +257,8 @@ class BeamSearchDecoderCTC:
         return BeamSearchDecoderCTC.model_container[self._model_key]
 
     def _search(self) -> PrefixSearch:
-        return PrefixSearch(self._alphabet.labels, self._is_bpe, self._language_model)
+        return PrefixSearch(self._alphabet.labels, self._is_bpe, self._language_model,
+                            log_add=flag(self.log_add, "log_add"))
 
     @functools.cached_property
     def _no_hotwords(self) -> HotwordScorer:
@@ -436,11 +444,14 @@ class BeamSearchDecoderCTC:
     # -- saving ------------------------------------------------------------------------------
     def save_to_dir(self, filepath: str) -> None:
         """alphabet.json and the language model's folder, into the folder ``filepath``
-        (FileExistsError where either is there already: nothing is replaced)."""
+        (FileExistsError where either is there already: nothing is replaced), and with
+        ``log_add`` False, nnlm_search.json saying so (pyctcdecode's layout otherwise)."""
         folder = Path(filepath)
         alphabet = folder / self._ALPHABET_SERIALIZED_FILENAME
         lm_folder = folder / self._LANGUAGE_MODEL_SERIALIZED_DIRECTORY
-        for path in (alphabet, lm_folder):
+        search = folder / self._SEARCH_SERIALIZED_FILENAME
+        log_add = flag(self.log_add, "log_add")
+        for path in (alphabet, lm_folder) + (() if log_add else (search,)):
             if path.exists():
                 raise FileExistsError(f"{path} exists; save the decoder into a new folder")
         lm = self._language_model
@@ -453,6 +464,8 @@ class BeamSearchDecoderCTC:
                 raise
         else:
             logger.info("decoder has no language model.")
+        if not log_add:
+            search.write_text(json.dumps({"log_add": False}))
         alphabet.write_text(self._alphabet.dumps())
 
     @staticmethod
@@ -463,12 +476,17 @@ class BeamSearchDecoderCTC:
         if name not in contents:
             raise ValueError(f"Could not find alphabet file {name}. Found {contents}")
         contents.remove(name)
+        search = None  # nnlm's search settings, where save_to_dir wrote them
+        if BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME in contents:
+            contents.remove(BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME)
+            search = os.path.join(filepath, BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME)
         lm_name = BeamSearchDecoderCTC._LANGUAGE_MODEL_SERIALIZED_DIRECTORY
         if contents and lm_name not in contents:
             raise ValueError(f"Count not find language model directory. Looking for "
                              f"{lm_name}, found {contents}")
         return {"alphabet": os.path.join(filepath, name),
-                "language_model": os.path.join(filepath, lm_name) if contents else None}
+                "language_model": os.path.join(filepath, lm_name) if contents else None,
+                "search": search}
 
     @classmethod
     def load_from_dir(cls, filepath: str, unigram_encoding: str | None = None
@@ -478,7 +496,7 @@ class BeamSearchDecoderCTC:
             alphabet = Alphabet.loads(f.read())
         lm = None if files["language_model"] is None else LanguageModel.load_from_dir(
             files["language_model"], unigram_encoding=unigram_encoding)
-        return cls(alphabet, language_model=lm)
+        return cls(alphabet, language_model=lm, log_add=_saved_log_add(files["search"]))
 
     @classmethod
     def load_from_hf_hub(cls, model_id: str, cache_dir: str | None = None, **kwargs
@@ -495,18 +513,36 @@ class BeamSearchDecoderCTC:
         return cls.load_from_dir(snapshot_download(model_id, cache_dir=cache_dir, **kwargs))
 
 
+def _saved_log_add(path: str | None) -> bool:
+    """``log_add`` as save_to_dir wrote it (True where no file says otherwise)."""
+    if path is None:
+        return True
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a decoder's search settings ({e})") from None
+    if not isinstance(saved, dict) or set(saved) != {"log_add"} or \
+            not isinstance(saved["log_add"], bool):
+        raise ValueError(f'{path}: expected {{"log_add": false}}, found {saved!r}')
+    return saved["log_add"]
+
+
 def build_ctcdecoder(labels: list[str],
                      kenlm_model_path: str | NnlmLanguageModel | None = None,
                      unigrams: Collection[str] | None = None, alpha: float = DEFAULT_ALPHA,
                      beta: float = DEFAULT_BETA,
                      unk_score_offset: float = DEFAULT_UNK_LOGP_OFFSET,
-                     lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY
-                     ) -> BeamSearchDecoderCTC:
+                     lm_score_boundary: bool = DEFAULT_SCORE_LM_BOUNDARY,
+                     log_add: bool = True) -> BeamSearchDecoderCTC:
     """A decoder for ``labels`` (the acoustic model's, in logit order) with the model at
     ``kenlm_model_path`` (any model nnlm reads, or one :func:`nnlm.load_model` loaded,
     e.g. a network set to bf16 products; None: no LM) fused at ``alpha`` and ``beta``.
     ``unigrams``: the words partial words are checked against (default: an ARPA file's
-    unigrams as pyctcdecode reads them, else the model's vocabulary)."""
+    unigrams as pyctcdecode reads them, else the model's vocabulary). ``log_add``
+    (nnlm's): False merges beams by the best alignment, not the sum
+    (:class:`BeamSearchDecoderCTC`)."""
+    log_add = flag(log_add, "log_add")
     model = None
     if isinstance(kenlm_model_path, NnlmLanguageModel):  # nnlm's: a model already loaded
         model = open_loaded(kenlm_model_path)
@@ -523,7 +559,7 @@ def build_ctcdecoder(labels: list[str],
     language_model = None if model is None else LanguageModel(
         model, unigrams, alpha=alpha, beta=beta, unk_score_offset=unk_score_offset,
         score_boundary=lm_score_boundary)
-    return BeamSearchDecoderCTC(alphabet, language_model)
+    return BeamSearchDecoderCTC(alphabet, language_model, log_add=log_add)
 
 
 def open_model(path: str):
