@@ -269,6 +269,12 @@ def test_log_add_false_is_the_references_max(world, prune, hot):
     decoder = build_ctcdecoder(LABELS, str(d / "kn3"), log_add=False)
     x = logits_for(lines[0][:45], np.random.default_rng(0))
     assert streamed(decoder, x, 11, True) == streamed(decoder, x, 11, False)
+    import multiprocessing as mp
+
+    with mp.get_context("fork").Pool(2) as pool:  # the attribute travels with the decoder
+        pooled = decoder.decode_beams_batch(pool, [x, x[:30]])
+    assert pooled == [[b.get_mp_safe_beam() for b in decoder.decode_beams(y)]
+                      for y in (x, x[:30])]
     decoder.log_add = True  # an attribute, read at each call
     assert decoder.decode_beams(x)[0][3] == \
         build_ctcdecoder(LABELS, str(d / "kn3")).decode_beams(x)[0][3]

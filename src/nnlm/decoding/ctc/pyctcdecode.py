@@ -221,11 +221,8 @@ class BeamSearchDecoderCTC:
 
     def __init__(self, alphabet: Alphabet, language_model: AbstractLanguageModel | None = None,
                  log_add: bool = True) -> None:
-        """``log_add`` (nnlm's, flashlight's name): True merges beams by the sum of their
-        scores, CTC's sum over alignments (pyctcdecode's); False keeps the larger, the
-        best alignment's (flashlight's ``log_add=False``, torchaudio's default). An
-        attribute: set ``decoder.log_add`` on a decoder already built (transformers'
-        ``processor.decoder``)."""
+        """``log_add`` (flashlight's name; an attribute too): merged beams sum their
+        scores (pyctcdecode's), or with False keep the larger, the best alignment's."""
         self.log_add = flag(log_add, "log_add")
         self._alphabet = alphabet
         self._idx2vocab = dict(enumerate(alphabet.labels))
