@@ -39,6 +39,7 @@ import numpy as np
 from ...base.checks import flag, integer, number
 from ...lm import LanguageModel as NnlmLanguageModel
 from ...models import load_model
+from ...text.fileio import atomic_write_texts
 from .. import kenlm
 from ..whole_line import WholeLine, reads_whole_line
 from . import compiled
@@ -452,18 +453,21 @@ class BeamSearchDecoderCTC:
             if path.exists():
                 raise FileExistsError(f"{path} exists; save the decoder into a new folder")
         lm = self._language_model
-        if lm is not None:
-            lm_folder.mkdir()
-            try:
-                lm.save_to_dir(str(lm_folder))
-            except BaseException:
-                shutil.rmtree(lm_folder, ignore_errors=True)
-                raise
-        else:
+        if lm is None:
             logger.info("decoder has no language model.")
+        else:
+            lm_folder.mkdir()
+        files = {alphabet: self._alphabet.dumps()}
         if not log_add:
-            search.write_text(json.dumps({"log_add": False}))
-        alphabet.write_text(self._alphabet.dumps())
+            files[search] = json.dumps({"log_add": False})
+        try:
+            if lm is not None:
+                lm.save_to_dir(str(lm_folder))
+            atomic_write_texts(files)  # the files last, all or none: the folder is whole
+        except BaseException:
+            if lm is not None:
+                shutil.rmtree(lm_folder, ignore_errors=True)
+            raise
 
     @staticmethod
     def parse_directory_contents(filepath: str) -> dict[str, str | None]:
@@ -473,10 +477,7 @@ class BeamSearchDecoderCTC:
         if name not in contents:
             raise ValueError(f"Could not find alphabet file {name}. Found {contents}")
         contents.remove(name)
-        search = None  # nnlm's search settings, where save_to_dir wrote them
-        if BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME in contents:
-            contents.remove(BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME)
-            search = os.path.join(filepath, BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME)
+        search = _take(contents, filepath, BeamSearchDecoderCTC._SEARCH_SERIALIZED_FILENAME)
         lm_name = BeamSearchDecoderCTC._LANGUAGE_MODEL_SERIALIZED_DIRECTORY
         if contents and lm_name not in contents:
             raise ValueError(f"Count not find language model directory. Looking for "
@@ -508,6 +509,15 @@ class BeamSearchDecoderCTC:
                               "installation.") from None
         cache_dir = cache_dir or os.path.join(Path.home(), ".cache", "pyctcdecode")
         return cls.load_from_dir(snapshot_download(model_id, cache_dir=cache_dir, **kwargs))
+
+
+def _take(contents: list[str], folder: str, name: str) -> str | None:
+    """The path of ``name`` in ``folder`` where ``contents`` lists it (then no longer),
+    else None: nnlm's search settings, where save_to_dir wrote them."""
+    if name not in contents:
+        return None
+    contents.remove(name)
+    return os.path.join(folder, name)
 
 
 def _saved_log_add(path: str | None) -> bool:
