@@ -12,6 +12,7 @@ beams (a label holding whitespace, a hand-made hotword scorer) it declines."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,6 +308,93 @@ def test_log_add_is_saved_only_where_it_is_false(world, tmp_path):
     for bad in ("no", 0, None):
         with pytest.raises(TypeError, match="log_add="):
             build_ctcdecoder(LABELS, log_add=bad)
+
+
+def guide_block(marker: str) -> str:
+    """The docs/guide/decoders.md Python block that holds ``marker``."""
+    page = Path(__file__).parents[1] / "docs" / "guide" / "decoders.md"
+    blocks = [b.split("```")[0] for b in page.read_text().split("```python\n")[1:]]
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, marker
+    return found[0]
+
+
+def test_the_guides_wav2vec2_recipe_runs_as_written(world, tmp_path, monkeypatch):
+    """The guide's transformers recipe, run as written on a tiny wav2vec2 (randomly
+    initialised, saved where the recipe names its checkpoint; no download): its labels
+    read <pad> as the blank and | as the separator, so logits spelling a sentence in the
+    tokenizer's ids decode to the sentence; the model's own logits decode."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    import json
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    d, _, lines = world
+    folder = tmp_path / "facebook" / "wav2vec2-base-960h"
+    folder.mkdir(parents=True)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ'"
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4,
+             **{c: i + 5 for i, c in enumerate(letters)}}
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tokenizer = transformers.Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json"))
+        processor = transformers.Wav2Vec2Processor(transformers.Wav2Vec2FeatureExtractor(),
+                                                   tokenizer)
+        processor.save_pretrained(str(folder))
+        torch.manual_seed(0)
+        config = transformers.Wav2Vec2Config(
+            vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
+            num_attention_heads=2, intermediate_size=32, conv_dim=(8, 8),
+            conv_kernel=(10, 3), conv_stride=(5, 2), num_conv_pos_embeddings=4,
+            num_conv_pos_embedding_groups=2, pad_token_id=0)
+        transformers.Wav2Vec2ForCTC(config).save_pretrained(str(folder))
+    (tmp_path / "runs").mkdir()
+    from nnlm.cli import main
+
+    assert main(["ngram", "convert", str(d / "kn3"), str(tmp_path / "runs/kn5")]) == 0
+    monkeypatch.chdir(tmp_path)
+    names = {"audio": np.random.default_rng(0).normal(size=16_000).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(guide_block("AutoModelForCTC"), names)
+    decoder, logits = names["decoder"], names["logits"]
+    assert logits.shape[1] == len(vocab) and isinstance(names["text"], str)
+    assert set(names["text"]) <= set(letters.lower() + " ")
+    line = " ".join(w for w in lines[0].lower().split() if w.isalpha())[:30].strip()
+    ids = [vocab["|" if c == " " else c.upper()] for c in line]
+    spoken = np.full((2 * len(ids), len(vocab)), -8.0, np.float32)
+    spoken[np.arange(0, 2 * len(ids), 2), ids] = 0.0  # each label, then the blank
+    spoken[np.arange(1, 2 * len(ids), 2), vocab["<pad>"]] = 0.0
+    assert decoder.decode(spoken) == line
+
+
+def test_the_guides_nemo_recipe_appends_the_blank_last(world, tmp_path, monkeypatch):
+    """The guide's NeMo recipe, run as written on a stand-in model whose vocabulary is
+    SentencePiece-style pieces with no blank: the decoder appends the blank last, as
+    NeMo's logits have it, and reads the pieces as subwords."""
+    from types import SimpleNamespace
+
+    from nnlm.cli import main
+
+    d, _, lines = world
+    words = " ".join(w for w in lines[0].lower().split() if w.isalpha()).split()[:5]
+    pieces = sorted({"▁" + w[:2] for w in words} | {w[2:] for w in words if w[2:]})
+    asr_model = SimpleNamespace(decoder=SimpleNamespace(vocabulary=pieces))
+    ids = []
+    for w in words:
+        ids += [pieces.index("▁" + w[:2])] + ([pieces.index(w[2:])] if w[2:] else [])
+    blank = len(pieces)  # NeMo's: the last column
+    logits = np.full((2 * len(ids), len(pieces) + 1), -8.0, np.float32)
+    logits[np.arange(0, 2 * len(ids), 2), ids] = 0.0
+    logits[np.arange(1, 2 * len(ids), 2), blank] = 0.0
+    (tmp_path / "runs").mkdir()
+    assert main(["ngram", "convert", str(d / "kn3"), str(tmp_path / "runs/kn5")]) == 0
+    monkeypatch.chdir(tmp_path)
+    names = {"asr_model": asr_model, "logits": logits}
+    exec(guide_block("asr_model.decoder.vocabulary"), names)
+    assert names["decoder"]._alphabet.labels[-1] == "" and names["decoder"]._is_bpe
+    assert names["text"] == " ".join(words)
 
 
 def test_a_hotword_scorer_the_search_used_still_pickles(world):
