@@ -7,10 +7,12 @@ NeMo's scripts) runs unchanged once ``sys.modules["pyctcdecode"] = nnlm.pyctcdec
 its submodules (``alphabet``, ``constants``, ``decoder``, ``language_model``) are here
 too. :mod:`nnlm.decoding.ctc.pyctcdecode` says what differs from pyctcdecode 0.5.
 
-nnlm's own addition: ``build_batch_decoder`` (the same arguments and a ``device``), or
+nnlm's own additions: ``build_batch_decoder`` (the same arguments and a ``device``), or
 ``BatchDecoderCTC.from_decoder(decoder)``, decodes a batch of utterances at once on the
 CPU or a GPU, with the same beams (:mod:`nnlm.decoding.ctc.batch_decoder`; it needs
-torch).
+torch); ``log_add=False`` (``build_ctcdecoder``'s, the decoder's and the batch
+decoder's) scores each text by its best alignment instead of pyctcdecode's sum over
+alignments, as flashlight's decoders can.
 """
 
 from ..decoding import ctc

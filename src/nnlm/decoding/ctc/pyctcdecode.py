@@ -21,6 +21,10 @@ What differs, each where pyctcdecode cannot:
 - logits holding NaN or +inf are a ValueError (pyctcdecode decodes garbage);
 - ``save_to_dir`` never replaces a file: where ``alphabet.json`` or ``language_model``
   exists in the folder it raises FileExistsError.
+
+And one addition: ``log_add`` (default True, pyctcdecode's sum over alignments; False
+keeps each merged beam's better score, the best alignment's, as flashlight's decoders
+can), saved in ``nnlm_search.json`` only where it is False.
 """
 
 from __future__ import annotations
