@@ -518,6 +518,16 @@ def test_a_network_scores_the_utterances_end_in_one_pass(world):
     assert beams[LanguageModel] == beams[OwnScore]
     assert max(end_passes[LanguageModel]) <= 2  # a missing row of a history, then the ends
     assert min(end_passes[OwnScore]) > 2  # beam by beam: 3-6 passes here
+    logp = char_logits([lines[0][:37]], seed=2, n=1)[0]
+    for broken, error in ((lambda self, pairs: None, TypeError),
+                          (lambda self, pairs: [(0.0,)] * len(pairs), TypeError),
+                          (lambda self, pairs: [("x", None)] * len(pairs), TypeError),
+                          (lambda self, pairs: 1 / 0, ZeroDivisionError)):
+        fused = LanguageModel(WholeLine(NeuralLM(vocab, net)), unigrams=words)
+        fused.score_last_words = broken.__get__(fused)
+        with pytest.raises(error):
+            compiled.decode(PrefixSearch(LABELS, False, fused), logp, 16, -10.0, -5.0,
+                            False, HotwordScorer.build_scorer([], 10.0), None)
 
 
 def test_build_ctcdecoder_takes_a_loaded_model(world, tmp_path):

@@ -1272,6 +1272,8 @@ static int score_last_words(Search *S) {
         Text *x = &S->texts[b->text];
         if (x->eos_scored) continue;
         x->eos_scored = 2;  /* asked for (a text held by several beams is asked once) */
+        todo[2 * m] = b->text;  /* the text, and the text before its last word */
+        todo[2 * m++ + 1] = b->before;
         PyObject *w = part_str(S, b->word);
         PyObject *pair_ = w ? PyTuple_Pack(2, S->pstates[S->texts[b->before].state], w)
                             : NULL;
@@ -1280,8 +1282,6 @@ static int score_last_words(Search *S) {
             goto done;
         }
         Py_DECREF(pair_);
-        todo[2 * m] = b->text;  /* the text, and the text before its last word */
-        todo[2 * m++ + 1] = b->before;
     }
     if (!m) {
         ret = 0;
