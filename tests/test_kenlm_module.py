@@ -585,8 +585,10 @@ def test_the_pyctcdecode_recipes_decode_as_kenlm_does(toy_arpa, tmp_path, page):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])["texts"]
-    blocks = _python_blocks(Path(__file__).parents[1] / page, "decoder = build_ctcdecoder")
-    assert blocks, page
+    blocks = [b for b in _python_blocks(Path(__file__).parents[1] / page,
+                                        "decoder = build_ctcdecoder")
+              if "asr_model" not in b and "AutoModelForCTC" not in b]  # acoustic models':
+    assert blocks, page  # test_ctc_compiled.py runs those, on stand-ins
     for block in blocks:
         script = tmp_path / "recipe.py"
         script.write_text(
