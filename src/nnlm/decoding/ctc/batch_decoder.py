@@ -71,9 +71,9 @@ def as_log_probs(logits, width: int, device: torch.device
     frames = torch.arange(out.shape[1], device=device)[None, :] < lengths[:, None]
     if bool(torch.isnan(out[frames]).any()) or bool((out[frames] == math.inf).any()):
         raise ValueError("logits hold NaN or +inf: the acoustic model's output is broken")
-    probs = torch.tensor([looks_like_probabilities(_host(x)) for x in
-                          (parts if isinstance(logits, (list, tuple)) else logits)],
-                         dtype=torch.bool, device=device)
+    given = [_host(p) for p in parts] if isinstance(logits, (list, tuple)) else _host(logits)
+    probs = torch.tensor([looks_like_probabilities(x) for x in given], dtype=torch.bool,
+                         device=device)
     with torch.no_grad():
         as_probs = torch.log(out.clamp(MIN_TOKEN_CLIP_P, 1))
         as_logits = torch.log_softmax(torch.where(frames[..., None], out, 0.0), dim=2)
@@ -83,8 +83,9 @@ def as_log_probs(logits, width: int, device: torch.device
 
 
 def _host(x) -> np.ndarray:
-    """An utterance's [T, L] as the caller gave it, in its dtype, on the host: where
-    pyctcdecode's rule is applied (bfloat16, which numpy lacks, as float32)."""
+    """Logits as the caller gave them, in their dtype, on the host (one copy for a whole
+    batch): where pyctcdecode's rule is applied (bfloat16, which numpy lacks, as
+    float32)."""
     if isinstance(x, torch.Tensor):
         x = x.detach()
         return (x.float() if x.dtype == torch.bfloat16 else x).cpu().numpy()

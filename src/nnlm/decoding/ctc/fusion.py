@@ -251,14 +251,20 @@ class LanguageModel(AbstractLanguageModel):
         if not word and is_last_word and not PYCTCDECODE_EXACT:  # ended on a separator:
             end = self._get_raw_end_score(prev_state)  # </s> after the last word, no more
             return self.alpha * end * LOG_BASE_CHANGE_FACTOR, prev_state
+        lm_score, end_state = self._raw_word(prev_state, word)
+        if is_last_word:
+            lm_score = lm_score + self._get_raw_end_score(end_state)
+        return self.alpha * lm_score * LOG_BASE_CHANGE_FACTOR + self.beta, end_state
+
+    def _raw_word(self, prev_state, word: str) -> tuple[float, object]:
+        """log10 p(word | prev_state), with the unknown-word offset where it applies,
+        and the state after the word."""
         end_state = self._new_state()
         lm_score = self._kenlm_model.BaseScore(prev_state, word, end_state)
         if (len(self._unigram_set) > 0 and word not in self._unigram_set) \
                 or word not in self._kenlm_model:
             lm_score += self.unk_score_offset
-        if is_last_word:
-            lm_score = lm_score + self._get_raw_end_score(end_state)
-        return self.alpha * lm_score * LOG_BASE_CHANGE_FACTOR + self.beta, end_state
+        return lm_score, end_state
 
     def score_last_words(self, pairs) -> list[tuple[float, object]]:
         """``score(state, word, is_last_word=True)`` for each (state, word) of the beams
@@ -267,27 +273,22 @@ class LanguageModel(AbstractLanguageModel):
         in batched passes (:class:`~nnlm.decoding.whole_line.WholeLine`) then computes
         every row the ``</s>`` read in one pass, where one beam after another took a
         pass each (12 of a Brown sentence's 28 passes with an ``awd`` network)."""
-        firsts = []
-        for prev_state, word in pairs:
-            if isinstance(prev_state, KenlmState):
-                prev_state = prev_state.state
-            if not word and not PYCTCDECODE_EXACT:  # ended on a separator (see score)
-                firsts.append(None)
-                continue
-            end_state = self._new_state()
-            lm_score = self._kenlm_model.BaseScore(prev_state, word, end_state)
-            if (len(self._unigram_set) > 0 and word not in self._unigram_set) \
-                    or word not in self._kenlm_model:
-                lm_score += self.unk_score_offset
-            firsts.append((lm_score, end_state))
+        def word_first(state, word):  # an empty last word: score()'s own case
+            if not word and not PYCTCDECODE_EXACT:
+                return None
+            return self._raw_word(state.state if isinstance(state, KenlmState) else state,
+                                  word)
+
+        firsts = [word_first(state, word) for state, word in pairs]
         out = []
-        for (prev_state, word), first in zip(pairs, firsts):
+        for (state, word), first in zip(pairs, firsts):
             if first is None:
-                out.append(self.score(prev_state, word, is_last_word=True))
+                out.append(self.score(state, word, is_last_word=True))
                 continue
-            lm_score = first[0] + self._get_raw_end_score(first[1])
+            lm_score, end_state = first
+            lm_score = lm_score + self._get_raw_end_score(end_state)
             out.append((self.alpha * lm_score * LOG_BASE_CHANGE_FACTOR + self.beta,
-                        first[1]))
+                        end_state))
         return out
 
     @property
